@@ -1,0 +1,72 @@
+// What every backend provides: memory, host transfers, and compiling a Plan into an Executable.
+// Backends know no Python and no runtime Tensor; the runtime drives them through this interface.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lowering/plan.h"
+
+namespace lt {
+
+// A block of memory owned by a backend's allocator; freed (returned to its pool) on destruction.
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  virtual bool on_host() const = 0;
+
+ protected:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+using BufferPtr = std::shared_ptr<Buffer>;
+
+// Host memory, 64-byte aligned (whole cache lines, full-width vector loads).
+class HostBuffer : public Buffer {
+ public:
+  explicit HostBuffer(size_t bytes);
+  ~HostBuffer() override;
+  bool on_host() const override { return true; }
+};
+
+// One runtime input of an executable: a buffer, or a scalar value (Scalar leaves).
+struct RunInput {
+  const Buffer* buffer = nullptr;
+  double scalar = 0;
+  int64_t scalar_i = 0;
+};
+
+struct RunStats {
+  int kernel_launches = 0;
+};
+
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  // Runs the plan; returns one buffer per distinct Output buffer, indexed like Plan::buffers
+  // (entries of non-output buffers are null).
+  virtual std::vector<BufferPtr> run(const std::vector<RunInput>& inputs, RunStats* stats) = 0;
+  virtual int num_kernels() const = 0;
+  // Generated source of each kernel (LLVM IR, CUDA C), for lt.debug.kernel_sources and dumps.
+  virtual std::vector<std::string> kernel_sources() const { return {}; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual BufferPtr allocate(size_t bytes) = 0;
+  virtual void copy_from_host(Buffer& dst, const void* src, size_t bytes) = 0;
+  virtual void copy_to_host(void* dst, const Buffer& src, size_t bytes) = 0;
+  virtual std::unique_ptr<Executable> compile(const Plan& plan) = 0;
+};
+
+// Registered backends ("reference", "cpu", "cuda"); throws a clear lt::Error when unavailable.
+Backend& get_backend(const std::string& name);
+bool backend_available(const std::string& name);
+
+}  // namespace lt

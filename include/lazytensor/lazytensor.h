@@ -1,0 +1,7 @@
+// lazytensor's public C++ API. #include <lazytensor/lazytensor.h>, link lazytensor::lazytensor.
+#pragma once
+#include "runtime/device.h"
+#include "runtime/metrics.h"
+#include "runtime/ops.h"
+#include "runtime/sync.h"
+#include "runtime/tensor.h"

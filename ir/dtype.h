@@ -1,0 +1,27 @@
+// Element types and PyTorch's type-promotion rules.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace lt {
+
+enum class DType : uint8_t { Bool, UInt8, Int8, Int32, Int64, Float16, BFloat16, Float32, Float64 };
+constexpr int kNumDTypes = 9;
+
+size_t dtype_size(DType t);
+std::string_view dtype_name(DType t);
+DType dtype_from_name(std::string_view name);  // throws lt::Error on unknown names
+bool is_floating(DType t);
+bool is_integral(DType t);  // including bool
+inline bool is_bool(DType t) { return t == DType::Bool; }
+
+// Promotion of two tensor operands (torch.promote_types).
+DType promote(DType a, DType b);
+// Category of a Python scalar operand: bool < integer < floating.
+enum class ScalarKind { Bool, Int, Float };
+// Result dtype of `tensor op scalar` (a wrapped number only raises the category, never the width).
+DType promote_with_scalar(DType t, ScalarKind s);
+DType default_float();
+
+}  // namespace lt

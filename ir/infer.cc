@@ -1,0 +1,165 @@
+// Shape and dtype inference, one rule per op class. Errors name the op and the shapes involved.
+#include <algorithm>
+
+#include "ir/error.h"
+#include "ir/node.h"
+
+namespace lt {
+namespace {
+
+std::string shapes_of(const std::vector<NodePtr>& in) {
+  std::string s;
+  for (size_t i = 0; i < in.size(); ++i) s += (i ? " and " : "") + shape_str(in[i]->shape);
+  return s;
+}
+
+std::string dtypes_of(const std::vector<NodePtr>& in) {
+  std::string s;
+  for (size_t i = 0; i < in.size(); ++i) s += (i ? ", " : "") + std::string(dtype_name(in[i]->dtype));
+  return s;
+}
+
+void same_dtype(Op op, const std::vector<NodePtr>& in, size_t from) {
+  for (size_t i = from + 1; i < in.size(); ++i)
+    if (in[i]->dtype != in[from]->dtype)
+      fail(ErrorKind::Type, op_name(op), ": operand dtypes differ (", dtypes_of(in),
+           "); the runtime promotes before tracing");
+}
+
+Shape reduce_shape(Op op, const Shape& s, const Attrs& a) {
+  std::vector<bool> red(s.size(), false);
+  for (auto ax : a.ints) {
+    int64_t n = normalize_axis(ax, static_cast<int64_t>(s.size()), std::string(op_name(op)).c_str());
+    if (s.empty()) continue;
+    if (red[n]) fail(ErrorKind::Runtime, op_name(op), ": dim ", n, " appears multiple times in ", shape_str(a.ints));
+    red[n] = true;
+  }
+  Shape r;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (!red[i]) r.push_back(s[i]);
+    else if (a.keepdim) r.push_back(1);
+  }
+  return r;
+}
+
+}  // namespace
+
+Inferred infer(Op op, const std::vector<NodePtr>& in, const Attrs& a) {
+  const OpInfo& info = op_info(op);
+  const std::string name(info.name);
+  switch (info.cls) {
+    case OpClass::Leaf:
+      fail(ErrorKind::Runtime, name, ": leaves are made with make_param/make_scalar/make_constant");
+    case OpClass::Rand:
+      for (auto& i : in)
+        if (i->dtype != DType::Int64 || !i->shape.empty())
+          fail(ErrorKind::Type, name, ": seed and offset must be 0-d int64, got ", dtypes_of(in));
+      if (!is_floating(a.dtype)) fail(ErrorKind::Type, name, ": dtype must be floating, got ", dtype_name(a.dtype));
+      for (auto d : a.ints)
+        if (d < 0) fail(ErrorKind::Value, name, ": negative dimension in ", shape_str(a.ints));
+      return {a.dtype, a.ints};
+    case OpClass::Unary:
+      if (!is_floating(in[0]->dtype) && op != Op::Neg && op != Op::Abs && op != Op::Relu)
+        fail(ErrorKind::Type, name, ": expected a floating-point tensor, got ", dtype_name(in[0]->dtype),
+             " with shape ", shape_str(in[0]->shape));
+      if (is_bool(in[0]->dtype)) fail(ErrorKind::Type, name, ": not supported for bool tensors");
+      return {in[0]->dtype, in[0]->shape};
+    case OpClass::Predicate1:
+      return {DType::Bool, in[0]->shape};
+    case OpClass::Binary: {
+      same_dtype(op, in, 0);
+      if ((op == Op::Div || op == Op::Pow) && !is_floating(in[0]->dtype))
+        fail(ErrorKind::Type, name, ": expected floating operands, got ", dtypes_of(in));
+      if (is_bool(in[0]->dtype) && op != Op::Maximum && op != Op::Minimum)
+        fail(ErrorKind::Type, name, ": not supported for bool tensors");
+      return {in[0]->dtype, broadcast_shapes(in[0]->shape, in[1]->shape, name.c_str())};
+    }
+    case OpClass::Compare:
+      same_dtype(op, in, 0);
+      return {DType::Bool, broadcast_shapes(in[0]->shape, in[1]->shape, name.c_str())};
+    case OpClass::Logical:
+      for (auto& i : in)
+        if (!is_bool(i->dtype)) fail(ErrorKind::Type, name, ": expected bool operands, got ", dtypes_of(in));
+      return {DType::Bool, broadcast_shapes(in[0]->shape, in[1]->shape, name.c_str())};
+    case OpClass::Where: {
+      if (!is_bool(in[0]->dtype)) fail(ErrorKind::Type, name, ": condition must be bool, got ", dtype_name(in[0]->dtype));
+      same_dtype(op, in, 1);
+      Shape s = broadcast_shapes(in[0]->shape, in[1]->shape, name.c_str());
+      return {in[1]->dtype, broadcast_shapes(s, in[2]->shape, name.c_str())};
+    }
+    case OpClass::Cast:
+      return {a.dtype, in[0]->shape};
+    case OpClass::Reduce: {
+      DType t = in[0]->dtype;
+      if (op == Op::Mean && !is_floating(t))
+        fail(ErrorKind::Runtime, name, ": could not infer output dtype; input dtype must be floating, got ", dtype_name(t));
+      if ((op == Op::ReduceMax || op == Op::ReduceMin) && numel(in[0]->shape) == 0)
+        fail(ErrorKind::Index, name, ": cannot reduce an empty tensor of shape ", shape_str(in[0]->shape),
+             " (the operation has no identity)");
+      if (op == Op::ReduceSum && is_bool(t)) fail(ErrorKind::Type, name, ": cast bool to an integer type first");
+      return {t, reduce_shape(op, in[0]->shape, a)};
+    }
+    case OpClass::Reshape: {
+      int64_t n = 1;
+      for (auto d : a.ints) {
+        if (d < 0) fail(ErrorKind::Runtime, name, ": invalid shape ", shape_str(a.ints), " (resolve -1 before tracing)");
+        n *= d;
+      }
+      if (n != numel(in[0]->shape))
+        fail(ErrorKind::Runtime, name, ": shape ", shape_str(a.ints), " is invalid for input of size ",
+             numel(in[0]->shape), " (shape ", shape_str(in[0]->shape), ")");
+      return {in[0]->dtype, a.ints};
+    }
+    case OpClass::Permute: {
+      const Shape& s = in[0]->shape;
+      if (a.ints.size() != s.size())
+        fail(ErrorKind::Runtime, name, ": number of dims in permutation ", shape_str(a.ints),
+             " does not match input shape ", shape_str(s));
+      std::vector<bool> seen(s.size(), false);
+      Shape r(s.size());
+      for (size_t i = 0; i < a.ints.size(); ++i) {
+        int64_t p = a.ints[i];
+        if (p < 0 || p >= static_cast<int64_t>(s.size()) || seen[p])
+          fail(ErrorKind::Runtime, name, ": ", shape_str(a.ints), " is not a permutation of the dims of ", shape_str(s));
+        seen[p] = true;
+        r[i] = s[p];
+      }
+      return {in[0]->dtype, r};
+    }
+    case OpClass::Expand: {
+      const Shape& s = in[0]->shape;
+      const Shape& t = a.ints;
+      if (t.size() < s.size())
+        fail(ErrorKind::Runtime, name, ": target shape ", shape_str(t), " has fewer dims than input ", shape_str(s));
+      size_t off = t.size() - s.size();
+      for (size_t i = 0; i < t.size(); ++i) {
+        if (t[i] < 0) fail(ErrorKind::Runtime, name, ": negative size in target shape ", shape_str(t));
+        if (i >= off && s[i - off] != 1 && s[i - off] != t[i])
+          fail(ErrorKind::Runtime, name, ": the expanded size (", t[i], ") must match the existing size (",
+               s[i - off], ") at non-singleton dimension ", i, ". Target sizes: ", shape_str(t),
+               ". Tensor sizes: ", shape_str(s));
+      }
+      return {in[0]->dtype, t};
+    }
+    case OpClass::Matmul: {
+      same_dtype(op, in, 0);
+      const Shape &x = in[0]->shape, &y = in[1]->shape;
+      if (x.empty() || y.empty())
+        fail(ErrorKind::Runtime, name, ": both arguments need at least 1 dimension, got ", shapes_of(in));
+      if (is_bool(in[0]->dtype)) fail(ErrorKind::Runtime, name, ": not implemented for bool (shapes ", shapes_of(in), ")");
+      int64_t kx = x.back(), ky = y.size() == 1 ? y[0] : y[y.size() - 2];
+      if (kx != ky)
+        fail(ErrorKind::Runtime, name, ": mat1 and mat2 shapes cannot be multiplied (", shapes_of(in),
+             ": ", kx, " != ", ky, ")");
+      Shape bx(x.begin(), x.end() - std::min<size_t>(x.size(), 2));
+      Shape by(y.begin(), y.end() - std::min<size_t>(y.size(), 2));
+      Shape r = broadcast_shapes(bx, by, name.c_str());
+      if (x.size() >= 2) r.push_back(x[x.size() - 2]);
+      if (y.size() >= 2) r.push_back(y.back());
+      return {in[0]->dtype, r};
+    }
+  }
+  fail(ErrorKind::Runtime, name, ": no shape rule");
+}
+
+}  // namespace lt

@@ -1,0 +1,138 @@
+#include "ir/node.h"
+
+#include <deque>
+#include <mutex>
+#include <unordered_map>
+
+#include "ir/error.h"
+
+namespace lt {
+
+std::string Hash128::hex() const {
+  static const char* d = "0123456789abcdef";
+  std::string s(32, '0');
+  for (int i = 0; i < 16; ++i) {
+    s[15 - i] = d[(hi >> (4 * i)) & 15];
+    s[31 - i] = d[(lo >> (4 * i)) & 15];
+  }
+  return s;
+}
+
+Node::~Node() {
+  std::vector<NodePtr> stack = std::move(inputs);
+  while (!stack.empty()) {
+    NodePtr n = std::move(stack.back());
+    stack.pop_back();
+    if (n.use_count() == 1) {  // the last owner: detach its operands before it dies
+      auto& in = const_cast<Node&>(*n).inputs;
+      for (auto& c : in) stack.push_back(std::move(c));
+      in.clear();
+    }
+  }
+}
+
+static Hash128 node_hash(const Node& n) {
+  Hasher h(static_cast<uint64_t>(n.op) + 1);
+  h.add(static_cast<uint64_t>(n.dtype)).add(n.shape.size());
+  for (auto d : n.shape) h.add(static_cast<uint64_t>(d));
+  h.add(n.attrs.ints.size());
+  for (auto v : n.attrs.ints) h.add(static_cast<uint64_t>(v));
+  h.add(n.attrs.keepdim).add(static_cast<uint64_t>(n.attrs.dtype)).add_double(n.attrs.value);
+  h.add(static_cast<uint64_t>(n.attrs.stream));
+  for (const auto& in : n.inputs) h.add(in->hash);
+  return h.digest();
+}
+
+NodePtr make_node(Op op, std::vector<NodePtr> inputs, Attrs attrs) {
+  const OpInfo& info = op_info(op);
+  if (info.arity >= 0 && static_cast<int>(inputs.size()) != info.arity)
+    fail(ErrorKind::Runtime, op_name(op), ": expected ", info.arity, " operands, got ", inputs.size());
+  for (const auto& in : inputs)
+    if (!in) fail(ErrorKind::Runtime, op_name(op), ": null operand");
+  Inferred r = infer(op, inputs, attrs);
+  auto n = std::make_shared<Node>();
+  n->op = op;
+  n->dtype = r.dtype;
+  n->shape = std::move(r.shape);
+  n->attrs = std::move(attrs);
+  n->inputs = std::move(inputs);
+  n->source = current_source();
+  n->hash = node_hash(*n);
+  return n;
+}
+
+NodePtr make_param(DType dtype, Shape shape, std::shared_ptr<LeafData> data) {
+  for (auto d : shape)
+    if (d < 0) fail(ErrorKind::Value, "param: negative dimension in shape ", shape_str(shape));
+  auto n = std::make_shared<Node>();
+  n->op = Op::Param;
+  n->dtype = dtype;
+  n->shape = std::move(shape);
+  n->data = std::move(data);
+  n->source = current_source();
+  n->hash = node_hash(*n);
+  return n;
+}
+
+NodePtr make_scalar(DType dtype, double value) {
+  auto n = std::make_shared<Node>();
+  n->op = Op::Scalar;
+  n->dtype = dtype;
+  n->scalar = value;
+  n->scalar_i = static_cast<int64_t>(value);
+  n->source = current_source();
+  n->hash = node_hash(*n);  // value deliberately not part of the hash
+  return n;
+}
+
+NodePtr make_int_scalar(DType dtype, int64_t value) {
+  NodePtr n = make_scalar(dtype, static_cast<double>(value));
+  const_cast<Node&>(*n).scalar_i = value;  // still private to this function: safe
+  return n;
+}
+
+NodePtr make_constant(DType dtype, double value, Shape shape) {
+  auto n = std::make_shared<Node>();
+  n->op = Op::Constant;
+  n->dtype = dtype;
+  n->shape = std::move(shape);
+  n->attrs.value = value;
+  n->source = current_source();
+  n->hash = node_hash(*n);
+  return n;
+}
+
+namespace {
+std::mutex g_src_mu;
+std::deque<std::string>& src_table() {  // deque: references stay valid
+  static std::deque<std::string> t;
+  return t;
+}
+std::unordered_map<std::string, int32_t>& src_index() {
+  static std::unordered_map<std::string, int32_t> m;
+  return m;
+}
+thread_local int32_t t_current_source = -1;
+}  // namespace
+
+int32_t intern_source(const std::string& loc) {
+  std::lock_guard<std::mutex> g(g_src_mu);
+  auto it = src_index().find(loc);
+  if (it != src_index().end()) return it->second;
+  int32_t id = static_cast<int32_t>(src_table().size());
+  src_table().push_back(loc);
+  src_index().emplace(loc, id);
+  return id;
+}
+
+const std::string& source_str(int32_t id) {
+  static const std::string unknown;
+  std::lock_guard<std::mutex> g(g_src_mu);
+  if (id < 0 || id >= static_cast<int32_t>(src_table().size())) return unknown;
+  return src_table()[id];
+}
+
+void set_current_source(int32_t id) { t_current_source = id; }
+int32_t current_source() { return t_current_source; }
+
+}  // namespace lt

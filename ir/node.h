@@ -1,0 +1,71 @@
+// IR nodes. A Node is immutable once made: op, attributes, output dtype and shape (inferred and
+// checked at creation, so a bad shape fails where it was written), operands, and a Merkle hash of
+// all of these. Leaves hash dtype and shape only, never data, so new data never forces a recompile.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "ir/hash.h"
+#include "ir/ops.h"
+#include "ir/shape.h"
+
+namespace lt {
+
+struct Attrs {
+  std::vector<int64_t> ints;  // axes (reduce), shape (reshape/expand), permutation (permute)
+  bool keepdim = false;       // reduce
+  DType dtype = DType::Float32;  // cast target
+  double value = 0;           // constant value (hashed); for Scalar leaves see Node::scalar
+  int64_t stream = 0;         // rand: independent stream id for decompositions needing several
+};
+
+// Opaque handle to the data behind a Param leaf; runtime/ subclasses it. ir/ never looks inside.
+struct LeafData {
+  virtual ~LeafData() = default;
+};
+
+struct Node;
+using NodePtr = std::shared_ptr<const Node>;
+
+struct Node {
+  Op op;
+  DType dtype;
+  Shape shape;
+  Attrs attrs;
+  std::vector<NodePtr> inputs;
+  Hash128 hash;
+  std::shared_ptr<LeafData> data;  // Param leaves only
+  double scalar = 0;               // Scalar leaves only: the runtime value (not hashed)
+  int64_t scalar_i = 0;            // ... and its exact integer value for integral dtypes
+  int32_t source = -1;             // index into the source-location table (ir/source.h)
+
+  Node() = default;
+  Node(const Node&) = default;
+  // Releases long operand chains iteratively: a trace of 100k ops must not overflow the stack.
+  ~Node();
+};
+
+// Makes a node: validates operands, infers dtype and shape, computes the hash.
+NodePtr make_node(Op op, std::vector<NodePtr> inputs, Attrs attrs = {});
+NodePtr make_param(DType dtype, Shape shape, std::shared_ptr<LeafData> data);
+NodePtr make_scalar(DType dtype, double value);  // integral dtypes keep int64(value) exactly
+NodePtr make_int_scalar(DType dtype, int64_t value);
+NodePtr make_constant(DType dtype, double value, Shape shape = {});
+
+// Shape/dtype inference for an op (ir/infer.cc); throws lt::Error naming op and shapes.
+struct Inferred {
+  DType dtype;
+  Shape shape;
+};
+Inferred infer(Op op, const std::vector<NodePtr>& inputs, const Attrs& attrs);
+
+// Source locations: interned "file:line" strings; the thread's current one is stamped on new nodes.
+int32_t intern_source(const std::string& loc);
+const std::string& source_str(int32_t id);
+void set_current_source(int32_t id);
+int32_t current_source();
+
+}  // namespace lt

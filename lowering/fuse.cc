@@ -1,0 +1,330 @@
+#include "lowering/fuse.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "ir/error.h"
+#include "lowering/symbolic.h"
+
+namespace lt {
+namespace {
+
+using loop::IKind;
+using loop::Instr;
+using loop::Stage;
+using loop::StageKind;
+
+// Thrown while building a kernel when reduction `node` cannot be hosted there.
+struct Unhostable {
+  int node;
+};
+
+struct ReduceSig {
+  Shape in_shape;
+  std::vector<int64_t> axes;  // sorted, non-negative
+  bool operator==(const ReduceSig& o) const { return in_shape == o.in_shape && axes == o.axes; }
+};
+
+ReduceSig sig_of(const PNode& r, const PNode& in) {
+  ReduceSig s{in.shape, {}};
+  int64_t rank = static_cast<int64_t>(in.shape.size());
+  for (auto a : r.attrs.ints) s.axes.push_back(rank ? (a < 0 ? a + rank : a) : 0);
+  if (!rank) s.axes.clear();
+  std::sort(s.axes.begin(), s.axes.end());
+  return s;
+}
+
+DType acc_dtype(DType t) {
+  return (t == DType::Float16 || t == DType::BFloat16) ? DType::Float32 : t;
+}
+
+class KernelBuilder {
+ public:
+  KernelBuilder(const PrimGraph& g, const std::vector<bool>& realized, const std::vector<int>& buffer_of,
+                const std::vector<BufferSpec>& buffers, int root)
+      : g_(g), realized_(realized), buffer_of_(buffer_of), buffers_(buffers), root_(root) {}
+
+  loop::Kernel build(std::vector<int>* touched);
+
+ private:
+  int emit(int stage, int node, const std::vector<Lin>& idx, bool compute_root = false);
+  int push(int stage, Instr in) {
+    auto& body = k_.stages[stage].body;
+    body.push_back(std::move(in));
+    return static_cast<int>(body.size()) - 1;
+  }
+  int cast_to(int stage, int v, DType t) {
+    if (k_.stages[stage].body[v].dtype == t) return v;
+    Instr c{IKind::Op, Op::Cast, t, v};
+    return push(stage, c);
+  }
+  int arg_for(int buffer, bool output);
+  std::vector<Lin> outer_vars();
+  std::vector<Lin> reduce_input_index(const ReduceSig& s);
+  void collect_reductions(int node, std::set<int>& out, std::set<int>& seen);
+
+  const PrimGraph& g_;
+  const std::vector<bool>& realized_;
+  const std::vector<int>& buffer_of_;
+  const std::vector<BufferSpec>& buffers_;
+  int root_;
+  loop::Kernel k_;
+  std::unique_ptr<SymCtx> sym_;
+  ReduceSig sig_;
+  std::map<int, int> stage_of_;  // hosted reduction -> its stage
+  std::map<int, int> arg_of_;    // buffer -> kernel arg
+  std::map<std::pair<int, std::vector<Lin>>, int> memo_;  // per current stage
+  std::set<int> touched_;
+};
+
+int KernelBuilder::arg_for(int buffer, bool output) {
+  auto it = arg_of_.find(buffer);
+  if (it != arg_of_.end()) {
+    k_.args[it->second].output |= output;
+    return it->second;
+  }
+  const BufferSpec& b = buffers_[buffer];
+  k_.args.push_back({buffer, b.dtype, b.numel, b.kind == BufferSpec::Kind::Scalar, output});
+  int id = static_cast<int>(k_.args.size()) - 1;
+  arg_of_.emplace(buffer, id);
+  return id;
+}
+
+std::vector<Lin> KernelBuilder::outer_vars() {
+  std::vector<Lin> v;
+  for (size_t i = 0; i < k_.outer.size(); ++i) v.push_back(sym_->var(static_cast<int>(i)));
+  return v;
+}
+
+// Index of reduction input element (outer point, inner point): reduced dims take inner vars.
+std::vector<Lin> KernelBuilder::reduce_input_index(const ReduceSig& s) {
+  std::vector<Lin> idx(s.in_shape.size());
+  int o = 0, i = static_cast<int>(k_.outer.size());
+  for (size_t d = 0; d < s.in_shape.size(); ++d) {
+    bool red = std::binary_search(s.axes.begin(), s.axes.end(), static_cast<int64_t>(d));
+    idx[d] = sym_->var(red ? i++ : o++);
+  }
+  return idx;
+}
+
+void KernelBuilder::collect_reductions(int node, std::set<int>& out, std::set<int>& seen) {
+  if (!seen.insert(node).second) return;
+  const PNode& p = g_.nodes[node];
+  if (node != root_ && realized_[node]) return;
+  if (op_info(p.op).cls == OpClass::Reduce && node != root_) out.insert(node);
+  for (int c : p.inputs) collect_reductions(c, out, seen);
+}
+
+int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool compute_root) {
+  auto key = std::make_pair(node, idx);
+  auto hit = memo_.find(key);
+  if (hit != memo_.end() && !compute_root) return hit->second;
+  touched_.insert(node);
+  const PNode& p = g_.nodes[node];
+  const OpInfo& info = op_info(p.op);
+  int result;
+  if (!compute_root && realized_[node] && p.op != Op::Constant) {
+    int b = buffer_of_[node];
+    if (buffers_[b].kind == BufferSpec::Kind::Scalar) {
+      Instr in{IKind::LoadScalar, Op::Add, p.dtype};
+      in.arg = arg_for(b, false);
+      result = push(stage, in);
+    } else {
+      Instr in{IKind::Load, Op::Add, p.dtype};
+      in.arg = arg_for(b, false);
+      in.index = sym_->to_index(sym_->flatten(idx, p.shape), k_.iexprs);
+      result = push(stage, in);
+    }
+  } else if (p.op == Op::Param || p.op == Op::Scalar) {
+    // A leaf output (rare): its value is its input buffer.
+    return emit(stage, node, idx, false);
+  } else if (p.op == Op::Constant) {
+    Instr in{IKind::Const, Op::Add, p.dtype};
+    in.value = p.attrs.value;
+    result = push(stage, in);
+  } else if (is_elementwise(info.cls) && info.cls != OpClass::Rand) {
+    std::vector<int> ops;
+    for (int c : p.inputs) {
+      const Shape& cs = g_.nodes[c].shape;
+      std::vector<Lin> ci(cs.size());
+      size_t off = p.shape.size() - cs.size();
+      for (size_t d = 0; d < cs.size(); ++d) ci[d] = cs[d] == 1 ? SymCtx::constant(0) : idx[d + off];
+      ops.push_back(emit(stage, c, ci));
+    }
+    Instr in{IKind::Op, p.op, p.dtype};
+    if (ops.size() > 0) in.a = ops[0];
+    if (ops.size() > 1) in.b = ops[1];
+    if (ops.size() > 2) in.c = ops[2];
+    result = push(stage, in);
+  } else if (info.cls == OpClass::Rand) {
+    int seed = emit(stage, p.inputs[0], {});
+    int offset = emit(stage, p.inputs[1], {});
+    Instr in{IKind::RandUniform, Op::Rand, p.dtype, seed, offset};
+    in.index = sym_->to_index(sym_->flatten(idx, p.shape), k_.iexprs);
+    in.stream = p.attrs.stream;
+    result = push(stage, in);
+  } else if (info.cls == OpClass::Reshape) {
+    const PNode& in = g_.nodes[p.inputs[0]];
+    result = emit(stage, p.inputs[0], sym_->unflatten(sym_->flatten(idx, p.shape), in.shape));
+  } else if (info.cls == OpClass::Permute) {
+    std::vector<Lin> ci(idx.size());
+    for (size_t i = 0; i < idx.size(); ++i) ci[p.attrs.ints[i]] = idx[i];
+    result = emit(stage, p.inputs[0], ci);
+  } else if (info.cls == OpClass::Expand) {
+    const Shape& cs = g_.nodes[p.inputs[0]].shape;
+    std::vector<Lin> ci(cs.size());
+    size_t off = p.shape.size() - cs.size();
+    for (size_t d = 0; d < cs.size(); ++d) ci[d] = cs[d] == 1 ? SymCtx::constant(0) : idx[d + off];
+    result = emit(stage, p.inputs[0], ci);
+  } else if (info.cls == OpClass::Reduce) {
+    auto st = stage_of_.find(node);
+    if (st == stage_of_.end()) throw Unhostable{node};
+    // Hosted reductions are read only at the current row.
+    Lin want = sym_->flatten(outer_vars(), k_.outer);
+    if (!(sym_->flatten(idx, p.shape) == want)) throw Unhostable{node};
+    Instr in{IKind::ReduceResult, Op::Add, k_.stages[st->second].acc_dtype};
+    in.arg = st->second;
+    result = cast_to(stage, push(stage, in), p.dtype);
+  } else {
+    fail(ErrorKind::NotImplemented, "not implemented: fusion of ", info.name);
+  }
+  memo_[key] = result;
+  return result;
+}
+
+loop::Kernel KernelBuilder::build(std::vector<int>* touched) {
+  const PNode& root = g_.nodes[root_];
+  bool root_reduce = op_info(root.op).cls == OpClass::Reduce;
+  std::set<int> hosted, seen;
+  collect_reductions(root_, hosted, seen);
+  if (root_reduce) hosted.insert(root_);
+  k_.name = "k" + std::to_string(root_) + "_" + std::string(op_name(root.op));
+
+  enum { Plain, Row, Epilogue } shape_kind = Plain;
+  if (!hosted.empty()) {
+    int first = root_reduce ? root_ : *hosted.begin();
+    sig_ = sig_of(g_.nodes[first], g_.nodes[g_.nodes[first].inputs[0]]);
+    for (int r : hosted)
+      if (!(sig_of(g_.nodes[r], g_.nodes[g_.nodes[r].inputs[0]]) == sig_)) throw Unhostable{r};
+    for (size_t d = 0; d < sig_.in_shape.size(); ++d) {
+      bool red = std::binary_search(sig_.axes.begin(), sig_.axes.end(), static_cast<int64_t>(d));
+      (red ? k_.inner : k_.outer).push_back(sig_.in_shape[d]);
+    }
+    if (root_reduce) shape_kind = Epilogue;
+    else if (root.shape == sig_.in_shape) shape_kind = Row;
+    else if (numel(root.shape) == numel(k_.outer)) shape_kind = Epilogue;
+    else throw Unhostable{*hosted.begin()};
+  } else {
+    k_.outer = root.shape;
+  }
+  std::vector<int64_t> extents = k_.outer;
+  extents.insert(extents.end(), k_.inner.begin(), k_.inner.end());
+  sym_ = std::make_unique<SymCtx>(extents);
+
+  // Reduce stages, in topological order (node index), so a later one may read an earlier one.
+  for (int r : hosted) {
+    const PNode& rp = g_.nodes[r];
+    Stage s{StageKind::Reduce};
+    s.reduce_op = rp.op;
+    s.acc_dtype = acc_dtype(rp.dtype);
+    k_.stages.push_back(std::move(s));
+    int si = static_cast<int>(k_.stages.size()) - 1;
+    memo_.clear();
+    int v = emit(si, rp.inputs[0], reduce_input_index(sig_));
+    k_.stages[si].reduce_value = cast_to(si, v, k_.stages[si].acc_dtype);
+    stage_of_[r] = si;
+  }
+  // The store stage.
+  Stage st{shape_kind == Row ? StageKind::MapInner : StageKind::MapOuter};
+  k_.stages.push_back(std::move(st));
+  int si = static_cast<int>(k_.stages.size()) - 1;
+  memo_.clear();
+  std::vector<Lin> idx;
+  if (shape_kind == Row) idx = reduce_input_index(sig_);
+  else if (shape_kind == Epilogue) idx = sym_->unflatten(sym_->flatten(outer_vars(), k_.outer), root.shape);
+  else idx = outer_vars();
+  int v = emit(si, root_, idx, /*compute_root=*/true);
+  v = cast_to(si, v, root.dtype);
+  loop::Store store{arg_for(buffer_of_[root_], true), sym_->to_index(sym_->flatten(idx, root.shape), k_.iexprs), v};
+  k_.stages[si].stores.push_back(std::move(store));
+  touched->assign(touched_.begin(), touched_.end());
+  return std::move(k_);
+}
+
+}  // namespace
+
+Plan fuse(PrimGraph g) {
+  const int n = static_cast<int>(g.nodes.size());
+  std::vector<int> users(n, 0);
+  for (const auto& p : g.nodes)
+    for (int c : p.inputs) users[c]++;
+  std::vector<bool> realized(n, false);
+  for (int o : g.outputs) realized[o] = true;
+  for (int i = 0; i < n; ++i) {
+    const PNode& p = g.nodes[i];
+    if (p.op == Op::Param || p.op == Op::Scalar) realized[i] = true;
+    if (op_info(p.op).cls == OpClass::Reduce && users[i] != 1) realized[i] = true;
+  }
+  // Kernel emission recurses through inlined operands: bound the inlined depth by materializing.
+  constexpr int kMaxInlineDepth = 256;
+  std::vector<int> depth(n, 0);
+  for (int i = 0; i < n; ++i) {
+    if (realized[i]) continue;
+    for (int c : g.nodes[i].inputs) depth[i] = std::max(depth[i], depth[c] + 1);
+    if (depth[i] > kMaxInlineDepth) realized[i] = true, depth[i] = 0;
+  }
+  for (int attempt = 0;; ++attempt) {
+    if (attempt > n + 1) fail(ErrorKind::Runtime, "internal: fusion did not converge");
+    Plan plan;
+    std::vector<int> buffer_of(n, -1);
+    // Graph inputs first, in input order, so BufferSpec::input lines up with RunInput.
+    std::vector<int> input_node(g.num_inputs, -1);
+    for (int i = 0; i < n; ++i)
+      if (g.nodes[i].input_index >= 0) input_node.at(g.nodes[i].input_index) = i;
+    for (int in = 0; in < g.num_inputs; ++in) {
+      int i = input_node[in];
+      if (i < 0) fail(ErrorKind::Runtime, "internal: graph input ", in, " has no leaf");
+      const PNode& p = g.nodes[i];
+      auto kind = p.op == Op::Scalar ? BufferSpec::Kind::Scalar : BufferSpec::Kind::Input;
+      plan.buffers.push_back({kind, p.dtype, numel(p.shape), in});
+    }
+    for (int i = 0; i < n; ++i) {
+      if (g.nodes[i].input_index >= 0) {
+        buffer_of[i] = g.nodes[i].input_index;
+      } else if (realized[i]) {
+        bool out = std::find(g.outputs.begin(), g.outputs.end(), i) != g.outputs.end();
+        plan.buffers.push_back({out ? BufferSpec::Kind::Output : BufferSpec::Kind::Temp, g.nodes[i].dtype,
+                                numel(g.nodes[i].shape)});
+        buffer_of[i] = static_cast<int>(plan.buffers.size()) - 1;
+      }
+    }
+    std::ostringstream grouping;
+    try {
+      for (int i = 0; i < n; ++i) {
+        if (!realized[i] || g.nodes[i].input_index >= 0 || numel(g.nodes[i].shape) == 0) continue;
+        std::vector<int> touched;
+        KernelBuilder kb(g, realized, buffer_of, plan.buffers, i);
+        plan.kernels.push_back(kb.build(&touched));
+        const auto& k = plan.kernels.back();
+        grouping << k.name << ": outer " << shape_str(k.outer) << " inner " << shape_str(k.inner) << ", "
+                 << k.stages.size() << " stage(s), nodes";
+        for (int t : touched) grouping << " %" << t << ":" << op_name(g.nodes[t].op);
+        grouping << "\n";
+      }
+    } catch (const Unhostable& u) {
+      realized[u.node] = true;
+      continue;
+    }
+    for (int o : g.outputs) {
+      plan.output_buffers.push_back(buffer_of[o]);
+      plan.output_shapes.push_back(g.nodes[o].shape);
+    }
+    plan.grouping = grouping.str();
+    plan.prims = std::move(g);
+    return plan;
+  }
+}
+
+}  // namespace lt

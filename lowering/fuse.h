@@ -1,0 +1,17 @@
+// Fusion and scheduling: groups a PrimGraph into loop-IR kernels (see lowering/loop_ir.h).
+//
+// Rules. Every graph output and every reduction with several users is materialized (gets a
+// buffer); everything else is inlined into the kernels that use it, memoized per (node, index) so
+// shared subexpressions are computed once per kernel. A kernel rooted at a materialized node hosts
+// the unmaterialized reductions under it as Reduce stages when they reduce the same axes of the
+// same shape (softmax: max and sum; layer_norm: mean and variance) and the root reads them at the
+// current row; otherwise the offending reduction is materialized and fusion restarts. Movement ops
+// are index arithmetic (lowering/symbolic.h), never copies.
+#pragma once
+#include "lowering/plan.h"
+
+namespace lt {
+
+Plan fuse(PrimGraph g);
+
+}  // namespace lt

@@ -1,0 +1,113 @@
+// The device-neutral kernel ("loop") IR that fusion produces and every compiling backend consumes.
+//
+// A kernel iterates an outer space (parallel; flattened it is the unit split across threads or
+// CUDA blocks) and, per outer point, runs its stages in order:
+//   Reduce   - loops over the inner space, combining one value per inner point into an accumulator;
+//              the result is a scalar per outer point that later stages read with ReduceResult.
+//   MapInner - loops over the inner space and stores values (softmax's final normalize).
+//   MapOuter - runs once per outer point and stores values (elementwise kernels, reduce epilogues).
+// Loop variables are numbered 0..outer.size()-1 for the outer dims, then the inner dims.
+// Example: y = (x*2).sum(1) for x[N,M]: outer=[N], inner=[M], stages = [Reduce(sum, load x*2),
+// MapOuter(store y[o0] = ReduceResult 0)]. A pure elementwise kernel: outer = its shape, inner = [],
+// one MapOuter stage. Softmax: [Reduce max, Reduce sum(exp(x-max)), MapInner store].
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "ir/ops.h"
+#include "ir/shape.h"
+
+namespace lt::loop {
+
+// Integer index expressions. All values they produce are non-negative, so FloorDiv/Mod may be
+// emitted as unsigned division.
+struct IExpr {
+  enum class Kind : uint8_t { Const, Var, Add, Mul, FloorDiv, Mod } kind;
+  int64_t value = 0;  // Const: the constant; Var: loop variable number
+  int a = -1, b = -1;  // operands (indices into Kernel::iexprs)
+};
+
+// A flat element offset into a buffer: offset + sum(strides[v] * var[v]) when affine (general < 0),
+// else the IExpr tree rooted at Kernel::iexprs[general].
+struct Index {
+  int64_t offset = 0;
+  std::vector<int64_t> strides;  // one per loop variable (outer then inner); 0 where unused
+  int general = -1;
+  bool affine() const { return general < 0; }
+};
+
+enum class IKind : uint8_t {
+  Load,          // dtype <- args[arg] at index
+  LoadScalar,    // dtype <- the 0-d scalar argument args[arg] (host value; by-value on CUDA)
+  Const,         // dtype <- value
+  Op,            // dtype <- op(a[, b[, c]]) for unary/binary/compare/logical/where/cast prims
+  RandUniform,   // dtype <- uniform [0,1) from seed=a, offset=b (int64 instrs), counter = index
+  ReduceResult,  // acc dtype <- result of stage `arg` for the current outer point
+};
+
+struct Instr {
+  IKind kind;
+  Op op = Op::Add;            // IKind::Op: which primitive
+  DType dtype;                // result dtype (Compare/Logical/Not: Bool; Cast: the target)
+  int a = -1, b = -1, c = -1; // operand instruction ids in the same stage body
+  int arg = -1;               // Load/LoadScalar: kernel arg; ReduceResult: stage number
+  Index index;                // Load: element offset; RandUniform: the element's counter
+  double value = 0;           // Const
+  int64_t stream = 0;         // RandUniform: stream id (see rand_uniform below)
+};
+
+struct Store {
+  int arg;     // kernel arg to write
+  Index index;
+  int value;   // instruction id in the stage body; converted to the arg's dtype by a Cast instr
+};
+
+enum class StageKind : uint8_t { Reduce, MapInner, MapOuter };
+
+struct Stage {
+  StageKind kind;
+  std::vector<Instr> body;  // SSA: an instruction uses only earlier ones of the same body
+  // Reduce only:
+  Op reduce_op = Op::ReduceSum;  // ReduceSum, ReduceMax, ReduceMin, ReduceProd
+  int reduce_value = -1;         // instruction combined into the accumulator, of dtype acc_dtype
+  DType acc_dtype = DType::Float32;
+  // Map stages only:
+  std::vector<Store> stores;
+};
+
+struct Arg {
+  int buffer;            // Plan buffer id
+  DType dtype;
+  int64_t numel;
+  bool scalar = false;   // a runtime 0-d scalar (read with LoadScalar)
+  bool output = false;   // written by this kernel
+};
+
+struct Kernel {
+  std::string name;
+  Shape outer, inner;
+  std::vector<Arg> args;
+  std::vector<Stage> stages;
+  std::vector<IExpr> iexprs;
+  int64_t outer_numel() const { return numel(outer); }
+};
+
+// The counter-based generator shared by every backend, so one seed gives the same numbers on
+// every device: SplitMix64's finalizer over (seed, offset + 2*counter + stream), top 24 bits
+// (float32) or 53 bits (float64) scaled to [0, 1).
+inline uint64_t splitmix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+inline double rand_uniform(int64_t seed, int64_t offset, int64_t counter, int64_t stream, DType t) {
+  uint64_t bits = splitmix64(static_cast<uint64_t>(seed) * 0xd1342543de82ef95ull +
+                             static_cast<uint64_t>(offset + 2 * counter + stream));
+  return t == DType::Float64 ? static_cast<double>(bits >> 11) * 0x1.0p-53
+                             : static_cast<double>(bits >> 40) * 0x1.0p-24;
+}
+
+}  // namespace lt::loop

@@ -1,0 +1,59 @@
+// Symbolic index arithmetic for fusion. An index is a linear form c + sum(k_i * atom_i) whose atoms
+// are loop variables or floor-div/mod of another linear form by a constant. Atoms are hash-consed,
+// so equal expressions compare equal, and div/mod are simplified with the variables' ranges: the
+// reshape of a merged or split contiguous dimension folds back into plain strides, which is what
+// keeps movement ops free (index arithmetic, no copies) and inner loops vectorizable.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "lowering/loop_ir.h"
+
+namespace lt {
+
+struct Lin {
+  int64_t c = 0;
+  std::vector<std::pair<int, int64_t>> terms;  // (atom id, coefficient), sorted by id, nonzero
+  bool operator==(const Lin& o) const { return c == o.c && terms == o.terms; }
+  bool operator<(const Lin& o) const { return c != o.c ? c < o.c : terms < o.terms; }
+};
+
+class SymCtx {
+ public:
+  explicit SymCtx(std::vector<int64_t> extents);  // one extent per loop variable
+  Lin var(int v);
+  static Lin constant(int64_t c) { return Lin{c, {}}; }
+  Lin add(const Lin& a, const Lin& b) const;
+  Lin mul(const Lin& a, int64_t k) const;
+  Lin floordiv(const Lin& a, int64_t d);
+  Lin mod(const Lin& a, int64_t d);
+  std::pair<int64_t, int64_t> range(const Lin& a) const;  // inclusive bounds
+
+  // Flat offset of a multi-index into a contiguous row-major tensor of `shape`.
+  Lin flatten(const std::vector<Lin>& idx, const Shape& shape) const;
+  // Multi-index of the element at flat offset `flat` of a contiguous tensor of `shape`.
+  std::vector<Lin> unflatten(const Lin& flat, const Shape& shape);
+
+  // Emits `a` as a loop::Index (affine strides when possible, else an IExpr tree in `iexprs`).
+  loop::Index to_index(const Lin& a, std::vector<loop::IExpr>& iexprs) const;
+  size_t num_vars() const { return extents_.size(); }
+
+ private:
+  struct Atom {
+    enum Kind { Var, Div, Mod } kind;
+    int64_t var_or_d;  // Var: variable number; Div/Mod: the divisor
+    Lin arg;
+    int64_t lo, hi;
+  };
+  int atom(Atom a);
+  Lin fold_divmod(Lin r) const;
+  int emit(const Lin& a, std::vector<loop::IExpr>& out) const;
+  int emit_atom(int id, std::vector<loop::IExpr>& out) const;
+  std::vector<int64_t> extents_;
+  std::vector<Atom> atoms_;
+  std::map<std::pair<std::pair<int, int64_t>, Lin>, int> atom_ids_;
+};
+
+}  // namespace lt

@@ -1,0 +1,140 @@
+#include "runtime/executor.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "ir/error.h"
+#include "ir/graph.h"
+#include "lowering/lower.h"
+#include "runtime/graph_cache.h"
+#include "runtime/metrics_state.h"
+
+namespace lt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+GraphCache& cache() {
+  static GraphCache c(4096);
+  return c;
+}
+
+int debug_level() {
+  static int level = [] {
+    const char* e = std::getenv("LT_DEBUG");
+    return e ? std::atoi(e) : 0;
+  }();
+  return level;
+}
+
+bool host_backend(const std::string& b) { return b == "cpu" || b == "reference"; }
+
+}  // namespace
+
+void clear_graph_cache() {
+  std::lock_guard<std::recursive_mutex> g(runtime_mutex());
+  cache().clear();
+}
+
+size_t graph_cache_size() {
+  std::lock_guard<std::recursive_mutex> g(runtime_mutex());
+  return cache().size();
+}
+
+std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node*>& roots,
+                                                    const std::string& backend_name, SyncReason reason) {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  auto t0 = Clock::now();
+  Backend& backend = get_backend(backend_name);
+  Graph g = collect_graph(roots);
+  Hasher kh(0x62616b);
+  for (char c : backend_name) kh.add(static_cast<uint64_t>(c));
+  Hash128 key = kh.add(g.key).digest();
+
+  CachedGraph* entry = cache().find(key);
+  bool hit = entry != nullptr;
+  double compile_ms = 0;
+  if (!hit) {
+    auto tc = Clock::now();
+    Plan plan = lower(g);
+    auto cg = std::make_unique<CachedGraph>();
+    cg->exe = backend.compile(plan);
+    cg->output_buffers = plan.output_buffers;
+    for (int b : plan.output_buffers) cg->output_kinds.push_back(plan.buffers[b].kind);
+    cg->nodes = static_cast<int64_t>(plan.prims.nodes.size());
+    cg->grouping = plan.grouping;
+    entry = cache().insert(key, std::move(cg));
+    compile_ms = ms_since(tc);
+    metrics::bump(metrics::Counter::GraphCompiles);
+    metrics::bump(metrics::Counter::KernelsCompiled, entry->exe->num_kernels());
+  } else {
+    metrics::bump(metrics::Counter::GraphCacheHits);
+  }
+
+  std::vector<RunInput> inputs(g.inputs.size());
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const Node* n = g.inputs[i];
+    if (n->op == Op::Scalar) {
+      inputs[i].scalar = n->scalar;
+      inputs[i].scalar_i = n->scalar_i;
+      continue;
+    }
+    auto* s = static_cast<Storage*>(n->data.get());
+    if (!s || !s->buffer) fail(ErrorKind::Runtime, "internal: input ", i, " of graph has no data");
+    if (s->backend != backend_name && !(host_backend(s->backend) && host_backend(backend_name)))
+      fail(ErrorKind::Runtime, "input ", i, " of a graph for backend ", backend_name, " lives on backend ",
+           s->backend, "; move it with .to(device) first");
+    inputs[i].buffer = s->buffer.get();
+  }
+  auto tr = Clock::now();
+  RunStats stats;
+  std::vector<BufferPtr> outs = entry->exe->run(inputs, &stats);
+  double run_ms = ms_since(tr);
+  metrics::bump(metrics::Counter::KernelLaunches, stats.kernel_launches);
+  metrics::record_sync(reason);
+
+  std::vector<std::shared_ptr<Storage>> result(roots.size());
+  for (size_t i = 0; i < roots.size(); ++i) {
+    int b = entry->output_buffers[i];
+    auto s = std::make_shared<Storage>();
+    s->backend = backend_name;
+    if (entry->output_kinds[i] == BufferSpec::Kind::Output) {
+      s->buffer = outs.at(b);
+    } else {
+      // The root is an input itself: share its data.
+      auto* in = static_cast<Storage*>(g.inputs.at(b)->data.get());
+      s->buffer = in->buffer;
+      s->backend = in->backend;
+    }
+    if (!s->buffer) fail(ErrorKind::Runtime, "internal: graph output ", i, " was not produced");
+    result[i] = std::move(s);
+  }
+
+  if (reason != SyncReason::Eager || debug_level() > 0) {
+    metrics::GraphInfo info;
+    info.hash = key.hex();
+    info.nodes = entry->nodes;
+    info.kernels = entry->exe->num_kernels();
+    info.inputs = static_cast<int64_t>(g.inputs.size());
+    info.outputs = static_cast<int64_t>(roots.size());
+    info.cache = hit ? "memory" : "compiled";
+    info.compile_ms = compile_ms;
+    info.run_ms = run_ms;
+    info.backend = backend_name;
+    info.grouping = entry->grouping;
+    if (debug_level() > 0)
+      std::fprintf(stderr, "[lazytensor] sync %s: graph %s backend=%s nodes=%lld kernels=%lld %s compile=%.2fms run=%.2fms total=%.2fms\n",
+                   sync_reason_name(reason), info.hash.substr(0, 16).c_str(), backend_name.c_str(),
+                   static_cast<long long>(info.nodes), static_cast<long long>(info.kernels), info.cache.c_str(),
+                   compile_ms, run_ms, ms_since(t0));
+    if (debug_level() > 1 && !hit) std::fprintf(stderr, "%s", info.grouping.c_str());
+    metrics::set_last_graph(std::move(info));
+  }
+  return result;
+}
+
+}  // namespace lt

@@ -1,0 +1,40 @@
+// The in-memory graph cache: graph key + backend -> compiled executable, least recently used out.
+#pragma once
+#include <list>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "backends/backend.h"
+#include "ir/hash.h"
+
+namespace lt {
+
+struct CachedGraph {
+  std::unique_ptr<Executable> exe;
+  std::vector<int> output_buffers;  // per graph root
+  std::vector<BufferSpec::Kind> output_kinds;
+  int64_t nodes = 0;                // prim nodes after lowering
+  std::string grouping;
+  std::vector<std::string> sources;
+};
+
+class GraphCache {
+ public:
+  explicit GraphCache(size_t capacity) : capacity_(capacity) {}
+  CachedGraph* find(const Hash128& key);  // refreshes recency
+  CachedGraph* insert(const Hash128& key, std::unique_ptr<CachedGraph> g);
+  size_t size() const { return map_.size(); }
+  void clear();
+
+ private:
+  size_t capacity_;
+  std::list<Hash128> lru_;  // front = most recent
+  struct Entry {
+    std::unique_ptr<CachedGraph> graph;
+    std::list<Hash128>::iterator pos;
+  };
+  std::unordered_map<Hash128, Entry, Hash128Hasher> map_;
+};
+
+}  // namespace lt

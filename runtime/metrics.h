@@ -1,0 +1,24 @@
+// Process-wide counters and the description of the last executed graph (CONTRACT.md key names).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace lt::metrics {
+
+std::map<std::string, int64_t> counters();          // traced_ops, syncs, graph_compiles, ...
+std::map<std::string, int64_t> syncs_by_reason();   // mark_step, item, numpy, print, to_cpu, ...
+
+struct GraphInfo {
+  std::string hash;
+  int64_t nodes = 0, kernels = 0, inputs = 0, outputs = 0;
+  std::string cache;    // "memory" | "disk" | "compiled"
+  double compile_ms = 0, run_ms = 0;
+  std::string backend;
+  std::string grouping;  // kernel grouping (LT_DEBUG=2)
+};
+GraphInfo last_graph();
+std::string report();
+void reset();
+
+}  // namespace lt::metrics

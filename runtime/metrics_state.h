@@ -1,0 +1,17 @@
+// The mutable side of lt::metrics, for the runtime's own use.
+#pragma once
+#include <atomic>
+#include <cstdint>
+
+#include "runtime/metrics.h"
+#include "runtime/sync.h"
+
+namespace lt::metrics {
+
+enum class Counter { TracedOps, Syncs, GraphCompiles, GraphCacheHits, DiskCacheHits, KernelsCompiled,
+                     KernelLaunches, Fallbacks, kCount };
+void bump(Counter c, int64_t by = 1);
+void record_sync(SyncReason r);
+void set_last_graph(GraphInfo g);
+
+}  // namespace lt::metrics

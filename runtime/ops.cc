@@ -1,0 +1,234 @@
+// The op layer: checks devices, applies PyTorch's promotion rules with explicit casts (so every
+// primitive sees operands of one dtype), and traces a node.
+#include "runtime/ops.h"
+
+#include <algorithm>
+
+#include "ir/error.h"
+#include "runtime/tensor_impl.h"
+
+namespace lt {
+namespace {
+
+const Device& common_device(const char* op, std::initializer_list<const Tensor*> ts) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : ts) {
+    if (!t->defined()) fail(ErrorKind::Runtime, op, ": undefined tensor operand");
+    if (!first) first = t;
+    else if (t->impl()->device != first->impl()->device)
+      fail(ErrorKind::Runtime, op, ": expected all tensors to be on the same device, but found at least two devices, ",
+           first->device().str(), " and ", t->device().str(), " (shapes ", shape_str(first->shape()), " and ",
+           shape_str(t->shape()), ")");
+  }
+  return first->impl()->device;
+}
+
+NodePtr cast_node(NodePtr n, DType t) {
+  if (n->dtype == t) return n;
+  Attrs a;
+  a.dtype = t;
+  return make_node(Op::Cast, {std::move(n)}, a);
+}
+
+NodePtr scalar_node(Scalar s, DType t) {
+  return is_floating(t) ? make_scalar(t, s.f) : make_int_scalar(t, s.kind == ScalarKind::Float ? static_cast<int64_t>(s.f) : s.i);
+}
+
+Tensor traced(NodePtr n, const Device& d) { return Tensor(make_tensor(std::move(n), d)); }
+
+bool float_only(Op op) { return op == Op::Div || op == Op::Pow; }
+
+Tensor binary(Op op, const Tensor& a, const Tensor& b) {
+  const Device& d = common_device(std::string(op_name(op)).c_str(), {&a, &b});
+  DType t = promote(a.dtype(), b.dtype());
+  // A zero-dim operand only decides the dtype when its category (bool < int < float) is higher
+  // than the dimensioned operand's, as in PyTorch.
+  auto cat = [](DType x) { return is_bool(x) ? 0 : is_floating(x) ? 2 : 1; };
+  if (a.dim() == 0 && b.dim() > 0 && cat(a.dtype()) <= cat(b.dtype())) t = b.dtype();
+  if (b.dim() == 0 && a.dim() > 0 && cat(b.dtype()) <= cat(a.dtype())) t = a.dtype();
+  if (float_only(op) && !is_floating(t)) t = default_float();
+  return traced(make_node(op, {cast_node(a.node(), t), cast_node(b.node(), t)}), d);
+}
+
+Tensor binary(Op op, const Tensor& a, Scalar s, bool reflected = false) {
+  const Device& d = common_device(std::string(op_name(op)).c_str(), {&a});
+  DType t = promote_with_scalar(a.dtype(), s.kind);
+  if (float_only(op) && !is_floating(t)) t = default_float();
+  NodePtr x = cast_node(a.node(), t), y = scalar_node(s, t);
+  return traced(reflected ? make_node(op, {y, x}) : make_node(op, {x, y}), d);
+}
+
+Tensor compare(Op op, const Tensor& a, Scalar s) {
+  const Device& d = common_device(std::string(op_name(op)).c_str(), {&a});
+  DType t = promote_with_scalar(a.dtype(), s.kind);
+  return traced(make_node(op, {cast_node(a.node(), t), scalar_node(s, t)}), d);
+}
+
+std::vector<int64_t> all_dims(const Tensor& a, std::vector<int64_t> dims) {
+  if (!dims.empty()) return dims;
+  std::vector<int64_t> r(a.shape().size());
+  for (size_t i = 0; i < r.size(); ++i) r[i] = static_cast<int64_t>(i);
+  return r;
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) { return binary(Op::Add, a, b); }
+Tensor add(const Tensor& a, Scalar b) { return binary(Op::Add, a, b); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary(Op::Sub, a, b); }
+Tensor sub(const Tensor& a, Scalar b) { return binary(Op::Sub, a, b); }
+Tensor rsub(const Tensor& a, Scalar b) { return binary(Op::Sub, a, b, true); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary(Op::Mul, a, b); }
+Tensor mul(const Tensor& a, Scalar b) { return binary(Op::Mul, a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary(Op::Div, a, b); }
+Tensor div(const Tensor& a, Scalar b) { return binary(Op::Div, a, b); }
+Tensor rdiv(const Tensor& a, Scalar b) { return binary(Op::Div, a, b, true); }
+Tensor pow(const Tensor& a, const Tensor& b) { return binary(Op::Pow, a, b); }
+Tensor pow(const Tensor& a, Scalar b) { return binary(Op::Pow, a, b); }
+Tensor rpow(const Tensor& a, Scalar b) { return binary(Op::Pow, a, b, true); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary(Op::Maximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary(Op::Minimum, a, b); }
+Tensor eq(const Tensor& a, const Tensor& b) { return binary(Op::Eq, a, b); }
+Tensor eq(const Tensor& a, Scalar b) { return compare(Op::Eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary(Op::Ne, a, b); }
+Tensor ne(const Tensor& a, Scalar b) { return compare(Op::Ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary(Op::Lt, a, b); }
+Tensor lt(const Tensor& a, Scalar b) { return compare(Op::Lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary(Op::Le, a, b); }
+Tensor le(const Tensor& a, Scalar b) { return compare(Op::Le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary(Op::Gt, a, b); }
+Tensor gt(const Tensor& a, Scalar b) { return compare(Op::Gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary(Op::Ge, a, b); }
+Tensor ge(const Tensor& a, Scalar b) { return compare(Op::Ge, a, b); }
+
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  const Device& d = common_device("logical_and", {&a, &b});
+  return traced(make_node(Op::And, {cast_node(a.node(), DType::Bool), cast_node(b.node(), DType::Bool)}), d);
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  const Device& d = common_device("logical_or", {&a, &b});
+  return traced(make_node(Op::Or, {cast_node(a.node(), DType::Bool), cast_node(b.node(), DType::Bool)}), d);
+}
+Tensor logical_not(const Tensor& a) {
+  return traced(make_node(Op::Not, {cast_node(a.node(), DType::Bool)}), common_device("logical_not", {&a}));
+}
+
+Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
+  const Device& d = common_device("where", {&c, &a, &b});
+  if (c.dtype() != DType::Bool)
+    fail(ErrorKind::Runtime, "where: expected condition to be a boolean tensor, but got a tensor with dtype ",
+         dtype_name(c.dtype()));
+  DType t = promote(a.dtype(), b.dtype());
+  return traced(make_node(Op::Where, {c.node(), cast_node(a.node(), t), cast_node(b.node(), t)}), d);
+}
+Tensor where(const Tensor& c, const Tensor& a, Scalar b) {
+  DType t = promote_with_scalar(a.dtype(), b.kind);
+  return where(c, a.dtype() == t ? a : cast(a, t), scalar_tensor(b, t, a.device()));
+}
+Tensor where(const Tensor& c, Scalar a, const Tensor& b) {
+  DType t = promote_with_scalar(b.dtype(), a.kind);
+  return where(c, scalar_tensor(a, t, b.device()), b.dtype() == t ? b : cast(b, t));
+}
+
+Tensor unary(Op op, const Tensor& a) {
+  const Device& d = common_device(std::string(op_name(op)).c_str(), {&a});
+  NodePtr x = a.node();
+  bool keeps_int = op == Op::Neg || op == Op::Abs || op == Op::Relu;
+  if (!keeps_int && !is_floating(x->dtype)) x = cast_node(x, default_float());
+  if (keeps_int && is_bool(x->dtype))
+    fail(ErrorKind::Runtime, op_name(op), ": not supported for bool tensors (shape ", shape_str(a.shape()), ")");
+  return traced(make_node(op, {x}), d);
+}
+
+Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {
+  if (!lo && !hi) fail(ErrorKind::Runtime, "clamp: at least one of 'min' or 'max' must not be None");
+  Tensor r = a;
+  if (lo) r = binary(Op::Maximum, r, Scalar(*lo));
+  if (hi) r = binary(Op::Minimum, r, Scalar(*hi));
+  return r;
+}
+
+Tensor cast(const Tensor& a, DType t) {
+  const Device& d = common_device("to", {&a});
+  if (a.dtype() == t) return a;
+  return traced(cast_node(a.node(), t), d);
+}
+
+Tensor reduce(Op op, const Tensor& a, std::vector<int64_t> dims, bool keepdim) {
+  const Device& d = common_device(std::string(op_name(op)).c_str(), {&a});
+  NodePtr x = a.node();
+  if ((op == Op::ReduceSum || op == Op::ReduceProd) && is_integral(x->dtype)) x = cast_node(x, DType::Int64);
+  Attrs at;
+  at.ints = all_dims(a, std::move(dims));
+  at.keepdim = keepdim;
+  return traced(make_node(op, {x}, at), d);
+}
+
+Tensor reshape(const Tensor& a, std::vector<int64_t> shape) {
+  const Device& d = common_device("reshape", {&a});
+  int64_t known = 1, infer_at = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      if (infer_at >= 0) fail(ErrorKind::Runtime, "reshape: only one dimension can be inferred in ", shape_str(shape));
+      infer_at = static_cast<int64_t>(i);
+    } else if (shape[i] < 0) {
+      fail(ErrorKind::Runtime, "reshape: invalid shape dimension ", shape[i], " in ", shape_str(shape));
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (infer_at >= 0) {
+    if (known == 0 || a.numel() % known != 0)
+      fail(ErrorKind::Runtime, "reshape: shape ", shape_str(shape), " is invalid for input of size ", a.numel());
+    shape[infer_at] = a.numel() / known;
+  }
+  if (shape == a.shape()) return a;
+  Attrs at;
+  at.ints = std::move(shape);
+  return traced(make_node(Op::Reshape, {a.node()}, at), d);
+}
+
+Tensor permute(const Tensor& a, std::vector<int64_t> dims) {
+  const Device& d = common_device("permute", {&a});
+  int64_t r = a.dim();
+  for (auto& x : dims) x = normalize_axis(x, r, "permute");
+  Attrs at;
+  at.ints = std::move(dims);
+  return traced(make_node(Op::Permute, {a.node()}, at), d);
+}
+
+Tensor expand(const Tensor& a, std::vector<int64_t> shape) {
+  const Device& d = common_device("expand", {&a});
+  size_t off = shape.size() >= a.shape().size() ? shape.size() - a.shape().size() : 0;
+  for (size_t i = off; i < shape.size(); ++i)
+    if (shape[i] == -1) shape[i] = a.shape()[i - off];
+  if (shape == a.shape()) return a;
+  Attrs at;
+  at.ints = std::move(shape);
+  return traced(make_node(Op::Expand, {a.node()}, at), d);
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  const Device& d = common_device("matmul", {&a, &b});
+  if (a.dtype() != b.dtype())
+    fail(ErrorKind::Runtime, "matmul: expected both operands to have the same dtype, but got ", dtype_name(a.dtype()),
+         " and ", dtype_name(b.dtype()), " (shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()), ")");
+  return traced(make_node(Op::Matmul, {a.node(), b.node()}), d);
+}
+
+Tensor cat(const std::vector<Tensor>&, int64_t) { fail(ErrorKind::NotImplemented, "not implemented: cat"); }
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator+(const Tensor& a, Scalar b) { return add(a, b); }
+Tensor operator+(Scalar a, const Tensor& b) { return add(b, a); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator-(const Tensor& a, Scalar b) { return sub(a, b); }
+Tensor operator-(Scalar a, const Tensor& b) { return rsub(b, a); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator*(const Tensor& a, Scalar b) { return mul(a, b); }
+Tensor operator*(Scalar a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator/(const Tensor& a, Scalar b) { return div(a, b); }
+Tensor operator/(Scalar a, const Tensor& b) { return rdiv(b, a); }
+
+}  // namespace lt

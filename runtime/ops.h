@@ -1,0 +1,80 @@
+// Tensor operations as free functions. Binary ops broadcast and promote like PyTorch; a Scalar
+// operand is a wrapped number (it enters the trace as a runtime parameter, never a baked constant,
+// so changing it never recompiles).
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace lt {
+
+// Creation. `device` defaults to cpu; dtype to float32 unless noted.
+Tensor from_host(const void* data, DType dtype, Shape shape, const Device& device = kCPU);
+Tensor empty(Shape shape, DType dtype = DType::Float32, const Device& device = kCPU);
+Tensor zeros(Shape shape, DType dtype = DType::Float32, const Device& device = kCPU);
+Tensor ones(Shape shape, DType dtype = DType::Float32, const Device& device = kCPU);
+Tensor full(Shape shape, Scalar value, std::optional<DType> dtype = std::nullopt, const Device& device = kCPU);
+Tensor scalar_tensor(Scalar value, std::optional<DType> dtype = std::nullopt, const Device& device = kCPU);
+Tensor arange(double start, double end, double step = 1, std::optional<DType> dtype = std::nullopt,
+              const Device& device = kCPU);  // int64 when start/end/step are integral and no dtype
+Tensor linspace(double start, double end, int64_t steps, DType dtype = DType::Float32, const Device& device = kCPU);
+Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, DType dtype = DType::Float32, const Device& device = kCPU);
+Tensor rand(Shape shape, DType dtype = DType::Float32, const Device& device = kCPU);
+Tensor randn(Shape shape, DType dtype = DType::Float32, const Device& device = kCPU);
+Tensor randint(int64_t low, int64_t high, Shape shape, DType dtype = DType::Int64, const Device& device = kCPU);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, Scalar value);
+Tensor rand_like(const Tensor& t);
+Tensor randn_like(const Tensor& t);
+// The counter-based generator: same seed, same numbers on every device.
+void manual_seed(uint64_t seed);
+
+// Elementwise.
+Tensor add(const Tensor& a, const Tensor& b); Tensor add(const Tensor& a, Scalar b);
+Tensor sub(const Tensor& a, const Tensor& b); Tensor sub(const Tensor& a, Scalar b);
+Tensor rsub(const Tensor& a, Scalar b);  // b - a
+Tensor mul(const Tensor& a, const Tensor& b); Tensor mul(const Tensor& a, Scalar b);
+Tensor div(const Tensor& a, const Tensor& b); Tensor div(const Tensor& a, Scalar b);
+Tensor rdiv(const Tensor& a, Scalar b);  // b / a
+Tensor pow(const Tensor& a, const Tensor& b); Tensor pow(const Tensor& a, Scalar b);
+Tensor rpow(const Tensor& a, Scalar b);  // b ** a
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Tensor& b); Tensor eq(const Tensor& a, Scalar b);
+Tensor ne(const Tensor& a, const Tensor& b); Tensor ne(const Tensor& a, Scalar b);
+Tensor lt(const Tensor& a, const Tensor& b); Tensor lt(const Tensor& a, Scalar b);
+Tensor le(const Tensor& a, const Tensor& b); Tensor le(const Tensor& a, Scalar b);
+Tensor gt(const Tensor& a, const Tensor& b); Tensor gt(const Tensor& a, Scalar b);
+Tensor ge(const Tensor& a, const Tensor& b); Tensor ge(const Tensor& a, Scalar b);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_not(const Tensor& a);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, Scalar b);
+Tensor where(const Tensor& cond, Scalar a, const Tensor& b);
+Tensor unary(Op op, const Tensor& a);  // exp, log, sin, ...: integer inputs compute in float32
+Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi);
+Tensor cast(const Tensor& a, DType t);
+
+// Reductions (empty dims = all dims). sum/prod of integers give int64, as in PyTorch.
+Tensor reduce(Op op, const Tensor& a, std::vector<int64_t> dims, bool keepdim);
+
+// Movement.
+Tensor reshape(const Tensor& a, std::vector<int64_t> shape);
+Tensor permute(const Tensor& a, std::vector<int64_t> dims);
+Tensor expand(const Tensor& a, std::vector<int64_t> shape);
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor cat(const std::vector<Tensor>& ts, int64_t dim);  // not implemented yet: raises clearly
+
+Tensor operator+(const Tensor& a, const Tensor& b); Tensor operator+(const Tensor& a, Scalar b);
+Tensor operator+(Scalar a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b); Tensor operator-(const Tensor& a, Scalar b);
+Tensor operator-(Scalar a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b); Tensor operator*(const Tensor& a, Scalar b);
+Tensor operator*(Scalar a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b); Tensor operator/(const Tensor& a, Scalar b);
+Tensor operator/(Scalar a, const Tensor& b);
+
+}  // namespace lt

@@ -1,0 +1,67 @@
+#include "runtime/sync.h"
+
+#include <map>
+
+#include "runtime/executor.h"
+#include "runtime/metrics_state.h"
+#include "runtime/tensor_impl.h"
+
+namespace lt {
+
+const char* sync_reason_name(SyncReason r) {
+  switch (r) {
+    case SyncReason::MarkStep: return "mark_step";
+    case SyncReason::Item: return "item";
+    case SyncReason::Numpy: return "numpy";
+    case SyncReason::Print: return "print";
+    case SyncReason::ToCpu: return "to_cpu";
+    case SyncReason::ToList: return "tolist";
+    case SyncReason::Sync: return "sync";
+    case SyncReason::Eager: return "eager";
+    case SyncReason::ControlFlow: return "control_flow";
+  }
+  return "?";
+}
+
+namespace {
+
+// Materializes the pending tensors among `ts`, one graph per backend.
+void materialize(const std::vector<std::shared_ptr<TensorImpl>>& ts, SyncReason reason) {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  std::map<std::string, std::vector<TensorImpl*>> by_backend;
+  for (auto& t : ts)
+    if (t && t->pending) by_backend[t->device.backend_name()].push_back(t.get());
+  for (auto& [backend, group] : by_backend) {
+    std::vector<const Node*> roots;
+    for (auto* t : group) roots.push_back(t->pending.get());
+    auto outs = execute_graph(roots, backend, reason);
+    for (size_t i = 0; i < group.size(); ++i) {
+      group[i]->storage = outs[i];
+      group[i]->pending.reset();
+      group[i]->leaf.reset();
+      registry_remove(group[i]);
+    }
+  }
+}
+
+}  // namespace
+
+void mark_step() {
+  auto ts = registry_snapshot();
+  if (ts.empty()) {
+    metrics::record_sync(SyncReason::MarkStep);
+    return;
+  }
+  materialize(ts, SyncReason::MarkStep);
+}
+
+void sync(const std::vector<Tensor>& tensors, SyncReason reason) {
+  std::vector<std::shared_ptr<TensorImpl>> ts;
+  for (auto& t : tensors)
+    if (t.defined()) ts.push_back(t.impl());
+  materialize(ts, reason);
+}
+
+size_t pending_tensor_count() { return registry_snapshot().size(); }
+
+}  // namespace lt

@@ -1,0 +1,47 @@
+// TensorImpl and Storage: what a Tensor handle points to. Internal to the runtime.
+#pragma once
+#include <memory>
+#include <mutex>
+
+#include "backends/backend.h"
+#include "ir/node.h"
+#include "runtime/device.h"
+
+namespace lt {
+
+// Materialized data: a backend buffer plus the name of the backend that owns its memory.
+struct Storage : LeafData {
+  BufferPtr buffer;
+  std::string backend;
+};
+
+struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
+  Device device;
+  DType dtype;
+  Shape shape;
+  std::shared_ptr<Storage> storage;  // set once materialized
+  NodePtr pending;                   // lazy: IR not yet materialized (storage is null meanwhile)
+  NodePtr leaf;                      // cached Param leaf over `storage`, made on first use
+
+  // Intrusive links of the live pending-tensor registry (runtime/registry.cc), creation order.
+  TensorImpl* prev = nullptr;
+  TensorImpl* next = nullptr;
+  bool registered = false;
+
+  ~TensorImpl();
+};
+
+// Registry of live lazy tensors with pending IR.
+void registry_add(TensorImpl* t);
+void registry_remove(TensorImpl* t);
+std::vector<std::shared_ptr<TensorImpl>> registry_snapshot();  // pending tensors, creation order
+std::recursive_mutex& runtime_mutex();  // serializes tracing state changes and syncs
+
+// Makes a tensor on `device` whose value is `node`: pending on a lazy device, executed at once
+// (a one-op graph, compiled once per signature) on an eager device.
+std::shared_ptr<TensorImpl> make_tensor(NodePtr node, const Device& device);
+std::shared_ptr<TensorImpl> make_data_tensor(std::shared_ptr<Storage> s, DType t, Shape shape, const Device& d);
+// The node standing for a tensor: its pending IR or a leaf over its data.
+NodePtr node_of(TensorImpl& t);
+
+}  // namespace lt

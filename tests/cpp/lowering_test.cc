@@ -1,0 +1,152 @@
+// Lowering: symbolic index simplification, decomposition, and pinned kernel counts of fusion.
+#include <gtest/gtest.h>
+
+#include "ir/graph.h"
+#include "lowering/decompose.h"
+#include "lowering/lower.h"
+#include "lowering/symbolic.h"
+
+namespace lt {
+namespace {
+
+struct FakeData : LeafData {};
+NodePtr param(Shape s, DType t = DType::Float32) { return make_param(t, std::move(s), std::make_shared<FakeData>()); }
+NodePtr op(Op o, std::vector<NodePtr> in, std::vector<int64_t> ints = {}, bool keepdim = false) {
+  Attrs a;
+  a.ints = std::move(ints);
+  a.keepdim = keepdim;
+  return make_node(o, std::move(in), a);
+}
+Plan plan_of(std::vector<NodePtr> roots) {
+  std::vector<const Node*> r;
+  for (auto& n : roots) r.push_back(n.get());
+  return lower(collect_graph(r));
+}
+
+TEST(Symbolic, ReshapeOfContiguousDimsFoldsBack) {
+  SymCtx s({4, 8});
+  Lin i = s.var(0), j = s.var(1);
+  Lin flat = s.flatten({i, j}, {4, 8});
+  auto back = s.unflatten(flat, {4, 8});
+  EXPECT_EQ(back[0], i);
+  EXPECT_EQ(back[1], j);
+  // Split 8 into 2x4 and merge again: still affine.
+  auto split = s.unflatten(flat, {4, 2, 4});
+  Lin again = s.flatten(split, {4, 2, 4});
+  EXPECT_EQ(again, flat);
+  std::vector<loop::IExpr> ex;
+  auto ix = s.to_index(again, ex);
+  EXPECT_TRUE(ix.affine());
+  EXPECT_EQ(ix.strides, (std::vector<int64_t>{8, 1}));
+}
+
+TEST(Symbolic, NonContiguousReshapeStaysGeneral) {
+  // A transposed [8,4] view reshaped to [32]: index needs div/mod.
+  SymCtx s({32});
+  Lin f = s.var(0);
+  auto idx = s.unflatten(f, {8, 4});               // (f/4, f%4) of the permuted view
+  Lin src = s.flatten({idx[1], idx[0]}, {4, 8});   // element of the [4,8] source
+  std::vector<loop::IExpr> ex;
+  auto ix = s.to_index(src, ex);
+  EXPECT_FALSE(ix.affine());
+  EXPECT_FALSE(ex.empty());
+}
+
+TEST(Symbolic, RangeFolds) {
+  SymCtx s({3, 5});
+  Lin j = s.var(1);
+  EXPECT_EQ(s.floordiv(j, 5), SymCtx::constant(0));
+  EXPECT_EQ(s.mod(j, 5), j);
+  EXPECT_EQ(s.floordiv(s.add(s.mul(s.var(0), 5), j), 5), s.var(0));
+  EXPECT_EQ(s.mod(s.add(s.mul(s.var(0), 10), j), 5), j);
+}
+
+TEST(Decompose, CompositesBecomePrimitives) {
+  auto x = param({4, 6});
+  auto pg = decompose(collect_graph({op(Op::Mean, {op(Op::Sigmoid, {op(Op::Relu, {x})})}, {1}).get()}));
+  for (auto& n : pg.nodes) EXPECT_TRUE(op_info(n.op).primitive) << op_name(n.op);
+  auto mm = decompose(collect_graph({make_node(Op::Matmul, {param({3, 4}), param({4, 5})}).get()}));
+  for (auto& n : mm.nodes) EXPECT_TRUE(op_info(n.op).primitive) << op_name(n.op);
+}
+
+TEST(Decompose, CseMergesDuplicates) {
+  auto x = param({8});
+  auto a = op(Op::Sin, {x}), b = op(Op::Sin, {x});  // two nodes, same computation
+  auto pg = decompose(collect_graph({make_node(Op::Add, {a, b}).get()}));
+  EXPECT_EQ(pg.nodes.size(), 3u);  // x, sin, add
+}
+
+TEST(Fusion, ElementwiseChainIsOneKernel) {
+  NodePtr x = param({1 << 10});
+  for (int i = 0; i < 20; ++i) x = make_node(Op::Add, {x, op(Op::Sin, {x})});
+  auto p = plan_of({x});
+  EXPECT_EQ(p.kernels.size(), 1u) << p.grouping;
+}
+
+TEST(Fusion, ReductionWithPrologueAndEpilogueIsOneKernel) {
+  auto x = param({32, 64}), w = param({64}), b = param({64});
+  auto y = op(Op::ReduceSum, {op(Op::Relu, {op(Op::Sin, {make_node(Op::Add, {make_node(Op::Mul, {x, w}), b})})})}, {1});
+  auto p = plan_of({make_node(Op::Mul, {y, make_scalar(DType::Float32, 2)})});
+  EXPECT_EQ(p.kernels.size(), 1u) << p.grouping;
+  EXPECT_EQ(p.kernels[0].stages.size(), 2u);
+}
+
+TEST(Fusion, SoftmaxIsOneRowKernel) {
+  auto x = param({16, 32});
+  auto m = op(Op::ReduceMax, {x}, {1}, true);
+  auto e = op(Op::Exp, {make_node(Op::Sub, {x, m})});
+  auto s = op(Op::ReduceSum, {e}, {1}, true);
+  auto p = plan_of({make_node(Op::Div, {e, s})});
+  ASSERT_EQ(p.kernels.size(), 1u) << p.grouping;
+  EXPECT_EQ(p.kernels[0].stages.size(), 3u);
+  EXPECT_EQ(p.kernels[0].stages[2].kind, loop::StageKind::MapInner);
+}
+
+TEST(Fusion, LayerNormIsOneRowKernel) {
+  auto x = param({8, 64});
+  auto mean = op(Op::Mean, {x}, {1}, true);
+  auto xc = make_node(Op::Sub, {x, mean});
+  auto var = op(Op::Mean, {make_node(Op::Mul, {xc, xc})}, {1}, true);
+  auto y = make_node(Op::Mul, {xc, op(Op::Rsqrt, {make_node(Op::Add, {var, make_constant(DType::Float32, 1e-5)})})});
+  auto p = plan_of({y});
+  EXPECT_EQ(p.kernels.size(), 1u) << p.grouping;
+}
+
+TEST(Fusion, PermuteReshapeIsIndexArithmeticNotACopy) {
+  auto x = param({8, 4}), y = param({32});
+  auto t = op(Op::Reshape, {op(Op::Permute, {x}, {1, 0})}, {32});
+  auto p = plan_of({make_node(Op::Add, {make_node(Op::Mul, {t, make_scalar(DType::Float32, 2)}), y})});
+  EXPECT_EQ(p.kernels.size(), 1u) << p.grouping;
+}
+
+TEST(Fusion, MatmulIsOneKernelWithItsEpilogueSeparate) {
+  auto a = param({8, 16}), b = param({16, 4}), bias = param({4});
+  auto mm = make_node(Op::Matmul, {a, b});
+  auto p = plan_of({op(Op::Relu, {make_node(Op::Add, {mm, bias})})});
+  EXPECT_LE(p.kernels.size(), 2u) << p.grouping;
+}
+
+TEST(Fusion, ReductionReadAtAnotherShapeIsMaterialized) {
+  auto x = param({4, 8});
+  auto s = op(Op::ReduceSum, {x}, {1});                      // [4]
+  auto y = make_node(Op::Add, {op(Op::Reshape, {s}, {4, 1}), param({4, 3})});  // read as [4,3] != [4,8]
+  auto p = plan_of({y});
+  EXPECT_EQ(p.kernels.size(), 2u) << p.grouping;
+}
+
+TEST(Fusion, OutputsOfOneNodeShareOneBuffer) {
+  auto x = op(Op::Sin, {param({5})});
+  auto p = plan_of({x, x});
+  EXPECT_EQ(p.output_buffers[0], p.output_buffers[1]);
+  EXPECT_EQ(p.kernels.size(), 1u);
+}
+
+TEST(Fusion, VeryDeepChainIsSplitNotCrashing) {
+  NodePtr x = param({16});
+  for (int i = 0; i < 5000; ++i) x = op(Op::Sin, {x});
+  auto p = plan_of({x});
+  EXPECT_GE(p.kernels.size(), 5000u / 257);
+}
+
+}  // namespace
+}  // namespace lt

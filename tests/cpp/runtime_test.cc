@@ -1,0 +1,145 @@
+// Runtime: sync points and their reasons, the graph cache, runtime scalars, the pending registry.
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace lt {
+namespace {
+
+using testing::random_tensor;
+
+class Runtime : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    mark_step();
+    metrics::reset();
+  }
+  Device lazy = Device::parse("lazy:cpu");
+};
+
+TEST_F(Runtime, TenStepsCompileOnceAsOneKernel) {
+  Tensor x = random_tensor({32, 64}, 1, lazy), w = random_tensor({64}, 2, lazy), b = random_tensor({64}, 3, lazy);
+  metrics::reset();
+  for (int step = 0; step < 10; ++step) {
+    Tensor y = ((x * w + b).sin() * 2).relu().sum({1});
+    mark_step();
+    EXPECT_FALSE(y.is_pending());
+  }
+  auto c = metrics::counters();
+  EXPECT_EQ(c["graph_compiles"], 1);
+  EXPECT_EQ(c["graph_cache_hits"], 9);
+  EXPECT_EQ(metrics::last_graph().kernels, 1);
+  EXPECT_EQ(metrics::syncs_by_reason()["mark_step"], 10);
+}
+
+TEST_F(Runtime, ChangingAScalarDoesNotRecompile) {
+  Tensor x = random_tensor({100}, 4, lazy);
+  auto xs = x.to_vector<float>();
+  metrics::reset();
+  for (int step = 1; step <= 5; ++step) {
+    double scale = 0.1 * step;
+    Tensor y = (x * scale).sum();
+    double want = 0;
+    for (float v : xs) want += static_cast<double>(static_cast<float>(v * static_cast<float>(scale)));
+    EXPECT_NEAR(y.item(), want, 1e-4);
+  }
+  EXPECT_EQ(metrics::counters()["graph_compiles"], 1);
+  EXPECT_EQ(metrics::counters()["graph_cache_hits"], 4);
+}
+
+TEST_F(Runtime, ItemOnManyElementsIsAClearErrorAndTheSessionGoesOn) {
+  Tensor x = random_tensor({4}, 5, lazy);
+  EXPECT_THROW((x + 1).item(), Error);
+  Tensor s = (x * 0 + 3).sum();
+  EXPECT_NEAR(s.item(), 12.0, 1e-6);
+}
+
+TEST_F(Runtime, ReasonsPerSyncKind) {
+  Tensor x = random_tensor({4}, 6, lazy);
+  mark_step();
+  metrics::reset();
+  (x.sum()).item();
+  std::vector<float> out(4);
+  (x * 2).copy_to_host(out.data(), SyncReason::Numpy);
+  (x * 3).to(kCPU);
+  (x * 4).str();
+  mark_step();
+  auto r = metrics::syncs_by_reason();
+  EXPECT_EQ(r["item"], 1);
+  EXPECT_EQ(r["numpy"], 1);
+  EXPECT_EQ(r["to_cpu"], 1);
+  EXPECT_EQ(r["print"], 1);
+  EXPECT_EQ(r["mark_step"], 1);
+  EXPECT_EQ(metrics::counters()["syncs"], 5);
+}
+
+TEST_F(Runtime, OnlyTheRequestedTensorIsComputed) {
+  Tensor x = random_tensor({8}, 7, lazy);
+  Tensor a = x.sin().sum(), b = x.cos();
+  ASSERT_EQ(pending_tensor_count(), 2u);
+  a.item();
+  EXPECT_FALSE(a.is_pending());
+  EXPECT_TRUE(b.is_pending());
+  EXPECT_EQ(pending_tensor_count(), 1u);
+  mark_step();
+  EXPECT_EQ(pending_tensor_count(), 0u);
+}
+
+TEST_F(Runtime, NothingGrowsAcrossSteps) {
+  Tensor w = random_tensor({64}, 8, lazy);
+  for (int i = 0; i < 50; ++i) {
+    w = w - (w * 0.01).tanh();
+    mark_step();
+    EXPECT_EQ(pending_tensor_count(), 0u);
+    EXPECT_EQ(w.node()->op, Op::Param);  // the IR was dropped: w is data again
+  }
+}
+
+TEST_F(Runtime, MixingDevicesIsAClearError) {
+  Tensor a = random_tensor({3}, 9, lazy), b = random_tensor({3}, 10, kCPU);
+  try {
+    (void)(a + b);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("same device"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Runtime, UnknownDeviceAndMissingCuda) {
+  EXPECT_THROW(Device::parse("tpu"), Error);
+  EXPECT_THROW(Device::parse("lazy:x"), Error);
+  EXPECT_THROW(random_tensor({2}, 1, Device::cuda(0)), Error);
+}
+
+TEST_F(Runtime, EagerCpuCompilesEachOpOnce) {
+  Tensor x = random_tensor({16}, 11, kCPU);
+  metrics::reset();
+  for (int i = 0; i < 5; ++i) x = x.sin() + 1.5;
+  auto c = metrics::counters();
+  EXPECT_EQ(c["graph_compiles"], 2);  // sin, add-scalar
+  EXPECT_EQ(c["graph_cache_hits"], 8);
+  EXPECT_FALSE(x.is_pending());
+}
+
+TEST_F(Runtime, SameSeedSameNumbersOnEveryDevice) {
+  manual_seed(123);
+  auto a = randn({1000}, DType::Float32, kCPU).to_vector<float>();
+  manual_seed(123);
+  auto b = randn({1000}, DType::Float32, lazy).to_vector<float>();
+  manual_seed(123);
+  auto c = randn({1000}, DType::Float32, Device::parse("lazy:reference")).to_vector<float>();
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_NEAR(a[i], b[i], 1e-5f);
+    ASSERT_NEAR(a[i], c[i], 1e-5f);
+  }
+  double mean = 0, var = 0;
+  for (float v : a) mean += v;
+  mean /= a.size();
+  for (float v : a) var += (v - mean) * (v - mean);
+  var /= a.size();
+  EXPECT_NEAR(mean, 0, 0.1);
+  EXPECT_NEAR(var, 1, 0.15);
+}
+
+}  // namespace
+}  // namespace lt
