@@ -91,7 +91,7 @@ Inferred infer(Op op, const std::vector<NodePtr>& in, const Attrs& a) {
       return {a.dtype, in[0]->shape};
     case OpClass::Reduce: {
       DType t = in[0]->dtype;
-      if (op == Op::Mean && !is_floating(t))
+      if ((op == Op::Mean || op == Op::Var || op == Op::LogSumExp) && !is_floating(t))
         fail(ErrorKind::Runtime, name, ": could not infer output dtype; input dtype must be floating, got ", dtype_name(t));
       if ((op == Op::ReduceMax || op == Op::ReduceMin) && numel(in[0]->shape) == 0)
         fail(ErrorKind::Index, name, ": cannot reduce an empty tensor of shape ", shape_str(in[0]->shape),
@@ -140,6 +140,31 @@ Inferred infer(Op op, const std::vector<NodePtr>& in, const Attrs& a) {
                ". Tensor sizes: ", shape_str(s));
       }
       return {in[0]->dtype, t};
+    }
+    case OpClass::AxisUnary: {
+      if (!is_floating(in[0]->dtype))
+        fail(ErrorKind::Type, name, ": expected a floating-point tensor, got ", dtype_name(in[0]->dtype));
+      if (a.ints.size() != 1) fail(ErrorKind::Runtime, name, ": expected exactly one dim");
+      normalize_axis(a.ints[0], static_cast<int64_t>(in[0]->shape.size()), name.c_str());
+      return {in[0]->dtype, in[0]->shape};
+    }
+    case OpClass::LayerNorm: {
+      const Shape& x = in[0]->shape;
+      if (!is_floating(in[0]->dtype))
+        fail(ErrorKind::Type, name, ": expected a floating-point input, got ", dtype_name(in[0]->dtype));
+      if (a.ints.size() != 3 || in.size() != static_cast<size_t>(1 + a.ints[1] + a.ints[2]))
+        fail(ErrorKind::Runtime, name, ": malformed attributes");
+      int64_t k = a.ints[0];
+      if (k < 1 || k > static_cast<int64_t>(x.size()))
+        fail(ErrorKind::Runtime, name, ": normalized_shape of ", k, " dims does not fit input of shape ", shape_str(x));
+      Shape tail(x.end() - k, x.end());
+      for (size_t i = 1; i < in.size(); ++i) {
+        if (in[i]->shape != tail)
+          fail(ErrorKind::Runtime, name, ": weight/bias of shape ", shape_str(in[i]->shape),
+               " do not match normalized_shape ", shape_str(tail), " of input ", shape_str(x));
+        if (in[i]->dtype != in[0]->dtype) fail(ErrorKind::Type, name, ": dtypes differ (", dtypes_of(in), ")");
+      }
+      return {in[0]->dtype, x};
     }
     case OpClass::Matmul: {
       same_dtype(op, in, 0);

@@ -48,6 +48,79 @@ NodePtr matmul_rule(const Node& n, const std::vector<NodePtr>& in) {
   return reshape(out, n.shape);
 }
 
+NodePtr reduce(Op op, NodePtr x, std::vector<int64_t> axes, bool keepdim) {
+  Attrs a;
+  a.ints = std::move(axes);
+  a.keepdim = keepdim;
+  return make_node(op, {std::move(x)}, a);
+}
+
+// The reduced axes of a reduction-like node, normalized (empty attrs already mean "these axes").
+std::vector<int64_t> axes_of(const Node& n, const Shape& in) {
+  std::vector<int64_t> r;
+  int64_t rank = static_cast<int64_t>(in.size());
+  for (auto a : n.attrs.ints) r.push_back(rank ? (a < 0 ? a + rank : a) : 0);
+  return rank ? r : std::vector<int64_t>{};
+}
+
+NodePtr softmax_rule(const Node& n, const std::vector<NodePtr>& in, bool log) {
+  auto ax = axes_of(n, in[0]->shape);
+  NodePtr m = reduce(Op::ReduceMax, in[0], ax, true);
+  NodePtr z = bin(Op::Sub, in[0], m);
+  NodePtr e = un(Op::Exp, z);
+  NodePtr s = reduce(Op::ReduceSum, e, ax, true);
+  return log ? bin(Op::Sub, z, un(Op::Log, s)) : bin(Op::Div, e, s);
+}
+
+NodePtr logsumexp_rule(const Node& n, const std::vector<NodePtr>& in) {
+  auto ax = axes_of(n, in[0]->shape);
+  NodePtr m = reduce(Op::ReduceMax, in[0], ax, true);
+  // An all -inf (or +inf) row would give inf - inf = NaN: shift by 0 there instead.
+  NodePtr finite = bin(Op::Lt, un(Op::Abs, m), cnst(m->dtype, INFINITY));
+  NodePtr shift = make_node(Op::Where, {finite, m, cnst(m->dtype, 0)});
+  NodePtr r = bin(Op::Add, un(Op::Log, reduce(Op::ReduceSum, un(Op::Exp, bin(Op::Sub, in[0], shift)), ax, true)), shift);
+  return reshape(r, n.shape);
+}
+
+NodePtr var_rule(const Node& n, const std::vector<NodePtr>& in) {
+  auto ax = axes_of(n, in[0]->shape);
+  int64_t count = 1;
+  for (auto a : ax) count *= in[0]->shape.empty() ? 1 : in[0]->shape[a];
+  NodePtr mean = bin(Op::Mul, reduce(Op::ReduceSum, in[0], ax, true), cnst(n.dtype, count ? 1.0 / count : NAN));
+  NodePtr d = bin(Op::Sub, in[0], mean);
+  double denom = static_cast<double>(count) - n.attrs.value;
+  NodePtr ss = reduce(Op::ReduceSum, bin(Op::Mul, d, d), ax, n.attrs.keepdim);
+  return bin(Op::Mul, ss, cnst(n.dtype, denom > 0 ? 1.0 / denom : NAN));
+}
+
+NodePtr layer_norm_rule(const Node& n, const std::vector<NodePtr>& in) {
+  int64_t rank = static_cast<int64_t>(in[0]->shape.size()), k = n.attrs.ints[0];
+  std::vector<int64_t> ax;
+  int64_t count = 1;
+  for (int64_t d = rank - k; d < rank; ++d) ax.push_back(d), count *= in[0]->shape[d];
+  DType t = n.dtype;
+  NodePtr inv = cnst(t, count ? 1.0 / count : NAN);
+  NodePtr xc = bin(Op::Sub, in[0], bin(Op::Mul, reduce(Op::ReduceSum, in[0], ax, true), inv));
+  NodePtr var = bin(Op::Mul, reduce(Op::ReduceSum, bin(Op::Mul, xc, xc), ax, true), inv);
+  NodePtr y = bin(Op::Mul, xc, un(Op::Recip, un(Op::Sqrt, bin(Op::Add, var, cnst(t, n.attrs.value)))));
+  size_t next = 1;
+  if (n.attrs.ints[1]) y = bin(Op::Mul, y, in[next++]);
+  if (n.attrs.ints[2]) y = bin(Op::Add, y, in[next++]);
+  return y;
+}
+
+NodePtr gelu_rule(const Node& n, const std::vector<NodePtr>& in) {
+  DType t = n.dtype;
+  const NodePtr& x = in[0];
+  NodePtr half_x = bin(Op::Mul, x, cnst(t, 0.5));
+  if (n.attrs.stream == 0)  // 0.5 x (1 + erf(x / sqrt 2))
+    return bin(Op::Mul, half_x, bin(Op::Add, cnst(t, 1), un(Op::Erf, bin(Op::Mul, x, cnst(t, M_SQRT1_2)))));
+  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+  NodePtr x3 = bin(Op::Mul, bin(Op::Mul, x, x), x);
+  NodePtr inner = bin(Op::Mul, cnst(t, M_2_SQRTPI * M_SQRT1_2), bin(Op::Add, x, bin(Op::Mul, x3, cnst(t, 0.044715))));
+  return bin(Op::Mul, half_x, bin(Op::Add, cnst(t, 1), un(Op::Tanh, inner)));
+}
+
 const std::map<Op, DecompRule>& rules() {
   static const std::map<Op, DecompRule> table = {
       {Op::Relu, [](const Node& n, const std::vector<NodePtr>& in) { return bin(Op::Maximum, in[0], cnst(n.dtype, 0)); }},
@@ -64,6 +137,16 @@ const std::map<Op, DecompRule>& rules() {
          return bin(Op::Mul, s, cnst(n.dtype, count ? 1.0 / static_cast<double>(count) : NAN));
        }},
       {Op::Matmul, matmul_rule},
+      {Op::Silu,
+       [](const Node& n, const std::vector<NodePtr>& in) {
+         return bin(Op::Mul, in[0], un(Op::Recip, bin(Op::Add, cnst(n.dtype, 1), un(Op::Exp, un(Op::Neg, in[0])))));
+       }},
+      {Op::Gelu, gelu_rule},
+      {Op::Softmax, [](const Node& n, const std::vector<NodePtr>& in) { return softmax_rule(n, in, false); }},
+      {Op::LogSoftmax, [](const Node& n, const std::vector<NodePtr>& in) { return softmax_rule(n, in, true); }},
+      {Op::LogSumExp, logsumexp_rule},
+      {Op::Var, var_rule},
+      {Op::LayerNorm, layer_norm_rule},
   };
   return table;
 }

@@ -164,6 +164,68 @@ Tensor reduce(Op op, const Tensor& a, std::vector<int64_t> dims, bool keepdim) {
   return traced(make_node(op, {x}, at), d);
 }
 
+namespace {
+// Float-only composites compute integer inputs in the default float dtype, as PyTorch does.
+NodePtr float_node(const Tensor& a) {
+  NodePtr x = a.node();
+  return is_floating(x->dtype) ? x : cast_node(x, default_float());
+}
+}  // namespace
+
+Tensor softmax(const Tensor& a, int64_t dim) {
+  Attrs at;
+  at.ints = {dim};
+  return traced(make_node(Op::Softmax, {float_node(a)}, at), common_device("softmax", {&a}));
+}
+Tensor log_softmax(const Tensor& a, int64_t dim) {
+  Attrs at;
+  at.ints = {dim};
+  return traced(make_node(Op::LogSoftmax, {float_node(a)}, at), common_device("log_softmax", {&a}));
+}
+Tensor logsumexp(const Tensor& a, std::vector<int64_t> dims, bool keepdim) {
+  Attrs at;
+  at.ints = all_dims(a, std::move(dims));
+  at.keepdim = keepdim;
+  return traced(make_node(Op::LogSumExp, {float_node(a)}, at), common_device("logsumexp", {&a}));
+}
+Tensor var(const Tensor& a, std::vector<int64_t> dims, double correction, bool keepdim) {
+  Attrs at;
+  at.ints = all_dims(a, std::move(dims));
+  at.keepdim = keepdim;
+  at.value = correction;
+  return traced(make_node(Op::Var, {float_node(a)}, at), common_device("var", {&a}));
+}
+Tensor std(const Tensor& a, std::vector<int64_t> dims, double correction, bool keepdim) {
+  return var(a, std::move(dims), correction, keepdim).sqrt();
+}
+Tensor layer_norm(const Tensor& x, std::vector<int64_t> normalized_shape, const Tensor& w, const Tensor& b,
+                  double eps) {
+  const Device& d = common_device("layer_norm", {&x});
+  int64_t k = static_cast<int64_t>(normalized_shape.size());
+  Shape tail = k <= x.dim() ? Shape(x.shape().end() - k, x.shape().end()) : Shape{};
+  if (k == 0 || k > x.dim() || tail != Shape(normalized_shape))
+    fail(ErrorKind::Runtime, "layer_norm: normalized_shape ", shape_str(normalized_shape),
+         " does not match the trailing dims of input of shape ", shape_str(x.shape()));
+  std::vector<NodePtr> in = {x.node()};
+  for (const Tensor* t : {&w, &b})
+    if (t->defined()) {
+      common_device("layer_norm", {&x, t});
+      in.push_back(t->node());
+    }
+  Attrs at;
+  at.ints = {k, w.defined() ? 1 : 0, b.defined() ? 1 : 0};
+  at.value = eps;
+  return traced(make_node(Op::LayerNorm, std::move(in), at), d);
+}
+Tensor gelu(const Tensor& a, const std::string& approximate) {
+  if (approximate != "none" && approximate != "tanh")
+    fail(ErrorKind::Runtime, "gelu: approximate argument must be either none or tanh, got '", approximate, "'");
+  Attrs at;
+  at.stream = approximate == "tanh" ? 1 : 0;
+  return traced(make_node(Op::Gelu, {float_node(a)}, at), common_device("gelu", {&a}));
+}
+Tensor silu(const Tensor& a) { return traced(make_node(Op::Silu, {float_node(a)}), common_device("silu", {&a})); }
+
 Tensor reshape(const Tensor& a, std::vector<int64_t> shape) {
   const Device& d = common_device("reshape", {&a});
   int64_t known = 1, infer_at = -1;

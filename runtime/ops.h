@@ -3,6 +3,7 @@
 // so changing it never recompiles).
 #pragma once
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "runtime/tensor.h"
@@ -60,6 +61,17 @@ Tensor cast(const Tensor& a, DType t);
 
 // Reductions (empty dims = all dims). sum/prod of integers give int64, as in PyTorch.
 Tensor reduce(Op op, const Tensor& a, std::vector<int64_t> dims, bool keepdim);
+
+// Composites: one op in the trace, decomposed into primitives (and fused) by lowering.
+Tensor softmax(const Tensor& a, int64_t dim);
+Tensor log_softmax(const Tensor& a, int64_t dim);
+Tensor logsumexp(const Tensor& a, std::vector<int64_t> dims, bool keepdim = false);
+Tensor var(const Tensor& a, std::vector<int64_t> dims = {}, double correction = 1, bool keepdim = false);
+Tensor std(const Tensor& a, std::vector<int64_t> dims = {}, double correction = 1, bool keepdim = false);
+Tensor layer_norm(const Tensor& x, std::vector<int64_t> normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+Tensor gelu(const Tensor& a, const std::string& approximate = "none");  // "none" | "tanh"
+Tensor silu(const Tensor& a);
 
 // Movement.
 Tensor reshape(const Tensor& a, std::vector<int64_t> shape);

@@ -112,6 +112,26 @@ TEST(Fusion, LayerNormIsOneRowKernel) {
   EXPECT_EQ(p.kernels.size(), 1u) << p.grouping;
 }
 
+TEST(Fusion, CompositeSoftmaxLogSoftmaxLayerNormAreOneKernelEach) {
+  auto x = param({16, 48});
+  EXPECT_EQ(plan_of({op(Op::Softmax, {x}, {-1})}).kernels.size(), 1u);
+  EXPECT_EQ(plan_of({op(Op::LogSoftmax, {x}, {1})}).kernels.size(), 1u);
+  Attrs ln;
+  ln.ints = {1, 0, 0};
+  ln.value = 1e-5;
+  EXPECT_EQ(plan_of({make_node(Op::LayerNorm, {x}, ln)}).kernels.size(), 1u);
+}
+
+TEST(Fusion, GeluOfLayerNormPlusResidualIsOneKernel) {
+  auto x = param({8, 64}), w = param({64}), b = param({64}), r = param({8, 64});
+  Attrs ln;
+  ln.ints = {1, 1, 1};
+  ln.value = 1e-5;
+  auto y = make_node(Op::Add, {make_node(Op::Gelu, {make_node(Op::LayerNorm, {x, w, b}, ln)}), r});
+  auto p = plan_of({y});
+  EXPECT_EQ(p.kernels.size(), 1u) << p.grouping;
+}
+
 TEST(Fusion, PermuteReshapeIsIndexArithmeticNotACopy) {
   auto x = param({8, 4}), y = param({32});
   auto t = op(Op::Reshape, {op(Op::Permute, {x}, {1, 0})}, {32});
