@@ -1,0 +1,91 @@
+// The trace file: round trip, and a table of malformed files that must each give one clear error.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "ir/error.h"
+#include "ir/serialize.h"
+
+namespace lt {
+namespace {
+
+struct FakeData : LeafData {};
+std::shared_ptr<LeafData> fake(const TraceInput&) { return std::make_shared<FakeData>(); }
+std::string none(int) { return ""; }
+
+std::string sample() {
+  auto x = make_param(DType::Float32, {4, 3}, std::make_shared<FakeData>());
+  auto w = make_param(DType::Float32, {3}, std::make_shared<FakeData>());
+  Attrs ax;
+  ax.ints = {1};
+  auto y = make_node(Op::ReduceSum, {make_node(Op::Sin, {make_node(Op::Mul, {x, w})})}, ax);
+  auto z = make_node(Op::Mul, {y, make_scalar(DType::Float32, 2.5)});
+  auto g = collect_graph({z.get()});
+  return trace_to_json(g, "h", "cpu", none, none);
+}
+
+TEST(Trace, RoundTripKeepsTheGraphKey) {
+  std::string text = sample();
+  LoadedTrace t = trace_from_json(text, fake);
+  ASSERT_EQ(t.roots.size(), 1u);
+  EXPECT_EQ(t.inputs.size(), 3u);
+  EXPECT_EQ(t.roots[0]->shape, (Shape{4}));
+  auto x = make_param(DType::Float32, {4, 3}, std::make_shared<FakeData>());
+  auto w = make_param(DType::Float32, {3}, std::make_shared<FakeData>());
+  Attrs ax;
+  ax.ints = {1};
+  auto z = make_node(Op::Mul, {make_node(Op::ReduceSum, {make_node(Op::Sin, {make_node(Op::Mul, {x, w})})}, ax),
+                               make_scalar(DType::Float32, 7)});
+  EXPECT_EQ(collect_graph({t.roots[0].get()}).key, collect_graph({z.get()}).key);
+  EXPECT_DOUBLE_EQ(t.inputs[2].value, 2.5);
+}
+
+std::string replace(std::string s, const std::string& a, const std::string& b) {
+  auto p = s.find(a);
+  EXPECT_NE(p, std::string::npos) << a;
+  if (p != std::string::npos) s.replace(p, a.size(), b);
+  return s;
+}
+
+std::string edit(const std::string& text, const std::function<void(nlohmann::json&)>& f) {
+  auto j = nlohmann::json::parse(text);
+  f(j);
+  return j.dump();
+}
+
+TEST(Trace, MalformedFilesGiveClearErrors) {
+  std::string ok = sample();
+  struct Case {
+    std::string name, text, expect;
+  };
+  std::vector<Case> cases = {
+      {"empty", "", "not valid JSON"},
+      {"truncated", ok.substr(0, ok.size() / 2), "not valid JSON"},
+      {"not an object", "[1,2]", "top level"},
+      {"wrong format", replace(ok, "lazytensor-trace", "other"), "format"},
+      {"future version", replace(ok, "\"version\": 1", "\"version\": 99"), "newer"},
+      {"unknown op", replace(ok, "\"op\": \"sin\"", "\"op\": \"frobnicate\""), "unknown op"},
+      {"unknown dtype", replace(ok, "\"dtype\": \"float32\"", "\"dtype\": \"float7\""), "unknown dtype"},
+      {"dangling input", edit(ok, [](auto& j) { j["nodes"][0]["inputs"][0] = 42; }), "not defined"},
+      {"wrong arity", replace(ok, "\"op\": \"sin\"", "\"op\": \"add\""), "expected 2 operands"},
+      {"bad shape", edit(ok, [](auto& j) { j["inputs"][0]["shape"] = {4, -3}; }), "dimension"},
+      {"shape mismatch", edit(ok, [](auto& j) { j["inputs"][1]["shape"] = {5}; }), "broadcastable"},
+      {"id out of range", edit(ok, [](auto& j) { j["outputs"][0]["node"] = 1000; }), "does not exist"},
+      {"wrong attr type", edit(ok, [](auto& j) { j["nodes"][2]["attrs"]["axes"] = "one"; }), "wrong type"},
+      {"recorded shape lies", edit(ok, [](auto& j) { j["nodes"][2]["shape"] = {7}; }), "infers"},
+      {"scalar with dims", edit(ok, [](auto& j) { j["inputs"][2]["shape"] = {2}; }), "scalar"},
+      {"no outputs", replace(ok, "\"outputs\": [", "\"outputz\": ["), "outputs"},
+  };
+  for (auto& c : cases) {
+    try {
+      trace_from_json(c.text, fake);
+      ADD_FAILURE() << c.name << ": loaded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(c.expect), std::string::npos) << c.name << ": " << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << c.name << ": more than one line";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lt
