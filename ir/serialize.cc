@@ -97,7 +97,8 @@ Attrs attrs_from(Op op, const json& a, const std::string& where) {
 
 std::string trace_to_json(const Graph& g, const std::string& hash, const std::string& backend,
                           const std::function<std::string(int)>& data_ref,
-                          const std::function<std::string(int)>& output_ref) {
+                          const std::function<std::string(int)>& output_ref,
+                          const std::function<std::string(const Node*)>& node_ref) {
   json j;
   j["format"] = "lazytensor-trace";
   j["version"] = kTraceVersion;
@@ -127,8 +128,13 @@ std::string trace_to_json(const Graph& g, const std::string& hash, const std::st
     json ins = json::array();
     for (auto& c : n->inputs) ins.push_back(id.at(c.get()));
     id[n] = next;
-    nodes.push_back({{"id", next++}, {"op", op_name(n->op)}, {"inputs", ins}, {"attrs", attrs_json(*n)},
-                     {"dtype", dtype_name(n->dtype)}, {"shape", n->shape}, {"source", source_str(n->source)}});
+    json node = {{"id", next++}, {"op", op_name(n->op)}, {"inputs", ins}, {"attrs", attrs_json(*n)},
+                 {"dtype", dtype_name(n->dtype)}, {"shape", n->shape}, {"source", source_str(n->source)}};
+    if (node_ref) {
+      std::string r = node_ref(n);
+      if (!r.empty()) node["data"] = r;
+    }
+    nodes.push_back(node);
   }
   json outputs = json::array();
   for (size_t i = 0; i < g.roots.size(); ++i)
@@ -224,6 +230,7 @@ LoadedTrace trace_from_json(const std::string& text,
     by_id[id] = made;
     t.nodes.push_back(made);
     t.node_ids.push_back(id);
+    t.node_refs.push_back(n.contains("data") && n["data"].is_string() ? n["data"].get<std::string>() : "");
   }
   const json& outs = get<json>(j, "outputs", "file");
   if (!outs.is_array() || outs.empty()) bad("\"outputs\" must be a non-empty array");

@@ -25,9 +25,11 @@ struct TraceInput {
 
 // Serializes graph `g` (its order, inputs and roots) to trace JSON text.
 // `data_ref(i)` names where input i's data is stored ("" when not dumped); `output_ref(i)` likewise.
+// `node_ref(n)` optionally names where node n's recorded value is stored ("" = not recorded).
 std::string trace_to_json(const Graph& g, const std::string& hash, const std::string& backend,
                           const std::function<std::string(int)>& data_ref,
-                          const std::function<std::string(int)>& output_ref);
+                          const std::function<std::string(int)>& output_ref,
+                          const std::function<std::string(const Node*)>& node_ref = nullptr);
 
 struct LoadedTrace {
   std::string hash, backend;
@@ -36,6 +38,7 @@ struct LoadedTrace {
   std::vector<std::string> output_refs;
   std::vector<NodePtr> nodes;              // every rebuilt node by trace order (for bisect)
   std::vector<int> node_ids;               // trace id of nodes[i]
+  std::vector<std::string> node_refs;      // recorded value of nodes[i] ("" when not recorded)
 };
 
 // Parses and validates trace JSON. `leaf_data(input)` supplies the data handle of each Param input.

@@ -33,7 +33,20 @@ int debug_level() {
 
 bool host_backend(const std::string& b) { return b == "cpu" || b == "reference"; }
 
+Hash128 g_last_key;  // of the last executed graph, for kernel sources
+
+const char* env(const char* name) {
+  const char* e = std::getenv(name);
+  return e && *e ? e : nullptr;
+}
+
 }  // namespace
+
+std::vector<std::string> last_kernel_sources() {
+  std::lock_guard<std::recursive_mutex> g(runtime_mutex());
+  CachedGraph* e = cache().find(g_last_key);
+  return e ? e->exe->kernel_sources() : std::vector<std::string>{};
+}
 
 void clear_graph_cache() {
   std::lock_guard<std::recursive_mutex> g(runtime_mutex());
@@ -97,6 +110,7 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
   metrics::bump(metrics::Counter::KernelLaunches, stats.kernel_launches);
   metrics::record_sync(reason);
 
+  g_last_key = key;
   std::vector<std::shared_ptr<Storage>> result(roots.size());
   for (size_t i = 0; i < roots.size(); ++i) {
     int b = entry->output_buffers[i];
@@ -113,6 +127,11 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
     if (!s->buffer) fail(ErrorKind::Runtime, "internal: graph output ", i, " was not produced");
     result[i] = std::move(s);
   }
+
+  if (!hit)
+    if (const char* dir = env("LT_DUMP_DIR"))
+      dump_compiled(dir, g, key.hex(), backend_name, entry->exe->kernel_sources(),
+                    env("LT_DUMP_DATA") ? &result : nullptr);
 
   if (reason != SyncReason::Eager || debug_level() > 0) {
     metrics::GraphInfo info;
