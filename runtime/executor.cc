@@ -9,6 +9,7 @@
 #include "lowering/lower.h"
 #include "runtime/graph_cache.h"
 #include "runtime/metrics_state.h"
+#include "runtime/storm.h"
 
 namespace lt {
 namespace {
@@ -83,6 +84,9 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
     entry = cache().insert(key, std::move(cg));
     compile_ms = ms_since(tc);
     metrics::bump(metrics::Counter::GraphCompiles);
+    if (reason != SyncReason::Eager)
+      if (auto warning = note_compile(current_source(), g); warning && debug_level() > 0)
+        std::fprintf(stderr, "[lazytensor] warning: %s\n", warning->c_str());
     metrics::bump(metrics::Counter::KernelsCompiled, entry->exe->num_kernels());
   } else {
     metrics::bump(metrics::Counter::GraphCacheHits);

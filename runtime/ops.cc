@@ -6,6 +6,7 @@
 
 #include "ir/error.h"
 #include "runtime/tensor_impl.h"
+#include "runtime/vjp.h"
 
 namespace lt {
 namespace {
@@ -36,6 +37,13 @@ NodePtr scalar_node(Scalar s, DType t) {
 
 Tensor traced(NodePtr n, const Device& d) { return Tensor(make_tensor(std::move(n), d)); }
 
+// Traces op(ins) and records it for autograd; srcs[i] is the tensor operand i continues.
+Tensor op_out(Op op, std::vector<NodePtr> ins, Attrs at, const Device& d, const std::vector<Tensor>& srcs) {
+  Tensor out = traced(make_node(op, ins, at), d);
+  record_op(op, at, out, ins, srcs);
+  return out;
+}
+
 bool float_only(Op op) { return op == Op::Div || op == Op::Pow; }
 
 Tensor binary(Op op, const Tensor& a, const Tensor& b) {
@@ -47,7 +55,7 @@ Tensor binary(Op op, const Tensor& a, const Tensor& b) {
   if (a.dim() == 0 && b.dim() > 0 && cat(a.dtype()) <= cat(b.dtype())) t = b.dtype();
   if (b.dim() == 0 && a.dim() > 0 && cat(b.dtype()) <= cat(a.dtype())) t = a.dtype();
   if (float_only(op) && !is_floating(t)) t = default_float();
-  return traced(make_node(op, {cast_node(a.node(), t), cast_node(b.node(), t)}), d);
+  return op_out(op, {cast_node(a.node(), t), cast_node(b.node(), t)}, {}, d, {a, b});
 }
 
 Tensor binary(Op op, const Tensor& a, Scalar s, bool reflected = false) {
@@ -55,7 +63,7 @@ Tensor binary(Op op, const Tensor& a, Scalar s, bool reflected = false) {
   DType t = promote_with_scalar(a.dtype(), s.kind);
   if (float_only(op) && !is_floating(t)) t = default_float();
   NodePtr x = cast_node(a.node(), t), y = scalar_node(s, t);
-  return traced(reflected ? make_node(op, {y, x}) : make_node(op, {x, y}), d);
+  return reflected ? op_out(op, {y, x}, {}, d, {Tensor(), a}) : op_out(op, {x, y}, {}, d, {a, Tensor()});
 }
 
 Tensor compare(Op op, const Tensor& a, Scalar s) {
@@ -119,7 +127,7 @@ Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
     fail(ErrorKind::Runtime, "where: expected condition to be a boolean tensor, but got a tensor with dtype ",
          dtype_name(c.dtype()));
   DType t = promote(a.dtype(), b.dtype());
-  return traced(make_node(Op::Where, {c.node(), cast_node(a.node(), t), cast_node(b.node(), t)}), d);
+  return op_out(Op::Where, {c.node(), cast_node(a.node(), t), cast_node(b.node(), t)}, {}, d, {Tensor(), a, b});
 }
 Tensor where(const Tensor& c, const Tensor& a, Scalar b) {
   DType t = promote_with_scalar(a.dtype(), b.kind);
@@ -137,7 +145,7 @@ Tensor unary(Op op, const Tensor& a) {
   if (!keeps_int && !is_floating(x->dtype)) x = cast_node(x, default_float());
   if (keeps_int && is_bool(x->dtype))
     fail(ErrorKind::Runtime, op_name(op), ": not supported for bool tensors (shape ", shape_str(a.shape()), ")");
-  return traced(make_node(op, {x}), d);
+  return op_out(op, {x}, {}, d, {a});
 }
 
 Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {
@@ -151,7 +159,9 @@ Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi
 Tensor cast(const Tensor& a, DType t) {
   const Device& d = common_device("to", {&a});
   if (a.dtype() == t) return a;
-  return traced(cast_node(a.node(), t), d);
+  Attrs at;
+  at.dtype = t;
+  return op_out(Op::Cast, {a.node()}, at, d, {a});
 }
 
 Tensor reduce(Op op, const Tensor& a, std::vector<int64_t> dims, bool keepdim) {
@@ -161,7 +171,7 @@ Tensor reduce(Op op, const Tensor& a, std::vector<int64_t> dims, bool keepdim) {
   Attrs at;
   at.ints = all_dims(a, std::move(dims));
   at.keepdim = keepdim;
-  return traced(make_node(op, {x}, at), d);
+  return op_out(op, {x}, at, d, {a});
 }
 
 namespace {
@@ -175,25 +185,25 @@ NodePtr float_node(const Tensor& a) {
 Tensor softmax(const Tensor& a, int64_t dim) {
   Attrs at;
   at.ints = {dim};
-  return traced(make_node(Op::Softmax, {float_node(a)}, at), common_device("softmax", {&a}));
+  return op_out(Op::Softmax, {float_node(a)}, at, common_device("softmax", {&a}), {a});
 }
 Tensor log_softmax(const Tensor& a, int64_t dim) {
   Attrs at;
   at.ints = {dim};
-  return traced(make_node(Op::LogSoftmax, {float_node(a)}, at), common_device("log_softmax", {&a}));
+  return op_out(Op::LogSoftmax, {float_node(a)}, at, common_device("log_softmax", {&a}), {a});
 }
 Tensor logsumexp(const Tensor& a, std::vector<int64_t> dims, bool keepdim) {
   Attrs at;
   at.ints = all_dims(a, std::move(dims));
   at.keepdim = keepdim;
-  return traced(make_node(Op::LogSumExp, {float_node(a)}, at), common_device("logsumexp", {&a}));
+  return op_out(Op::LogSumExp, {float_node(a)}, at, common_device("logsumexp", {&a}), {a});
 }
 Tensor var(const Tensor& a, std::vector<int64_t> dims, double correction, bool keepdim) {
   Attrs at;
   at.ints = all_dims(a, std::move(dims));
   at.keepdim = keepdim;
   at.value = correction;
-  return traced(make_node(Op::Var, {float_node(a)}, at), common_device("var", {&a}));
+  return op_out(Op::Var, {float_node(a)}, at, common_device("var", {&a}), {a});
 }
 Tensor std(const Tensor& a, std::vector<int64_t> dims, double correction, bool keepdim) {
   return var(a, std::move(dims), correction, keepdim).sqrt();
@@ -207,24 +217,26 @@ Tensor layer_norm(const Tensor& x, std::vector<int64_t> normalized_shape, const 
     fail(ErrorKind::Runtime, "layer_norm: normalized_shape ", shape_str(normalized_shape),
          " does not match the trailing dims of input of shape ", shape_str(x.shape()));
   std::vector<NodePtr> in = {x.node()};
+  std::vector<Tensor> srcs = {x};
   for (const Tensor* t : {&w, &b})
     if (t->defined()) {
       common_device("layer_norm", {&x, t});
       in.push_back(t->node());
+      srcs.push_back(*t);
     }
   Attrs at;
   at.ints = {k, w.defined() ? 1 : 0, b.defined() ? 1 : 0};
   at.value = eps;
-  return traced(make_node(Op::LayerNorm, std::move(in), at), d);
+  return op_out(Op::LayerNorm, std::move(in), at, d, srcs);
 }
 Tensor gelu(const Tensor& a, const std::string& approximate) {
   if (approximate != "none" && approximate != "tanh")
     fail(ErrorKind::Runtime, "gelu: approximate argument must be either none or tanh, got '", approximate, "'");
   Attrs at;
   at.stream = approximate == "tanh" ? 1 : 0;
-  return traced(make_node(Op::Gelu, {float_node(a)}, at), common_device("gelu", {&a}));
+  return op_out(Op::Gelu, {float_node(a)}, at, common_device("gelu", {&a}), {a});
 }
-Tensor silu(const Tensor& a) { return traced(make_node(Op::Silu, {float_node(a)}), common_device("silu", {&a})); }
+Tensor silu(const Tensor& a) { return op_out(Op::Silu, {float_node(a)}, {}, common_device("silu", {&a}), {a}); }
 
 Tensor reshape(const Tensor& a, std::vector<int64_t> shape) {
   const Device& d = common_device("reshape", {&a});
@@ -247,7 +259,7 @@ Tensor reshape(const Tensor& a, std::vector<int64_t> shape) {
   if (shape == a.shape()) return a;
   Attrs at;
   at.ints = std::move(shape);
-  return traced(make_node(Op::Reshape, {a.node()}, at), d);
+  return op_out(Op::Reshape, {a.node()}, at, d, {a});
 }
 
 Tensor permute(const Tensor& a, std::vector<int64_t> dims) {
@@ -256,7 +268,7 @@ Tensor permute(const Tensor& a, std::vector<int64_t> dims) {
   for (auto& x : dims) x = normalize_axis(x, r, "permute");
   Attrs at;
   at.ints = std::move(dims);
-  return traced(make_node(Op::Permute, {a.node()}, at), d);
+  return op_out(Op::Permute, {a.node()}, at, d, {a});
 }
 
 Tensor expand(const Tensor& a, std::vector<int64_t> shape) {
@@ -267,7 +279,7 @@ Tensor expand(const Tensor& a, std::vector<int64_t> shape) {
   if (shape == a.shape()) return a;
   Attrs at;
   at.ints = std::move(shape);
-  return traced(make_node(Op::Expand, {a.node()}, at), d);
+  return op_out(Op::Expand, {a.node()}, at, d, {a});
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
@@ -275,7 +287,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype())
     fail(ErrorKind::Runtime, "matmul: expected both operands to have the same dtype, but got ", dtype_name(a.dtype()),
          " and ", dtype_name(b.dtype()), " (shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()), ")");
-  return traced(make_node(Op::Matmul, {a.node(), b.node()}), d);
+  return op_out(Op::Matmul, {a.node(), b.node()}, {}, d, {a, b});
 }
 
 Tensor cat(const std::vector<Tensor>&, int64_t) { fail(ErrorKind::NotImplemented, "not implemented: cat"); }

@@ -6,6 +6,7 @@
 
 #include "ir/error.h"
 #include "ir/half.h"
+#include "runtime/autograd.h"
 #include "runtime/ops.h"
 #include "runtime/sync.h"
 #include "runtime/tensor_impl.h"
@@ -161,7 +162,19 @@ void Tensor::assign(const Tensor& v) {
     fail(ErrorKind::Runtime, "in-place update: result shape ", shape_str(v.shape()), " does not match tensor shape ",
          shape_str(shape()), " (broadcasting cannot grow the destination)");
   TensorImpl& t = *impl_;
+  if (grad_enabled() && requires_grad() && is_leaf())
+    fail(ErrorKind::Runtime, "a leaf Variable that requires grad is being used in an in-place operation (shape ",
+         shape_str(shape()), "); wrap it in no_grad() or use a non-leaf copy");
   Tensor c = v.dtype() == t.dtype ? v : cast(v, t.dtype);
+  // The tensor now continues the history of its new value.
+  if (c.requires_grad() && grad_enabled()) {
+    if (!t.autograd) t.autograd = std::make_unique<AutogradMeta>();
+    t.autograd->requires_grad = true;
+    t.autograd->grad_fn = c.impl()->autograd->grad_fn;
+  } else if (t.autograd && t.autograd->grad_fn) {
+    t.autograd->grad_fn.reset();
+    t.autograd->requires_grad = false;
+  }
   t.storage = c.impl()->storage;
   t.pending = c.impl()->pending;
   t.leaf.reset();

@@ -89,6 +89,16 @@ class Tensor {
   Tensor& operator/=(const Tensor& o); Tensor& operator/=(Scalar o);
   void assign(const Tensor& value);  // this tensor now holds value's data/IR (same shape)
 
+  // Autograd (runtime/autograd.h).
+  bool requires_grad() const;
+  Tensor& requires_grad_(bool on = true);  // leaves only
+  Tensor grad() const;                     // undefined until a backward reaches this leaf
+  void set_grad(const Tensor& g);
+  bool is_leaf() const;
+  std::string grad_fn_name() const;        // "" for leaves
+  void backward(const Tensor& grad_output = Tensor(), bool retain_graph = false) const;
+  Tensor detach() const;                   // same value, no history
+
   std::string str() const;  // PyTorch-like repr; a sync point ("print")
   const std::shared_ptr<TensorImpl>& impl() const { return impl_; }
   // The IR node standing for this tensor (its pending IR, or a leaf over its data).

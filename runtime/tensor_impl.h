@@ -5,6 +5,7 @@
 
 #include "backends/backend.h"
 #include "ir/node.h"
+#include "runtime/autograd.h"
 #include "runtime/device.h"
 
 namespace lt {
@@ -22,6 +23,7 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   std::shared_ptr<Storage> storage;  // set once materialized
   NodePtr pending;                   // lazy: IR not yet materialized (storage is null meanwhile)
   NodePtr leaf;                      // cached Param leaf over `storage`, made on first use
+  std::unique_ptr<AutogradMeta> autograd;  // null until grad is involved
 
   // Intrusive links of the live pending-tensor registry (runtime/registry.cc), creation order.
   TensorImpl* prev = nullptr;

@@ -1,0 +1,212 @@
+#include "runtime/autograd.h"
+
+#include <atomic>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/error.h"
+#include "runtime/ops.h"
+#include "runtime/tensor_impl.h"
+
+namespace lt {
+namespace {
+thread_local bool t_grad_enabled = true;
+std::atomic<uint64_t> g_seq{0};
+
+AutogradMeta& meta(TensorImpl& t) {
+  if (!t.autograd) t.autograd = std::make_unique<AutogradMeta>();
+  return *t.autograd;
+}
+
+GradEdge edge_of(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return {};
+  const auto& m = *t.impl()->autograd;
+  if (m.grad_fn) return {m.grad_fn, nullptr};
+  return {nullptr, t.impl()};
+}
+
+void accumulate(Tensor& slot, const Tensor& g) {
+  if (!slot.defined()) slot = g;
+  else slot = add(slot, g);
+}
+
+}  // namespace
+
+bool grad_enabled() { return t_grad_enabled; }
+void set_grad_enabled(bool on) { t_grad_enabled = on; }
+
+bool any_requires_grad(const std::vector<Tensor>& ts) {
+  for (auto& t : ts)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+void record(const Tensor& out, const std::vector<Tensor>& inputs, const char* name, VjpFn vjp) {
+  if (!grad_enabled() || !any_requires_grad(inputs)) return;
+  if (!is_floating(out.dtype())) return;  // integer/bool results carry no gradient (argmax, comparisons)
+  auto n = std::make_shared<GradNode>();
+  n->name = name;
+  for (auto& t : inputs) {
+    n->next.push_back(edge_of(t));
+    n->input_shapes.push_back(t.defined() ? t.shape() : Shape{});
+    n->input_dtypes.push_back(t.defined() ? t.dtype() : DType::Float32);
+  }
+  n->vjp = std::move(vjp);
+  n->seq = g_seq.fetch_add(1);
+  auto& m = meta(*out.impl());
+  m.requires_grad = true;
+  m.grad_fn = std::move(n);
+}
+
+Tensor unbroadcast(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  size_t lead = g.shape().size() - shape.size();
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < g.shape().size(); ++i)
+    if (i < lead || (shape[i - lead] == 1 && g.shape()[i] != 1)) dims.push_back(static_cast<int64_t>(i));
+  Tensor r = dims.empty() ? g : g.sum(dims, true);
+  return r.reshape(std::vector<int64_t>(shape.begin(), shape.end()));
+}
+
+namespace {
+
+// The engine. With `inputs` empty, gradients accumulate into leaves' .grad; otherwise they are
+// returned for `inputs` and nothing is accumulated.
+std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
+                        const std::vector<Tensor>& inputs, bool retain_graph, bool allow_unused) {
+  NoGradGuard no_grad;  // VJP rules build plain (history-free) expressions
+  struct Later {
+    bool operator()(const GradNode* a, const GradNode* b) const { return a->seq < b->seq; }
+  };
+  std::priority_queue<GradNode*, std::vector<GradNode*>, Later> ready;
+  std::unordered_map<GradNode*, Tensor> pending;
+  std::vector<std::shared_ptr<GradNode>> keep;
+  std::unordered_map<const TensorImpl*, size_t> leaf_input;  // leaves among `inputs`
+  std::unordered_map<const GradNode*, size_t> node_input;    // non-leaf tensors among `inputs`
+  std::vector<Tensor> results(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].requires_grad())
+      fail(ErrorKind::Runtime, "autograd.grad: input ", i, " does not require grad");
+    const auto& m = *inputs[i].impl()->autograd;
+    if (m.grad_fn) node_input[m.grad_fn.get()] = i;
+    else leaf_input[inputs[i].impl().get()] = i;
+  }
+  auto deliver = [&](const GradEdge& e, const Tensor& g) {
+    if (!g.defined()) return;
+    if (e.fn) {
+      auto [it, fresh] = pending.try_emplace(e.fn.get(), g);
+      if (!fresh) it->second = add(it->second, g);
+      else {
+        keep.push_back(e.fn);
+        ready.push(e.fn.get());
+      }
+    } else if (e.leaf) {
+      if (!inputs.empty()) {
+        auto it = leaf_input.find(e.leaf.get());
+        if (it != leaf_input.end()) accumulate(results[it->second], g);
+        return;
+      }
+      auto& m = meta(*e.leaf);
+      Tensor gg = g.dtype() == e.leaf->dtype ? g : cast(g, e.leaf->dtype);
+      accumulate(m.grad, gg);
+    }
+  };
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    if (!r.requires_grad())
+      fail(ErrorKind::Runtime, "element ", i, " of tensors does not require grad and does not have a grad_fn");
+    Tensor g = grad_roots.size() > i ? grad_roots[i] : Tensor();
+    if (!g.defined()) {
+      if (r.numel() != 1)
+        fail(ErrorKind::Runtime, "grad can be implicitly created only for scalar outputs (got shape ",
+             shape_str(r.shape()), ")");
+      g = ones_like(r);
+    } else if (g.shape() != r.shape()) {
+      fail(ErrorKind::Runtime, "backward: grad_output of shape ", shape_str(g.shape()),
+           " does not match the output shape ", shape_str(r.shape()));
+    }
+    deliver(edge_of(r), g);
+  }
+  while (!ready.empty()) {
+    GradNode* n = ready.top();
+    ready.pop();
+    Tensor g = pending.at(n);
+    pending.erase(n);
+    if (auto it = node_input.find(n); it != node_input.end()) accumulate(results[it->second], g);
+    if (!n->vjp)
+      fail(ErrorKind::Runtime, "Trying to backward through the graph a second time (", n->name,
+           "), but the saved intermediate values have already been freed. Specify retain_graph=True.");
+    std::vector<Tensor> gs = n->vjp(g);
+    if (!retain_graph) n->vjp = nullptr;
+    for (size_t i = 0; i < n->next.size() && i < gs.size(); ++i) {
+      if (!n->next[i].defined() || !gs[i].defined()) continue;
+      Tensor gi = gs[i];
+      if (gi.shape() != n->input_shapes[i]) gi = unbroadcast(gi, n->input_shapes[i]);
+      if (gi.dtype() != n->input_dtypes[i] && is_floating(n->input_dtypes[i])) gi = cast(gi, n->input_dtypes[i]);
+      deliver(n->next[i], gi);
+    }
+  }
+  if (!inputs.empty() && !allow_unused)
+    for (size_t i = 0; i < results.size(); ++i)
+      if (!results[i].defined())
+        fail(ErrorKind::Runtime, "autograd.grad: input ", i,
+             " was not used in the graph (pass allow_unused=True to get None)");
+  return results;
+}
+
+}  // namespace
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
+  if (inputs.empty()) fail(ErrorKind::Runtime, "autograd.grad: no inputs given");
+  return run(outputs, grad_outputs, inputs, retain_graph, allow_unused);
+}
+
+void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
+  run({root}, {grad_output}, {}, retain_graph, true);
+}
+
+// --- Tensor's autograd methods ---
+
+bool Tensor::requires_grad() const { return impl_ && impl_->autograd && impl_->autograd->requires_grad; }
+
+Tensor& Tensor::requires_grad_(bool on) {
+  if (!impl_) fail(ErrorKind::Runtime, "requires_grad_: undefined tensor");
+  if (impl_->autograd && impl_->autograd->grad_fn && !on)
+    fail(ErrorKind::Runtime, "you can only change requires_grad flags of leaf variables. If you want to use a "
+                             "computed variable in a subgraph that doesn't require differentiation use var_no_grad = var.detach().");
+  if (on && !is_floating(dtype()))
+    fail(ErrorKind::Runtime, "only Tensors of floating point dtype can require gradients (got ", dtype_name(dtype()), ")");
+  meta(*impl_).requires_grad = on;
+  return *this;
+}
+
+Tensor Tensor::grad() const { return impl_ && impl_->autograd ? impl_->autograd->grad : Tensor(); }
+void Tensor::set_grad(const Tensor& g) {
+  if (!impl_) fail(ErrorKind::Runtime, "set_grad: undefined tensor");
+  if (g.defined() && g.shape() != shape())
+    fail(ErrorKind::Runtime, "assigned grad has shape ", shape_str(g.shape()), " but the tensor has shape ", shape_str(shape()));
+  meta(*impl_).grad = g;
+}
+bool Tensor::is_leaf() const { return !(impl_ && impl_->autograd && impl_->autograd->grad_fn); }
+std::string Tensor::grad_fn_name() const {
+  return impl_ && impl_->autograd && impl_->autograd->grad_fn ? impl_->autograd->grad_fn->name : "";
+}
+void Tensor::backward(const Tensor& g, bool retain_graph) const { lt::backward(*this, g, retain_graph); }
+
+Tensor Tensor::detach() const {
+  if (!impl_) fail(ErrorKind::Runtime, "detach: undefined tensor");
+  if (impl_->pending) {
+    auto t = std::make_shared<TensorImpl>();
+    t->device = impl_->device;
+    t->dtype = impl_->dtype;
+    t->shape = impl_->shape;
+    t->pending = impl_->pending;
+    registry_add(t.get());
+    return Tensor(t);
+  }
+  return Tensor(make_data_tensor(impl_->storage, dtype(), shape(), device()));
+}
+
+}  // namespace lt

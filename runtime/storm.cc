@@ -1,0 +1,48 @@
+#include "runtime/storm.h"
+
+#include <map>
+#include <set>
+#include <vector>
+
+namespace lt {
+namespace {
+
+struct InputSig {
+  DType dtype;
+  Shape shape;
+  bool operator!=(const InputSig& o) const { return dtype != o.dtype || shape != o.shape; }
+};
+
+struct Site {
+  std::set<std::pair<uint64_t, uint64_t>> keys;
+  std::vector<InputSig> last, previous;
+  bool warned = false;
+};
+
+std::string sig_str(const InputSig& s) { return std::string(dtype_name(s.dtype)) + shape_str(s.shape); }
+
+}  // namespace
+
+std::optional<std::string> note_compile(int32_t site_id, const Graph& g, int limit) {
+  static std::map<int32_t, Site> sites;  // callers hold the runtime mutex
+  Site& s = sites[site_id];
+  s.keys.insert({g.key.lo, g.key.hi});
+  s.previous = std::move(s.last);
+  s.last.clear();
+  for (const Node* n : g.inputs) s.last.push_back({n->dtype, n->shape});
+  if (s.warned || static_cast<int>(s.keys.size()) <= limit) return std::nullopt;
+  s.warned = true;
+  std::string where = source_str(site_id).empty() ? "an unknown call site" : source_str(site_id);
+  std::string msg = "recompilation storm: " + where + " produced " + std::to_string(s.keys.size()) +
+                    " distinct graphs; ";
+  for (size_t i = 0; i < std::min(s.last.size(), s.previous.size()); ++i)
+    if (s.last[i] != s.previous[i])
+      return msg + "input " + std::to_string(i) + " changed from " + sig_str(s.previous[i]) + " to " +
+             sig_str(s.last[i]) + " between the last two graphs (pad or bucket it to a fixed shape)";
+  if (s.last.size() != s.previous.size())
+    return msg + "the number of inputs changed from " + std::to_string(s.previous.size()) + " to " +
+           std::to_string(s.last.size());
+  return msg + "the graph structure changes between steps (the inputs kept their shapes)";
+}
+
+}  // namespace lt

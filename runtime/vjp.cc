@@ -1,0 +1,234 @@
+#include "runtime/vjp.h"
+
+#include <cmath>
+#include <map>
+#include <numbers>
+
+#include "ir/error.h"
+#include "runtime/autograd.h"
+#include "runtime/ops.h"
+#include "runtime/tensor_impl.h"
+
+namespace lt {
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+std::vector<int64_t> to_vec(const Shape& s) { return std::vector<int64_t>(s.begin(), s.end()); }
+
+std::vector<int64_t> norm_axes(const Attrs& a, size_t rank) {
+  std::vector<int64_t> r;
+  for (auto x : a.ints) r.push_back(rank ? normalize_axis(x, static_cast<int64_t>(rank), "vjp") : 0);
+  return rank ? r : std::vector<int64_t>{};
+}
+
+// A reduced value brought back to the input's shape (keepdim restored, then expanded).
+Tensor expand_back(const Tensor& v, const Shape& in, const Attrs& a) {
+  Shape keep = in;
+  for (auto ax : norm_axes(a, in.size())) keep[ax] = 1;
+  return v.reshape(to_vec(keep)).expand(to_vec(in));
+}
+
+int64_t reduced_count(const Shape& in, const Attrs& a) {
+  int64_t c = 1;
+  for (auto ax : norm_axes(a, in.size())) c *= in[ax];
+  return c;
+}
+
+Tensor sign(const Tensor& x) { return cast(gt(x, 0.0), x.dtype()) - cast(lt(x, 0.0), x.dtype()); }
+
+Tensor mask(const Tensor& cond, DType t) { return cast(cond, t); }
+
+Grads matmul_vjp(const VjpCtx& c, const Tensor& g) {
+  Tensor a = c.x(0), b = c.x(1);
+  Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
+  Tensor b2 = b.dim() == 1 ? b.unsqueeze(-1) : b;
+  Shape out2 = infer(Op::Matmul, {a2.node(), b2.node()}, Attrs{}).shape;
+  Tensor g2 = g.reshape(to_vec(out2));
+  Tensor ga = unbroadcast(matmul(g2, b2.transpose(-1, -2)), a2.shape()).reshape(to_vec(a.shape()));
+  Tensor gb = unbroadcast(matmul(a2.transpose(-1, -2), g2), b2.shape()).reshape(to_vec(b.shape()));
+  return {ga, gb};
+}
+
+Grads layer_norm_vjp(const VjpCtx& c, const Tensor& g) {
+  Tensor x = c.x(0);
+  int64_t k = c.attrs.ints[0];
+  bool has_w = c.attrs.ints[1], has_b = c.attrs.ints[2];
+  std::vector<int64_t> ax, lead;
+  for (int64_t d = 0; d < x.dim(); ++d) (d >= x.dim() - k ? ax : lead).push_back(d);
+  Tensor mean = x.mean(ax, true);
+  Tensor xc = x - mean;
+  Tensor rstd = ((xc * xc).mean(ax, true) + c.attrs.value).rsqrt();
+  Tensor xhat = xc * rstd;
+  Tensor gxhat = has_w ? g * c.x(1) : g;
+  Tensor gx = rstd * (gxhat - gxhat.mean(ax, true) - xhat * (gxhat * xhat).mean(ax, true));
+  Grads r = {gx};
+  if (has_w) r.push_back(lead.empty() ? g * xhat : (g * xhat).sum(lead));
+  if (has_b) r.push_back(lead.empty() ? g : g.sum(lead));
+  return r;
+}
+
+Grads gelu_vjp(const VjpCtx& c, const Tensor& g) {
+  Tensor x = c.x(0);
+  if (c.attrs.stream == 0) {
+    Tensor cdf = (x * M_SQRT1_2).erf() * 0.5 + 0.5;
+    Tensor pdf = (x * x * -0.5).exp() * (0.5 * M_2_SQRTPI * M_SQRT1_2);
+    return {g * (cdf + x * pdf)};
+  }
+  const double k = M_2_SQRTPI * M_SQRT1_2;  // sqrt(2/pi)
+  Tensor t = ((x + x * x * x * 0.044715) * k).tanh();
+  Tensor du = (x * x * (3 * 0.044715) + 1.0) * k;
+  return {g * ((t + 1.0) * 0.5 + x * 0.5 * (1.0 - t * t) * du)};
+}
+
+const std::map<Op, VjpRule>& rules() {
+  using C = const VjpCtx&;
+  using G = const Tensor&;
+  static const std::map<Op, VjpRule> table = {
+      {Op::Neg, [](C, G g) { return Grads{-g}; }},
+      {Op::Exp, [](C c, G g) { return Grads{g * c.y()}; }},
+      {Op::Log, [](C c, G g) { return Grads{g / c.x(0)}; }},
+      {Op::Sqrt, [](C c, G g) { return Grads{g / (c.y() * 2.0)}; }},
+      {Op::Sin, [](C c, G g) { return Grads{g * c.x(0).cos()}; }},
+      {Op::Cos, [](C c, G g) { return Grads{-(g * c.x(0).sin())}; }},
+      {Op::Tanh, [](C c, G g) { Tensor y = c.y(); return Grads{g * (1.0 - y * y)}; }},
+      {Op::Erf, [](C c, G g) { Tensor x = c.x(0); return Grads{g * (x * x * -1.0).exp() * M_2_SQRTPI}; }},
+      {Op::Abs, [](C c, G g) { return Grads{g * sign(c.x(0))}; }},
+      {Op::Floor, [](C c, G g) { return Grads{zeros_like(g)}; }},
+      {Op::Recip, [](C c, G g) { Tensor y = c.y(); return Grads{-(g * y * y)}; }},
+      {Op::Add, [](C, G g) { return Grads{g, g}; }},
+      {Op::Sub, [](C, G g) { return Grads{g, -g}; }},
+      {Op::Mul, [](C c, G g) { return Grads{g * c.x(1), g * c.x(0)}; }},
+      {Op::Div, [](C c, G g) { Tensor b = c.x(1); return Grads{g / b, -(g * c.y() / b)}; }},
+      {Op::Pow,
+       [](C c, G g) {
+         Tensor a = c.x(0), b = c.x(1), y = c.y();
+         // d/db a^b = a^b log a; defined as 0 where a <= 0 (PyTorch masks the base-zero case).
+         Tensor gb = where(gt(a, 0.0), g * y * where(gt(a, 0.0), a, ones_like(a)).log(), zeros_like(y));
+         return Grads{g * b * pow(a, b - 1.0), gb};
+       }},
+      {Op::Maximum,
+       [](C c, G g) {
+         Tensor a = c.x(0), b = c.x(1);
+         Tensor m = mask(gt(a, b), g.dtype()) + mask(eq(a, b), g.dtype()) * 0.5;  // ties split evenly
+         return Grads{g * m, g * (1.0 - m)};
+       }},
+      {Op::Minimum,
+       [](C c, G g) {
+         Tensor a = c.x(0), b = c.x(1);
+         Tensor m = mask(lt(a, b), g.dtype()) + mask(eq(a, b), g.dtype()) * 0.5;
+         return Grads{g * m, g * (1.0 - m)};
+       }},
+      {Op::Where,
+       [](C c, G g) {
+         Tensor cond = c.x(0), z = zeros_like(g);
+         return Grads{Tensor(), where(cond, g, z), where(cond, z, g)};
+       }},
+      {Op::Cast,
+       [](C c, G g) {
+         DType t = c.inputs[0].node()->dtype;
+         return Grads{is_floating(t) ? cast(g, t) : Tensor()};
+       }},
+      {Op::ReduceSum, [](C c, G g) { return Grads{expand_back(g, c.inputs[0].node()->shape, c.attrs)}; }},
+      {Op::Mean,
+       [](C c, G g) {
+         const Shape& in = c.inputs[0].node()->shape;
+         return Grads{expand_back(g, in, c.attrs) / static_cast<double>(std::max<int64_t>(1, reduced_count(in, c.attrs)))};
+       }},
+      {Op::ReduceMax, nullptr},  // filled below (shared with ReduceMin)
+      {Op::ReduceProd,
+       [](C c, G g) {
+         const Shape& in = c.inputs[0].node()->shape;
+         return Grads{expand_back(g * c.y(), in, c.attrs) / c.x(0)};
+       }},
+      {Op::Reshape, [](C c, G g) { return Grads{g.reshape(to_vec(c.inputs[0].node()->shape))}; }},
+      {Op::Permute,
+       [](C c, G g) {
+         std::vector<int64_t> inv(c.attrs.ints.size());
+         for (size_t i = 0; i < inv.size(); ++i) inv[c.attrs.ints[i]] = static_cast<int64_t>(i);
+         return Grads{g.permute(inv)};
+       }},
+      {Op::Expand, [](C c, G g) { return Grads{unbroadcast(g, c.inputs[0].node()->shape)}; }},
+      {Op::Matmul, matmul_vjp},
+      {Op::Relu, [](C c, G g) { return Grads{g * mask(gt(c.x(0), 0.0), g.dtype())}; }},
+      {Op::Sigmoid, [](C c, G g) { Tensor y = c.y(); return Grads{g * y * (1.0 - y)}; }},
+      {Op::Rsqrt, [](C c, G g) { Tensor y = c.y(); return Grads{g * y * y * y * -0.5}; }},
+      {Op::Silu,
+       [](C c, G g) {
+         Tensor x = c.x(0), s = x.sigmoid();
+         return Grads{g * s * (1.0 + x * (1.0 - s))};
+       }},
+      {Op::Gelu, gelu_vjp},
+      {Op::Softmax,
+       [](C c, G g) {
+         Tensor y = c.y();
+         return Grads{y * (g - (g * y).sum({c.attrs.ints[0]}, true))};
+       }},
+      {Op::LogSoftmax,
+       [](C c, G g) { return Grads{g - c.y().exp() * g.sum({c.attrs.ints[0]}, true)}; }},
+      {Op::LogSumExp,
+       [](C c, G g) {
+         const Shape& in = c.inputs[0].node()->shape;
+         return Grads{expand_back(g, in, c.attrs) * (c.x(0) - expand_back(c.y(), in, c.attrs)).exp()};
+       }},
+      {Op::Var,
+       [](C c, G g) {
+         Tensor x = c.x(0);
+         const Shape& in = x.shape();
+         std::vector<int64_t> ax = norm_axes(c.attrs, in.size());
+         double denom = static_cast<double>(reduced_count(in, c.attrs)) - c.attrs.value;
+         return Grads{expand_back(g, in, c.attrs) * (x - x.mean(ax, true)) * (2.0 / denom)};
+       }},
+      {Op::LayerNorm, layer_norm_vjp},
+  };
+  return table;
+}
+
+Grads minmax_vjp(const VjpCtx& c, const Tensor& g) {
+  const Shape& in = c.inputs[0].node()->shape;
+  Tensor x = c.x(0);
+  Tensor hit = mask(eq(x, expand_back(c.y(), in, c.attrs)), g.dtype());
+  // Ties share the gradient evenly, as in PyTorch's amax/amin.
+  Tensor count = expand_back(hit.sum(norm_axes(c.attrs, in.size()), true), in, Attrs{});
+  return {expand_back(g, in, c.attrs) * hit / count};
+}
+
+}  // namespace
+
+Tensor Saved::get() const {
+  if (!node_) return Tensor();
+  if (node_->op == Op::Param) {
+    auto s = std::static_pointer_cast<Storage>(node_->data);
+    return Tensor(make_data_tensor(s, node_->dtype, node_->shape, device_));
+  }
+  return Tensor(make_tensor(node_, device_));
+}
+
+bool non_differentiable(Op op) {
+  OpClass c = op_info(op).cls;
+  return c == OpClass::Compare || c == OpClass::Logical || c == OpClass::Predicate1 || c == OpClass::Rand ||
+         c == OpClass::Leaf;
+}
+
+const VjpRule* vjp_rule(Op op) {
+  static const VjpRule minmax = minmax_vjp;
+  if (op == Op::ReduceMax || op == Op::ReduceMin) return &minmax;
+  auto it = rules().find(op);
+  return it == rules().end() || !it->second ? nullptr : &it->second;
+}
+
+void record_op(Op op, const Attrs& attrs, const Tensor& out, const std::vector<NodePtr>& operands,
+               const std::vector<Tensor>& sources) {
+  if (!grad_enabled() || !any_requires_grad(sources) || non_differentiable(op)) return;
+  const VjpRule* rule = vjp_rule(op);
+  if (!rule) fail(ErrorKind::NotImplemented, "not implemented: the gradient of ", op_name(op));
+  auto ctx = std::make_shared<VjpCtx>();
+  ctx->op = op;
+  ctx->attrs = attrs;
+  Device dev = out.device();
+  for (auto& n : operands) ctx->inputs.emplace_back(n, dev);
+  ctx->output = Saved(out.node(), dev);
+  record(out, sources, (std::string(op_name(op)) + "_backward").c_str(), [ctx, rule](const Tensor& g) { return (*rule)(*ctx, g); });
+}
+
+}  // namespace lt

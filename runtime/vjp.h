@@ -1,0 +1,45 @@
+// VJP rules, one per op, keyed by Op (DESIGN.md "Ops are data"). A rule maps the gradient of an
+// op's output to gradients of its operands, using tensor ops (so on lazy they are traced too).
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "ir/node.h"
+#include "runtime/tensor.h"
+
+namespace lt {
+
+// A value saved for backward: a snapshot of the operand's IR node, so a later in-place rebinding
+// of the tensor cannot change it, and no reference cycle runs through the output's own history.
+class Saved {
+ public:
+  Saved() = default;
+  Saved(NodePtr node, Device device) : node_(std::move(node)), device_(std::move(device)) {}
+  Tensor get() const;
+  const NodePtr& node() const { return node_; }
+
+ private:
+  NodePtr node_;
+  Device device_;
+};
+
+struct VjpCtx {
+  Op op;
+  Attrs attrs;
+  std::vector<Saved> inputs;  // the operands as the op saw them (after promotion casts)
+  Saved output;
+  Tensor x(size_t i) const { return inputs.at(i).get(); }
+  Tensor y() const { return output.get(); }
+};
+
+using VjpRule = std::function<std::vector<Tensor>(const VjpCtx& ctx, const Tensor& g)>;
+const VjpRule* vjp_rule(Op op);  // nullptr when the op has none (leaves, bool-valued ops)
+// Ops whose outputs are never differentiable (comparisons, logical ops, rand).
+bool non_differentiable(Op op);
+
+// Records the op that produced `out` from operand nodes `operands`; `sources[i]` is the tensor
+// whose history operand i continues (undefined for scalars and constants).
+void record_op(Op op, const Attrs& attrs, const Tensor& out, const std::vector<NodePtr>& operands,
+               const std::vector<Tensor>& sources);
+
+}  // namespace lt
