@@ -1,0 +1,58 @@
+// lt::optim: SGD (momentum, nesterov, weight decay), Adam, AdamW. Updates run under no_grad and
+// re-point each parameter at its new value; hyperparameters enter the trace as runtime scalars, so
+// changing the learning rate never recompiles. On a lazy device step() ends the training step
+// (it calls mark_step), so forward, backward and update compile into one graph.
+#pragma once
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace lt::optim {
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::vector<Tensor> params, double lr);
+  virtual ~Optimizer() = default;
+  void step();
+  void zero_grad(bool set_to_none = true);
+  double lr() const { return lr_; }
+  void set_lr(double lr) { lr_ = lr; }
+
+ protected:
+  virtual void update(size_t i, Tensor& p, const Tensor& g) = 0;
+  std::vector<Tensor> params_;
+  double lr_;
+  int64_t steps_ = 0;
+};
+
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, double lr, double momentum = 0, double weight_decay = 0, bool nesterov = false);
+
+ private:
+  void update(size_t i, Tensor& p, const Tensor& g) override;
+  double momentum_, weight_decay_;
+  bool nesterov_;
+  std::vector<Tensor> buf_;
+};
+
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8,
+       double weight_decay = 0, bool decoupled = false);
+
+ private:
+  void update(size_t i, Tensor& p, const Tensor& g) override;
+  double b1_, b2_, eps_, wd_;
+  bool decoupled_;
+  std::vector<Tensor> m_, v_;
+};
+
+class AdamW : public Adam {
+ public:
+  AdamW(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8,
+        double weight_decay = 1e-2)
+      : Adam(std::move(params), lr, beta1, beta2, eps, weight_decay, true) {}
+};
+
+}  // namespace lt::optim
