@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""CPU benchmark: each workload on lazytensor `lazy`, lazytensor `cpu` (eager), numpy and PyTorch
+eager CPU, in one process, reported as medians and ratios (and JSON with --json).
+
+  PYTHONPATH=build/python /usr/bin/python3 bench/run.py [--quick] [--json out.json] [--only NAME]
+
+PyTorch runs with torch.set_num_threads(os.cpu_count()); install libopenblas0-pthread, or torch
+measures reference BLAS on one thread. Speed claims come from this table, never from unit tests.
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import lazytensor as lt
+
+try:
+    import torch
+    torch.set_num_threads(os.cpu_count())
+except ImportError:  # the table says "n/a"
+    torch = None
+
+
+def timeit(fn, repeats, warmup=2):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def lt_sync(x):
+    lt.mark_step()
+    return x
+
+
+# ---- workloads: each returns {impl: callable} built on shared random inputs --------------------
+
+def sin_chain(n=1 << 20):
+    x0 = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+
+    def lazy_run(dev):
+        x = lt.tensor(x0, device=dev)
+        def f():
+            y = x
+            for _ in range(20):
+                y = y + y.sin()
+            lt.mark_step()
+            return y
+        return f
+
+    def np_run():
+        y = x0
+        for _ in range(20):
+            y = y + np.sin(y)
+        return y
+
+    impls = {"lazy": lazy_run("lazy"), "cpu": lazy_run("cpu"), "numpy": np_run}
+    if torch is not None:
+        xt = torch.from_numpy(x0)
+        def torch_run():
+            y = xt
+            for _ in range(20):
+                y = y + y.sin()
+            return y
+        impls["torch"] = torch_run
+    return impls
+
+
+def ln_gelu(rows=2048, cols=1024):
+    rng = np.random.default_rng(1)
+    x0, r0 = (rng.standard_normal((rows, cols)).astype(np.float32) for _ in range(2))
+    w0, b0 = (rng.standard_normal(cols).astype(np.float32) for _ in range(2))
+
+    def lt_run(dev):
+        x, r, w, b = (lt.tensor(a, device=dev) for a in (x0, r0, w0, b0))
+        def f():
+            y = lt.nn.functional.gelu(lt.nn.functional.layer_norm(x, (cols,), w, b)) + r
+            lt.mark_step()
+            return y
+        return f
+
+    impls = {"lazy": lt_run("lazy"), "cpu": lt_run("cpu")}
+    if torch is not None:
+        x, r, w, b = (torch.from_numpy(a) for a in (x0, r0, w0, b0))
+        impls["torch"] = lambda: torch.nn.functional.gelu(torch.nn.functional.layer_norm(x, (cols,), w, b)) + r
+    return impls
+
+
+def softmax(n=2048):
+    x0 = np.random.default_rng(2).standard_normal((n, n)).astype(np.float32)
+
+    def lt_run(dev):
+        x = lt.tensor(x0, device=dev)
+        def f():
+            y = x.softmax(-1)
+            lt.mark_step()
+            return y
+        return f
+
+    def np_run():
+        e = np.exp(x0 - x0.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    impls = {"lazy": lt_run("lazy"), "cpu": lt_run("cpu"), "numpy": np_run}
+    if torch is not None:
+        xt = torch.from_numpy(x0)
+        impls["torch"] = lambda: torch.softmax(xt, -1)
+    return impls
+
+
+def matmul(n=1024):
+    rng = np.random.default_rng(3)
+    a0, b0 = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
+
+    def lt_run(dev):
+        a, b = lt.tensor(a0, device=dev), lt.tensor(b0, device=dev)
+        def f():
+            y = a @ b
+            lt.mark_step()
+            return y
+        return f
+
+    impls = {"lazy": lt_run("lazy"), "cpu": lt_run("cpu"), "numpy": lambda: a0 @ b0}
+    if torch is not None:
+        at, bt = torch.from_numpy(a0), torch.from_numpy(b0)
+        impls["torch"] = lambda: at @ bt
+    return impls
+
+
+WORKLOADS = {
+    "sin_chain_20_n2^20": (sin_chain, {}),
+    "layer_norm_gelu_res_2048x1024": (ln_gelu, {}),
+    "softmax_2048x2048": (softmax, {}),
+    "matmul_1024^3": (matmul, {}),
+}
+QUICK = {"sin_chain_20_n2^20": {"n": 1 << 16}, "layer_norm_gelu_res_2048x1024": {"rows": 256, "cols": 256},
+         "softmax_2048x2048": {"n": 256}, "matmul_1024^3": {"n": 128}}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
+    ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--only", default=None)
+    args = ap.parse_args()
+    repeats = args.repeats or (3 if args.quick else 10)
+    rows = []
+    for name, (make, kw) in WORKLOADS.items():
+        if args.only and args.only not in name:
+            continue
+        kw = QUICK.get(name, {}) if args.quick else kw
+        impls = make(**kw)
+        row = {"workload": name}
+        for impl, fn in impls.items():
+            try:
+                row[impl] = timeit(fn, repeats)
+            except NotImplementedError as e:  # reported, never hidden
+                row[impl] = None
+                row.setdefault("notes", []).append(f"{impl}: {e}")
+        rows.append(row)
+    impls = ["lazy", "cpu", "numpy", "torch"]
+    print(f"# {platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"torch {torch.__version__ if torch else 'n/a'} ({torch.get_num_threads() if torch else 0} threads)")
+    print(f"{'workload':34}" + "".join(f"{i + ' ms':>12}" for i in impls) + f"{'torch/lazy':>12}")
+    for r in rows:
+        cells = "".join(f"{r[i]:12.3f}" if r.get(i) is not None else f"{'n/a':>12}" for i in impls)
+        ratio = r["torch"] / r["lazy"] if r.get("torch") and r.get("lazy") else None
+        print(f"{r['workload']:34}{cells}{(f'{ratio:11.2f}x' if ratio else 'n/a'):>12}")
+        for n in r.get("notes", []):
+            print(f"    note: {n}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": platform.node(), "cores": os.cpu_count(), "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
