@@ -78,6 +78,37 @@ inline double load_as_double(const void* p, DType t) {
   return 0;
 }
 
+// Float -> integer conversion: truncates toward zero; NaN, infinities and values outside the int64
+// range give 0 instead of undefined behaviour (the CUDA backend's lt_f2i does the same).
+inline int64_t double_to_int64(double v) {
+  double tv = std::trunc(v);
+  return (tv >= -9.2e18 && tv <= 9.2e18) ? static_cast<int64_t>(tv) : 0;  // false for NaN
+}
+
+// The value of an integral dtype that an int64 wraps to (two's complement; bool is v != 0).
+inline int64_t wrap_to_dtype(int64_t v, DType t) {
+  switch (t) {
+    case DType::Bool: return v != 0;
+    case DType::UInt8: return static_cast<uint8_t>(v);
+    case DType::Int8: return static_cast<int8_t>(v);
+    case DType::Int32: return static_cast<int32_t>(v);
+    default: return v;
+  }
+}
+
+// The nearest value of a floating dtype (float16/bfloat16 round through float32, as every backend
+// does); integral dtypes give the truncated, wrapped value (bool: v != 0).
+inline double round_to_dtype(double v, DType t) {
+  switch (t) {
+    case DType::Float64: return v;
+    case DType::Float32: return static_cast<float>(v);
+    case DType::Float16: return half_to_float(float_to_half(static_cast<float>(v)));
+    case DType::BFloat16: return bfloat16_to_float(float_to_bfloat16(static_cast<float>(v)));
+    case DType::Bool: return v != 0;
+    default: return static_cast<double>(wrap_to_dtype(double_to_int64(v), t));
+  }
+}
+
 inline int64_t load_as_int(const void* p, DType t) {
   switch (t) {
     case DType::Bool: return *static_cast<const uint8_t*>(p) != 0;
@@ -85,7 +116,7 @@ inline int64_t load_as_int(const void* p, DType t) {
     case DType::Int8: return *static_cast<const int8_t*>(p);
     case DType::Int32: return *static_cast<const int32_t*>(p);
     case DType::Int64: return *static_cast<const int64_t*>(p);
-    default: return static_cast<int64_t>(load_as_double(p, t));
+    default: return double_to_int64(load_as_double(p, t));
   }
 }
 
@@ -103,7 +134,8 @@ inline void store_from_int(void* p, DType t, int64_t v) {
   }
 }
 
-// Float -> integer truncates toward zero; out-of-range and NaN give 0 instead of undefined behaviour.
+// Floating dtypes round to nearest even (float16/bfloat16 through float32); integral dtypes take
+// double_to_int64 wrapped to their width; bool is v != 0 (so 0.5 and NaN are true).
 inline void store_from_double(void* p, DType t, double v) {
   switch (t) {
     case DType::Bool: *static_cast<uint8_t*>(p) = v != 0; break;
@@ -111,11 +143,7 @@ inline void store_from_double(void* p, DType t, double v) {
     case DType::BFloat16: *static_cast<uint16_t*>(p) = float_to_bfloat16(static_cast<float>(v)); break;
     case DType::Float32: *static_cast<float*>(p) = static_cast<float>(v); break;
     case DType::Float64: *static_cast<double*>(p) = v; break;
-    default: {
-      double tv = std::trunc(v);
-      int64_t i = (std::isfinite(tv) && tv >= -9.2e18 && tv <= 9.2e18) ? static_cast<int64_t>(tv) : 0;
-      store_from_int(p, t, i);
-    }
+    default: store_from_int(p, t, double_to_int64(v));
   }
 }
 

@@ -200,7 +200,12 @@ loop::Kernel KernelBuilder::build(std::vector<int>* touched) {
   std::set<int> hosted, seen;
   collect_reductions(root_, hosted, seen);
   if (root_reduce) hosted.insert(root_);
-  k_.name = "k" + std::to_string(root_) + "_" + std::string(op_name(root.op));
+  // Built piecewise: GCC 12 at -O3 warns falsely (-Wrestrict, PR105329) on string literal assignment here.
+  std::string name(1, 'k');
+  name += std::to_string(root_);
+  name += '_';
+  name += op_name(root.op);
+  k_.name = std::move(name);
 
   enum { Plain, Row, Epilogue } shape_kind = Plain;
   if (!hosted.empty()) {

@@ -6,6 +6,7 @@
 
 #include "ir/error.h"
 #include "ir/graph.h"
+#include "ir/half.h"
 #include "lowering/lower.h"
 #include "runtime/graph_cache.h"
 #include "runtime/metrics_state.h"
@@ -122,6 +123,15 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
     s->backend = backend_name;
     if (entry->output_kinds[i] == BufferSpec::Kind::Output) {
       s->buffer = outs.at(b);
+    } else if (entry->output_kinds[i] == BufferSpec::Kind::Scalar) {
+      // The root is a runtime scalar (lt::full({}, 2.5)): it has no buffer yet, so write one.
+      const Node* n = g.inputs.at(b);
+      uint64_t raw = 0;
+      if (is_floating(n->dtype)) store_from_double(&raw, n->dtype, n->scalar);
+      else store_from_int(&raw, n->dtype, n->scalar_i);
+      size_t bytes = dtype_size(n->dtype);
+      s->buffer = backend.allocate(bytes);
+      backend.copy_from_host(*s->buffer, &raw, bytes);
     } else {
       // The root is an input itself: share its data.
       auto* in = static_cast<Storage*>(g.inputs.at(b)->data.get());

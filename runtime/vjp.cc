@@ -189,7 +189,7 @@ Grads minmax_vjp(const VjpCtx& c, const Tensor& g) {
   Tensor x = c.x(0);
   Tensor hit = mask(eq(x, expand_back(c.y(), in, c.attrs)), g.dtype());
   // Ties share the gradient evenly, as in PyTorch's amax/amin.
-  Tensor count = expand_back(hit.sum(norm_axes(c.attrs, in.size()), true), in, Attrs{});
+  Tensor count = hit.sum(norm_axes(c.attrs, in.size()), true).expand(to_vec(in));
   return {expand_back(g, in, c.attrs) * hit / count};
 }
 

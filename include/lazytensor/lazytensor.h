@@ -1,6 +1,7 @@
 // lazytensor's public C++ API. #include <lazytensor/lazytensor.h>, link lazytensor::lazytensor.
 #pragma once
 #include "runtime/device.h"
+#include "ir/error.h"
 #include "runtime/autograd.h"
 #include "runtime/debug.h"
 #include "runtime/metrics.h"

@@ -22,8 +22,8 @@ std::vector<double> rand64(int64_t n, uint32_t seed, double lo, double hi) {
 }
 
 // Checks d/dx_i sum(f(x) * w) against central differences in float64.
-void gradcheck(const std::string& what, const std::vector<Shape>& shapes, const Fn& f, const Device& dev,
-               double lo = -1.5, double hi = 1.5, double tol = 1e-6) {
+void gradcheck_impl(const std::string& what, const std::vector<Shape>& shapes, const Fn& f, const Device& dev,
+                    double lo, double hi, double tol) {
   std::vector<std::vector<double>> data;
   for (size_t i = 0; i < shapes.size(); ++i) data.push_back(rand64(numel(shapes[i]), 7 + 13 * i, lo, hi));
   auto make = [&](size_t i, const std::vector<double>& v) { return from_host(v.data(), DType::Float64, shapes[i], dev); };
@@ -52,6 +52,16 @@ void gradcheck(const std::string& what, const std::vector<Shape>& shapes, const 
       double num = (loss(i, p) - loss(i, m)) / (2 * h);
       ASSERT_NEAR(got[k], num, tol * std::max(1.0, std::fabs(num)) * 100) << what << " input " << i << " elem " << k;
     }
+  }
+}
+
+void gradcheck(const std::string& what, const std::vector<Shape>& shapes, const Fn& f, const Device& dev,
+               double lo = -1.5, double hi = 1.5, double tol = 1e-6) {
+  SCOPED_TRACE(what);
+  try {
+    gradcheck_impl(what, shapes, f, dev, lo, hi, tol);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": " << e.what();
   }
 }
 

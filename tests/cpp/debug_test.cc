@@ -88,7 +88,8 @@ TEST(Debug, MalformedFilesExitTwoWithOneLine) {
   auto dir = temp_dir("bad");
   std::string good = (dir / "good.json").string();
   debug::dump(good, step_tensors(Device::parse("lazy:cpu")), true);
-  std::string text((std::istreambuf_iterator<char>(std::ifstream(good))), {});
+  std::ifstream good_in(good);
+  std::string text((std::istreambuf_iterator<char>(good_in)), {});
   auto write = [&](const std::string& name, const std::string& body) {
     std::ofstream((dir / name).string()) << body;
     return (dir / name).string();

@@ -1,0 +1,364 @@
+#include "backends/cpu/codegen.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Module.h>
+
+#include <functional>
+
+#include "backends/cpu/llvm_dtype.h"
+#include "backends/cpu/llvm_ops.h"
+#include "ir/error.h"
+
+namespace lt::cpu {
+namespace {
+
+using llvm::BasicBlock;
+using llvm::Value;
+using loop::IKind;
+using loop::StageKind;
+
+class KernelEmitter {
+ public:
+  KernelEmitter(llvm::Module& m, const loop::Kernel& k)
+      : m_(m), k_(k), ctx_(m.getContext()), b_(ctx_) {}
+
+  void emit(const std::string& name) {
+    llvm::Function* body = emit_body_function(name + ".body");
+    emit_wrapper(body, name);
+  }
+
+ private:
+  llvm::Type* i64() { return b_.getInt64Ty(); }
+  Value* c64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
+
+  // Which args the kernel reads through memory (a written arg that is also read gets no noalias).
+  std::vector<bool> loaded_args() const {
+    std::vector<bool> r(k_.args.size(), false);
+    for (const auto& st : k_.stages)
+      for (const auto& in : st.body)
+        if (in.kind == IKind::Load || in.kind == IKind::LoadScalar) r[in.arg] = true;
+    return r;
+  }
+
+  llvm::Function* emit_body_function(const std::string& name) {
+    const size_t nargs = k_.args.size();
+    std::vector<llvm::Type*> params(nargs, b_.getPtrTy());
+    params.push_back(i64());
+    params.push_back(i64());
+    auto* fty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
+    fn_ = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, m_);
+    fn_->addFnAttr(llvm::Attribute::AlwaysInline);
+    fn_->addFnAttr(llvm::Attribute::NoUnwind);
+    const auto loaded = loaded_args();
+    for (size_t i = 0; i < nargs; ++i) {
+      const bool out = k_.args[i].output;
+      unsigned a = static_cast<unsigned>(i);
+      if (!(out && loaded[i])) fn_->addParamAttr(a, llvm::Attribute::NoAlias);
+      fn_->addParamAttr(a, llvm::Attribute::NoCapture);
+      if (!out) fn_->addParamAttr(a, llvm::Attribute::ReadOnly);
+      if (out && !loaded[i]) fn_->addParamAttr(a, llvm::Attribute::WriteOnly);
+      args_.push_back(fn_->getArg(a));
+    }
+    Value* begin = fn_->getArg(static_cast<unsigned>(nargs));
+    Value* end = fn_->getArg(static_cast<unsigned>(nargs + 1));
+
+    BasicBlock* entry = BasicBlock::Create(ctx_, "entry", fn_);
+    b_.SetInsertPoint(entry);
+    vars_.assign(k_.outer.size() + k_.inner.size(), nullptr);
+    results_.assign(k_.stages.size(), nullptr);
+    accs_.assign(k_.stages.size(), nullptr);
+    for (size_t s = 0; s < k_.stages.size(); ++s)
+      if (k_.stages[s].kind == StageKind::Reduce)
+        accs_[s] = b_.CreateAlloca(compute_type(ctx_, k_.stages[s].acc_dtype), nullptr,
+                                   llvm::Twine("acc") + llvm::Twine(s));
+    if (k_.outer_numel() > 0) emit_outer(begin, end);
+    b_.CreateRetVoid();
+    return fn_;
+  }
+
+  void emit_wrapper(llvm::Function* body, const std::string& name) {
+    auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {b_.getPtrTy(), i64(), i64()}, false);
+    auto* fn = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, name, m_);
+    fn->addFnAttr(llvm::Attribute::NoUnwind);
+    b_.SetInsertPoint(BasicBlock::Create(ctx_, "entry", fn));
+    std::vector<Value*> call_args;
+    for (size_t i = 0; i < k_.args.size(); ++i) {
+      Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getPtrTy(), fn->getArg(0), i);
+      call_args.push_back(b_.CreateLoad(b_.getPtrTy(), slot, llvm::Twine("arg") + llvm::Twine(i)));
+    }
+    call_args.push_back(fn->getArg(1));
+    call_args.push_back(fn->getArg(2));
+    b_.CreateCall(body, call_args);
+    b_.CreateRetVoid();
+  }
+
+  // for (iv = lo; iv < hi; ++iv) body(iv); `nonempty` promises lo < hi (no guard).
+  void emit_loop(Value* lo, Value* hi, bool nonempty, const std::function<void(Value*)>& body) {
+    BasicBlock* pre = b_.GetInsertBlock();
+    BasicBlock* header = BasicBlock::Create(ctx_, "loop", fn_);
+    BasicBlock* exit = BasicBlock::Create(ctx_, "loop.end");
+    if (nonempty)
+      b_.CreateBr(header);
+    else
+      b_.CreateCondBr(b_.CreateICmpSLT(lo, hi), header, exit);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* iv = b_.CreatePHI(i64(), 2, "i");
+    iv->addIncoming(lo, pre);
+    body(iv);
+    Value* next = b_.CreateAdd(iv, c64(1), "i.next", /*HasNUW=*/true, /*HasNSW=*/true);
+    iv->addIncoming(next, b_.GetInsertBlock());
+    b_.CreateCondBr(b_.CreateICmpSLT(next, hi), header, exit);
+    exit->insertInto(fn_);
+    b_.SetInsertPoint(exit);
+  }
+
+  void emit_outer(Value* begin, Value* end) {
+    const size_t n = k_.outer.size();
+    if (n == 0) {
+      BasicBlock* run = BasicBlock::Create(ctx_, "point", fn_);
+      BasicBlock* done = BasicBlock::Create(ctx_, "done");
+      b_.CreateCondBr(b_.CreateICmpSLT(begin, end), run, done);
+      b_.SetInsertPoint(run);
+      emit_point();
+      b_.CreateBr(done);
+      done->insertInto(fn_);
+      b_.SetInsertPoint(done);
+      return;
+    }
+    if (n == 1) {
+      emit_loop(begin, end, false, [&](Value* iv) {
+        vars_[0] = iv;
+        emit_point();
+      });
+      return;
+    }
+    // Rows: split the flat position into dims once, then run along the innermost outer dim
+    // up to the end of the row or of the range, whichever comes first.
+    BasicBlock* pre = b_.GetInsertBlock();
+    BasicBlock* row = BasicBlock::Create(ctx_, "row", fn_);
+    BasicBlock* done = BasicBlock::Create(ctx_, "rows.end");
+    b_.CreateCondBr(b_.CreateICmpSLT(begin, end), row, done);
+    b_.SetInsertPoint(row);
+    llvm::PHINode* pos = b_.CreatePHI(i64(), 2, "pos");
+    pos->addIncoming(begin, pre);
+    Value* rem = pos;
+    Value* last = nullptr;
+    for (size_t d = n; d-- > 0;) {
+      Value* id = rem;
+      if (d > 0) {
+        Value* e = c64(k_.outer[d]);
+        id = b_.CreateURem(rem, e);
+        rem = b_.CreateUDiv(rem, e);
+      }
+      if (d == n - 1)
+        last = id;
+      else
+        vars_[d] = id;
+    }
+    Value* avail = b_.CreateSub(c64(k_.outer[n - 1]), last);
+    Value* len = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, avail, b_.CreateSub(end, pos));
+    emit_loop(last, b_.CreateAdd(last, len), true, [&](Value* iv) {
+      vars_[n - 1] = iv;
+      emit_point();
+    });
+    Value* next = b_.CreateAdd(pos, len);
+    pos->addIncoming(next, b_.GetInsertBlock());
+    b_.CreateCondBr(b_.CreateICmpSLT(next, end), row, done);
+    done->insertInto(fn_);
+    b_.SetInsertPoint(done);
+  }
+
+  void emit_inner_nest(size_t level, const std::function<void()>& body) {
+    if (level == k_.inner.size()) {
+      body();
+      return;
+    }
+    const size_t v = k_.outer.size() + level;
+    const int64_t e = k_.inner[level];
+    if (e == 1) {
+      vars_[v] = c64(0);
+      emit_inner_nest(level + 1, body);
+      return;
+    }
+    emit_loop(c64(0), c64(e), true, [&](Value* iv) {
+      vars_[v] = iv;
+      emit_inner_nest(level + 1, body);
+    });
+  }
+
+  void emit_point() {
+    const bool inner_empty = numel(k_.inner) == 0;  // an inner dim of extent 0: nothing to loop
+    for (size_t s = 0; s < k_.stages.size(); ++s) {
+      const loop::Stage& st = k_.stages[s];
+      switch (st.kind) {
+        case StageKind::Reduce: {
+          const bool mx = st.reduce_op == Op::ReduceMax, mn = st.reduce_op == Op::ReduceMin;
+          b_.CreateStore(
+              reduce_identity(ctx_, st.acc_dtype, mx, mn, st.reduce_op == Op::ReduceProd),
+              accs_[s]);
+          if (!inner_empty) {
+            emit_inner_nest(0, [&] {
+              std::vector<Value*> vals = emit_body(st);
+              Value* v =
+                  convert(b_, vals[st.reduce_value], st.body[st.reduce_value].dtype, st.acc_dtype);
+              Value* acc = b_.CreateLoad(compute_type(ctx_, st.acc_dtype), accs_[s]);
+              b_.CreateStore(emit_reduce_combine(b_, st.reduce_op, st.acc_dtype, acc, v), accs_[s]);
+            });
+          }
+          results_[s] = b_.CreateLoad(compute_type(ctx_, st.acc_dtype), accs_[s],
+                                      llvm::Twine("r") + llvm::Twine(s));
+          break;
+        }
+        case StageKind::MapInner:
+          if (!inner_empty) {
+            emit_inner_nest(0, [&] {
+              std::vector<Value*> vals = emit_body(st);
+              emit_stores(st, vals);
+            });
+          }
+          break;
+        case StageKind::MapOuter: {
+          for (size_t v = k_.outer.size(); v < vars_.size(); ++v) vars_[v] = c64(0);
+          std::vector<Value*> vals = emit_body(st);
+          emit_stores(st, vals);
+          break;
+        }
+      }
+    }
+  }
+
+  Value* iexpr(int id) {
+    if (memo_[id]) return memo_[id];
+    const loop::IExpr& e = k_.iexprs[id];
+    using K = loop::IExpr::Kind;
+    Value* r = nullptr;
+    switch (e.kind) {
+      case K::Const:
+        r = c64(e.value);
+        break;
+      case K::Var:
+        r = vars_[e.value];
+        break;
+      case K::Add:
+        r = b_.CreateAdd(iexpr(e.a), iexpr(e.b), "", false, true);
+        break;
+      case K::Mul:
+        r = b_.CreateMul(iexpr(e.a), iexpr(e.b), "", false, true);
+        break;
+      case K::FloorDiv:
+      case K::Mod: {
+        const loop::IExpr& d = k_.iexprs[e.b];
+        LT_CHECK(d.kind != K::Const || d.value > 0, ErrorKind::Runtime, "internal: kernel ",
+                 k_.name, " divides an index by ", d.value);
+        // Index values are non-negative, so unsigned division is floor division.
+        r = e.kind == K::FloorDiv ? b_.CreateUDiv(iexpr(e.a), iexpr(e.b))
+                                  : b_.CreateURem(iexpr(e.a), iexpr(e.b));
+        break;
+      }
+    }
+    memo_[id] = r;
+    return r;
+  }
+
+  Value* index(const loop::Index& ix) {
+    if (!ix.affine()) return iexpr(ix.general);
+    Value* r = c64(ix.offset);
+    for (size_t v = 0; v < ix.strides.size(); ++v) {
+      const int64_t s = ix.strides[v];
+      if (s == 0) continue;
+      // nsw only: the sum fits in int64, but a (future) negative stride would break nuw.
+      Value* term = s == 1 ? vars_[v] : b_.CreateMul(vars_[v], c64(s), "", false, true);
+      r = b_.CreateAdd(r, term, "", false, true);
+    }
+    return r;
+  }
+
+  Value* element_ptr(int arg, Value* idx) {
+    return b_.CreateInBoundsGEP(storage_type(ctx_, k_.args[arg].dtype), args_[arg], idx);
+  }
+
+  Value* load_arg(int arg, Value* ptr, DType want) {
+    const DType t = k_.args[arg].dtype;
+    Value* raw = b_.CreateLoad(storage_type(ctx_, t), ptr);
+    return convert(b_, from_storage(b_, raw, t), t, want);
+  }
+
+  std::vector<Value*> emit_body(const loop::Stage& st) {
+    memo_.assign(k_.iexprs.size(), nullptr);
+    std::vector<Value*> vals(st.body.size(), nullptr);
+    auto dt = [&](int i) { return st.body[i].dtype; };
+    for (size_t i = 0; i < st.body.size(); ++i) {
+      const loop::Instr& in = st.body[i];
+      Value* v = nullptr;
+      switch (in.kind) {
+        case IKind::Load:
+          v = load_arg(in.arg, element_ptr(in.arg, index(in.index)), in.dtype);
+          break;
+        case IKind::LoadScalar:
+          v = load_arg(in.arg, args_[in.arg], in.dtype);
+          break;
+        case IKind::Const:
+          v = make_constant(ctx_, in.dtype, in.value);
+          break;
+        case IKind::Op: {
+          if (in.op == Op::Where) {
+            LT_CHECK(in.b >= 0 && in.c >= 0, ErrorKind::Runtime,
+                     "internal: where without operands in ", k_.name);
+            Value* cond = to_bool(b_, vals[in.a], dt(in.a));
+            Value* other = convert(b_, vals[in.c], dt(in.c), dt(in.b));
+            v = emit_elementwise(b_, m_, in.op, in.dtype, dt(in.b), cond, vals[in.b], other);
+          } else {
+            Value* y = in.b >= 0 ? convert(b_, vals[in.b], dt(in.b), dt(in.a)) : nullptr;
+            v = emit_elementwise(b_, m_, in.op, in.dtype, dt(in.a), vals[in.a], y, nullptr);
+          }
+          // Predicates produce i1 whatever dtype the instr names; convert so users see in.dtype.
+          const OpClass cls = op_info(in.op).cls;
+          if (cls == OpClass::Compare || cls == OpClass::Logical || cls == OpClass::Predicate1)
+            v = convert(b_, v, DType::Bool, in.dtype);
+          else if (in.op != Op::Cast)
+            v = round_to(b_, v, in.dtype);
+          break;
+        }
+        case IKind::RandUniform: {
+          Value* seed = convert(b_, vals[in.a], dt(in.a), DType::Int64);
+          Value* off = convert(b_, vals[in.b], dt(in.b), DType::Int64);
+          const DType rt = in.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
+          v = convert(b_, emit_rand_uniform(b_, seed, off, index(in.index), in.stream, in.dtype),
+                      rt, in.dtype);
+          break;
+        }
+        case IKind::ReduceResult:
+          LT_CHECK(results_[in.arg], ErrorKind::Runtime, "internal: kernel ", k_.name,
+                   " reads stage ", in.arg, " before it ran");
+          v = convert(b_, results_[in.arg], k_.stages[in.arg].acc_dtype, in.dtype);
+          break;
+      }
+      vals[i] = v;
+    }
+    return vals;
+  }
+
+  void emit_stores(const loop::Stage& st, const std::vector<Value*>& vals) {
+    for (const loop::Store& s : st.stores) {
+      const DType t = k_.args[s.arg].dtype;
+      Value* v = convert(b_, vals[s.value], st.body[s.value].dtype, t);
+      b_.CreateStore(to_storage(b_, v, t), element_ptr(s.arg, index(s.index)));
+    }
+  }
+
+  llvm::Module& m_;
+  const loop::Kernel& k_;
+  llvm::LLVMContext& ctx_;
+  llvm::IRBuilder<> b_;
+  llvm::Function* fn_ = nullptr;
+  std::vector<Value*> args_, vars_, results_, memo_;
+  std::vector<llvm::AllocaInst*> accs_;
+};
+
+}  // namespace
+
+void emit_kernel(llvm::Module& m, const loop::Kernel& k, const std::string& name) {
+  KernelEmitter(m, k).emit(name);
+}
+
+}  // namespace lt::cpu

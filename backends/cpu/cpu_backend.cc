@@ -1,0 +1,41 @@
+#include "backends/cpu/cpu_backend.h"
+
+#include <cstring>
+
+#include "backends/cpu/cpu_executable.h"
+#include "ir/error.h"
+
+namespace lt {
+namespace {
+
+class CpuBackend : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  BufferPtr allocate(size_t bytes) override { return std::make_shared<HostBuffer>(bytes); }
+
+  void copy_from_host(Buffer& dst, const void* src, size_t bytes) override {
+    LT_CHECK(dst.on_host(), ErrorKind::Runtime,
+             "cpu backend: copy into a buffer that is not in host memory");
+    LT_CHECK(bytes <= dst.bytes(), ErrorKind::Value, "cpu backend: copying ", bytes,
+             " bytes into a buffer of ", dst.bytes());
+    if (bytes) std::memcpy(dst.data(), src, bytes);
+  }
+
+  void copy_to_host(void* dst, const Buffer& src, size_t bytes) override {
+    LT_CHECK(src.on_host(), ErrorKind::Runtime,
+             "cpu backend: copy from a buffer that is not in host memory");
+    LT_CHECK(bytes <= src.bytes(), ErrorKind::Value, "cpu backend: copying ", bytes,
+             " bytes out of a buffer of ", src.bytes());
+    if (bytes) std::memcpy(dst, src.data(), bytes);
+  }
+
+  std::unique_ptr<Executable> compile(const Plan& plan) override {
+    return std::make_unique<cpu::CpuExecutable>(plan);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace lt

@@ -1,0 +1,129 @@
+#include "backends/cpu/cpu_executable.h"
+
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "backends/cpu/codegen.h"
+#include "backends/cpu/kernel_prep.h"
+#include "backends/cpu/thread_pool.h"
+#include "ir/error.h"
+#include "ir/half.h"
+
+namespace lt::cpu {
+namespace {
+
+// Below this many element-iterations a kernel runs on the calling thread: waking workers costs
+// more than it saves.
+constexpr int64_t kParallelWork = 32768;
+// Each chunk of a parallel kernel gets at least this much work.
+constexpr int64_t kChunkWork = 16384;
+
+void check_kernel_args(const loop::Kernel& k, const std::vector<BufferSpec>& buffers) {
+  for (const auto& a : k.args) {
+    LT_CHECK(a.buffer >= 0 && a.buffer < static_cast<int>(buffers.size()), ErrorKind::Runtime,
+             "internal: kernel ", k.name, " names buffer ", a.buffer, " of ", buffers.size());
+    const BufferSpec& b = buffers[a.buffer];
+    LT_CHECK(b.dtype == a.dtype, ErrorKind::Runtime, "internal: kernel ", k.name, " reads buffer ",
+             a.buffer, " as ", dtype_name(a.dtype), " but it holds ", dtype_name(b.dtype));
+    LT_CHECK(a.scalar == (b.kind == BufferSpec::Kind::Scalar), ErrorKind::Runtime,
+             "internal: kernel ", k.name, " disagrees with the plan on whether buffer ", a.buffer,
+             " is a scalar");
+    LT_CHECK(!a.output || b.kind == BufferSpec::Kind::Temp || b.kind == BufferSpec::Kind::Output,
+             ErrorKind::Runtime, "internal: kernel ", k.name, " writes input buffer ", a.buffer);
+  }
+}
+
+}  // namespace
+
+CpuExecutable::CpuExecutable(const Plan& plan) : buffers_(plan.buffers) {
+  if (plan.kernels.empty()) return;
+  auto ctx = std::make_unique<llvm::LLVMContext>();
+  auto module = std::make_unique<llvm::Module>("lazytensor_plan", *ctx);
+  std::vector<std::string> names;
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const loop::Kernel& k = plan.kernels[i];
+    validate_kernel(k);
+    check_kernel_args(k, buffers_);
+    loop::Kernel merged = merge_dims(k);
+    CompiledKernel ck;
+    ck.name = "lt_k";
+    ck.name += std::to_string(i);
+    for (const auto& a : k.args) ck.arg_buffers.push_back(a.buffer);
+    ck.outer_numel = merged.outer_numel();
+    ck.inner_numel = numel(merged.inner);
+    ck.inner_contiguous = merged.inner.empty() ? 16 : 1;
+    emit_kernel(*module, merged, ck.name);
+    names.push_back(ck.name);
+    kernels_.push_back(std::move(ck));
+  }
+  code_ = jit_compile(*module, names, &sources_, &timings_);
+  for (size_t i = 0; i < kernels_.size(); ++i) kernels_[i].fn = code_->functions()[i];
+}
+
+std::vector<BufferPtr> CpuExecutable::run(const std::vector<RunInput>& inputs, RunStats* stats) {
+  const size_t nb = buffers_.size();
+  std::vector<BufferPtr> owned(nb);
+  std::vector<void*> data(nb, nullptr);
+  std::vector<uint64_t> slots(nb, 0);  // 8-byte, 8-aligned homes of scalar inputs
+  for (size_t b = 0; b < nb; ++b) {
+    const BufferSpec& spec = buffers_[b];
+    const size_t bytes = static_cast<size_t>(spec.numel) * dtype_size(spec.dtype);
+    switch (spec.kind) {
+      case BufferSpec::Kind::Input:
+      case BufferSpec::Kind::Scalar: {
+        LT_CHECK(spec.input >= 0 && spec.input < static_cast<int>(inputs.size()), ErrorKind::Value,
+                 "cpu executable: expected at least ", spec.input + 1, " inputs, got ",
+                 inputs.size());
+        const RunInput& in = inputs[spec.input];
+        if (spec.kind == BufferSpec::Kind::Scalar) {
+          if (is_floating(spec.dtype))
+            store_from_double(&slots[b], spec.dtype, in.scalar);
+          else
+            store_from_int(&slots[b], spec.dtype, in.scalar_i);
+          data[b] = &slots[b];
+          break;
+        }
+        LT_CHECK(in.buffer != nullptr, ErrorKind::Value, "cpu executable: input ", spec.input,
+                 " has no buffer");
+        LT_CHECK(in.buffer->on_host(), ErrorKind::Value, "cpu executable: input ", spec.input,
+                 " is not in host memory");
+        LT_CHECK(in.buffer->bytes() >= bytes, ErrorKind::Value, "cpu executable: input ",
+                 spec.input, " has ", in.buffer->bytes(), " bytes, expected ", bytes, " (",
+                 spec.numel, " x ", dtype_name(spec.dtype), ")");
+        data[b] = in.buffer->data();
+        break;
+      }
+      case BufferSpec::Kind::Temp:
+      case BufferSpec::Kind::Output:
+        owned[b] = std::make_shared<HostBuffer>(bytes);
+        data[b] = owned[b]->data();
+        break;
+    }
+  }
+  ThreadPool& pool = ThreadPool::global();
+  std::vector<void*> args;
+  for (const CompiledKernel& k : kernels_) {
+    args.clear();
+    for (int b : k.arg_buffers) args.push_back(data[b]);
+    const int64_t n = k.outer_numel;
+    const int64_t per_point = std::max<int64_t>(1, k.inner_numel);
+    if (n <= 0) continue;
+    if (n < 2 || n * per_point < kParallelWork) {
+      k.fn(args.data(), 0, n);
+    } else {
+      void** a = args.data();
+      KernelFn fn = k.fn;
+      pool.parallel_for(0, n, std::max<int64_t>(1, kChunkWork / per_point), k.inner_contiguous,
+                        [a, fn](int64_t lo, int64_t hi) { fn(a, lo, hi); });
+    }
+  }
+  if (stats) stats->kernel_launches += static_cast<int>(kernels_.size());
+  for (size_t b = 0; b < nb; ++b)
+    if (buffers_[b].kind != BufferSpec::Kind::Output) owned[b].reset();
+  return owned;
+}
+
+}  // namespace lt::cpu

@@ -1,0 +1,163 @@
+#include "backends/cpu/kernel_prep.h"
+
+#include <string>
+
+#include "ir/error.h"
+
+namespace lt::cpu {
+namespace {
+
+using loop::IKind;
+using loop::Index;
+using loop::StageKind;
+
+template <typename F>
+void for_each_index(loop::Kernel& k, F f) {
+  for (auto& st : k.stages) {
+    for (auto& in : st.body)
+      if (in.kind == IKind::Load || in.kind == IKind::RandUniform) f(in.index);
+    for (auto& s : st.stores) f(s.index);
+  }
+}
+
+void check_index(const loop::Kernel& k, const Index& ix, int nvars, const std::string& where) {
+  if (!ix.affine()) {
+    LT_CHECK(ix.general < static_cast<int>(k.iexprs.size()), ErrorKind::Runtime,
+             "internal: ", where, " of kernel ", k.name, " names iexpr ", ix.general, " of ",
+             k.iexprs.size());
+  } else {
+    LT_CHECK(static_cast<int>(ix.strides.size()) <= nvars, ErrorKind::Runtime, "internal: ", where,
+             " of kernel ", k.name, " has ", ix.strides.size(), " strides for ", nvars,
+             " loop variables");
+  }
+}
+
+}  // namespace
+
+void validate_kernel(const loop::Kernel& k) {
+  const int nvars = static_cast<int>(k.outer.size() + k.inner.size());
+  const int nargs = static_cast<int>(k.args.size());
+  for (auto e : k.outer)
+    LT_CHECK(e >= 0, ErrorKind::Runtime, "internal: negative extent in ", k.name);
+  for (auto e : k.inner)
+    LT_CHECK(e >= 0, ErrorKind::Runtime, "internal: negative extent in ", k.name);
+  for (size_t i = 0; i < k.iexprs.size(); ++i) {
+    const auto& e = k.iexprs[i];
+    using K = loop::IExpr::Kind;
+    if (e.kind == K::Var) {
+      LT_CHECK(e.value >= 0 && e.value < nvars, ErrorKind::Runtime, "internal: iexpr ", i, " of ",
+               k.name, " names loop variable ", e.value, " of ", nvars);
+    } else if (e.kind != K::Const) {
+      // Operands come first, so evaluation never recurses into a cycle.
+      LT_CHECK(e.a >= 0 && e.b >= 0 && e.a < static_cast<int>(i) && e.b < static_cast<int>(i),
+               ErrorKind::Runtime, "internal: iexpr ", i, " of ", k.name, " has bad operands");
+    }
+  }
+  for (size_t s = 0; s < k.stages.size(); ++s) {
+    const auto& st = k.stages[s];
+    const int n = static_cast<int>(st.body.size());
+    for (int i = 0; i < n; ++i) {
+      const auto& in = st.body[i];
+      std::string where = "instr ";
+      where += std::to_string(i);
+      where += " of stage ";
+      where += std::to_string(s);
+      for (int o : {in.a, in.b, in.c})
+        LT_CHECK(o < i, ErrorKind::Runtime, "internal: ", where, " of kernel ", k.name,
+                 " uses a later instruction");
+      switch (in.kind) {
+        case IKind::Load:
+        case IKind::LoadScalar:
+          LT_CHECK(in.arg >= 0 && in.arg < nargs, ErrorKind::Runtime, "internal: ", where, " of ",
+                   k.name, " loads arg ", in.arg, " of ", nargs);
+          if (in.kind == IKind::Load) check_index(k, in.index, nvars, where);
+          break;
+        case IKind::RandUniform:
+          LT_CHECK(in.a >= 0 && in.b >= 0, ErrorKind::Runtime, "internal: ", where,
+                   " lacks seed/offset");
+          check_index(k, in.index, nvars, where);
+          break;
+        case IKind::ReduceResult:
+          LT_CHECK(in.arg >= 0 && in.arg < static_cast<int>(s) &&
+                       k.stages[in.arg].kind == StageKind::Reduce,
+                   ErrorKind::Runtime, "internal: ", where, " of ", k.name, " reads stage ", in.arg,
+                   ", which is not an earlier Reduce stage");
+          break;
+        case IKind::Op:
+          LT_CHECK(in.a >= 0, ErrorKind::Runtime, "internal: ", where, " of ", k.name,
+                   " has no operand");
+          break;
+        case IKind::Const:
+          break;
+      }
+    }
+    if (st.kind == StageKind::Reduce) {
+      LT_CHECK(st.reduce_value >= 0 && st.reduce_value < n, ErrorKind::Runtime, "internal: stage ",
+               s, " of ", k.name, " reduces a missing instruction");
+    }
+    for (const auto& store : st.stores) {
+      LT_CHECK(store.arg >= 0 && store.arg < nargs && store.value >= 0 && store.value < n,
+               ErrorKind::Runtime, "internal: bad store in stage ", s, " of ", k.name);
+      LT_CHECK(!k.args[store.arg].scalar, ErrorKind::Runtime, "internal: store to a scalar arg in ",
+               k.name);
+      check_index(k, store.index, nvars, "a store");
+    }
+  }
+}
+
+loop::Kernel merge_dims(const loop::Kernel& src) {
+  loop::Kernel k = src;
+  const int nouter = static_cast<int>(k.outer.size());
+  std::vector<int64_t> ext = k.outer;
+  ext.insert(ext.end(), k.inner.begin(), k.inner.end());
+  const int nvars = static_cast<int>(ext.size());
+  std::vector<int> group(nvars), orig(nvars);
+  std::vector<bool> pinned(nvars, false);
+  for (int v = 0; v < nvars; ++v) group[v] = v < nouter ? 0 : 1, orig[v] = v;
+  for (const auto& e : k.iexprs)
+    if (e.kind == loop::IExpr::Kind::Var) pinned[e.value] = true;
+  std::vector<Index*> affine;
+  for_each_index(k, [&](Index& ix) {
+    if (ix.affine()) {
+      ix.strides.resize(nvars, 0);
+      affine.push_back(&ix);
+    } else {
+      ix.strides.clear();
+    }
+  });
+  for (size_t d = 0; d + 1 < ext.size();) {
+    bool ok = group[d] == group[d + 1] && !pinned[d] && !pinned[d + 1];
+    for (size_t i = 0; ok && i < affine.size(); ++i) {
+      const auto& s = affine[i]->strides;
+      ok = ext[d] == 1 || ext[d + 1] == 1 || s[d] == s[d + 1] * ext[d + 1];
+    }
+    if (!ok) {
+      ++d;
+      continue;
+    }
+    // Merged variable v' = i_d * ext[d+1] + i_{d+1}; its stride is the inner one's (or, when
+    // the inner dim has extent 1, the outer one's).
+    for (Index* ix : affine) {
+      auto& s = ix->strides;
+      s[d] = ext[d + 1] == 1 ? s[d] : s[d + 1];
+      s.erase(s.begin() + static_cast<std::ptrdiff_t>(d) + 1);
+    }
+    ext[d] *= ext[d + 1];
+    ext.erase(ext.begin() + static_cast<std::ptrdiff_t>(d) + 1);
+    group.erase(group.begin() + static_cast<std::ptrdiff_t>(d) + 1);
+    pinned.erase(pinned.begin() + static_cast<std::ptrdiff_t>(d) + 1);
+    orig[d] = -1;
+    orig.erase(orig.begin() + static_cast<std::ptrdiff_t>(d) + 1);
+  }
+  std::vector<int> renum(nvars, -1);
+  for (size_t v = 0; v < orig.size(); ++v)
+    if (orig[v] >= 0) renum[orig[v]] = static_cast<int>(v);
+  for (auto& e : k.iexprs)
+    if (e.kind == loop::IExpr::Kind::Var) e.value = renum[e.value];
+  k.outer.clear();
+  k.inner.clear();
+  for (size_t v = 0; v < ext.size(); ++v) (group[v] == 0 ? k.outer : k.inner).push_back(ext[v]);
+  return k;
+}
+
+}  // namespace lt::cpu

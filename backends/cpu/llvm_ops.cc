@@ -1,0 +1,254 @@
+#include "backends/cpu/llvm_ops.h"
+
+#include <llvm/IR/Module.h>
+
+#include <string>
+
+#include "backends/cpu/llvm_dtype.h"
+#include "ir/error.h"
+
+namespace lt::cpu {
+namespace {
+
+using llvm::IRBuilder;
+using llvm::Value;
+using llvm::Intrinsic::ID;
+
+[[noreturn]] void unsupported(Op op, DType t) {
+  fail(ErrorKind::NotImplemented, "not implemented: ", op_name(op), " for ", dtype_name(t),
+       " on cpu");
+}
+
+// A libm function (tanhf, erf, ...) that LLVM has no intrinsic for; resolved from the process
+// when the JIT links the kernel. It reads no memory we care about, so LICM may hoist it.
+Value* call_libm(IRBuilder<>& b, llvm::Module& m, const char* f32_name, const char* f64_name,
+                 Value* x) {
+  llvm::Type* T = x->getType();
+  auto callee = m.getOrInsertFunction(T->isDoubleTy() ? f64_name : f32_name,
+                                      llvm::FunctionType::get(T, {T}, false));
+  if (auto* fn = llvm::dyn_cast<llvm::Function>(callee.getCallee())) {
+    fn->setDoesNotThrow();
+    fn->setDoesNotAccessMemory();
+    fn->setWillReturn();
+  }
+  return b.CreateCall(callee, {x});
+}
+
+Value* unary(IRBuilder<>& b, llvm::Module& m, Op op, DType t, Value* a) {
+  const bool fp = is_floating(t);
+  if (op == Op::Neg) {
+    if (t == DType::Bool) unsupported(op, t);
+    return fp ? b.CreateFNeg(a) : b.CreateSub(llvm::ConstantInt::get(a->getType(), 0), a);
+  }
+  if (op == Op::Abs) {
+    if (!fp) {
+      if (t == DType::Bool) unsupported(op, t);
+      if (is_unsigned(t)) return a;
+      return b.CreateBinaryIntrinsic(llvm::Intrinsic::abs, a,
+                                     b.getFalse());  // INT_MIN stays INT_MIN
+    }
+    return b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, a);
+  }
+  if (!fp) unsupported(op, t);
+  ID id = llvm::Intrinsic::not_intrinsic;
+  switch (op) {
+    case Op::Exp:
+      id = llvm::Intrinsic::exp;
+      break;
+    case Op::Log:
+      id = llvm::Intrinsic::log;
+      break;
+    case Op::Sqrt:
+      id = llvm::Intrinsic::sqrt;
+      break;
+    case Op::Sin:
+      id = llvm::Intrinsic::sin;
+      break;
+    case Op::Cos:
+      id = llvm::Intrinsic::cos;
+      break;
+    case Op::Floor:
+      id = llvm::Intrinsic::floor;
+      break;
+    case Op::Tanh:
+      return call_libm(b, m, "tanhf", "tanh", a);
+    case Op::Erf:
+      return call_libm(b, m, "erff", "erf", a);
+    case Op::Recip:
+      return b.CreateFDiv(llvm::ConstantFP::get(a->getType(), 1.0), a);
+    default:
+      unsupported(op, t);
+  }
+  return b.CreateUnaryIntrinsic(id, a);
+}
+
+Value* binary(IRBuilder<>& b, Op op, DType t, Value* x, Value* y) {
+  const bool fp = is_floating(t);
+  const bool u = is_unsigned(t);
+  switch (op) {
+    case Op::Add:
+      if (t == DType::Bool) return b.CreateOr(x, y);
+      return fp ? b.CreateFAdd(x, y) : b.CreateAdd(x, y);  // integers wrap
+    case Op::Sub:
+      if (t == DType::Bool) unsupported(op, t);
+      return fp ? b.CreateFSub(x, y) : b.CreateSub(x, y);
+    case Op::Mul:
+      if (t == DType::Bool) return b.CreateAnd(x, y);
+      return fp ? b.CreateFMul(x, y) : b.CreateMul(x, y);
+    case Op::Div:
+      if (!fp) unsupported(op, t);
+      return b.CreateFDiv(x, y);
+    case Op::Pow:
+      if (!fp) unsupported(op, t);
+      return b.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y);
+    case Op::Maximum:  // NaN-propagating like torch.maximum
+      if (fp) return b.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, x, y);
+      return b.CreateBinaryIntrinsic(u ? llvm::Intrinsic::umax : llvm::Intrinsic::smax, x, y);
+    case Op::Minimum:
+      if (fp) return b.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, x, y);
+      return b.CreateBinaryIntrinsic(u ? llvm::Intrinsic::umin : llvm::Intrinsic::smin, x, y);
+    default:
+      unsupported(op, t);
+  }
+}
+
+Value* compare(IRBuilder<>& b, Op op, DType t, Value* x, Value* y) {
+  using P = llvm::CmpInst::Predicate;
+  P p;
+  if (is_floating(t)) {
+    // Ordered predicates are false on NaN; `ne` is unordered, so true on NaN.
+    switch (op) {
+      case Op::Eq:
+        p = P::FCMP_OEQ;
+        break;
+      case Op::Ne:
+        p = P::FCMP_UNE;
+        break;
+      case Op::Lt:
+        p = P::FCMP_OLT;
+        break;
+      case Op::Le:
+        p = P::FCMP_OLE;
+        break;
+      case Op::Gt:
+        p = P::FCMP_OGT;
+        break;
+      case Op::Ge:
+        p = P::FCMP_OGE;
+        break;
+      default:
+        unsupported(op, t);
+    }
+    return b.CreateFCmp(p, x, y);
+  }
+  const bool u = is_unsigned(t);
+  switch (op) {
+    case Op::Eq:
+      p = P::ICMP_EQ;
+      break;
+    case Op::Ne:
+      p = P::ICMP_NE;
+      break;
+    case Op::Lt:
+      p = u ? P::ICMP_ULT : P::ICMP_SLT;
+      break;
+    case Op::Le:
+      p = u ? P::ICMP_ULE : P::ICMP_SLE;
+      break;
+    case Op::Gt:
+      p = u ? P::ICMP_UGT : P::ICMP_SGT;
+      break;
+    case Op::Ge:
+      p = u ? P::ICMP_UGE : P::ICMP_SGE;
+      break;
+    default:
+      unsupported(op, t);
+  }
+  return b.CreateICmp(p, x, y);
+}
+
+}  // namespace
+
+Value* emit_elementwise(IRBuilder<>& b, llvm::Module& m, Op op, DType result, DType operand,
+                        Value* a, Value* bv, Value* c) {
+  auto need = [&](Value* v) {
+    if (!v) fail(ErrorKind::Runtime, "internal: ", op_name(op), " is missing an operand");
+    return v;
+  };
+  switch (op_info(op).cls) {
+    case OpClass::Unary:
+      return unary(b, m, op, result, convert(b, need(a), operand, result));
+    case OpClass::Predicate1:
+      return b.CreateNot(to_bool(b, need(a), operand));
+    case OpClass::Binary:
+      return binary(b, op, result, convert(b, need(a), operand, result),
+                    convert(b, need(bv), operand, result));
+    case OpClass::Compare:
+      return compare(b, op, operand, need(a), need(bv));
+    case OpClass::Logical: {
+      Value* x = to_bool(b, need(a), operand);
+      Value* y = to_bool(b, need(bv), operand);
+      if (op == Op::And) return b.CreateAnd(x, y);
+      if (op == Op::Or) return b.CreateOr(x, y);
+      unsupported(op, operand);
+    }
+    case OpClass::Where:
+      // `operand` is b's dtype here; the condition is bool (or tested against zero).
+      return b.CreateSelect(need(a), convert(b, need(bv), operand, result),
+                            convert(b, need(c), operand, result));
+    case OpClass::Cast:
+      return convert(b, need(a), operand, result);
+    default:
+      break;
+  }
+  fail(ErrorKind::NotImplemented, "not implemented: ", op_name(op), " inside a cpu kernel");
+}
+
+Value* emit_reduce_combine(IRBuilder<>& b, Op reduce_op, DType t, Value* acc, Value* v) {
+  const bool fp = is_floating(t);
+  const bool u = is_unsigned(t);
+  switch (reduce_op) {
+    case Op::ReduceSum:
+    case Op::ReduceProd: {
+      const bool sum = reduce_op == Op::ReduceSum;
+      if (t == DType::Bool) return sum ? b.CreateOr(acc, v) : b.CreateAnd(acc, v);
+      if (!fp) return sum ? b.CreateAdd(acc, v) : b.CreateMul(acc, v);
+      // Reassociation lets the loop vectorizer keep several partial sums.
+      llvm::IRBuilder<>::FastMathFlagGuard guard(b);
+      llvm::FastMathFlags fmf;
+      fmf.setAllowReassoc();
+      b.setFastMathFlags(fmf);
+      return sum ? b.CreateFAdd(acc, v) : b.CreateFMul(acc, v);
+    }
+    case Op::ReduceMax:
+      if (fp) return b.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, acc, v);
+      return b.CreateBinaryIntrinsic(u ? llvm::Intrinsic::umax : llvm::Intrinsic::smax, acc, v);
+    case Op::ReduceMin:
+      if (fp) return b.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, acc, v);
+      return b.CreateBinaryIntrinsic(u ? llvm::Intrinsic::umin : llvm::Intrinsic::smin, acc, v);
+    default:
+      break;
+  }
+  fail(ErrorKind::NotImplemented, "not implemented: reduction ", op_name(reduce_op), " on cpu");
+}
+
+Value* emit_rand_uniform(IRBuilder<>& b, Value* seed, Value* offset, Value* counter, int64_t stream,
+                         DType t) {
+  // Plain (wrapping) 64-bit arithmetic, exactly loop::splitmix64 over the mixed key.
+  Value* key = b.CreateAdd(b.CreateAdd(offset, b.CreateShl(counter, 1)),
+                           b.getInt64(static_cast<uint64_t>(stream)));
+  Value* z = b.CreateAdd(b.CreateMul(seed, b.getInt64(0xd1342543de82ef95ull)), key);
+  z = b.CreateAdd(z, b.getInt64(0x9e3779b97f4a7c15ull));
+  z = b.CreateMul(b.CreateXor(z, b.CreateLShr(z, 30)), b.getInt64(0xbf58476d1ce4e5b9ull));
+  z = b.CreateMul(b.CreateXor(z, b.CreateLShr(z, 27)), b.getInt64(0x94d049bb133111ebull));
+  z = b.CreateXor(z, b.CreateLShr(z, 31));
+  if (t == DType::Float64) {
+    Value* d = b.CreateUIToFP(b.CreateLShr(z, 11), b.getDoubleTy());
+    return b.CreateFMul(d, llvm::ConstantFP::get(b.getDoubleTy(), 0x1.0p-53));
+  }
+  // 24 bits scaled by 2^-24 are exact in float32.
+  Value* f = b.CreateUIToFP(b.CreateLShr(z, 40), b.getFloatTy());
+  return b.CreateFMul(f, llvm::ConstantFP::get(b.getFloatTy(), 0x1.0p-24));
+}
+
+}  // namespace lt::cpu

@@ -1,0 +1,26 @@
+// Elementwise primitives, reductions' combine step and the counter-based RNG as LLVM IR on
+// compute values (see llvm_dtype.h). Exact IEEE everywhere: no fast-math flags, except `reassoc`
+// on float sum/prod accumulation, which lets the vectorizer reorder a reduction.
+#pragma once
+#include <llvm/IR/IRBuilder.h>
+
+#include "ir/dtype.h"
+#include "ir/ops.h"
+
+namespace lt::cpu {
+
+// result = op(a[, b[, c]]). `operand` is the dtype of a (of b for Where); `result` the instr's
+// dtype. Float16/BFloat16 results are not rounded here (the caller rounds). Throws
+// lt::Error(NotImplemented) for ops or dtypes the CPU backend does not support.
+llvm::Value* emit_elementwise(llvm::IRBuilder<>& b, llvm::Module& m, Op op, DType result,
+                              DType operand, llvm::Value* a, llvm::Value* bv, llvm::Value* c);
+
+// acc <- combine(acc, v) for ReduceSum/Max/Min/Prod over values of dtype t.
+llvm::Value* emit_reduce_combine(llvm::IRBuilder<>& b, Op reduce_op, DType t, llvm::Value* acc,
+                                 llvm::Value* v);
+
+// loop::rand_uniform(seed, offset, counter, stream, t) as a float (float64 for Float64).
+llvm::Value* emit_rand_uniform(llvm::IRBuilder<>& b, llvm::Value* seed, llvm::Value* offset,
+                               llvm::Value* counter, int64_t stream, DType t);
+
+}  // namespace lt::cpu

@@ -1,0 +1,165 @@
+#include "backends/cpu/thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+namespace lt::cpu {
+namespace {
+// True on pool workers and on a caller while it runs chunks: nested parallel_for runs inline.
+thread_local bool tls_in_pool = false;
+
+struct InPoolScope {
+  bool saved = tls_in_pool;
+  InPoolScope() { tls_in_pool = true; }
+  ~InPoolScope() { tls_in_pool = saved; }
+};
+}  // namespace
+
+struct ThreadPool::Job {
+  const RangeFn* fn;
+  int64_t begin, end, chunk, nchunks;
+  std::atomic<int64_t> next{0};
+  std::mutex err_mu;
+  std::exception_ptr error;
+};
+
+int default_num_threads() {
+  if (const char* s = std::getenv("LT_NUM_THREADS")) {
+    char* endp = nullptr;
+    long v = std::strtol(s, &endp, 10);
+    if (endp != s && *endp == '\0' && v > 0) return static_cast<int>(std::min<long>(v, 1024));
+  }
+  unsigned hc = std::thread::hardware_concurrency();
+  return hc ? static_cast<int>(hc) : 1;
+}
+
+ThreadPool::ThreadPool(int num_threads) { start_workers(std::max(1, num_threads) - 1); }
+
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+ThreadPool& ThreadPool::global() {
+  // Leaked on purpose: workers must not be joined during static destruction, when a kernel
+  // running on another thread could still be using the pool.
+  static ThreadPool* pool = new ThreadPool(default_num_threads());
+  return *pool;
+}
+
+int ThreadPool::num_threads() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return static_cast<int>(workers_.size()) + 1;
+}
+
+void ThreadPool::set_num_threads(int n) {
+  // From inside a chunk the dispatch lock is held by this very parallel_for: waiting would hang.
+  if (tls_in_pool)
+    throw std::logic_error("ThreadPool::set_num_threads called from inside parallel_for");
+  if (n <= 0) n = default_num_threads();
+  std::lock_guard<std::mutex> dispatch(dispatch_mu_);
+  if (n == num_threads()) return;
+  stop_workers();
+  start_workers(n - 1);
+}
+
+void ThreadPool::start_workers(int n) {
+  std::lock_guard<std::mutex> lk(mu_);
+  stop_ = false;
+  // A worker starts from the current generation even if its thread runs late.
+  uint64_t gen = generation_;
+  for (int i = 0; i < n; ++i) workers_.emplace_back([this, gen] { worker_loop(gen); });
+}
+
+void ThreadPool::stop_workers() {
+  std::vector<std::thread> ws;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+    ws.swap(workers_);
+  }
+  work_cv_.notify_all();
+  for (auto& t : ws) t.join();
+}
+
+void ThreadPool::run_chunks(Job& job) {
+  for (;;) {
+    int64_t c = job.next.fetch_add(1, std::memory_order_relaxed);
+    if (c >= job.nchunks) return;
+    int64_t lo = job.begin + c * job.chunk;
+    int64_t hi = std::min(job.end, lo + job.chunk);
+    try {
+      (*job.fn)(lo, hi);
+    } catch (...) {
+      std::lock_guard<std::mutex> lk(job.err_mu);
+      if (!job.error) job.error = std::current_exception();
+    }
+  }
+}
+
+void ThreadPool::worker_loop(uint64_t seen) {
+  tls_in_pool = true;
+  for (;;) {
+    Job* job;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      work_cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      job = job_;
+    }
+    run_chunks(*job);
+    std::lock_guard<std::mutex> lk(mu_);
+    if (--pending_ == 0) done_cv_.notify_one();
+  }
+}
+
+void ThreadPool::parallel_for(int64_t begin, int64_t end, int64_t grain, int64_t align,
+                              const RangeFn& fn) {
+  if (end <= begin) return;
+  const int64_t n = end - begin;
+  grain = std::max<int64_t>(grain, 1);
+  align = std::max<int64_t>(align, 1);
+  std::unique_lock<std::mutex> dispatch(dispatch_mu_, std::defer_lock);
+  int nthreads = 1;
+  if (!tls_in_pool && n > grain && dispatch.try_lock()) {
+    std::lock_guard<std::mutex> lk(mu_);
+    nthreads = static_cast<int>(workers_.size()) + 1;
+  }
+  if (nthreads <= 1) {
+    fn(begin, end);
+    return;
+  }
+  // A few chunks per thread balance uneven progress; each is contiguous and aligned.
+  int64_t chunk = std::max(grain, (n + 4 * nthreads - 1) / (4 * nthreads));
+  chunk = (chunk + align - 1) / align * align;
+  Job job;
+  job.fn = &fn;
+  job.begin = begin;
+  job.end = end;
+  job.chunk = chunk;
+  job.nchunks = (n + chunk - 1) / chunk;
+  if (job.nchunks <= 1) {
+    fn(begin, end);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    job_ = &job;
+    pending_ = static_cast<int>(workers_.size());
+    ++generation_;
+  }
+  work_cv_.notify_all();
+  {
+    InPoolScope scope;
+    run_chunks(job);
+  }
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    done_cv_.wait(lk, [&] { return pending_ == 0; });
+    job_ = nullptr;
+  }
+  if (job.error) std::rethrow_exception(job.error);
+}
+
+}  // namespace lt::cpu

@@ -1,0 +1,94 @@
+// The reference interpreter's rule table: one line per primitive op, keyed by Op. Floating ops
+// compute in double (the interpreter rounds to the node's dtype afterwards); integer ops compute
+// in int64 with wrap-around. Semantics follow PyTorch.
+#include <array>
+#include <cmath>
+#include <utility>
+
+#include "backends/reference/kernels.h"
+#include "backends/reference/reference_ops.h"
+
+namespace lt {
+namespace ref {
+namespace {
+
+constexpr size_t kNumOps = 0
+#define LT_OP(N, name, arity, cls, prim) +1
+#include "ir/ops.def"
+#undef LT_OP
+    ;
+
+// torch.maximum/minimum: a NaN operand gives NaN (x != x only holds for NaN; integers never).
+constexpr auto kMax = [](auto x, auto y) { return (x != x || x > y) ? x : y; };
+constexpr auto kMin = [](auto x, auto y) { return (x != x || x < y) ? x : y; };
+
+const std::pair<Op, EvalFn> kRules[] = {
+    // Leaves and random numbers.
+    {Op::Param, eval_param},
+    {Op::Scalar, eval_scalar},
+    {Op::Constant, eval_constant},
+    {Op::Rand, eval_rand},
+    // Unary (float only unless an integer form is given).
+    {Op::Neg, unary<[](double x) { return -x; }, [](int64_t x) { return wrap_sub(0, x); }>},
+    {Op::Exp, unary<[](double x) { return std::exp(x); }>},
+    {Op::Log, unary<[](double x) { return std::log(x); }>},
+    {Op::Sqrt, unary<[](double x) { return std::sqrt(x); }>},
+    {Op::Sin, unary<[](double x) { return std::sin(x); }>},
+    {Op::Cos, unary<[](double x) { return std::cos(x); }>},
+    {Op::Tanh, unary<[](double x) { return std::tanh(x); }>},
+    {Op::Erf, unary<[](double x) { return std::erf(x); }>},
+    {Op::Abs, unary<[](double x) { return std::fabs(x); }, [](int64_t x) { return x < 0 ? wrap_sub(0, x) : x; }>},
+    {Op::Floor, unary<[](double x) { return std::floor(x); }>},
+    {Op::Recip, unary<[](double x) { return 1.0 / x; }>},
+    {Op::Not, eval_not},
+    // Binary, broadcasting.
+    {Op::Add, arith2<[](double x, double y) { return x + y; }, wrap_add>},
+    {Op::Sub, arith2<[](double x, double y) { return x - y; }, wrap_sub>},
+    {Op::Mul, arith2<[](double x, double y) { return x * y; }, wrap_mul>},
+    {Op::Div, arith_float<[](double x, double y) { return x / y; }>},
+    {Op::Pow, arith_float<[](double x, double y) { return std::pow(x, y); }>},
+    {Op::Maximum, arith<kMax>},
+    {Op::Minimum, arith<kMin>},
+    // Comparisons: IEEE semantics, so a NaN operand makes all but ne false.
+    {Op::Eq, predicate<[](auto x, auto y) { return x == y; }>},
+    {Op::Ne, predicate<[](auto x, auto y) { return x != y; }>},
+    {Op::Lt, predicate<[](auto x, auto y) { return x < y; }>},
+    {Op::Le, predicate<[](auto x, auto y) { return x <= y; }>},
+    {Op::Gt, predicate<[](auto x, auto y) { return (x > y); }>},
+    {Op::Ge, predicate<[](auto x, auto y) { return (x >= y); }>},
+    {Op::And, predicate<[](auto x, auto y) { return x != 0 && y != 0; }>},
+    {Op::Or, predicate<[](auto x, auto y) { return x != 0 || y != 0; }>},
+    {Op::Where, eval_where},
+    {Op::Cast, eval_cast},
+    // Reductions.
+    {Op::ReduceSum, eval_reduce_sum},
+    {Op::ReduceMax, eval_reduce_max},
+    {Op::ReduceMin, eval_reduce_min},
+    {Op::ReduceProd, eval_reduce_prod},
+    // Movement.
+    {Op::Reshape, eval_reshape},
+    {Op::Permute, eval_permute},
+    {Op::Expand, eval_expand},
+};
+
+const std::array<EvalFn, kNumOps>& table() {
+  static const std::array<EvalFn, kNumOps> t = [] {
+    std::array<EvalFn, kNumOps> r{};
+    for (const auto& [op, fn] : kRules) r[static_cast<size_t>(op)] = fn;
+    return r;
+  }();
+  return t;
+}
+
+}  // namespace
+
+EvalFn reference_rule(Op op) {
+  auto k = static_cast<size_t>(op);
+  return k < kNumOps ? table()[k] : nullptr;
+}
+
+}  // namespace ref
+
+bool reference_supports(Op op) { return ref::reference_rule(op) != nullptr; }
+
+}  // namespace lt

@@ -1,0 +1,1001 @@
+// The CPU backend's code generator, JIT and thread pool, driven by hand-written loop IR. Every
+// expectation is computed here with plain C++ loops (float16 through the compiler's _Float16,
+// bfloat16 by a nearest-value search), never with backend code.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <thread>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_jit.h"
+#include "backends/cpu/thread_pool.h"
+#include "ir/error.h"
+
+namespace lt {
+namespace {
+
+using loop::IKind;
+using loop::Index;
+using loop::Instr;
+using loop::Stage;
+using loop::StageKind;
+using K = BufferSpec::Kind;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr DType kAllDTypes[] = {DType::Bool,     DType::UInt8,   DType::Int8,
+                                DType::Int32,    DType::Int64,   DType::Float16,
+                                DType::BFloat16, DType::Float32, DType::Float64};
+
+Backend& cpu() {
+  static std::unique_ptr<Backend> b = make_cpu_backend();
+  return *b;
+}
+
+Index aff(std::vector<int64_t> strides, int64_t offset = 0) {
+  Index ix;
+  ix.offset = offset;
+  ix.strides = std::move(strides);
+  return ix;
+}
+Index general(int root) {
+  Index ix;
+  ix.general = root;
+  return ix;
+}
+
+// Builds one stage body; each helper returns the new instruction's id.
+struct Body {
+  Stage st;
+  explicit Body(StageKind k) { st.kind = k; }
+  int push(Instr in) {
+    st.body.push_back(std::move(in));
+    return static_cast<int>(st.body.size()) - 1;
+  }
+  int load(DType t, int arg, Index ix) {
+    Instr in{IKind::Load, Op::Add, t};
+    in.arg = arg;
+    in.index = std::move(ix);
+    return push(in);
+  }
+  int scalar(DType t, int arg) {
+    Instr in{IKind::LoadScalar, Op::Add, t};
+    in.arg = arg;
+    return push(in);
+  }
+  int cnst(DType t, double v) {
+    Instr in{IKind::Const, Op::Add, t};
+    in.value = v;
+    return push(in);
+  }
+  int op(Op o, DType t, int a, int b = -1, int c = -1) { return push({IKind::Op, o, t, a, b, c}); }
+  int result(DType t, int stage) {
+    Instr in{IKind::ReduceResult, Op::Add, t};
+    in.arg = stage;
+    return push(in);
+  }
+  int rand(DType t, int seed, int offset, Index ix, int64_t stream) {
+    Instr in{IKind::RandUniform, Op::Rand, t, seed, offset};
+    in.index = std::move(ix);
+    in.stream = stream;
+    return push(in);
+  }
+  void store(int arg, Index ix, int v) { st.stores.push_back({arg, std::move(ix), v}); }
+  Stage reduce(Op op, DType acc, int v) {
+    st.reduce_op = op;
+    st.acc_dtype = acc;
+    st.reduce_value = v;
+    return st;
+  }
+};
+
+// A plan with buffers; kernel args name them by buffer id.
+struct PlanBuilder {
+  Plan p;
+  int inputs = 0;
+  int add(K kind, DType t, int64_t n) {
+    BufferSpec b{kind, t, n};
+    if (kind == K::Input || kind == K::Scalar) b.input = inputs++;
+    p.buffers.push_back(b);
+    return static_cast<int>(p.buffers.size()) - 1;
+  }
+  loop::Arg arg(int buffer, bool output = false) const {
+    const BufferSpec& b = p.buffers[buffer];
+    return {buffer, b.dtype, b.numel, b.kind == K::Scalar, output};
+  }
+  void kernel(Shape outer, Shape inner, std::vector<loop::Arg> args, std::vector<Stage> stages,
+              std::vector<loop::IExpr> iexprs = {}) {
+    loop::Kernel k;
+    k.name = "k" + std::to_string(p.kernels.size());
+    k.outer = std::move(outer);
+    k.inner = std::move(inner);
+    k.args = std::move(args);
+    k.stages = std::move(stages);
+    k.iexprs = std::move(iexprs);
+    p.kernels.push_back(std::move(k));
+  }
+};
+
+template <typename T>
+BufferPtr host(const std::vector<T>& v) {
+  auto b = std::make_shared<HostBuffer>(v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(b->data(), v.data(), v.size() * sizeof(T));
+  return b;
+}
+template <typename T>
+std::vector<T> read(const BufferPtr& b, size_t n) {
+  std::vector<T> v(n);
+  if (n) std::memcpy(v.data(), b->data(), n * sizeof(T));
+  return v;
+}
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+template <typename T>
+std::vector<T> randint(size_t n, uint32_t seed, int64_t lo, int64_t hi) {
+  std::mt19937 g(seed);
+  std::uniform_int_distribution<int64_t> d(lo, hi);
+  std::vector<T> v(n);
+  for (auto& x : v) x = static_cast<T>(d(g));
+  return v;
+}
+
+// |a - b| in units in the last place (NaN == NaN).
+int64_t ulps(double a, double b, bool single) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b) ? 0 : INT64_MAX;
+  if (a == b) return 0;
+  if (single) {
+    int32_t x, y;
+    float fa = static_cast<float>(a), fb = static_cast<float>(b);
+    std::memcpy(&x, &fa, 4);
+    std::memcpy(&y, &fb, 4);
+    if ((x < 0) != (y < 0)) return INT64_MAX;
+    return std::llabs(static_cast<int64_t>(x) - y);
+  }
+  int64_t x, y;
+  std::memcpy(&x, &a, 8);
+  std::memcpy(&y, &b, 8);
+  if ((x < 0) != (y < 0)) return INT64_MAX;
+  return x > y ? x - y : y - x;
+}
+
+// --- independent 16-bit oracles -------------------------------------------------------------
+uint16_t f16_bits(float f) {
+  _Float16 h = static_cast<_Float16>(f);
+  uint16_t u;
+  std::memcpy(&u, &h, 2);
+  return u;
+}
+float f16_value(uint16_t u) {
+  _Float16 h;
+  std::memcpy(&h, &u, 2);
+  return static_cast<float>(h);
+}
+float bf16_value(uint16_t u) {
+  uint32_t w = static_cast<uint32_t>(u) << 16;
+  float f;
+  std::memcpy(&f, &w, 4);
+  return f;
+}
+// Nearest bfloat16 by comparing the two neighbours in double precision; ties to the even one.
+uint16_t bf16_bits(float f) {
+  uint32_t w;
+  std::memcpy(&w, &f, 4);
+  if (std::isnan(f)) return static_cast<uint16_t>((w >> 16) | 0x40);
+  uint16_t lo = static_cast<uint16_t>(w >> 16);
+  if ((w & 0xffff) == 0) return lo;
+  uint16_t hi = static_cast<uint16_t>(lo + 1);
+  if (std::isinf(bf16_value(hi))) {  // rounding past the largest finite value
+    double top = bf16_value(lo), next = std::ldexp(1.0, 128) * (top < 0 ? -1 : 1);
+    return std::fabs(f - top) < std::fabs(next - f) ? lo : hi;
+  }
+  double dl = std::fabs(static_cast<double>(f) - bf16_value(lo));
+  double dh = std::fabs(static_cast<double>(bf16_value(hi)) - f);
+  if (dl != dh) return dl < dh ? lo : hi;
+  return (lo & 1) ? hi : lo;
+}
+
+std::vector<BufferPtr> run(const Plan& p, const std::vector<RunInput>& in,
+                           int expect_kernels = -1) {
+  auto exe = cpu().compile(p);
+  RunStats stats;
+  auto out = exe->run(in, &stats);
+  EXPECT_EQ(out.size(), p.buffers.size());
+  EXPECT_EQ(stats.kernel_launches,
+            expect_kernels < 0 ? static_cast<int>(p.kernels.size()) : expect_kernels);
+  return out;
+}
+
+// out = max((x * y + 1.5) - |x| / (y*y + 1), x) and exp(x) as float64, N odd (vector remainder).
+TEST(CpuCodegen, ElementwiseChain1D) {
+  const int64_t N = 1003;
+  PlanBuilder pb;
+  int x = pb.add(K::Input, DType::Float32, N), y = pb.add(K::Input, DType::Float32, N);
+  int o = pb.add(K::Output, DType::Float32, N), e = pb.add(K::Output, DType::Float64, N);
+  Body b(StageKind::MapOuter);
+  auto F = DType::Float32;
+  int lx = b.load(F, 0, aff({1})), ly = b.load(F, 1, aff({1}));
+  int t = b.op(Op::Add, F, b.op(Op::Mul, F, lx, ly), b.cnst(F, 1.5));
+  int d = b.op(Op::Div, F, b.op(Op::Abs, F, lx),
+               b.op(Op::Add, F, b.op(Op::Mul, F, ly, ly), b.cnst(F, 1)));
+  b.store(2, aff({1}), b.op(Op::Maximum, F, b.op(Op::Sub, F, t, d), lx));
+  b.store(3, aff({1}), b.op(Op::Cast, DType::Float64, b.op(Op::Exp, F, lx)));
+  pb.kernel({N}, {}, {pb.arg(x), pb.arg(y), pb.arg(o, true), pb.arg(e, true)}, {b.st});
+  auto xv = randn(N, 1), yv = randn(N, 2);
+  auto out = run(pb.p, {{host(xv).get()}, {host(yv).get()}});
+  auto ov = read<float>(out[o], N);
+  auto ev = read<double>(out[e], N);
+  EXPECT_EQ(out[x], nullptr);
+  for (int64_t i = 0; i < N; ++i) {
+    float tt = xv[i] * yv[i] + 1.5f, dd = std::fabs(xv[i]) / (yv[i] * yv[i] + 1.f);
+    ASSERT_EQ(ov[i], std::max(tt - dd, xv[i])) << i;
+    ASSERT_LE(ulps(ev[i], std::exp(xv[i]), true), 1) << i;
+  }
+}
+
+// out[r, c] = a[r, c] + b[c] * s[r]: zero strides broadcast b along rows and s along columns.
+TEST(CpuCodegen, Broadcast2D) {
+  const int64_t R = 37, C = 65;
+  PlanBuilder pb;
+  int a = pb.add(K::Input, DType::Float32, R * C), bb = pb.add(K::Input, DType::Float32, C);
+  int s = pb.add(K::Input, DType::Float32, R), o = pb.add(K::Output, DType::Float32, R * C);
+  Body b(StageKind::MapOuter);
+  auto F = DType::Float32;
+  int v = b.op(Op::Add, F, b.load(F, 0, aff({C, 1})),
+               b.op(Op::Mul, F, b.load(F, 1, aff({0, 1})), b.load(F, 2, aff({1, 0}))));
+  b.store(3, aff({C, 1}), v);
+  pb.kernel({R, C}, {}, {pb.arg(a), pb.arg(bb), pb.arg(s), pb.arg(o, true)}, {b.st});
+  auto av = randn(R * C, 3), bv = randn(C, 4), sv = randn(R, 5);
+  auto out =
+      read<float>(run(pb.p, {{host(av).get()}, {host(bv).get()}, {host(sv).get()}})[o], R * C);
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < C; ++c)
+      ASSERT_EQ(out[r * C + c], av[r * C + c] + bv[c] * sv[r]) << r << "," << c;
+}
+
+// Rows of x[R, M]: sum, max (one row holds a NaN), prod of (1 + x/100), and an epilogue sum / M.
+TEST(CpuCodegen, ReduceInnerWithEpilogue) {
+  const int64_t R = 40, M = 257;
+  PlanBuilder pb;
+  auto F = DType::Float32;
+  int x = pb.add(K::Input, F, R * M);
+  int os = pb.add(K::Output, F, R), om = pb.add(K::Output, F, R), op = pb.add(K::Output, F, R);
+  int oe = pb.add(K::Output, DType::Float64, R);
+  Body s0(StageKind::Reduce), s1(StageKind::Reduce), s2(StageKind::Reduce), ep(StageKind::MapOuter);
+  Stage st0 = s0.reduce(Op::ReduceSum, F, s0.load(F, 0, aff({M, 1})));
+  Stage st1 = s1.reduce(Op::ReduceMax, F, s1.load(F, 0, aff({M, 1})));
+  int l2 = s2.load(F, 0, aff({M, 1}));
+  Stage st2 = s2.reduce(Op::ReduceProd, F,
+                        s2.op(Op::Add, F, s2.cnst(F, 1), s2.op(Op::Div, F, l2, s2.cnst(F, 100))));
+  int r0 = ep.result(F, 0);
+  ep.store(1, aff({1, 0}), r0);
+  ep.store(2, aff({1, 0}), ep.result(F, 1));
+  ep.store(3, aff({1, 0}), ep.result(F, 2));
+  ep.store(4, aff({1, 0}), ep.op(Op::Cast, DType::Float64, ep.op(Op::Div, F, r0, ep.cnst(F, M))));
+  pb.kernel({R}, {M},
+            {pb.arg(x), pb.arg(os, true), pb.arg(om, true), pb.arg(op, true), pb.arg(oe, true)},
+            {st0, st1, st2, ep.st});
+  auto xv = randn(R * M, 6, 3.f);
+  xv[3 * M + 100] = NAN;
+  auto out = run(pb.p, {{host(xv).get()}});
+  auto sum = read<float>(out[os], R), mx = read<float>(out[om], R), pr = read<float>(out[op], R);
+  auto ev = read<double>(out[oe], R);
+  for (int64_t r = 0; r < R; ++r) {
+    double es = 0, ep2 = 1;
+    float em = -INFINITY;
+    bool nan = false;
+    for (int64_t c = 0; c < M; ++c) {
+      float v = xv[r * M + c];
+      es += v;
+      ep2 *= 1.f + v / 100.f;
+      nan |= std::isnan(v);
+      em = std::max(em, v);
+    }
+    if (nan) {
+      EXPECT_TRUE(std::isnan(sum[r]) && std::isnan(mx[r]) && std::isnan(pr[r])) << r;
+      continue;
+    }
+    EXPECT_NEAR(sum[r], es, 1e-4 * (1 + std::fabs(es))) << r;
+    EXPECT_EQ(mx[r], em) << r;
+    EXPECT_NEAR(pr[r], ep2, 1e-5 * std::fabs(ep2)) << r;
+    EXPECT_NEAR(ev[r], es / M, 1e-6) << r;
+  }
+}
+
+// Integer reductions wrap (int32 sum), take signed max (int8) and unsigned min (uint8).
+TEST(CpuCodegen, IntegerReductions) {
+  const int64_t R = 9, M = 301;
+  PlanBuilder pb;
+  int a = pb.add(K::Input, DType::Int32, R * M), b8 = pb.add(K::Input, DType::Int8, R * M);
+  int u8 = pb.add(K::Input, DType::UInt8, R * M);
+  int o1 = pb.add(K::Output, DType::Int32, R), o2 = pb.add(K::Output, DType::Int8, R);
+  int o3 = pb.add(K::Output, DType::UInt8, R);
+  Body s0(StageKind::Reduce), s1(StageKind::Reduce), s2(StageKind::Reduce), ep(StageKind::MapOuter);
+  Stage st0 = s0.reduce(Op::ReduceSum, DType::Int32, s0.load(DType::Int32, 0, aff({M, 1})));
+  Stage st1 = s1.reduce(Op::ReduceMax, DType::Int8, s1.load(DType::Int8, 1, aff({M, 1})));
+  Stage st2 = s2.reduce(Op::ReduceMin, DType::UInt8, s2.load(DType::UInt8, 2, aff({M, 1})));
+  ep.store(3, aff({1, 0}), ep.result(DType::Int32, 0));
+  ep.store(4, aff({1, 0}), ep.result(DType::Int8, 1));
+  ep.store(5, aff({1, 0}), ep.result(DType::UInt8, 2));
+  pb.kernel(
+      {R}, {M},
+      {pb.arg(a), pb.arg(b8), pb.arg(u8), pb.arg(o1, true), pb.arg(o2, true), pb.arg(o3, true)},
+      {st0, st1, st2, ep.st});
+  auto av = randint<int32_t>(R * M, 7, INT32_MIN / 2, INT32_MAX / 2);
+  auto bv = randint<int8_t>(R * M, 8, -128, -1);   // all negative: a signed max, not unsigned
+  auto uv = randint<uint8_t>(R * M, 9, 100, 255);  // > 127: an unsigned min, not signed
+  auto out = run(pb.p, {{host(av).get()}, {host(bv).get()}, {host(uv).get()}});
+  auto s = read<int32_t>(out[o1], R);
+  auto m = read<int8_t>(out[o2], R);
+  auto n = read<uint8_t>(out[o3], R);
+  for (int64_t r = 0; r < R; ++r) {
+    uint32_t es = 0;
+    int8_t em = INT8_MIN;
+    uint8_t en = 255;
+    for (int64_t c = 0; c < M; ++c) {
+      es += static_cast<uint32_t>(av[r * M + c]);
+      em = std::max(em, bv[r * M + c]);
+      en = std::min(en, uv[r * M + c]);
+    }
+    EXPECT_EQ(s[r], static_cast<int32_t>(es));
+    EXPECT_EQ(m[r], em);
+    EXPECT_EQ(n[r], en);
+  }
+}
+
+// softmax over rows: Reduce max, Reduce sum(exp(x - r0)), MapInner store exp(x - r0) / r1.
+TEST(CpuCodegen, SoftmaxKernel) {
+  const int64_t R = 33, M = 1000;
+  auto F = DType::Float32;
+  PlanBuilder pb;
+  int x = pb.add(K::Input, F, R * M), o = pb.add(K::Output, F, R * M);
+  Body s0(StageKind::Reduce), s1(StageKind::Reduce), s2(StageKind::MapInner);
+  Stage st0 = s0.reduce(Op::ReduceMax, F, s0.load(F, 0, aff({M, 1})));
+  Stage st1 =
+      s1.reduce(Op::ReduceSum, F,
+                s1.op(Op::Exp, F, s1.op(Op::Sub, F, s1.load(F, 0, aff({M, 1})), s1.result(F, 0))));
+  int e = s2.op(Op::Exp, F, s2.op(Op::Sub, F, s2.load(F, 0, aff({M, 1})), s2.result(F, 0)));
+  s2.store(1, aff({M, 1}), s2.op(Op::Div, F, e, s2.result(F, 1)));
+  pb.kernel({R}, {M}, {pb.arg(x), pb.arg(o, true)}, {st0, st1, s2.st});
+  auto xv = randn(R * M, 10, 5.f);
+  auto out = read<float>(run(pb.p, {{host(xv).get()}})[o], R * M);
+  for (int64_t r = 0; r < R; ++r) {
+    double mx = -kInf, sum = 0;
+    for (int64_t c = 0; c < M; ++c) mx = std::max(mx, static_cast<double>(xv[r * M + c]));
+    for (int64_t c = 0; c < M; ++c) sum += std::exp(xv[r * M + c] - mx);
+    for (int64_t c = 0; c < M; ++c) {
+      double want = std::exp(xv[r * M + c] - mx) / sum;
+      ASSERT_NEAR(out[r * M + c], want, 1e-7 + 1e-5 * want) << r << "," << c;
+    }
+  }
+}
+
+// A transpose through a non-affine index: out[v] = in[(v % R) * C + v / R].
+TEST(CpuCodegen, GeneralIndexFloorDivMod) {
+  const int64_t R = 23, C = 41;
+  using E = loop::IExpr::Kind;
+  std::vector<loop::IExpr> ix = {{E::Var, 0},      {E::Const, R},     {E::Mod, 0, 0, 1},
+                                 {E::Const, C},    {E::Mul, 0, 2, 3}, {E::FloorDiv, 0, 0, 1},
+                                 {E::Add, 0, 4, 5}};
+  PlanBuilder pb;
+  int in = pb.add(K::Input, DType::Int64, R * C), o = pb.add(K::Output, DType::Int64, R * C);
+  Body b(StageKind::MapOuter);
+  b.store(1, aff({1}), b.load(DType::Int64, 0, general(6)));
+  pb.kernel({R * C}, {}, {pb.arg(in), pb.arg(o, true)}, {b.st}, ix);
+  auto v = randint<int64_t>(R * C, 11, INT64_MIN, INT64_MAX);
+  auto out = read<int64_t>(run(pb.p, {{host(v).get()}})[o], R * C);
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t r = 0; r < R; ++r) ASSERT_EQ(out[c * R + r], v[r * C + c]);
+}
+
+// --- casts -----------------------------------------------------------------------------------
+struct Val {  // a value of some dtype: integral ones in i, floating ones in d
+  bool fp;
+  int64_t i;
+  double d;
+};
+Val decode(const uint8_t* p, DType t) {
+  switch (t) {
+    case DType::Bool:
+      return {false, *p != 0, 0};
+    case DType::UInt8:
+      return {false, *p, 0};
+    case DType::Int8:
+      return {false, static_cast<int8_t>(*p), 0};
+    case DType::Int32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return {false, v, 0};
+    }
+    case DType::Int64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return {false, v, 0};
+    }
+    case DType::Float16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return {true, 0, f16_value(v)};
+    }
+    case DType::BFloat16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return {true, 0, bf16_value(v)};
+    }
+    case DType::Float32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      return {true, 0, v};
+    }
+    case DType::Float64: {
+      double v;
+      std::memcpy(&v, p, 8);
+      return {true, 0, v};
+    }
+  }
+  return {};
+}
+// torch semantics: float -> int truncates (NaN / beyond int64 -> 0) then wraps; x -> bool is x !=
+// 0.
+void encode(uint8_t* p, DType t, Val v) {
+  int64_t i = v.i;
+  if (v.fp) i = (std::isnan(v.d) || std::fabs(v.d) > 9.2e18) ? 0 : static_cast<int64_t>(v.d);
+  float f = v.fp ? static_cast<float>(v.d) : static_cast<float>(v.i);
+  switch (t) {
+    case DType::Bool:
+      *p = v.fp ? v.d != 0 : v.i != 0;
+      break;
+    case DType::UInt8:
+      *p = static_cast<uint8_t>(i);
+      break;
+    case DType::Int8:
+      *p = static_cast<uint8_t>(static_cast<int8_t>(i));
+      break;
+    case DType::Int32: {
+      int32_t x = static_cast<int32_t>(i);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case DType::Int64:
+      std::memcpy(p, &i, 8);
+      break;
+    case DType::Float16: {
+      uint16_t x = f16_bits(f);
+      std::memcpy(p, &x, 2);
+      break;
+    }
+    case DType::BFloat16: {
+      uint16_t x = bf16_bits(f);
+      std::memcpy(p, &x, 2);
+      break;
+    }
+    case DType::Float32:
+      std::memcpy(p, &f, 4);
+      break;
+    case DType::Float64: {
+      double x = v.fp ? v.d : static_cast<double>(v.i);
+      std::memcpy(p, &x, 8);
+      break;
+    }
+  }
+}
+
+TEST(CpuCodegen, CastsAmongAllDTypes) {
+  std::vector<double> specials = {
+      0.0,          -0.0,          1.0,    -1.0,  0.5,   -1.5,   2.5,        127.9,
+      128.0,        -129.5,        255.5,  256.0, 300.7, -300.7, 65504.0,    65519.0,
+      65520.0,      1e-5,          6e-8,   3e-8,  1e-40, 3.4e38, 1e20,       -1e20,
+      2147483648.5, -2147483649.0, 9.3e18, kInf,  -kInf, kNaN,   1.00390625, 1.005859375};
+  std::mt19937 g(12);
+  std::normal_distribution<double> nd(0, 1000);
+  std::uniform_int_distribution<int64_t> id(INT64_MIN, INT64_MAX);
+  for (DType from : kAllDTypes) {
+    const size_t fs = dtype_size(from);
+    std::vector<uint8_t> src;
+    auto add = [&](Val v) {
+      src.resize(src.size() + fs);
+      encode(&src[src.size() - fs], from, v);
+    };
+    for (double d : specials) add({true, 0, d});
+    for (int i = 0; i < 200; ++i) add({true, 0, nd(g)});
+    for (int i = 0; i < 100; ++i) add({false, id(g) >> (i % 60), 0});
+    const int64_t n = static_cast<int64_t>(src.size() / fs);
+    auto in = std::make_shared<HostBuffer>(src.size());
+    std::memcpy(in->data(), src.data(), src.size());
+    for (DType to : kAllDTypes) {
+      PlanBuilder pb;
+      int x = pb.add(K::Input, from, n), o = pb.add(K::Output, to, n);
+      Body b(StageKind::MapOuter);
+      b.store(1, aff({1}), b.op(Op::Cast, to, b.load(from, 0, aff({1}))));
+      pb.kernel({n}, {}, {pb.arg(x), pb.arg(o, true)}, {b.st});
+      auto out = run(pb.p, {{in.get()}})[o];
+      const auto* got = static_cast<const uint8_t*>(out->data());
+      for (int64_t i = 0; i < n; ++i) {
+        Val sv = decode(&src[i * fs], from);
+        uint8_t want[8];
+        encode(want, to, sv);
+        Val w = decode(want, to), h = decode(got + i * dtype_size(to), to);
+        bool same = w.fp ? ((std::isnan(w.d) && std::isnan(h.d)) ||
+                            std::memcmp(want, got + i * dtype_size(to), dtype_size(to)) == 0)
+                         : w.i == h.i;
+        ASSERT_TRUE(same) << dtype_name(from) << " -> " << dtype_name(to) << " of "
+                          << (sv.fp ? sv.d : sv.i) << ": got " << (h.fp ? h.d : h.i) << ", want "
+                          << (w.fp ? w.d : w.i);
+      }
+    }
+  }
+}
+
+// Every float16 / bfloat16 encoding widens exactly and narrows back to itself; random float32
+// bit patterns (all magnitudes, subnormals included) narrow to nearest-even.
+TEST(CpuCodegen, Float16BFloat16RoundTrips) {
+  for (DType h : {DType::Float16, DType::BFloat16}) {
+    std::vector<uint16_t> all(65536);
+    for (int i = 0; i < 65536; ++i) all[i] = static_cast<uint16_t>(i);
+    std::vector<uint32_t> f32 = randint<uint32_t>(200000, 13, 0, UINT32_MAX);
+    PlanBuilder pb;
+    int a = pb.add(K::Input, h, 65536), w = pb.add(K::Output, DType::Float32, 65536);
+    int back = pb.add(K::Output, h, 65536);
+    int f = pb.add(K::Input, DType::Float32, 200000), n = pb.add(K::Output, h, 200000);
+    Body b1(StageKind::MapOuter), b2(StageKind::MapOuter);
+    int wide = b1.op(Op::Cast, DType::Float32, b1.load(h, 0, aff({1})));
+    b1.store(1, aff({1}), wide);
+    b1.store(2, aff({1}), b1.op(Op::Cast, h, wide));
+    b2.store(1, aff({1}), b2.op(Op::Cast, h, b2.load(DType::Float32, 0, aff({1}))));
+    pb.kernel({65536}, {}, {pb.arg(a), pb.arg(w, true), pb.arg(back, true)}, {b1.st});
+    pb.kernel({200000}, {}, {pb.arg(f), pb.arg(n, true)}, {b2.st});
+    auto out = run(pb.p, {{host(all).get()}, {host(f32).get()}});
+    auto wv = read<float>(out[w], 65536);
+    auto bv = read<uint16_t>(out[back], 65536), nv = read<uint16_t>(out[n], 200000);
+    for (int i = 0; i < 65536; ++i) {
+      float want = h == DType::Float16 ? f16_value(all[i]) : bf16_value(all[i]);
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(wv[i])) << i;
+        continue;
+      }
+      ASSERT_EQ(std::memcmp(&wv[i], &want, 4), 0) << dtype_name(h) << " " << i;
+      ASSERT_EQ(bv[i], all[i]) << dtype_name(h) << " " << i;
+    }
+    for (int i = 0; i < 200000; ++i) {
+      float x;
+      std::memcpy(&x, &f32[i], 4);
+      uint16_t want = h == DType::Float16 ? f16_bits(x) : bf16_bits(x);
+      if (std::isnan(x))
+        ASSERT_TRUE((nv[i] & 0x7fff) > (h == DType::Float16 ? 0x7c00 : 0x7f80)) << i;
+      else
+        ASSERT_EQ(nv[i], want) << dtype_name(h) << " of " << x;
+    }
+  }
+}
+
+// float16 arithmetic rounds after every op, as torch does: (a + b) * c in float16.
+TEST(CpuCodegen, Float16RoundsPerOp) {
+  const int64_t N = 4099;
+  auto H = DType::Float16;
+  PlanBuilder pb;
+  int a = pb.add(K::Input, H, N), b = pb.add(K::Input, H, N), c = pb.add(K::Input, H, N);
+  int o = pb.add(K::Output, H, N);
+  Body bd(StageKind::MapOuter);
+  bd.store(3, aff({1}),
+           bd.op(Op::Mul, H, bd.op(Op::Add, H, bd.load(H, 0, aff({1})), bd.load(H, 1, aff({1}))),
+                 bd.load(H, 2, aff({1}))));
+  pb.kernel({N}, {}, {pb.arg(a), pb.arg(b), pb.arg(c), pb.arg(o, true)}, {bd.st});
+  auto enc = [](const std::vector<float>& v) {
+    std::vector<uint16_t> r;
+    for (float x : v) r.push_back(f16_bits(x));
+    return r;
+  };
+  auto av = enc(randn(N, 14, 100)), bv = enc(randn(N, 15, 100)), cv = enc(randn(N, 16, 3));
+  auto out =
+      read<uint16_t>(run(pb.p, {{host(av).get()}, {host(bv).get()}, {host(cv).get()}})[o], N);
+  for (int64_t i = 0; i < N; ++i) {
+    float sum = f16_value(f16_bits(f16_value(av[i]) + f16_value(bv[i])));
+    ASSERT_EQ(out[i], f16_bits(sum * f16_value(cv[i]))) << i;
+  }
+}
+
+// Runtime scalars: float32 from RunInput::scalar, int64 from scalar_i (beyond 2^53), float16.
+// One executable, two sets of values: the scalars are not baked in.
+TEST(CpuCodegen, ScalarArgs) {
+  const int64_t N = 100;
+  PlanBuilder pb;
+  int x = pb.add(K::Input, DType::Float32, N), s = pb.add(K::Scalar, DType::Float32, 1);
+  int y = pb.add(K::Input, DType::Int64, N), k = pb.add(K::Scalar, DType::Int64, 1);
+  int h = pb.add(K::Scalar, DType::Float16, 1);
+  int o1 = pb.add(K::Output, DType::Float32, N), o2 = pb.add(K::Output, DType::Int64, N);
+  int o3 = pb.add(K::Output, DType::Float16, N);
+  Body b(StageKind::MapOuter);
+  b.store(5, aff({1}),
+          b.op(Op::Mul, DType::Float32, b.load(DType::Float32, 0, aff({1})),
+               b.scalar(DType::Float32, 1)));
+  b.store(
+      6, aff({1}),
+      b.op(Op::Add, DType::Int64, b.load(DType::Int64, 2, aff({1})), b.scalar(DType::Int64, 3)));
+  b.store(7, aff({1}),
+          b.op(Op::Cast, DType::Float16,
+               b.op(Op::Mul, DType::Float32, b.load(DType::Float32, 0, aff({1})),
+                    b.op(Op::Cast, DType::Float32, b.scalar(DType::Float16, 4)))));
+  pb.kernel({N}, {},
+            {pb.arg(x), pb.arg(s), pb.arg(y), pb.arg(k), pb.arg(h), pb.arg(o1, true),
+             pb.arg(o2, true), pb.arg(o3, true)},
+            {b.st});
+  auto exe = cpu().compile(pb.p);
+  auto xv = randn(N, 17);
+  auto yv = randint<int64_t>(N, 18, -1000000, 1000000);
+  auto xb = host(xv), yb = host(yv);
+  for (auto [sv, kv, hv] :
+       {std::tuple{2.5, (int64_t{1} << 60) + 3, 0.1}, std::tuple{-0.375, int64_t{-7}, 3.0}}) {
+    std::vector<RunInput> in(5);
+    in[0].buffer = xb.get();
+    in[1].scalar = sv;
+    in[2].buffer = yb.get();
+    in[3].scalar_i = kv;
+    in[4].scalar = hv;
+    auto out = exe->run(in, nullptr);
+    auto r1 = read<float>(out[o1], N);
+    auto r2 = read<int64_t>(out[o2], N);
+    auto r3 = read<uint16_t>(out[o3], N);
+    for (int64_t i = 0; i < N; ++i) {
+      ASSERT_EQ(r1[i], xv[i] * static_cast<float>(sv));
+      ASSERT_EQ(r2[i], yv[i] + kv);
+      ASSERT_EQ(r3[i], f16_bits(xv[i] * f16_value(f16_bits(static_cast<float>(hv)))));
+    }
+  }
+}
+
+// RandUniform equals loop::rand_uniform bit for bit (float32, float64 and float16 results).
+TEST(CpuCodegen, RandUniformMatchesSpec) {
+  const int64_t R = 13, C = 257;
+  PlanBuilder pb;
+  int seed = pb.add(K::Scalar, DType::Int64, 1), off = pb.add(K::Scalar, DType::Int64, 1);
+  int o32 = pb.add(K::Output, DType::Float32, R * C),
+      o64 = pb.add(K::Output, DType::Float64, R * C);
+  int o16 = pb.add(K::Output, DType::Float16, R * C);
+  Body b(StageKind::MapOuter);
+  int sd = b.scalar(DType::Int64, 0), of = b.scalar(DType::Int64, 1);
+  b.store(2, aff({C, 1}), b.rand(DType::Float32, sd, of, aff({C, 1}, 5), 1));
+  b.store(3, aff({C, 1}), b.rand(DType::Float64, sd, of, aff({C, 1}, 5), 0));
+  b.store(4, aff({C, 1}), b.rand(DType::Float16, sd, of, aff({C, 1}), 3));
+  pb.kernel({R, C}, {},
+            {pb.arg(seed), pb.arg(off), pb.arg(o32, true), pb.arg(o64, true), pb.arg(o16, true)},
+            {b.st});
+  for (int64_t sv : {int64_t{0x123456789abcdef}, int64_t{-42}}) {
+    std::vector<RunInput> in(2);
+    in[0].scalar_i = sv;
+    in[1].scalar_i = 1000;
+    auto out = run(pb.p, in);
+    auto r32 = read<float>(out[o32], R * C);
+    auto r64 = read<double>(out[o64], R * C);
+    auto r16 = read<uint16_t>(out[o16], R * C);
+    for (int64_t i = 0; i < R * C; ++i) {
+      float w32 = static_cast<float>(loop::rand_uniform(sv, 1000, i + 5, 1, DType::Float32));
+      double w64 = loop::rand_uniform(sv, 1000, i + 5, 0, DType::Float64);
+      float w16 = static_cast<float>(loop::rand_uniform(sv, 1000, i, 3, DType::Float16));
+      ASSERT_EQ(std::memcmp(&r32[i], &w32, 4), 0) << i;
+      ASSERT_EQ(std::memcmp(&r64[i], &w64, 8), 0) << i;
+      ASSERT_EQ(r16[i], f16_bits(w16)) << i;
+    }
+  }
+}
+
+// Unary ops against the C library on float32 and float64 (<= 1 ulp), neg/abs on integers.
+TEST(CpuCodegen, UnaryOps) {
+  const Op ops[] = {Op::Neg,  Op::Exp, Op::Log, Op::Sqrt,  Op::Sin,  Op::Cos,
+                    Op::Tanh, Op::Erf, Op::Abs, Op::Floor, Op::Recip};
+  const int64_t N = 515;
+  auto xv = randn(N, 19, 4.f);
+  xv[0] = NAN, xv[1] = INFINITY, xv[2] = -0.f, xv[3] = -2.5f;
+  std::vector<double> xd(xv.begin(), xv.end());
+  for (DType t : {DType::Float32, DType::Float64}) {
+    for (Op op : ops) {
+      PlanBuilder pb;
+      int x = pb.add(K::Input, t, N), o = pb.add(K::Output, t, N);
+      Body b(StageKind::MapOuter);
+      b.store(1, aff({1}), b.op(op, t, b.load(t, 0, aff({1}))));
+      pb.kernel({N}, {}, {pb.arg(x), pb.arg(o, true)}, {b.st});
+      const bool f = t == DType::Float32;
+      auto out = run(pb.p, {{f ? host(xv).get() : host(xd).get()}})[o];
+      for (int64_t i = 0; i < N; ++i) {
+        double got = f ? read<float>(out, N)[i] : read<double>(out, N)[i];
+        auto ref = [&](auto v) -> double {
+          using T = decltype(v);
+          switch (op) {
+            case Op::Neg:
+              return -v;
+            case Op::Exp:
+              return std::exp(v);
+            case Op::Log:
+              return std::log(v);
+            case Op::Sqrt:
+              return std::sqrt(v);
+            case Op::Sin:
+              return std::sin(v);
+            case Op::Cos:
+              return std::cos(v);
+            case Op::Tanh:
+              return std::tanh(v);
+            case Op::Erf:
+              return std::erf(v);
+            case Op::Abs:
+              return std::fabs(v);
+            case Op::Floor:
+              return std::floor(v);
+            default:
+              return T(1) / v;
+          }
+        };
+        double want = f ? ref(xv[i]) : ref(xd[i]);
+        ASSERT_LE(ulps(got, want, f), 1) << op_name(op) << " " << dtype_name(t) << " of " << xd[i]
+                                         << ": " << got << " vs " << want;
+      }
+    }
+  }
+  PlanBuilder pb;  // integers: neg and abs wrap at the minimum
+  int x = pb.add(K::Input, DType::Int8, 4), o1 = pb.add(K::Output, DType::Int8, 4),
+      o2 = pb.add(K::Output, DType::Int8, 4);
+  Body b(StageKind::MapOuter);
+  int l = b.load(DType::Int8, 0, aff({1}));
+  b.store(1, aff({1}), b.op(Op::Neg, DType::Int8, l));
+  b.store(2, aff({1}), b.op(Op::Abs, DType::Int8, l));
+  pb.kernel({4}, {}, {pb.arg(x), pb.arg(o1, true), pb.arg(o2, true)}, {b.st});
+  auto out = run(pb.p, {{host(std::vector<int8_t>{-128, -5, 0, 127}).get()}});
+  EXPECT_EQ(read<int8_t>(out[o1], 4), (std::vector<int8_t>{-128, 5, 0, -127}));
+  EXPECT_EQ(read<int8_t>(out[o2], 4), (std::vector<int8_t>{-128, 5, 0, 127}));
+}
+
+// Binary/compare/logical/where semantics: NaN in comparisons and maximum/minimum, integer
+// wrap-around, signed vs unsigned max/min.
+TEST(CpuCodegen, BinaryCompareLogicalWhere) {
+  std::vector<float> a = {1, NAN, 2, -0.f, 3, NAN, -INFINITY, 5};
+  std::vector<float> c = {1, 1, NAN, 0.f, 4, NAN, 7, -5};
+  const int64_t N = static_cast<int64_t>(a.size());
+  const Op cmps[] = {Op::Eq, Op::Ne, Op::Lt, Op::Le, Op::Gt, Op::Ge};
+  PlanBuilder pb;
+  auto F = DType::Float32, B = DType::Bool;
+  int xa = pb.add(K::Input, F, N), xc = pb.add(K::Input, F, N);
+  std::vector<loop::Arg> args = {pb.arg(xa), pb.arg(xc)};
+  Body b(StageKind::MapOuter);
+  int la = b.load(F, 0, aff({1})), lc = b.load(F, 1, aff({1}));
+  std::vector<int> outs;
+  auto out = [&](DType t, int v) {
+    outs.push_back(pb.add(K::Output, t, N));
+    args.push_back(pb.arg(outs.back(), true));
+    b.store(static_cast<int>(args.size()) - 1, aff({1}), v);
+  };
+  for (Op op : cmps) out(B, b.op(op, B, la, lc));
+  out(F, b.op(Op::Maximum, F, la, lc));
+  out(F, b.op(Op::Minimum, F, la, lc));
+  int lt = b.op(Op::Lt, B, la, lc), ne = b.op(Op::Ne, B, la, lc);
+  out(B, b.op(Op::And, B, lt, ne));
+  out(B, b.op(Op::Or, B, lt, b.op(Op::Not, B, ne)));
+  out(F, b.op(Op::Where, F, lt, la, lc));
+  pb.kernel({N}, {}, args, {b.st});
+  auto r = run(pb.p, {{host(a).get()}, {host(c).get()}});
+  for (int64_t i = 0; i < N; ++i) {
+    const float x = a[i], y = c[i];
+    bool want[] = {x == y, x != y, x<y, x <= y, x> y, x >= y};
+    for (int k = 0; k < 6; ++k)
+      EXPECT_EQ(read<uint8_t>(r[outs[k]], N)[i], want[k] ? 1 : 0) << op_name(cmps[k]) << i;
+    bool nan = std::isnan(x) || std::isnan(y);
+    float mx = read<float>(r[outs[6]], N)[i], mn = read<float>(r[outs[7]], N)[i];
+    if (nan)
+      EXPECT_TRUE(std::isnan(mx) && std::isnan(mn)) << i;
+    else
+      EXPECT_TRUE(mx == std::max(x, y) && mn == std::min(x, y)) << i;
+    EXPECT_EQ(read<uint8_t>(r[outs[8]], N)[i], (x < y) && (x != y));
+    EXPECT_EQ(read<uint8_t>(r[outs[9]], N)[i], (x < y) || !(x != y));
+    float w = read<float>(r[outs[10]], N)[i], ww = x < y ? x : y;
+    EXPECT_TRUE(w == ww || (std::isnan(w) && std::isnan(ww))) << i;
+  }
+  // Integers: int8 add/mul wrap; uint8 max is unsigned, int32 min is signed.
+  PlanBuilder ib;
+  int i8 = ib.add(K::Input, DType::Int8, 4), u8 = ib.add(K::Input, DType::UInt8, 4),
+      i32 = ib.add(K::Input, DType::Int32, 4);
+  int s = ib.add(K::Output, DType::Int8, 4), m = ib.add(K::Output, DType::Int8, 4),
+      um = ib.add(K::Output, DType::UInt8, 4);
+  int sm = ib.add(K::Output, DType::Int32, 4);
+  Body ibd(StageKind::MapOuter);
+  int l8 = ibd.load(DType::Int8, 0, aff({1})), lu = ibd.load(DType::UInt8, 1, aff({1}));
+  int l32 = ibd.load(DType::Int32, 2, aff({1}));
+  ibd.store(3, aff({1}), ibd.op(Op::Add, DType::Int8, l8, l8));
+  ibd.store(4, aff({1}), ibd.op(Op::Mul, DType::Int8, l8, ibd.cnst(DType::Int8, 3)));
+  ibd.store(5, aff({1}), ibd.op(Op::Maximum, DType::UInt8, lu, ibd.cnst(DType::UInt8, 100)));
+  ibd.store(6, aff({1}), ibd.op(Op::Minimum, DType::Int32, l32, ibd.cnst(DType::Int32, 0)));
+  ib.kernel({4}, {},
+            {ib.arg(i8), ib.arg(u8), ib.arg(i32), ib.arg(s, true), ib.arg(m, true),
+             ib.arg(um, true), ib.arg(sm, true)},
+            {ibd.st});
+  auto ir = run(ib.p, {{host(std::vector<int8_t>{100, -100, 7, -128}).get()},
+                       {host(std::vector<uint8_t>{200, 5, 100, 255}).get()},
+                       {host(std::vector<int32_t>{-5, 5, INT32_MIN, INT32_MAX}).get()}});
+  EXPECT_EQ(read<int8_t>(ir[s], 4), (std::vector<int8_t>{-56, 56, 14, 0}));
+  EXPECT_EQ(read<int8_t>(ir[m], 4), (std::vector<int8_t>{44, -44, 21, -128}));
+  EXPECT_EQ(read<uint8_t>(ir[um], 4), (std::vector<uint8_t>{200, 100, 100, 255}));
+  EXPECT_EQ(read<int32_t>(ir[sm], 4), (std::vector<int32_t>{-5, 0, INT32_MIN, 0}));
+}
+
+// Two kernels through a Temp buffer; edge shapes: a 0-d full reduction, an empty inner extent
+// (sum 0, prod 1), an empty output.
+TEST(CpuCodegen, TempsAndEdgeShapes) {
+  const int64_t N = 1000;
+  auto F = DType::Float32;
+  PlanBuilder pb;
+  int x = pb.add(K::Input, F, N), t = pb.add(K::Temp, F, N), o = pb.add(K::Output, F, 1);
+  int e = pb.add(K::Input, F, 0), es = pb.add(K::Output, F, 5), ep = pb.add(K::Output, F, 5);
+  int z = pb.add(K::Output, F, 0);
+  Body k1(StageKind::MapOuter);
+  k1.store(1, aff({1}), k1.op(Op::Mul, F, k1.load(F, 0, aff({1})), k1.cnst(F, 2)));
+  pb.kernel({N}, {}, {pb.arg(x), pb.arg(t, true)}, {k1.st});
+  Body r(StageKind::Reduce), st(StageKind::MapOuter);
+  Stage rs = r.reduce(Op::ReduceSum, F, r.load(F, 0, aff({1})));
+  st.store(1, aff({}), st.result(F, 0));
+  pb.kernel({}, {N}, {pb.arg(t), pb.arg(o, true)}, {rs, st.st});
+  Body s0(StageKind::Reduce), s1(StageKind::Reduce), s2(StageKind::MapOuter);
+  Stage a0 = s0.reduce(Op::ReduceSum, F, s0.load(F, 0, aff({0, 1})));
+  Stage a1 = s1.reduce(Op::ReduceProd, F, s1.load(F, 0, aff({0, 1})));
+  s2.store(1, aff({1, 0}), s2.result(F, 0));
+  s2.store(2, aff({1, 0}), s2.result(F, 1));
+  pb.kernel({5}, {0}, {pb.arg(e), pb.arg(es, true), pb.arg(ep, true)}, {a0, a1, s2.st});
+  Body zz(StageKind::MapOuter);
+  zz.store(0, aff({1}), zz.cnst(F, 1));
+  pb.kernel({0}, {}, {pb.arg(z, true)}, {zz.st});
+  auto xv = randn(N, 20);
+  auto out = run(pb.p, {{host(xv).get()}, {host(std::vector<float>{}).get()}});
+  EXPECT_EQ(out[t], nullptr);
+  double want = 0;
+  for (float v : xv) want += 2.0 * v;
+  EXPECT_NEAR(read<float>(out[o], 1)[0], want, 1e-3);
+  EXPECT_EQ(read<float>(out[es], 5), std::vector<float>(5, 0.f));
+  EXPECT_EQ(read<float>(out[ep], 5), std::vector<float>(5, 1.f));
+  EXPECT_EQ(out[z]->bytes(), 0u);
+}
+
+TEST(CpuCodegen, UnsupportedThrowsNotImplemented) {
+  PlanBuilder pb;
+  int x = pb.add(K::Input, DType::Int32, 4), o = pb.add(K::Output, DType::Int32, 4);
+  Body b(StageKind::MapOuter);
+  int l = b.load(DType::Int32, 0, aff({1}));
+  b.store(1, aff({1}), b.op(Op::Div, DType::Int32, l, l));
+  pb.kernel({4}, {}, {pb.arg(x), pb.arg(o, true)}, {b.st});
+  try {
+    cpu().compile(pb.p);
+    FAIL() << "expected lt::Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::NotImplemented);
+    EXPECT_NE(std::string(e.what()).find("on cpu"), std::string::npos) << e.what();
+  }
+  pb.p.kernels[0].stages[0].body[1].op = Op::Reshape;
+  EXPECT_THROW(cpu().compile(pb.p), Error);
+}
+
+// A plan big enough for the thread pool, with rows split across chunks (outer [7, 3, 1001],
+// permuted input) and a reduction; threaded results equal single-threaded ones bit for bit,
+// also when several threads run the executable at once.
+TEST(CpuCodegen, ThreadedEqualsSingleThreaded) {
+  const int64_t A = 7, B = 3, C = 1001, R = 4096, M = 64;
+  auto F = DType::Float32;
+  PlanBuilder pb;
+  int x = pb.add(K::Input, F, A * B * C), o = pb.add(K::Output, F, A * B * C);
+  int y = pb.add(K::Input, F, R * M), s = pb.add(K::Output, F, R);
+  Body b(StageKind::MapOuter);  // out[a, b, c] = sin(x[c, a, b]) * 3
+  b.store(1, aff({B * C, C, 1}),
+          b.op(Op::Mul, F, b.op(Op::Sin, F, b.load(F, 0, aff({B, 1, A * B}))), b.cnst(F, 3)));
+  pb.kernel({A, B, C}, {}, {pb.arg(x), pb.arg(o, true)}, {b.st});
+  Body r(StageKind::Reduce), e(StageKind::MapOuter);
+  Stage rs = r.reduce(Op::ReduceSum, F, r.op(Op::Exp, F, r.load(F, 0, aff({M, 1}))));
+  e.store(1, aff({1, 0}), e.op(Op::Log, F, e.result(F, 0)));
+  pb.kernel({R}, {M}, {pb.arg(y), pb.arg(s, true)}, {rs, e.st});
+  auto exe = cpu().compile(pb.p);
+  auto xv = randn(A * B * C, 21), yv = randn(R * M, 22);
+  auto xb = host(xv), yb = host(yv);
+  auto& pool = cpu::ThreadPool::global();
+  const int saved = pool.num_threads();
+  pool.set_num_threads(1);
+  auto one = exe->run({{xb.get()}, {yb.get()}}, nullptr);
+  pool.set_num_threads(4);
+  EXPECT_EQ(pool.num_threads(), 4);
+  auto four = exe->run({{xb.get()}, {yb.get()}}, nullptr);
+  for (int id : {o, s}) {
+    ASSERT_EQ(one[id]->bytes(), four[id]->bytes());
+    EXPECT_EQ(std::memcmp(one[id]->data(), four[id]->data(), one[id]->bytes()), 0) << id;
+  }
+  auto ov = read<float>(one[o], A * B * C);
+  for (int64_t a = 0; a < A; ++a)
+    for (int64_t bb = 0; bb < B; ++bb)
+      for (int64_t c = 0; c < C; ++c)
+        ASSERT_EQ(ov[(a * B + bb) * C + c], std::sin(xv[(c * A + a) * B + bb]) * 3.f)
+            << a << bb << c;
+  std::vector<std::thread> ts;
+  std::vector<int> ok(4, 0);
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < 10; ++i) {
+        auto r2 = exe->run({{xb.get()}, {yb.get()}}, nullptr);
+        ok[t] += std::memcmp(r2[s]->data(), one[s]->data(), R * 4) == 0 &&
+                 std::memcmp(r2[o]->data(), one[o]->data(), A * B * C * 4) == 0;
+      }
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(ok, std::vector<int>(4, 10));
+  pool.set_num_threads(saved);
+}
+
+TEST(CpuCodegen, ThreadPoolCoversRangeAndNests) {
+  cpu::ThreadPool pool(4);
+  std::vector<std::atomic<int>> hits(100003);
+  pool.parallel_for(3, 100003, 1000, 16, [&](int64_t lo, int64_t hi) {
+    EXPECT_TRUE(lo == 3 || (lo - 3) % 16 == 0);
+    // Re-entrant use runs inline instead of deadlocking.
+    pool.parallel_for(lo, hi, 1, 1, [&](int64_t a, int64_t b) {
+      for (int64_t i = a; i < b; ++i) hits[i]++;
+    });
+  });
+  for (int64_t i = 0; i < 100003; ++i) ASSERT_EQ(hits[i].load(), i >= 3 ? 1 : 0) << i;
+  EXPECT_THROW(pool.parallel_for(0, 100000, 10, 1,
+                                 [](int64_t lo, int64_t) {
+                                   if (lo > 50000) throw std::runtime_error("boom");
+                                 }),
+               std::runtime_error);
+}
+
+// The optimized IR of a contiguous float32 elementwise kernel is vectorized.
+TEST(CpuCodegen, ElementwiseKernelIsVectorized) {
+  const int64_t R = 64, C = 128;
+  auto F = DType::Float32;
+  PlanBuilder pb;
+  int a = pb.add(K::Input, F, R * C), b = pb.add(K::Input, F, R * C),
+      o = pb.add(K::Output, F, R * C);
+  Body bd(StageKind::MapOuter);
+  bd.store(2, aff({C, 1}),
+           bd.op(Op::Add, F, bd.op(Op::Mul, F, bd.load(F, 0, aff({C, 1})), bd.cnst(F, 2)),
+                 bd.load(F, 1, aff({C, 1}))));
+  pb.kernel({R, C}, {}, {pb.arg(a), pb.arg(b), pb.arg(o, true)}, {bd.st});
+  auto t0 = std::chrono::steady_clock::now();
+  auto exe = cpu().compile(pb.p);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[ info ] compile of a fused elementwise kernel: %.1f ms (%s)\n", secs * 1e3,
+              cpu::jit_target_description().c_str());
+  ASSERT_EQ(exe->num_kernels(), 1);
+  auto src = exe->kernel_sources();
+  ASSERT_EQ(src.size(), 1u);
+  EXPECT_TRUE(src[0].find("<4 x float>") != std::string::npos ||
+              src[0].find("<8 x float>") != std::string::npos ||
+              src[0].find("<16 x float>") != std::string::npos)
+      << src[0];
+}
+
+// Compiling and dropping many plans unloads their code: the live JITDylib count returns.
+TEST(CpuCodegen, DroppedExecutablesFreeTheirCode) {
+  auto F = DType::Float32;
+  PlanBuilder pb;
+  int x = pb.add(K::Input, F, 8), o = pb.add(K::Output, F, 8);
+  Body b(StageKind::MapOuter);
+  b.store(1, aff({1}), b.op(Op::Add, F, b.load(F, 0, aff({1})), b.cnst(F, 1)));
+  pb.kernel({8}, {}, {pb.arg(x), pb.arg(o, true)}, {b.st});
+  auto xb = host(std::vector<float>(8, 2.f));
+  cpu().compile(pb.p);  // JIT set up before the baseline
+  const auto before = cpu::jit_stats();
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 200; ++i) {
+    auto exe = cpu().compile(pb.p);
+    auto out = exe->run({{xb.get()}}, nullptr);
+    ASSERT_EQ(read<float>(out[o], 8)[7], 3.f);
+    ASSERT_EQ(cpu::jit_stats().live_dylibs, before.live_dylibs + 1);
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[ info ] warm compile of a one-op kernel: %.1f ms\n", secs * 1e3 / 200);
+  const auto after = cpu::jit_stats();
+  EXPECT_EQ(after.live_dylibs, before.live_dylibs);
+  EXPECT_EQ(after.created_dylibs, before.created_dylibs + 200);
+}
+
+}  // namespace
+}  // namespace lt
