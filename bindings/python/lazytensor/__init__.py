@@ -1,0 +1,35 @@
+"""lazytensor: a lazy-tensor tracing runtime with PyTorch's Python API.
+
+    import lazytensor as lt
+    x = lt.randn(32, 64, device="lazy")      # operations on "lazy" are traced, not run
+    y = ((x * 2).sin() + 1).relu().sum(1)
+    lt.mark_step()                            # compiles the trace into fused kernels and runs it
+    print(y, lt.metrics.report())
+
+Devices: "cpu" (eager), "cuda[:N]", "lazy[:N]", "lazy:cpu", "lazy:cuda", "lazy:reference".
+Reading a value (item, numpy, tolist, printing, bool) is a sync point that computes that tensor.
+"""
+from . import _C
+from ._C import Tensor, device, dtype, promote_types
+from ._C import (bfloat16, bool, float16, float32, float64, int8, int32, int64,  # noqa: A004
+                 uint8)
+from . import _tensor  # noqa: F401  (installs the Python methods onto Tensor)
+from ._creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like,
+                        linspace, manual_seed, ones, ones_like, rand, rand_like, randint, randn,
+                        randn_like, tensor, zeros, zeros_like)
+from ._functions import *  # noqa: F401,F403  (lt.exp, lt.sum, lt.where, ...)
+from . import cuda, metrics
+from ._sync import mark_step, set_lazy_backend, sync
+
+# PyTorch's dtype aliases.
+float = float32  # noqa: A001
+double = float64
+half = float16
+long = int64
+int = int32  # noqa: A001
+
+__version__ = "0.1.0"
+
+
+def get_default_dtype():
+    return float32

@@ -1,0 +1,79 @@
+"""Module-level functions mirroring Tensor methods (`lt.exp(x)` is `x.exp()`), as in PyTorch."""
+from . import _C
+from ._utils import is_number, not_implemented
+
+Tensor = _C.Tensor
+
+# lt.<name>(input, *args, **kwargs) is input.<name>(*args, **kwargs).
+_MIRRORED = [
+    # elementwise
+    "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "abs", "absolute",
+    "neg", "negative", "erf", "floor", "reciprocal", "square", "pow", "clamp", "clip",
+    "clamp_min", "clamp_max", "add", "sub", "subtract", "mul", "multiply", "div", "divide",
+    "true_divide", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not",
+    "logical_xor", "masked_fill",
+    # reductions
+    "sum", "mean", "prod", "amax", "amin", "max", "min", "var", "std", "logsumexp", "softmax",
+    "log_softmax",
+    # movement and linear algebra
+    "reshape", "permute", "transpose", "swapaxes", "swapdims", "unsqueeze", "squeeze", "flatten",
+    "t", "matmul", "mm", "bmm", "numel", "is_floating_point",
+    # not implemented yet (the methods raise NotImplementedError)
+    "argmax", "argmin", "cumsum", "split", "chunk", "gather", "scatter_add", "index_select",
+    "tril", "triu",
+]
+
+
+def _mirror(name):
+    method = getattr(Tensor, name)
+
+    def fn(input, *args, **kwargs):
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}")
+        return method(input, *args, **kwargs)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"lazytensor.{name}(input, ...) is input.{name}(...)."
+    return fn
+
+
+for _name in _MIRRORED:
+    globals()[_name] = _mirror(_name)
+del _name
+
+
+def where(condition, input=None, other=None):
+    """`input` where `condition` is True, else `other`; either may be a Python number."""
+    if input is None and other is None:
+        raise NotImplementedError("not implemented: where(condition) (nonzero)")
+    if not isinstance(condition, Tensor):
+        raise TypeError(f"where(): argument 'condition' must be Tensor, not {type(condition).__name__}")
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        if not (is_number(input) and is_number(other)):
+            raise TypeError("where(): input and other must be Tensors or numbers")
+        input = _C.scalar_tensor(input, None, condition.device)
+    return _C.where(condition, input, other)
+
+
+def maximum(input, other):
+    return _C.maximum(input, other)
+
+
+def minimum(input, other):
+    return _C.minimum(input, other)
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+def cat(tensors, dim=0):
+    return _C.cat(list(tensors), dim)
+
+
+concat = concatenate = cat
+stack = not_implemented("stack")
+from_dlpack = not_implemented("from_dlpack")
+
+__all__ = _MIRRORED + ["where", "maximum", "minimum", "is_tensor", "cat", "concat", "concatenate",
+                       "stack", "from_dlpack"]

@@ -1,0 +1,22 @@
+"""Sync points and backend selection."""
+from . import _C
+
+
+def mark_step():
+    """Materializes every live pending lazy tensor: the end of a training step."""
+    _C.mark_step()
+
+
+def sync(*tensors):
+    """Materializes these tensors (and what they depend on); other pending tensors stay pending."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tensors[0]
+    for t in tensors:
+        if not isinstance(t, _C.Tensor):
+            raise TypeError(f"sync(): expected Tensors, got {type(t).__name__}")
+    _C.sync(list(tensors), _C.SyncReason.sync)
+
+
+def set_lazy_backend(name):
+    """Sets the backend of plain "lazy" ("cpu", "cuda" or "reference"); LT_LAZY_BACKEND wins."""
+    _C.set_lazy_backend(name)

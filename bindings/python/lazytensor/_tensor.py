@@ -1,0 +1,596 @@
+"""`lazytensor.Tensor`: the C++ tensor class (`_C.Tensor`) with PyTorch's Python API.
+
+The extension binds the operators and fixed-signature methods; this module adds the methods whose
+argument conventions are PyTorch's (reshape(*shape), sum(dim=None, keepdim=False), to(...), printing,
+host conversions, ...) directly onto that class, so that every tensor the runtime returns already is a
+`lazytensor.Tensor` with no wrapper object in between.
+
+Host reads (`item`, `numpy`, `tolist`, printing, `bool(t)`) are sync points: on a lazy device they
+compute the tensor and what it depends on, and record their reason in `lazytensor.metrics`.
+"""
+import numpy as np
+
+from . import _C
+from ._utils import (as_device, as_dtype, dims_arg, is_number, normalize_dim, not_implemented,
+                     size_args)
+
+Tensor = _C.Tensor
+Tensor.__module__ = "lazytensor"
+_C.device.__module__ = "lazytensor"
+_C.dtype.__module__ = "lazytensor"
+
+_R = _C.SyncReason
+# dtypes that PyTorch's repr leaves implicit.
+_IMPLICIT_REPR_DTYPES = (_C.float32, _C.int64, _C.bool)
+
+
+def _tensor_or_number(x, op):
+    if isinstance(x, Tensor) or is_number(x):
+        return x
+    raise TypeError(f"{op}(): expected a Tensor or a number, got {type(x).__name__}")
+
+
+def _bool_operand(self, other, op):
+    """Operands of &, |, ^: bool tensors (or Python bools) only; the runtime has no bitwise ops."""
+    if isinstance(other, (bool, np.bool_)):
+        other = _C.scalar_tensor(bool(other), _C.bool, self.device)
+    if not isinstance(other, Tensor):
+        return None
+    if self.dtype != _C.bool or other.dtype != _C.bool:
+        raise NotImplementedError(f"not implemented: {op} on non-bool tensors (got {self.dtype} and "
+                                  f"{other.dtype}); only logical {op} of bool tensors exists")
+    return other
+
+
+def _format_body(arr):
+    """PyTorch's layout: 4 decimals, or `1., 2.` when every value is integral; NumPy's summarization."""
+    kwargs = {}
+    if arr.dtype.kind == "f":
+        finite = np.abs(arr[np.isfinite(arr)].astype(np.float64))
+        integral = bool(np.all(finite == np.round(finite)))
+        nonzero = finite[finite != 0]
+        # NumPy and PyTorch switch to scientific notation on the same thresholds; integral values
+        # print as `1.` only outside scientific notation (PyTorch then prints 1.0000e+10).
+        sci = nonzero.size > 0 and (nonzero.max() / nonzero.min() > 1000 or nonzero.max() > 1e8
+                                    or nonzero.min() < 1e-4)
+        kwargs = dict(precision=4, floatmode="maxprec" if integral and not sci else "fixed")
+    return np.array2string(arr, separator=", ", prefix="tensor(", max_line_width=80,
+                           threshold=1000, edgeitems=3, **kwargs)
+
+
+class _TensorMethods:
+    """The methods below are installed onto `_C.Tensor` (see `_install`)."""
+
+    # ---- metadata --------------------------------------------------------------------------
+
+    def size(self, dim=None):
+        """The shape, or the size of one dimension."""
+        if dim is None:
+            return self.shape
+        return self._size(dim)
+
+    def nelement(self):
+        return self.numel()
+
+    def element_size(self):
+        return self.dtype.itemsize
+
+    def is_floating_point(self):
+        return self.dtype.is_floating_point
+
+    @property
+    def is_lazy(self):
+        return self.device.type == "lazy"
+
+    @property
+    def is_cpu(self):
+        return self.device.type == "cpu"
+
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+
+    @property
+    def T(self):
+        """All dims reversed (a 2-D tensor's transpose)."""
+        if self.ndim < 2:
+            return self
+        return self._permute(list(range(self.ndim - 1, -1, -1)))
+
+    @property
+    def mT(self):
+        """The last two dims swapped (a batch of matrices, transposed)."""
+        if self.ndim < 2:
+            raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. "
+                               f"Got {self.ndim}-D tensor.")
+        return self.transpose(-2, -1)
+
+    # ---- movement ----------------------------------------------------------------------------
+
+    def reshape(self, *shape):
+        return self._reshape(size_args(shape, "shape"))
+
+    def view(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], _C.dtype):
+            raise NotImplementedError("not implemented: view(dtype) (reinterpreting bits)")
+        return self._reshape(size_args(shape, "shape"))
+
+    def reshape_as(self, other):
+        return self._reshape(list(other.shape))
+
+    def view_as(self, other):
+        return self._reshape(list(other.shape))
+
+    def permute(self, *dims):
+        return self._permute(size_args(dims, "dims"))
+
+    def expand(self, *sizes):
+        return self._expand(size_args(sizes, "size"))
+
+    def expand_as(self, other):
+        return self._expand(list(other.shape))
+
+    def squeeze(self, dim=None):
+        if isinstance(dim, (tuple, list)):
+            out = self
+            for d in sorted((normalize_dim(d, self.ndim) for d in dims_arg(dim)), reverse=True):
+                out = out._squeeze(d)
+            return out
+        return self._squeeze(dim)
+
+    def swapaxes(self, axis0, axis1):
+        return self.transpose(axis0, axis1)
+
+    swapdims = swapaxes
+
+    def t(self):
+        if self.ndim > 2:
+            raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
+        return self.T
+
+    def contiguous(self, memory_format=None):
+        """Tensors have no strides here (movement is index arithmetic in kernels): itself."""
+        return self
+
+    def mm(self, mat2):
+        if self.ndim != 2 or mat2.ndim != 2:
+            raise RuntimeError(f"mm: expected 2-D tensors, got {self.ndim}-D and {mat2.ndim}-D")
+        return self.matmul(mat2)
+
+    def bmm(self, mat2):
+        if self.ndim != 3 or mat2.ndim != 3:
+            raise RuntimeError(f"bmm: expected 3-D tensors, got {self.ndim}-D and {mat2.ndim}-D")
+        return self.matmul(mat2)
+
+    # ---- reductions --------------------------------------------------------------------------
+
+    def sum(self, dim=None, keepdim=False, *, dtype=None):
+        x = self if dtype is None else self.to(dtype)
+        return x._sum(dims_arg(dim), keepdim)
+
+    def mean(self, dim=None, keepdim=False, *, dtype=None):
+        x = self if dtype is None else self.to(dtype)
+        return x._mean(dims_arg(dim), keepdim)
+
+    def prod(self, dim=None, keepdim=False, *, dtype=None):
+        x = self if dtype is None else self.to(dtype)
+        return x._prod(dims_arg(dim), keepdim)
+
+    def amax(self, dim=(), keepdim=False):
+        return self._amax(dims_arg(dim), keepdim)
+
+    def amin(self, dim=(), keepdim=False):
+        return self._amin(dims_arg(dim), keepdim)
+
+    def max(self, dim=None, keepdim=False):
+        """max() over all elements, or the elementwise maximum with another tensor."""
+        if isinstance(dim, Tensor):
+            return _C.maximum(self, dim)
+        if dim is None:
+            return self._amax([], False)
+        raise NotImplementedError("not implemented: max(dim) (values and indices; needs argmax); "
+                                  "use amax(dim) for the values")
+
+    def min(self, dim=None, keepdim=False):
+        """min() over all elements, or the elementwise minimum with another tensor."""
+        if isinstance(dim, Tensor):
+            return _C.minimum(self, dim)
+        if dim is None:
+            return self._amin([], False)
+        raise NotImplementedError("not implemented: min(dim) (values and indices; needs argmin); "
+                                  "use amin(dim) for the values")
+
+    def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        return self._var(dims_arg(dim), _correction(unbiased, correction), keepdim)
+
+    def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        return self._std(dims_arg(dim), _correction(unbiased, correction), keepdim)
+
+    def logsumexp(self, dim, keepdim=False):
+        return self._logsumexp(dims_arg(dim), keepdim)
+
+    def softmax(self, dim, dtype=None):
+        x = self if dtype is None else self.to(dtype)
+        return x._softmax(dim)
+
+    def log_softmax(self, dim, dtype=None):
+        x = self if dtype is None else self.to(dtype)
+        return x._log_softmax(dim)
+
+    # ---- elementwise -------------------------------------------------------------------------
+
+    def add(self, other, *, alpha=1):
+        other = _tensor_or_number(other, "add")
+        return _C.add(self, other if alpha == 1 else other * alpha)
+
+    def sub(self, other, *, alpha=1):
+        other = _tensor_or_number(other, "sub")
+        return _C.sub(self, other if alpha == 1 else other * alpha)
+
+    subtract = sub
+
+    def mul(self, other):
+        return _C.mul(self, _tensor_or_number(other, "mul"))
+
+    multiply = mul
+
+    def div(self, other, *, rounding_mode=None):
+        if rounding_mode is not None:
+            raise NotImplementedError(f"not implemented: div(rounding_mode={rounding_mode!r})")
+        return _C.div(self, _tensor_or_number(other, "div"))
+
+    divide = div
+    true_divide = div
+
+    def pow(self, exponent):
+        return _C.pow(self, _tensor_or_number(exponent, "pow"))
+
+    def square(self):
+        return _C.mul(self, self)
+
+    def negative(self):
+        return self.neg()
+
+    def absolute(self):
+        return self.abs()
+
+    def clamp(self, min=None, max=None):
+        if isinstance(min, Tensor) or isinstance(max, Tensor):
+            out = self
+            if min is not None:
+                out = _C.maximum(out, min if isinstance(min, Tensor) else _C.full_like(out, min))
+            if max is not None:
+                out = _C.minimum(out, max if isinstance(max, Tensor) else _C.full_like(out, max))
+            if min is None and max is None:
+                raise RuntimeError("clamp: at least one of 'min' or 'max' must not be None")
+            return out
+        return self._clamp(min, max)
+
+    clip = clamp
+
+    def clamp_min(self, min):
+        return self.clamp(min=min)
+
+    def clamp_max(self, max):
+        return self.clamp(max=max)
+
+    def maximum(self, other):
+        return _C.maximum(self, other)
+
+    def minimum(self, other):
+        return _C.minimum(self, other)
+
+    def eq(self, other):
+        return _C.eq(self, _tensor_or_number(other, "eq"))
+
+    def ne(self, other):
+        return _C.ne(self, _tensor_or_number(other, "ne"))
+
+    def lt(self, other):
+        return _C.lt(self, _tensor_or_number(other, "lt"))
+
+    def le(self, other):
+        return _C.le(self, _tensor_or_number(other, "le"))
+
+    def gt(self, other):
+        return _C.gt(self, _tensor_or_number(other, "gt"))
+
+    def ge(self, other):
+        return _C.ge(self, _tensor_or_number(other, "ge"))
+
+    def logical_and(self, other):
+        return _C.logical_and(self, other)
+
+    def logical_or(self, other):
+        return _C.logical_or(self, other)
+
+    def logical_not(self):
+        return _C.logical_not(self)
+
+    def logical_xor(self, other):
+        return _C.ne(self.bool(), other.bool())
+
+    def where(self, condition, other):
+        from ._functions import where
+        return where(condition, self, other)
+
+    def masked_fill(self, mask, value):
+        """`value` where `mask` is True, else self; keeps self's dtype."""
+        if isinstance(value, Tensor):
+            value = value.to(self.dtype)
+        out = _C.where(mask, value, self)
+        return out if out.dtype == self.dtype else out._cast(self.dtype)
+
+    def __and__(self, other):
+        other = _bool_operand(self, other, "and")
+        return NotImplemented if other is None else _C.logical_and(self, other)
+
+    def __or__(self, other):
+        other = _bool_operand(self, other, "or")
+        return NotImplemented if other is None else _C.logical_or(self, other)
+
+    def __xor__(self, other):
+        other = _bool_operand(self, other, "xor")
+        return NotImplemented if other is None else _C.ne(self, other)
+
+    __rand__ = __and__
+    __ror__ = __or__
+    __rxor__ = __xor__
+
+    def __invert__(self):
+        if self.dtype != _C.bool:
+            raise NotImplementedError(f"not implemented: bitwise_not on {self.dtype} tensors "
+                                      "(only logical not of bool tensors exists)")
+        return _C.logical_not(self)
+
+    # ---- in-place forms: rebind this tensor's value; every reference to it sees the change --
+
+    def _set(self, value):
+        self._assign(value)
+        return self
+
+    def add_(self, other, *, alpha=1):
+        return self._set(self.add(other, alpha=alpha))
+
+    def sub_(self, other, *, alpha=1):
+        return self._set(self.sub(other, alpha=alpha))
+
+    def mul_(self, other):
+        return self._set(self.mul(other))
+
+    def div_(self, other):
+        return self._set(self.div(other))
+
+    def pow_(self, exponent):
+        return self._set(self.pow(exponent))
+
+    def __ipow__(self, exponent):
+        if not (isinstance(exponent, Tensor) or is_number(exponent)):
+            return NotImplemented
+        return self._set(self.pow(exponent))
+
+    def clamp_(self, min=None, max=None):
+        return self._set(self.clamp(min, max))
+
+    def neg_(self):
+        return self._set(self.neg())
+
+    def abs_(self):
+        return self._set(self.abs())
+
+    def exp_(self):
+        return self._set(self.exp())
+
+    def log_(self):
+        return self._set(self.log())
+
+    def sqrt_(self):
+        return self._set(self.sqrt())
+
+    def sin_(self):
+        return self._set(self.sin())
+
+    def cos_(self):
+        return self._set(self.cos())
+
+    def tanh_(self):
+        return self._set(self.tanh())
+
+    def sigmoid_(self):
+        return self._set(self.sigmoid())
+
+    def relu_(self):
+        return self._set(self.relu())
+
+    def floor_(self):
+        return self._set(self.floor())
+
+    def zero_(self):
+        return self._set(_C.zeros_like(self))
+
+    def fill_(self, value):
+        if isinstance(value, Tensor):
+            return self._set(value.to(self.device).expand(self.shape))
+        return self._set(_C.full_like(self, value))
+
+    def copy_(self, src):
+        """Copies src's values (broadcast to this shape, moved to this device, cast to this dtype)."""
+        return self._set(src.to(self.device).to(self.dtype).expand(self.shape))
+
+    def masked_fill_(self, mask, value):
+        return self._set(self.masked_fill(mask, value))
+
+    # ---- dtype and device --------------------------------------------------------------------
+
+    def to(self, *args, **kwargs):
+        """to(device), to(dtype), to(device, dtype), to(other) or keywords, as in PyTorch."""
+        device = kwargs.pop("device", None)
+        dtype = kwargs.pop("dtype", None)
+        if kwargs.pop("copy", False):
+            raise NotImplementedError("not implemented: to(copy=True) (clone)")
+        for k in ("non_blocking", "memory_format"):
+            kwargs.pop(k, None)
+        if kwargs:
+            raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
+        for a in args:
+            if isinstance(a, _C.dtype):
+                dtype = a
+            elif isinstance(a, (str, _C.device)):
+                device = a
+            elif isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            elif isinstance(a, bool):  # positional non_blocking / copy
+                continue
+            else:
+                raise TypeError(f"to() received an invalid combination of arguments: got "
+                                f"{type(a).__name__}; expected a device, a dtype or a Tensor")
+        out = self
+        dtype = as_dtype(dtype)
+        if dtype is not None and dtype != out.dtype:
+            out = out._cast(dtype)
+        if device is not None:
+            device = as_device(device)
+            if device != out.device:
+                out = out._to_device(device)
+        return out
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to(as_device("cuda" if device is None else device))
+
+    def type_as(self, other):
+        return self.to(other.dtype)
+
+    def float(self):
+        return self.to(_C.float32)
+
+    def double(self):
+        return self.to(_C.float64)
+
+    def half(self):
+        return self.to(_C.float16)
+
+    def bfloat16(self):
+        return self.to(_C.bfloat16)
+
+    def int(self):
+        return self.to(_C.int32)
+
+    def long(self):
+        return self.to(_C.int64)
+
+    def bool(self):
+        return self.to(_C.bool)
+
+    def byte(self):
+        return self.to(_C.uint8)
+
+    def char(self):
+        return self.to(_C.int8)
+
+    # ---- host reads (sync points) ------------------------------------------------------------
+
+    def numpy(self, *, force=False):
+        """A NumPy array holding a copy of the values (a sync point, reason "numpy")."""
+        return self._numpy(_R.numpy, False)
+
+    def __array__(self, dtype=None, copy=None):
+        a = self._numpy(_R.numpy, False)  # always a fresh array
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def item(self):
+        """The one value of a one-element tensor as a Python number (a sync point, reason "item")."""
+        return self._item(_R.item)
+
+    def tolist(self):
+        """Nested Python lists (a number for a 0-d tensor); a sync point, reason "tolist"."""
+        return self._tolist()
+
+    def _scalar_for_python(self, what):
+        if self.numel() != 1:
+            raise ValueError(f"only one element tensors can be converted to Python scalars "
+                             f"(got shape {tuple(self.shape)} for {what})")
+        return self._item(_R.item)
+
+    def __float__(self):
+        return float(self._scalar_for_python("float()"))
+
+    def __int__(self):
+        return int(self._scalar_for_python("int()"))
+
+    def __index__(self):
+        if self.dtype.is_floating_point or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self._item(_R.item))
+
+    def __bool__(self):
+        """Truth of a one-element tensor: control flow on a value (a sync, reason "control_flow")."""
+        n = self.numel()
+        if n != 1:
+            raise RuntimeError(f"Boolean value of Tensor with {'no values' if n == 0 else 'more than one value'} "
+                               "is ambiguous")
+        return bool(self._item(_R.control_flow))
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __repr__(self):
+        """PyTorch's layout, e.g. `tensor([1., 2.], device='lazy:0')`; a sync point, reason "print"."""
+        arr = self._numpy(_R.print, True)
+        extras = []
+        if arr.size == 0 and arr.ndim != 1:
+            body = "[]"
+            extras.append(f"size={tuple(arr.shape)}")
+        else:
+            body = _format_body(arr)
+        if self.device.type != "cpu":
+            extras.append(f"device='{self.device}'")
+        if self.dtype not in _IMPLICIT_REPR_DTYPES:
+            extras.append(f"dtype={self.dtype!r}")
+        return "tensor(" + ", ".join([body] + extras) + ")"
+
+    __str__ = __repr__
+
+    def __format__(self, spec):
+        if self.ndim == 0 and spec:
+            return format(self.item(), spec)
+        return format(repr(self), spec)
+
+    # ---- what the runtime cannot do yet ------------------------------------------------------
+
+    __getitem__ = not_implemented("indexing (tensor[...])")
+    __setitem__ = not_implemented("indexed assignment (tensor[...] = value)")
+    __iter__ = not_implemented("iterating over a tensor (needs indexing)")
+    argmax = not_implemented("argmax")
+    argmin = not_implemented("argmin")
+    cumsum = not_implemented("cumsum")
+    split = not_implemented("split")
+    chunk = not_implemented("chunk")
+    gather = not_implemented("gather")
+    scatter_add = not_implemented("scatter_add")
+    index_select = not_implemented("index_select")
+    tril = not_implemented("tril")
+    triu = not_implemented("triu")
+    __dlpack__ = not_implemented("__dlpack__")
+
+
+def _correction(unbiased, correction):
+    if correction is not None:
+        return float(correction)
+    return 0.0 if unbiased is False else 1.0
+
+
+_SKIP = {"__module__", "__dict__", "__weakref__", "__doc__", "__qualname__"}
+
+
+def _install():
+    for name, attr in vars(_TensorMethods).items():
+        if name not in _SKIP:
+            setattr(Tensor, name, attr)
+
+
+_install()

@@ -1,0 +1,86 @@
+// Shared by the sources of the `lazytensor._C` extension: pybind11 includes, the casters for
+// lt::Scalar (a Python number keeping its kind) and lt::DType (the singleton `lazytensor.float32`
+// objects), and the init functions each source file contributes to the module.
+#pragma once
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <array>
+#include <lazytensor/lazytensor.h>
+
+#include "ir/dtype.h"
+#include "ir/error.h"
+
+namespace py = pybind11;
+
+namespace lt::python {
+
+// The Python face of an lt::DType: one immutable object per dtype (`lazytensor.float32`), so that
+// `t.dtype is lt.float32` holds as it does in PyTorch.
+struct PyDType {
+  DType type;
+};
+// The singleton object for `t` (a borrowed reference; the objects live as long as the process).
+py::handle dtype_object(DType t);
+
+// NumPy interop (numpy_interop.cc).
+DType dtype_from_numpy(const py::dtype& dt);  // TypeError for dtypes lazytensor has no match for
+py::dtype numpy_dtype(DType t);               // TypeError for bfloat16, as PyTorch does
+
+void init_errors(py::module_& m);
+void init_dtypes(py::module_& m);
+void init_devices(py::module_& m);
+void init_tensor(py::module_& m);
+void init_numpy(py::module_& m, py::class_<Tensor>& cls);
+void init_ops(py::module_& m);
+void init_metrics(py::module_& m);
+void init_sync(py::module_& m);
+
+}  // namespace lt::python
+
+namespace pybind11::detail {
+
+// Python bool/int/float (and NumPy scalars) -> lt::Scalar, keeping the number's kind so that
+// promotion follows PyTorch's rules for wrapped numbers (int64 tensor * 2.5 -> float32, ...).
+template <>
+struct type_caster<lt::Scalar> {
+ public:
+  static constexpr auto name = const_name("Number");
+
+  bool load(handle src, bool convert);
+  static handle cast(const lt::Scalar& s, return_value_policy, handle) {
+    switch (s.kind) {
+      case lt::ScalarKind::Bool: return pybind11::bool_(s.i != 0).release();
+      case lt::ScalarKind::Int: return pybind11::int_(s.i).release();
+      case lt::ScalarKind::Float: return pybind11::float_(s.f).release();
+    }
+    return pybind11::none().release();
+  }
+
+  operator lt::Scalar*() { return &value; }
+  operator lt::Scalar&() { return value; }
+  operator lt::Scalar&&() && { return std::move(value); }
+  template <typename T_>
+  using cast_op_type = movable_cast_op_type<T_>;
+
+ protected:
+  lt::Scalar value{0.0};
+};
+
+// lt::DType <-> the `lazytensor.<name>` singletons.
+template <>
+struct type_caster<lt::DType> {
+  PYBIND11_TYPE_CASTER(lt::DType, const_name("dtype"));
+
+  bool load(handle src, bool) {
+    if (!pybind11::isinstance<lt::python::PyDType>(src)) return false;
+    value = src.cast<const lt::python::PyDType&>().type;
+    return true;
+  }
+  static handle cast(lt::DType t, return_value_policy, handle) {
+    return lt::python::dtype_object(t).inc_ref();
+  }
+};
+
+}  // namespace pybind11::detail

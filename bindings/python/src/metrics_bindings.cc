@@ -1,0 +1,29 @@
+// lt::metrics as `lazytensor._C.metrics` (wrapped by lazytensor/metrics.py).
+#include "bindings.h"
+
+namespace lt::python {
+
+void init_metrics(py::module_& m) {
+  py::module_ mm = m.def_submodule("metrics", "Process-wide counters and the last executed graph");
+  mm.def("counters", &metrics::counters);
+  mm.def("syncs_by_reason", &metrics::syncs_by_reason);
+  mm.def("last_graph", [] {
+    metrics::GraphInfo g = metrics::last_graph();
+    py::dict d;
+    d["hash"] = g.hash;
+    d["nodes"] = g.nodes;
+    d["kernels"] = g.kernels;
+    d["cache"] = g.cache;
+    d["compile_ms"] = g.compile_ms;
+    d["run_ms"] = g.run_ms;
+    d["inputs"] = g.inputs;
+    d["outputs"] = g.outputs;
+    d["backend"] = g.backend;
+    d["grouping"] = g.grouping;
+    return d;
+  });
+  mm.def("report", &metrics::report);
+  mm.def("reset", &metrics::reset);
+}
+
+}  // namespace lt::python

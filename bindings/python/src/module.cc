@@ -1,0 +1,145 @@
+// The `lazytensor._C` extension module: error translation, the Python-number caster, sync points,
+// and the assembly of the per-topic bindings. The user-facing API lives in the pure-Python package
+// (bindings/python/lazytensor/), which builds PyTorch's calling conventions on top of this module.
+#include <Python.h>
+
+#include "backends/backend.h"
+#include "bindings.h"
+
+namespace pybind11::detail {
+
+bool type_caster<lt::Scalar>::load(handle src, bool convert) {
+  PyObject* o = src.ptr();
+  if (PyBool_Check(o)) {
+    value = lt::Scalar(o == Py_True);
+    return true;
+  }
+  if (PyLong_Check(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred())) {
+      PyErr_Clear();
+      return false;
+    }
+    value = lt::Scalar(static_cast<int64_t>(v));
+    return true;
+  }
+  if (PyFloat_Check(o)) {
+    value = lt::Scalar(PyFloat_AS_DOUBLE(o));
+    return true;
+  }
+  if (!convert) return false;
+  // NumPy scalars (np.float32(2.5), np.int64(3), np.bool_(True)): by their kind, as PyTorch does.
+  static PyObject* np_bool = nullptr;
+  static PyObject* np_integer = nullptr;
+  static PyObject* np_floating = nullptr;
+  if (!np_bool) {
+    PyObject* np = PyImport_ImportModule("numpy");
+    if (!np) {
+      PyErr_Clear();
+      return false;
+    }
+    np_bool = PyObject_GetAttrString(np, "bool_");
+    np_integer = PyObject_GetAttrString(np, "integer");
+    np_floating = PyObject_GetAttrString(np, "floating");
+    Py_DECREF(np);
+    if (!np_bool || !np_integer || !np_floating) {
+      PyErr_Clear();
+      return false;
+    }
+  }
+  if (PyObject_IsInstance(o, np_bool) == 1) {
+    value = lt::Scalar(PyObject_IsTrue(o) == 1);
+    return true;
+  }
+  if (PyObject_IsInstance(o, np_integer) == 1) {
+    PyObject* i = PyNumber_Index(o);
+    if (!i) {
+      PyErr_Clear();
+      return false;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(i, &overflow);
+    Py_DECREF(i);
+    if (overflow || (v == -1 && PyErr_Occurred())) {
+      PyErr_Clear();
+      return false;
+    }
+    value = lt::Scalar(static_cast<int64_t>(v));
+    return true;
+  }
+  if (PyObject_IsInstance(o, np_floating) == 1) {
+    double d = PyFloat_AsDouble(o);
+    if (d == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    value = lt::Scalar(d);
+    return true;
+  }
+  PyErr_Clear();
+  return false;
+}
+
+}  // namespace pybind11::detail
+
+namespace lt::python {
+
+void init_errors(py::module_& m) {
+  // lt::Error carries the kind of exception PyTorch raises for the same mistake.
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const lt::Error& e) {
+      PyObject* type = PyExc_RuntimeError;
+      switch (e.kind()) {
+        case ErrorKind::Runtime: type = PyExc_RuntimeError; break;
+        case ErrorKind::Value: type = PyExc_ValueError; break;
+        case ErrorKind::Type: type = PyExc_TypeError; break;
+        case ErrorKind::Index: type = PyExc_IndexError; break;
+        case ErrorKind::NotImplemented: type = PyExc_NotImplementedError; break;
+      }
+      PyErr_SetString(type, e.what());
+    }
+  });
+}
+
+void init_sync(py::module_& m) {
+  py::enum_<SyncReason>(m, "SyncReason")
+      .value("mark_step", SyncReason::MarkStep)
+      .value("item", SyncReason::Item)
+      .value("numpy", SyncReason::Numpy)
+      .value("print", SyncReason::Print)
+      .value("to_cpu", SyncReason::ToCpu)
+      .value("tolist", SyncReason::ToList)
+      .value("sync", SyncReason::Sync)
+      .value("eager", SyncReason::Eager)
+      .value("control_flow", SyncReason::ControlFlow);
+
+  // Syncs compile and run graphs: other Python threads may go on meanwhile.
+  m.def("mark_step", &lt::mark_step, py::call_guard<py::gil_scoped_release>(),
+        "Materializes every live pending lazy tensor (the end of a training step).");
+  m.def("sync", &lt::sync, py::arg("tensors"), py::arg("reason") = SyncReason::Sync,
+        py::call_guard<py::gil_scoped_release>(),
+        "Materializes these tensors and what they depend on; other pending tensors stay pending.");
+  m.def("pending_tensor_count", &lt::pending_tensor_count,
+        "Number of live lazy tensors with pending IR.");
+  m.def("manual_seed", &lt::manual_seed, py::arg("seed"));
+  m.def("set_lazy_backend", &lt::set_lazy_backend, py::arg("name"));
+  m.def("default_lazy_backend", &lt::default_lazy_backend);
+  m.def("backend_available", &lt::backend_available, py::arg("name"));
+}
+
+}  // namespace lt::python
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "lazytensor's C++ runtime (use the `lazytensor` package, not this module)";
+  using namespace lt::python;
+  init_errors(m);
+  init_dtypes(m);
+  init_devices(m);
+  init_sync(m);
+  init_tensor(m);
+  init_ops(m);
+  init_metrics(m);
+}

@@ -1,0 +1,98 @@
+// The free functions of runtime/ops.h: creation, elementwise, composites. The Python layer
+// (lazytensor/_creation.py, lazytensor/_functions.py) parses PyTorch-style arguments and calls these.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+
+namespace lt::python {
+namespace {
+
+template <typename FT, typename FS>
+void def_binary(py::module_& m, const char* name, FT tensor_fn, FS scalar_fn) {
+  m.def(name, tensor_fn, py::arg("input"), py::arg("other"));
+  m.def(name, scalar_fn, py::arg("input"), py::arg("other"));
+}
+
+Tensor or_undefined(const std::optional<Tensor>& t) { return t ? *t : Tensor(); }
+
+}  // namespace
+
+void init_ops(py::module_& m) {
+  // Creation. The Python layer always passes dtype and device explicitly.
+  m.def("empty", &lt::empty, py::arg("shape"), py::arg("dtype"), py::arg("device"));
+  m.def("zeros", &lt::zeros, py::arg("shape"), py::arg("dtype"), py::arg("device"));
+  m.def("ones", &lt::ones, py::arg("shape"), py::arg("dtype"), py::arg("device"));
+  m.def("full", &lt::full, py::arg("shape"), py::arg("fill_value"), py::arg("dtype"), py::arg("device"));
+  m.def("scalar_tensor", &lt::scalar_tensor, py::arg("value"), py::arg("dtype"), py::arg("device"));
+  m.def("arange", &lt::arange, py::arg("start"), py::arg("end"), py::arg("step"), py::arg("dtype"),
+        py::arg("device"));
+  m.def("linspace", &lt::linspace, py::arg("start"), py::arg("end"), py::arg("steps"), py::arg("dtype"),
+        py::arg("device"));
+  m.def("eye", &lt::eye, py::arg("n"), py::arg("m"), py::arg("dtype"), py::arg("device"));
+  m.def("rand", &lt::rand, py::arg("shape"), py::arg("dtype"), py::arg("device"));
+  m.def("randn", &lt::randn, py::arg("shape"), py::arg("dtype"), py::arg("device"));
+  m.def("randint", &lt::randint, py::arg("low"), py::arg("high"), py::arg("shape"), py::arg("dtype"),
+        py::arg("device"));
+  m.def("zeros_like", &lt::zeros_like, py::arg("input"));
+  m.def("ones_like", &lt::ones_like, py::arg("input"));
+  m.def("full_like", &lt::full_like, py::arg("input"), py::arg("fill_value"));
+  m.def("rand_like", &lt::rand_like, py::arg("input"));
+  m.def("randn_like", &lt::randn_like, py::arg("input"));
+
+  // Elementwise binary ops: a tensor or a Python number on the right.
+  def_binary(m, "add", [](const Tensor& a, const Tensor& b) { return add(a, b); },
+             [](const Tensor& a, Scalar b) { return add(a, b); });
+  def_binary(m, "sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); },
+             [](const Tensor& a, Scalar b) { return sub(a, b); });
+  def_binary(m, "mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); },
+             [](const Tensor& a, Scalar b) { return mul(a, b); });
+  def_binary(m, "div", [](const Tensor& a, const Tensor& b) { return div(a, b); },
+             [](const Tensor& a, Scalar b) { return div(a, b); });
+  def_binary(m, "pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); },
+             [](const Tensor& a, Scalar b) { return pow(a, b); });
+  def_binary(m, "eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); },
+             [](const Tensor& a, Scalar b) { return eq(a, b); });
+  def_binary(m, "ne", [](const Tensor& a, const Tensor& b) { return ne(a, b); },
+             [](const Tensor& a, Scalar b) { return ne(a, b); });
+  def_binary(m, "lt", [](const Tensor& a, const Tensor& b) { return lt::lt(a, b); },
+             [](const Tensor& a, Scalar b) { return lt::lt(a, b); });
+  def_binary(m, "le", [](const Tensor& a, const Tensor& b) { return le(a, b); },
+             [](const Tensor& a, Scalar b) { return le(a, b); });
+  def_binary(m, "gt", [](const Tensor& a, const Tensor& b) { return gt(a, b); },
+             [](const Tensor& a, Scalar b) { return gt(a, b); });
+  def_binary(m, "ge", [](const Tensor& a, const Tensor& b) { return ge(a, b); },
+             [](const Tensor& a, Scalar b) { return ge(a, b); });
+  m.def("rsub", &lt::rsub, py::arg("input"), py::arg("other"));  // other - input
+  m.def("rdiv", &lt::rdiv, py::arg("input"), py::arg("other"));  // other / input
+  m.def("rpow", &lt::rpow, py::arg("input"), py::arg("other"));  // other ** input
+  m.def("maximum", &lt::maximum, py::arg("input"), py::arg("other"));
+  m.def("minimum", &lt::minimum, py::arg("input"), py::arg("other"));
+  m.def("logical_and", &lt::logical_and, py::arg("input"), py::arg("other"));
+  m.def("logical_or", &lt::logical_or, py::arg("input"), py::arg("other"));
+  m.def("logical_not", &lt::logical_not, py::arg("input"));
+  m.def("where", py::overload_cast<const Tensor&, const Tensor&, const Tensor&>(&lt::where), py::arg("condition"),
+        py::arg("input"), py::arg("other"));
+  m.def("where", py::overload_cast<const Tensor&, const Tensor&, Scalar>(&lt::where), py::arg("condition"),
+        py::arg("input"), py::arg("other"));
+  m.def("where", py::overload_cast<const Tensor&, Scalar, const Tensor&>(&lt::where), py::arg("condition"),
+        py::arg("input"), py::arg("other"));
+  m.def("cast", &lt::cast, py::arg("input"), py::arg("dtype"));
+  m.def("matmul", &lt::matmul, py::arg("input"), py::arg("other"));
+  m.def("cat", &lt::cat, py::arg("tensors"), py::arg("dim"));
+
+  // Composites: one op in the trace, decomposed and fused by lowering.
+  m.def("gelu", &lt::gelu, py::arg("input"), py::arg("approximate") = "none");
+  m.def("silu", &lt::silu, py::arg("input"));
+  m.def(
+      "layer_norm",
+      [](const Tensor& x, std::vector<int64_t> normalized_shape, const std::optional<Tensor>& weight,
+         const std::optional<Tensor>& bias, double eps) {
+        return layer_norm(x, std::move(normalized_shape), or_undefined(weight), or_undefined(bias), eps);
+      },
+      py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("bias") = py::none(),
+      py::arg("eps") = 1e-5);
+}
+
+}  // namespace lt::python

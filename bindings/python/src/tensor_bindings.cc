@@ -1,0 +1,156 @@
+// lt::Tensor as `lazytensor._C.Tensor`. Operators and fixed-signature methods are bound here; the
+// methods with PyTorch's flexible argument conventions (reshape(*shape), sum(dim=None, ...), to(...),
+// __repr__, ...) are added by the pure-Python layer (lazytensor/_tensor.py) under their public names,
+// calling the underscore-prefixed primitives below.
+#include <optional>
+
+#include "bindings.h"
+
+namespace lt::python {
+namespace {
+
+py::tuple shape_tuple(const Shape& s) {
+  py::tuple t(s.size());
+  for (size_t i = 0; i < s.size(); ++i) t[i] = py::int_(s[i]);
+  return t;
+}
+
+// Binds `name` as a binary operator taking a tensor or a Python number on the right. Overloads
+// that do not match return NotImplemented (py::is_operator), so Python tries the reflected form.
+template <typename FT, typename FS>
+void bind_binary(py::class_<Tensor>& cls, const char* name, FT tensor_fn, FS scalar_fn) {
+  cls.def(name, tensor_fn, py::is_operator());
+  cls.def(name, scalar_fn, py::is_operator());
+}
+
+// In-place operators rebind the tensor's value (Tensor::assign): every Python reference to this
+// tensor sees the new value, as with PyTorch's in-place ops.
+template <typename F>
+void bind_inplace(py::class_<Tensor>& cls, const char* name, F apply) {
+  cls.def(
+      name,
+      [apply](py::object self, const Tensor& o) {
+        apply(self.cast<Tensor&>(), o);
+        return self;
+      },
+      py::is_operator());
+  cls.def(
+      name,
+      [apply](py::object self, Scalar o) {
+        apply(self.cast<Tensor&>(), o);
+        return self;
+      },
+      py::is_operator());
+}
+
+}  // namespace
+
+void init_tensor(py::module_& m) {
+  py::class_<Tensor> cls(m, "Tensor", "A tensor on the cpu, cuda or lazy device (see lazytensor.Tensor).");
+  init_numpy(m, cls);
+
+  // Shares `other`'s value, like a second Python name for it (used by subclasses such as Parameter).
+  cls.def(py::init<const Tensor&>(), py::arg("other"));
+
+  cls.def_property_readonly("shape", [](const Tensor& t) { return shape_tuple(t.shape()); })
+      .def_property_readonly("dtype", &Tensor::dtype)
+      .def_property_readonly("device", &Tensor::device)
+      .def_property_readonly("ndim", &Tensor::dim)
+      .def_property_readonly("_is_pending", &Tensor::is_pending)
+      .def("dim", &Tensor::dim)
+      .def("numel", &Tensor::numel)
+      .def("_size", &Tensor::size, py::arg("dim"))
+      .def("_str", &Tensor::str);
+
+  // Elementwise math. Integer inputs of float-valued functions compute in float32, as in PyTorch.
+  cls.def("exp", &Tensor::exp)
+      .def("log", &Tensor::log)
+      .def("sqrt", &Tensor::sqrt)
+      .def("rsqrt", &Tensor::rsqrt)
+      .def("sin", &Tensor::sin)
+      .def("cos", &Tensor::cos)
+      .def("tanh", &Tensor::tanh)
+      .def("sigmoid", &Tensor::sigmoid)
+      .def("relu", &Tensor::relu)
+      .def("abs", &Tensor::abs)
+      .def("erf", &Tensor::erf)
+      .def("floor", &Tensor::floor)
+      .def("neg", &Tensor::neg)
+      .def("reciprocal", &Tensor::reciprocal)
+      .def("_clamp", &Tensor::clamp, py::arg("min"), py::arg("max"))
+      .def("_cast", [](const Tensor& t, DType d) { return cast(t, d); }, py::arg("dtype"))
+      .def("_to_device", [](const Tensor& t, const Device& d) { return t.to(d); }, py::arg("device"),
+           py::call_guard<py::gil_scoped_release>())  // may sync
+      .def("_assign", &Tensor::assign, py::arg("value"));
+
+  // Reductions: `dims` empty = all dims.
+  cls.def("_sum", &Tensor::sum, py::arg("dims"), py::arg("keepdim"))
+      .def("_mean", &Tensor::mean, py::arg("dims"), py::arg("keepdim"))
+      .def("_amax", &Tensor::amax, py::arg("dims"), py::arg("keepdim"))
+      .def("_amin", &Tensor::amin, py::arg("dims"), py::arg("keepdim"))
+      .def("_prod", &Tensor::prod, py::arg("dims"), py::arg("keepdim"))
+      .def("_logsumexp", [](const Tensor& t, std::vector<int64_t> dims, bool keepdim) {
+        return logsumexp(t, std::move(dims), keepdim);
+      })
+      .def("_var", [](const Tensor& t, std::vector<int64_t> dims, double correction, bool keepdim) {
+        return var(t, std::move(dims), correction, keepdim);
+      })
+      .def("_std", [](const Tensor& t, std::vector<int64_t> dims, double correction, bool keepdim) {
+        return lt::std(t, std::move(dims), correction, keepdim);
+      })
+      .def("_softmax", [](const Tensor& t, int64_t dim) { return softmax(t, dim); }, py::arg("dim"))
+      .def("_log_softmax", [](const Tensor& t, int64_t dim) { return log_softmax(t, dim); }, py::arg("dim"));
+
+  // Movement.
+  cls.def("_reshape", &Tensor::reshape, py::arg("shape"))
+      .def("_permute", &Tensor::permute, py::arg("dims"))
+      .def("_expand", &Tensor::expand, py::arg("shape"))
+      .def("transpose", &Tensor::transpose, py::arg("dim0"), py::arg("dim1"))
+      .def("unsqueeze", &Tensor::unsqueeze, py::arg("dim"))
+      .def("_squeeze", &Tensor::squeeze, py::arg("dim"))
+      .def("flatten", &Tensor::flatten, py::arg("start_dim") = 0, py::arg("end_dim") = -1)
+      .def("matmul", &Tensor::matmul, py::arg("other"));
+
+  // Arithmetic and comparison operators (PyTorch's broadcasting and promotion, in the runtime).
+  bind_binary(cls, "__add__", [](const Tensor& a, const Tensor& b) { return add(a, b); },
+              [](const Tensor& a, Scalar b) { return add(a, b); });
+  bind_binary(cls, "__sub__", [](const Tensor& a, const Tensor& b) { return sub(a, b); },
+              [](const Tensor& a, Scalar b) { return sub(a, b); });
+  bind_binary(cls, "__mul__", [](const Tensor& a, const Tensor& b) { return mul(a, b); },
+              [](const Tensor& a, Scalar b) { return mul(a, b); });
+  bind_binary(cls, "__truediv__", [](const Tensor& a, const Tensor& b) { return div(a, b); },
+              [](const Tensor& a, Scalar b) { return div(a, b); });
+  bind_binary(cls, "__pow__", [](const Tensor& a, const Tensor& b) { return pow(a, b); },
+              [](const Tensor& a, Scalar b) { return pow(a, b); });
+  bind_binary(cls, "__eq__", [](const Tensor& a, const Tensor& b) { return eq(a, b); },
+              [](const Tensor& a, Scalar b) { return eq(a, b); });
+  bind_binary(cls, "__ne__", [](const Tensor& a, const Tensor& b) { return ne(a, b); },
+              [](const Tensor& a, Scalar b) { return ne(a, b); });
+  bind_binary(cls, "__lt__", [](const Tensor& a, const Tensor& b) { return lt::lt(a, b); },
+              [](const Tensor& a, Scalar b) { return lt::lt(a, b); });
+  bind_binary(cls, "__le__", [](const Tensor& a, const Tensor& b) { return le(a, b); },
+              [](const Tensor& a, Scalar b) { return le(a, b); });
+  bind_binary(cls, "__gt__", [](const Tensor& a, const Tensor& b) { return gt(a, b); },
+              [](const Tensor& a, Scalar b) { return gt(a, b); });
+  bind_binary(cls, "__ge__", [](const Tensor& a, const Tensor& b) { return ge(a, b); },
+              [](const Tensor& a, Scalar b) { return ge(a, b); });
+  // __eq__ makes pybind11 clear __hash__; tensors hash by identity, as in PyTorch.
+  cls.def("__hash__", [](const py::object& self) { return reinterpret_cast<intptr_t>(self.ptr()); });
+
+  cls.def("__radd__", [](const Tensor& a, Scalar b) { return add(a, b); }, py::is_operator())
+      .def("__rsub__", [](const Tensor& a, Scalar b) { return rsub(a, b); }, py::is_operator())
+      .def("__rmul__", [](const Tensor& a, Scalar b) { return mul(a, b); }, py::is_operator())
+      .def("__rtruediv__", [](const Tensor& a, Scalar b) { return rdiv(a, b); }, py::is_operator())
+      .def("__rpow__", [](const Tensor& a, Scalar b) { return rpow(a, b); }, py::is_operator())
+      .def("__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, py::is_operator())
+      .def("__neg__", &Tensor::neg)
+      .def("__abs__", &Tensor::abs)
+      .def("__pos__", [](const py::object& self) { return self; });
+
+  bind_inplace(cls, "__iadd__", [](Tensor& a, const auto& b) { a += b; });
+  bind_inplace(cls, "__isub__", [](Tensor& a, const auto& b) { a -= b; });
+  bind_inplace(cls, "__imul__", [](Tensor& a, const auto& b) { a *= b; });
+  bind_inplace(cls, "__itruediv__", [](Tensor& a, const auto& b) { a /= b; });
+}
+
+}  // namespace lt::python

@@ -1,0 +1,89 @@
+"""Shared fixtures and checks. Results are compared against NumPy (float64 references) and, for
+dtype rules, against PyTorch (Debian's python3-torch) when it is installed."""
+import os
+import pathlib
+import subprocess
+import sys
+
+os.environ.setdefault("LT_CACHE_DIR", "off")  # no disk cache: every run compiles what it checks
+
+try:
+    import lazytensor  # noqa: F401
+except ImportError:  # run straight from a checkout after `cmake --build build`
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "build" / "python"))
+
+import numpy as np
+import pytest
+
+import lazytensor as lt
+
+DEVICES = ["cpu", "lazy"]
+
+# Tolerances per result dtype against a float64 NumPy reference.
+TOLERANCES = {
+    "float64": (1e-10, 1e-12),
+    "float32": (2e-5, 2e-6),
+    "float16": (2e-3, 2e-3),
+    "bfloat16": (1e-2, 1e-2),
+}
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    return request.param
+
+
+@pytest.fixture
+def rng(request):
+    """A generator seeded from the test's name: fixed per test, different across tests."""
+    seed = sum(ord(c) * (i + 1) for i, c in enumerate(request.node.name)) % (2**32)
+    return np.random.default_rng(seed)
+
+
+@pytest.fixture(autouse=True)
+def _no_pending_state_between_tests():
+    yield
+    lt.mark_step()
+
+
+def torch_or_skip():
+    return pytest.importorskip("torch")
+
+
+def lt_dtype_for(np_dtype):
+    return getattr(lt, np.dtype(np_dtype).name)
+
+
+def assert_close(t, expected, dtype=None, rtol=None, atol=None):
+    """`t` (a lazytensor.Tensor) has the dtype and shape expected and matches `expected`."""
+    assert isinstance(t, lt.Tensor), type(t)
+    expected = np.asarray(expected)
+    if dtype is not None:
+        assert t.dtype == dtype, f"dtype {t.dtype}, expected {dtype}"
+    got = t.float().numpy() if t.dtype == lt.bfloat16 else t.numpy()
+    assert tuple(t.shape) == expected.shape, f"shape {tuple(t.shape)}, expected {expected.shape}"
+    assert got.shape == expected.shape
+    name = t.dtype.name
+    if name in TOLERANCES:
+        r, a = TOLERANCES[name]
+        np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64),
+                                   rtol=r if rtol is None else rtol, atol=a if atol is None else atol)
+    else:
+        np.testing.assert_array_equal(got, expected.astype(got.dtype))
+
+
+def run_isolated(code, timeout=120):
+    """Runs `code` (after `import lazytensor as lt, numpy as np`) in a child interpreter, so that a
+    crash of the C++ runtime fails one test instead of killing the whole run."""
+    env = dict(os.environ)
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(lt.__file__)))
+    env["PYTHONPATH"] = pkg_parent + os.pathsep + env.get("PYTHONPATH", "")
+    script = "import lazytensor as lt\nimport numpy as np\n" + code
+    return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def crashes(code):
+    """True when `code` kills the interpreter (a signal, not a Python exception)."""
+    return run_isolated(code).returncode < 0
+

@@ -1,0 +1,155 @@
+"""Mistakes raise the exception PyTorch raises, with a useful message, and the process goes on."""
+import numpy as np
+import pytest
+
+import lazytensor as lt
+from conftest import assert_close
+
+
+def _still_works(device):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = lt.tensor(x, device=device)
+    assert_close((t * 2 + 1).sum(1), (x * 2 + 1).sum(1))
+    lt.mark_step()
+
+
+def test_shape_mismatch_is_runtime_error(device):
+    a, b = lt.ones(3, device=device), lt.ones(4, device=device)
+    with pytest.raises(RuntimeError, match=r"\[3\].*\[4\]"):
+        a + b
+    with pytest.raises(RuntimeError):
+        lt.ones(2, 3, device=device) * lt.ones(3, 2, device=device)
+    with pytest.raises(RuntimeError):
+        lt.ones(2, 3, device=device) @ lt.ones(2, 3, device=device)
+    with pytest.raises(RuntimeError):
+        lt.ones(6, device=device).reshape(4, -1)
+    with pytest.raises(RuntimeError):
+        lt.ones(3, 1, device=device).expand(3, 2, 2).expand(4, 2)
+    with pytest.raises(RuntimeError):
+        lt.ones(2, 3, device=device).permute(0, 0)
+    _still_works(device)
+
+
+def test_bad_dtype_is_type_error(device):
+    with pytest.raises(TypeError):
+        lt.zeros(2, dtype="float32", device=device)
+    with pytest.raises(TypeError):
+        lt.ones(2, device=device).to(np.float32)
+    with pytest.raises(TypeError):
+        lt.rand(2, dtype=lt.int32, device=device)
+    with pytest.raises(TypeError):
+        lt.tensor(np.zeros(3, dtype=np.int16), device=device)
+    with pytest.raises(TypeError, match="BFloat16"):
+        lt.ones(2, dtype=lt.bfloat16, device=device).numpy()
+    with pytest.raises(TypeError):
+        lt.tensor(["a", "b"])
+    with pytest.raises(TypeError):
+        lt.ones(2, device=device) + "x"
+    with pytest.raises(TypeError):
+        lt.zeros(2.5)
+    _still_works(device)
+
+
+def test_bad_dim_is_index_error(device):
+    t = lt.ones(2, 3, device=device)
+    with pytest.raises(IndexError):
+        t.sum(2)
+    with pytest.raises(IndexError):
+        t.mean(-3)
+    with pytest.raises(IndexError):
+        t.unsqueeze(4)
+    with pytest.raises(IndexError):
+        t.transpose(0, 2)
+    with pytest.raises(IndexError):
+        t.size(5)
+    with pytest.raises(IndexError):
+        t.squeeze(3)
+    with pytest.raises(IndexError):
+        t.softmax(2)
+    with pytest.raises(IndexError):
+        t.flatten(0, 3)
+    _still_works(device)
+
+
+def test_unknown_device_is_runtime_error():
+    for name in ("tpu", "lazy:foo", "cpu:1", "", "cuda:x", "gpu"):
+        with pytest.raises(RuntimeError):
+            lt.device(name)
+        with pytest.raises(RuntimeError):
+            lt.zeros(2, device=name)
+    with pytest.raises(TypeError):
+        lt.zeros(2, device=3.5)
+    _still_works("lazy")
+
+
+@pytest.mark.skipif(lt.cuda.is_available(), reason="a GPU is usable here")
+def test_cuda_without_gpu_is_a_clear_runtime_error():
+    with pytest.raises(RuntimeError, match="cuda"):
+        lt.zeros(2, device="cuda")
+    with pytest.raises(RuntimeError, match="cuda"):
+        lt.tensor([1.0, 2.0]).cuda()
+    with pytest.raises(RuntimeError):
+        lt.tensor([1.0], device="lazy:cuda").numpy()
+    _still_works("cpu")
+    _still_works("lazy")
+
+
+def test_mixing_devices_is_runtime_error():
+    with pytest.raises(RuntimeError, match="device"):
+        lt.ones(2) + lt.ones(2, device="lazy")
+    with pytest.raises(RuntimeError, match="device"):
+        lt.where(lt.ones(2) > 0, lt.ones(2, device="lazy"), 0.0)
+    _still_works("lazy")
+
+
+def test_item_and_bool_of_many_elements(device):
+    t = lt.ones(3, device=device)
+    with pytest.raises(RuntimeError, match="3 elements"):
+        t.item()
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        bool(t > 0)
+    with pytest.raises(ValueError):
+        float(t)
+    with pytest.raises(TypeError):
+        len(lt.tensor(1.0, device=device))
+    _still_works(device)
+
+
+def test_operations_with_bad_arguments(device):
+    t = lt.ones(2, 3, device=device)
+    with pytest.raises(RuntimeError):
+        lt.ones(2, dtype=lt.int64, device=device).mean()
+    with pytest.raises(RuntimeError):
+        lt.where(t, t, t)  # condition must be bool
+    with pytest.raises(RuntimeError):
+        lt.ones(2, device=device) @ lt.ones(2, dtype=lt.float64, device=device)
+    with pytest.raises(RuntimeError):
+        lt.arange(0, 10, 0)
+    with pytest.raises(RuntimeError):
+        lt.zeros(-1, device=device)
+    with pytest.raises(RuntimeError):
+        lt.ones(3, device=device).mT
+    with pytest.raises(ValueError):
+        lt.set_lazy_backend("nonexistent")
+    _still_works(device)
+
+
+def test_lazy_error_leaves_the_pending_trace_usable():
+    x = lt.tensor(np.arange(4, dtype=np.float32), device="lazy")
+    y = x * 3  # pending
+    with pytest.raises(RuntimeError):
+        y + lt.ones(5, device="lazy")
+    z = y + 1
+    assert_close(z, np.arange(4) * 3 + 1)
+    lt.mark_step()
+    assert lt._C.pending_tensor_count() == 0
+
+
+def test_not_implemented_yet_is_explicit(device):
+    t = lt.ones(2, 3, device=device)
+    for fn in (lambda: t[0], lambda: t.argmax(), lambda: lt.stack([t, t]), lambda: lt.cat([t, t]),
+               lambda: t.max(1), lambda: t.split(1), lambda: list(t),
+               lambda: lt.zeros(2, requires_grad=True)):
+        with pytest.raises(NotImplementedError, match="not implemented"):
+            fn()
+    _still_works(device)

@@ -1,0 +1,120 @@
+"""Reductions over dims and keepdim on cpu and lazy against NumPy (and PyTorch for composites)."""
+import numpy as np
+import pytest
+
+import lazytensor as lt
+from conftest import assert_close, torch_or_skip
+
+DIMS = [None, 0, 1, -1, (0, 2), (1, -1), (0, 1, 2)]
+
+REDUCTIONS = {
+    "sum": np.sum,
+    "mean": np.mean,
+    "amax": np.amax,
+    "amin": np.amin,
+    "prod": np.prod,
+}
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dim", DIMS, ids=str)
+@pytest.mark.parametrize("name", list(REDUCTIONS))
+def test_reduction(device, rng, name, dim, keepdim):
+    x = (rng.uniform(0.6, 1.4, (3, 4, 5)) * rng.choice([-1, 1], (3, 4, 5))).astype(np.float32)
+    t = lt.tensor(x, device=device)
+    want = REDUCTIONS[name](x.astype(np.float64), axis=dim, keepdims=keepdim)
+    if dim is None and keepdim:
+        out = getattr(t, name)(dim=(0, 1, 2), keepdim=True)
+    else:
+        out = getattr(t, name)(dim, keepdim) if dim is not None else getattr(t, name)()
+    assert_close(out, want, dtype=lt.float32, rtol=1e-5, atol=1e-5)
+    assert_close(getattr(lt, name)(t, dim=dim if dim is not None else (0, 1, 2), keepdim=keepdim),
+                 REDUCTIONS[name](x.astype(np.float64), axis=dim if dim is not None else (0, 1, 2),
+                                  keepdims=keepdim),
+                 rtol=1e-5, atol=1e-5)
+
+
+def test_reduce_size_one_and_zero_dim(device, rng):
+    x = rng.standard_normal((4, 1, 3)).astype(np.float32)
+    t = lt.tensor(x, device=device)
+    assert_close(t.sum(1), x.sum(1).astype(np.float64))
+    assert_close(t.mean(1, keepdim=True), x.mean(1, keepdims=True).astype(np.float64))
+    s = lt.tensor(2.5, device=device)
+    assert_close(s.sum(), 2.5)
+    assert_close(s.sum(0), 2.5)
+    assert_close(s.amax(-1), 2.5)
+
+
+def test_max_min_full(device, rng):
+    x = rng.standard_normal((5, 7)).astype(np.float32)
+    t = lt.tensor(x, device=device)
+    assert_close(t.max(), x.max())
+    assert_close(t.min(), x.min())
+    assert_close(lt.max(t), x.max())
+    assert_close(lt.min(t), x.min())
+    y = rng.standard_normal((7,)).astype(np.float32)
+    assert_close(t.max(lt.tensor(y, device=device)), np.maximum(x, y))
+    assert_close(lt.min(t, lt.tensor(y, device=device)), np.minimum(x, y))
+    assert t.max().item() == pytest.approx(float(x.max()))
+
+
+def test_integer_and_bool_reductions(device, rng):
+    xi = rng.integers(-20, 20, (4, 6)).astype(np.int32)
+    ti = lt.tensor(xi, device=device)
+    assert_close(ti.sum(), xi.sum(), dtype=lt.int64)  # sums of integers are int64, as in PyTorch
+    assert_close(ti.sum(1), xi.sum(1), dtype=lt.int64)
+    assert_close(ti.amax(0), xi.max(0), dtype=lt.int32)
+    assert_close(ti.amin(), xi.min(), dtype=lt.int32)
+    xs = rng.integers(1, 3, (3, 4))
+    assert_close(lt.tensor(xs, device=device).prod(1), xs.prod(1), dtype=lt.int64)
+    b = rng.random((5, 5)) > 0.3
+    tb = lt.tensor(b, device=device)
+    assert_close(tb.sum(), b.sum(), dtype=lt.int64)
+    assert_close(tb.sum(0), b.sum(0), dtype=lt.int64)
+    with pytest.raises(RuntimeError):
+        ti.mean()  # as in PyTorch: mean needs a floating input
+    assert_close(ti.mean(dtype=lt.float64), xi.astype(np.float64).mean(), dtype=lt.float64)
+    assert_close(ti.sum(dtype=lt.float32), xi.sum().astype(np.float64), dtype=lt.float32)
+
+
+def test_sum_large_reduction_accuracy(device, rng):
+    x = rng.standard_normal((64, 513)).astype(np.float32)
+    t = lt.tensor(x, device=device)
+    assert_close(t.sum(), x.astype(np.float64).sum(), rtol=1e-5, atol=1e-3)
+    assert_close(t.mean(0), x.astype(np.float64).mean(0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dim", [None, 1, (0, 2)], ids=str)
+def test_var_std(device, rng, dim):
+    x = rng.standard_normal((3, 5, 4)).astype(np.float32)
+    t = lt.tensor(x, device=device)
+    x64 = x.astype(np.float64)
+    assert_close(t.var(dim), x64.var(axis=dim, ddof=1), rtol=1e-4, atol=1e-5)
+    assert_close(t.std(dim), x64.std(axis=dim, ddof=1), rtol=1e-4, atol=1e-5)
+    assert_close(t.var(dim, unbiased=False), x64.var(axis=dim), rtol=1e-4, atol=1e-5)
+    if dim is not None:
+        assert_close(t.std(dim, correction=0, keepdim=True), x64.std(axis=dim, keepdims=True),
+                     rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_softmax_family_matches_torch(device, rng, dim):
+    torch = torch_or_skip()
+    x = (rng.standard_normal((4, 6)) * 3).astype(np.float32)
+    t = lt.tensor(x, device=device)
+    px = torch.tensor(x, dtype=torch.float64)
+    assert_close(t.softmax(dim), torch.softmax(px, dim).numpy(), rtol=1e-5, atol=1e-6)
+    assert_close(lt.log_softmax(t, dim), torch.log_softmax(px, dim).numpy(), rtol=1e-5, atol=1e-5)
+    assert_close(t.logsumexp(dim), torch.logsumexp(px, dim).numpy(), rtol=1e-5, atol=1e-5)
+    assert_close(t.logsumexp(dim, keepdim=True), torch.logsumexp(px, dim, keepdim=True).numpy(),
+                 rtol=1e-5, atol=1e-5)
+
+
+def test_reduce_then_elementwise_chain(device, rng):
+    x = rng.standard_normal((6, 8)).astype(np.float32)
+    t = lt.tensor(x, device=device)
+    x64 = x.astype(np.float64)
+    centered = t - t.mean(1, keepdim=True)
+    assert_close(centered, x64 - x64.mean(1, keepdims=True), atol=1e-5)
+    norm = (centered * centered).sum(1).sqrt()
+    assert_close(norm, np.sqrt(((x64 - x64.mean(1, keepdims=True)) ** 2).sum(1)), rtol=1e-5, atol=1e-5)
