@@ -96,7 +96,8 @@ class KernelEmitter {
   void emit_loop(Value* lo, Value* hi, bool nonempty, const std::function<void(Value*)>& body) {
     BasicBlock* pre = b_.GetInsertBlock();
     BasicBlock* header = BasicBlock::Create(ctx_, "loop", fn_);
-    BasicBlock* exit = BasicBlock::Create(ctx_, "loop.end");
+    // Owned by fn_ from the start (so an exception from body() cannot leak it); moved last below.
+    BasicBlock* exit = BasicBlock::Create(ctx_, "loop.end", fn_);
     if (nonempty)
       b_.CreateBr(header);
     else
@@ -108,7 +109,7 @@ class KernelEmitter {
     Value* next = b_.CreateAdd(iv, c64(1), "i.next", /*HasNUW=*/true, /*HasNSW=*/true);
     iv->addIncoming(next, b_.GetInsertBlock());
     b_.CreateCondBr(b_.CreateICmpSLT(next, hi), header, exit);
-    exit->insertInto(fn_);
+    exit->moveAfter(&fn_->back());
     b_.SetInsertPoint(exit);
   }
 
