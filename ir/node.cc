@@ -1,5 +1,6 @@
 #include "ir/node.h"
 
+#include <atomic>
 #include <deque>
 #include <mutex>
 #include <unordered_map>
@@ -18,7 +19,22 @@ std::string Hash128::hex() const {
   return s;
 }
 
+namespace {
+std::atomic<int64_t> g_live_nodes{0};
+}  // namespace
+
+int64_t live_nodes() { return g_live_nodes.load(std::memory_order_relaxed); }
+
+Node::Node() { g_live_nodes.fetch_add(1, std::memory_order_relaxed); }
+
+Node::Node(const Node& o)
+    : op(o.op), dtype(o.dtype), shape(o.shape), attrs(o.attrs), inputs(o.inputs), hash(o.hash), data(o.data),
+      scalar(o.scalar), scalar_i(o.scalar_i), source(o.source) {
+  g_live_nodes.fetch_add(1, std::memory_order_relaxed);
+}
+
 Node::~Node() {
+  g_live_nodes.fetch_sub(1, std::memory_order_relaxed);
   std::vector<NodePtr> stack = std::move(inputs);
   while (!stack.empty()) {
     NodePtr n = std::move(stack.back());

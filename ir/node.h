@@ -42,11 +42,14 @@ struct Node {
   int64_t scalar_i = 0;            // ... and its exact integer value for integral dtypes
   int32_t source = -1;             // index into the source-location table (ir/source.h)
 
-  Node() = default;
-  Node(const Node&) = default;
+  Node();
+  Node(const Node&);
   // Releases long operand chains iteratively: a trace of 100k ops must not overflow the stack.
   ~Node();
 };
+
+// Nodes alive in the process: flat across training steps, or the IR is being retained somewhere.
+int64_t live_nodes();
 
 // Makes a node: validates operands, infers dtype and shape, computes the hash.
 NodePtr make_node(Op op, std::vector<NodePtr> inputs, Attrs attrs = {});
