@@ -2,9 +2,10 @@
 
 #include "lowering/decompose.h"
 #include "lowering/fuse.h"
+#include "lowering/simplify.h"
 
 namespace lt {
 
-Plan lower(const Graph& g) { return fuse(decompose(g)); }
+Plan lower(const Graph& g) { return fuse(simplify(decompose(g))); }
 
 }  // namespace lt

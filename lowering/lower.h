@@ -1,4 +1,4 @@
-// The lowering pipeline run on a cache miss: decompose -> fuse (-> schedule) into a Plan.
+// The lowering pipeline run on a cache miss: decompose -> simplify -> fuse into a Plan.
 #pragma once
 #include "ir/graph.h"
 #include "lowering/plan.h"
