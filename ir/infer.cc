@@ -141,6 +141,23 @@ Inferred infer(Op op, const std::vector<NodePtr>& in, const Attrs& a) {
       }
       return {in[0]->dtype, t};
     }
+    case OpClass::Slice: {
+      const Shape& s = in[0]->shape;
+      if (a.ints.size() != 3 * s.size())
+        fail(ErrorKind::Runtime, name, ": expected (start, step, size) for each of the ", s.size(), " dims of ",
+             shape_str(s), ", got ", a.ints.size(), " values");
+      Shape r(s.size());
+      for (size_t d = 0; d < s.size(); ++d) {
+        int64_t start = a.ints[3 * d], step = a.ints[3 * d + 1], size = a.ints[3 * d + 2];
+        if (step == 0 || size < 0) fail(ErrorKind::Runtime, name, ": dim ", d, " has step ", step, " and size ", size);
+        int64_t last = start + step * (size - 1);
+        if (size > 0 && (start < 0 || start >= s[d] || last < 0 || last >= s[d]))
+          fail(ErrorKind::Index, name, ": dim ", d, " reads [", start, " .. ", last, "] (step ", step,
+               ") outside 0..", s[d] - 1, " of input ", shape_str(s));
+        r[d] = size;
+      }
+      return {in[0]->dtype, r};
+    }
     case OpClass::AxisUnary: {
       if (!is_floating(in[0]->dtype))
         fail(ErrorKind::Type, name, ": expected a floating-point tensor, got ", dtype_name(in[0]->dtype));

@@ -17,7 +17,7 @@ enum class Op : uint8_t {
 
 enum class OpClass : uint8_t {
   Leaf, Rand, Unary, Predicate1, Binary, Compare, Logical, Where, Cast, Reduce, Reshape, Permute,
-  Expand, Matmul, AxisUnary, LayerNorm
+  Expand, Matmul, AxisUnary, LayerNorm, Slice
 };
 
 struct OpInfo {
@@ -40,7 +40,7 @@ inline bool is_elementwise(OpClass c) {
          c == OpClass::Cast || c == OpClass::Rand;
 }
 inline bool is_movement(OpClass c) {
-  return c == OpClass::Reshape || c == OpClass::Permute || c == OpClass::Expand;
+  return c == OpClass::Reshape || c == OpClass::Permute || c == OpClass::Expand || c == OpClass::Slice;
 }
 
 }  // namespace lt

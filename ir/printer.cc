@@ -13,6 +13,7 @@ std::string attrs_text(const Node& n) {
     case OpClass::Reduce: os << "axes=" << shape_str(n.attrs.ints) << (n.attrs.keepdim ? ", keepdim" : ""); break;
     case OpClass::Reshape: case OpClass::Expand: os << "shape=" << shape_str(n.attrs.ints); break;
     case OpClass::Permute: os << "perm=" << shape_str(n.attrs.ints); break;
+    case OpClass::Slice: os << "start,step,size=" << shape_str(n.attrs.ints); break;
     case OpClass::AxisUnary: os << "axis=" << n.attrs.ints.at(0); break;
     case OpClass::Cast: os << "dtype=" << dtype_name(n.attrs.dtype); break;
     case OpClass::Rand: os << "stream=" << n.attrs.stream; break;

@@ -178,6 +178,11 @@ int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool c
     size_t off = p.shape.size() - cs.size();
     for (size_t d = 0; d < cs.size(); ++d) ci[d] = cs[d] == 1 ? SymCtx::constant(0) : idx[d + off];
     result = emit(stage, p.inputs[0], ci);
+  } else if (info.cls == OpClass::Slice) {
+    std::vector<Lin> ci(idx.size());
+    for (size_t d = 0; d < idx.size(); ++d)
+      ci[d] = sym_->add(sym_->mul(idx[d], p.attrs.ints[3 * d + 1]), SymCtx::constant(p.attrs.ints[3 * d]));
+    result = emit(stage, p.inputs[0], ci);
   } else if (info.cls == OpClass::Reduce) {
     auto st = stage_of_.find(node);
     if (st == stage_of_.end()) throw Unhostable{node};

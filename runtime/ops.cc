@@ -290,7 +290,12 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return op_out(Op::Matmul, {a.node(), b.node()}, {}, d, {a, b});
 }
 
-Tensor cat(const std::vector<Tensor>&, int64_t) { fail(ErrorKind::NotImplemented, "not implemented: cat"); }
+Tensor slice_node(const Tensor& a, std::vector<int64_t> start_step_size) {
+  const Device& d = common_device("slice", {&a});
+  Attrs at;
+  at.ints = std::move(start_step_size);
+  return op_out(Op::Slice, {a.node()}, at, d, {a});
+}
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator+(const Tensor& a, Scalar b) { return add(a, b); }

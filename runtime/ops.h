@@ -78,7 +78,8 @@ Tensor reshape(const Tensor& a, std::vector<int64_t> shape);
 Tensor permute(const Tensor& a, std::vector<int64_t> dims);
 Tensor expand(const Tensor& a, std::vector<int64_t> shape);
 Tensor matmul(const Tensor& a, const Tensor& b);
-Tensor cat(const std::vector<Tensor>& ts, int64_t dim);  // not implemented yet: raises clearly
+// The Slice primitive ({start, step, size} per dim); runtime/indexing.h builds the PyTorch forms.
+Tensor slice_node(const Tensor& a, std::vector<int64_t> start_step_size);
 
 Tensor operator+(const Tensor& a, const Tensor& b); Tensor operator+(const Tensor& a, Scalar b);
 Tensor operator+(Scalar a, const Tensor& b);

@@ -6,6 +6,7 @@
 
 #include "ir/error.h"
 #include "runtime/autograd.h"
+#include "runtime/indexing.h"
 #include "runtime/ops.h"
 #include "runtime/tensor_impl.h"
 
@@ -66,6 +67,36 @@ Grads layer_norm_vjp(const VjpCtx& c, const Tensor& g) {
   if (has_w) r.push_back(lead.empty() ? g * xhat : (g * xhat).sum(lead));
   if (has_b) r.push_back(lead.empty() ? g : g.sum(lead));
   return r;
+}
+
+// The gradient of a strided slice: g placed back at the positions it was read from, zeros elsewhere.
+Grads slice_vjp(const VjpCtx& c, const Tensor& g) {
+  const Shape& in = c.inputs[0].node()->shape;
+  const auto& s = c.attrs.ints;
+  Tensor r = g;
+  for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d) {
+    int64_t start = s[3 * d], step = s[3 * d + 1], size = s[3 * d + 2], n = in[d];
+    if (size == 0) {
+      Shape z = r.shape();
+      z[d] = n;
+      r = zeros(z, r.dtype(), r.device()) + r.sum({d}, true);  // keeps the graph connected
+      continue;
+    }
+    if (step < 0) {  // read backwards: flip, then it is a forward read from the other end
+      r = flip(r, {d});
+      start += step * (size - 1);
+      step = -step;
+    }
+    if (step > 1) {  // dilate: step-1 zeros after every element, then drop the trailing ones
+      Shape grown = r.shape();
+      grown[d] = size * step;
+      r = pad_dim(r.unsqueeze(d + 1), d + 1, 0, step - 1).reshape(to_vec(grown));
+      r = narrow(r, d, 0, step * (size - 1) + 1);
+    }
+    int64_t covered = r.shape()[d];
+    r = pad_dim(r, d, start, n - start - covered);
+  }
+  return {r};
 }
 
 Grads gelu_vjp(const VjpCtx& c, const Tensor& g) {
@@ -149,6 +180,7 @@ const std::map<Op, VjpRule>& rules() {
          return Grads{g.permute(inv)};
        }},
       {Op::Expand, [](C c, G g) { return Grads{unbroadcast(g, c.inputs[0].node()->shape)}; }},
+      {Op::Slice, slice_vjp},
       {Op::Matmul, matmul_vjp},
       {Op::Relu, [](C c, G g) { return Grads{g * mask(gt(c.x(0), 0.0), g.dtype())}; }},
       {Op::Sigmoid, [](C c, G g) { Tensor y = c.y(); return Grads{g * y * (1.0 - y)}; }},

@@ -37,6 +37,7 @@ bool copies_operands(Op op) {
     case OpClass::Reshape:
     case OpClass::Permute:
     case OpClass::Expand:
+    case OpClass::Slice:
     case OpClass::Where:
     case OpClass::Compare:
     case OpClass::Logical:

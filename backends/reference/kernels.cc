@@ -225,4 +225,31 @@ void eval_expand(Ctx& c) {
   gather(c, a, broadcast_strides(a.shape, c.out.shape));
 }
 
+// out[i] = a[start + step*i] per dim; bounds are re-checked here (the oracle trusts no one).
+void eval_slice(Ctx& c) {
+  const Value& a = *c.in[0];
+  const auto& s = c.node.attrs.ints;
+  if (s.size() != 3 * a.shape.size() || c.out.shape.size() != a.shape.size())
+    fail(ErrorKind::Runtime, where_am_i(c), ": slice attrs ", shape_str(s), " do not fit ", shape_str(a.shape));
+  const Strides cs = contiguous_strides(a.shape);
+  Strides st(a.shape.size());
+  int64_t base = 0;
+  for (size_t d = 0; d < a.shape.size(); ++d) {
+    int64_t start = s[3 * d], step = s[3 * d + 1], size = s[3 * d + 2];
+    int64_t last = start + step * (size - 1);
+    if (size != c.out.shape[d] || (size > 0 && (start < 0 || start >= a.shape[d] || last < 0 || last >= a.shape[d])))
+      fail(ErrorKind::Runtime, where_am_i(c), ": slice ", shape_str(s), " reads outside ", shape_str(a.shape));
+    st[d] = cs[d] * step;
+    base += cs[d] * start;
+  }
+  const auto n = static_cast<size_t>(numel(c.out.shape));
+  auto run = [&](const auto& src, auto& dst) {
+    dst.resize(n);
+    strided_loop<1>(c.out.shape, {&st},
+                    [&](int64_t o, const std::array<int64_t, 1>& off) { dst[o] = src[base + off[0]]; });
+  };
+  if (a.floating()) run(a.f, c.out.f);
+  else run(a.i, c.out.i);
+}
+
 }  // namespace lt::ref

@@ -23,6 +23,7 @@ void eval_reduce_min(Ctx& c);
 void eval_reshape(Ctx& c);
 void eval_permute(Ctx& c);
 void eval_expand(Ctx& c);
+void eval_slice(Ctx& c);
 // Cast and logical_not (any dtype in; no scalar function to plug in).
 void eval_cast(Ctx& c);
 void eval_not(Ctx& c);

@@ -69,6 +69,7 @@ const std::pair<Op, EvalFn> kRules[] = {
     {Op::Reshape, eval_reshape},
     {Op::Permute, eval_permute},
     {Op::Expand, eval_expand},
+    {Op::Slice, eval_slice},
 };
 
 const std::array<EvalFn, kNumOps>& table() {

@@ -4,6 +4,7 @@
 #include "ir/error.h"
 #include "runtime/autograd.h"
 #include "runtime/debug.h"
+#include "runtime/indexing.h"
 #include "runtime/metrics.h"
 #include "runtime/nn.h"
 #include "runtime/optim.h"

@@ -1,0 +1,393 @@
+#include "runtime/indexing.h"
+
+#include <algorithm>
+#include <list>
+#include <map>
+#include <mutex>
+
+#include "ir/error.h"
+#include "runtime/ops.h"
+#include "runtime/tensor_impl.h"
+
+namespace lt {
+namespace {
+
+int64_t norm_dim(int64_t dim, int64_t rank, const char* op) { return normalize_axis(dim, rank, op); }
+
+// Index values of a tensor whose data is already on the host (no sync); nullopt otherwise.
+std::optional<std::vector<int64_t>> host_values(const Tensor& t) {
+  if (t.is_pending() || !t.impl()->storage || !t.impl()->storage->buffer || !t.impl()->storage->buffer->on_host())
+    return std::nullopt;
+  return t.to_vector<int64_t>();
+}
+
+void check_index_tensor(const char* op, const Tensor& index, int64_t bound, const Shape& of) {
+  if (is_floating(index.dtype()) || is_bool(index.dtype()))
+    fail(ErrorKind::Runtime, op, ": expected an integer index tensor, got ", dtype_name(index.dtype()), " (shape ",
+         shape_str(index.shape()), ")");
+  if (auto v = host_values(index))
+    for (int64_t x : *v)
+      if (x < 0 || x >= bound)
+        fail(ErrorKind::Index, op, ": index ", x, " is out of bounds for dimension with size ", bound,
+             " (input shape ", shape_str(of), ", index shape ", shape_str(index.shape()), ")");
+}
+
+// a with `dim` moved last.
+Tensor dim_last(const Tensor& a, int64_t dim) {
+  std::vector<int64_t> p;
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (d != dim) p.push_back(d);
+  p.push_back(dim);
+  return a.permute(p);
+}
+// Inverse of dim_last for a tensor of the same rank.
+Tensor dim_back(const Tensor& a, int64_t dim) {
+  std::vector<int64_t> p;
+  int64_t r = a.dim();
+  for (int64_t d = 0; d < r; ++d) p.push_back(d < dim ? d : d == dim ? r - 1 : d - 1);
+  return a.permute(p);
+}
+
+// A position tensor shaped to broadcast along `dim` of a rank-`rank` tensor.
+Tensor positions_along(int64_t n, int64_t dim, int64_t rank, const Device& d) {
+  std::vector<int64_t> shape(static_cast<size_t>(rank), 1);
+  shape[dim] = n;
+  return positions(n, d).reshape(shape);
+}
+
+}  // namespace
+
+Tensor slice_prim(const Tensor& a, std::vector<int64_t> sss) {
+  bool identity = sss.size() == 3 * a.shape().size();
+  for (size_t d = 0; identity && d < a.shape().size(); ++d)
+    identity = sss[3 * d] == 0 && sss[3 * d + 1] == 1 && sss[3 * d + 2] == a.shape()[d];
+  if (identity) return a;
+  return slice_node(a, std::move(sss));
+}
+
+Tensor slice(const Tensor& a, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) {
+  if (a.dim() == 0) fail(ErrorKind::Index, "slice: cannot slice a 0-d tensor");
+  dim = norm_dim(dim, a.dim(), "slice");
+  if (step <= 0) fail(ErrorKind::Runtime, "slice: step must be positive, got ", step, " (shape ", shape_str(a.shape()), ")");
+  const int64_t n = a.shape()[dim];
+  auto clampi = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
+  int64_t s = start ? clampi(*start) : 0, e = end ? clampi(*end) : n;
+  int64_t size = e > s ? (e - s + step - 1) / step : 0;
+  std::vector<int64_t> sss;
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    if (d == dim) sss.insert(sss.end(), {size ? s : 0, step, size});
+    else sss.insert(sss.end(), {0, 1, a.shape()[d]});
+  }
+  return slice_prim(a, std::move(sss));
+}
+
+Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length) {
+  dim = norm_dim(dim, a.dim(), "narrow");
+  const int64_t n = a.shape()[dim];
+  if (start < 0) start += n;
+  if (start < 0 || length < 0 || start + length > n)
+    fail(ErrorKind::Index, "narrow: start ", start, " and length ", length, " exceed dimension ", dim, " of size ", n,
+         " (shape ", shape_str(a.shape()), ")");
+  return slice(a, dim, start, start + length, 1);
+}
+
+Tensor select(const Tensor& a, int64_t dim, int64_t index) {
+  dim = norm_dim(dim, a.dim(), "select");
+  const int64_t n = a.shape()[dim];
+  if (index < -n || index >= n)
+    fail(ErrorKind::Index, "select: index ", index, " is out of range for dimension ", dim, " with size ", n,
+         " (shape ", shape_str(a.shape()), ")");
+  if (index < 0) index += n;
+  return slice(a, dim, index, index + 1, 1).squeeze(dim);
+}
+
+Tensor flip(const Tensor& a, std::vector<int64_t> dims) {
+  std::vector<bool> f(static_cast<size_t>(a.dim()), false);
+  for (auto d : dims) {
+    d = norm_dim(d, a.dim(), "flip");
+    if (f[d]) fail(ErrorKind::Runtime, "flip: dim ", d, " appears multiple times in ", shape_str(dims));
+    f[d] = true;
+  }
+  std::vector<int64_t> sss;
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    int64_t n = a.shape()[d];
+    if (f[d] && n > 1) sss.insert(sss.end(), {n - 1, -1, n});
+    else sss.insert(sss.end(), {0, 1, n});
+  }
+  return slice_prim(a, std::move(sss));
+}
+
+Tensor pad_dim(const Tensor& a, int64_t dim, int64_t before, int64_t after, double value) {
+  dim = norm_dim(dim, a.dim(), "pad");
+  Tensor x = a;
+  const int64_t n0 = a.shape()[dim];
+  if (before < 0 || after < 0) {  // negative padding crops first
+    int64_t lo = std::max<int64_t>(0, -before), hi = std::max<int64_t>(0, -after);
+    if (lo + hi > n0)
+      fail(ErrorKind::Runtime, "pad: cropping ", lo, " + ", hi, " exceeds dimension ", dim, " of size ", n0,
+           " (shape ", shape_str(a.shape()), ")");
+    x = narrow(x, dim, lo, n0 - lo - hi);
+    before = std::max<int64_t>(0, before);
+    after = std::max<int64_t>(0, after);
+  }
+  if (before == 0 && after == 0) return x;
+  const int64_t n = x.shape()[dim], total = n + before + after;
+  if (n == 0) {
+    Shape s = x.shape();
+    s[dim] = total;
+    return full(s, Scalar(value), x.dtype(), x.device()) + zeros_like(x).sum({dim}, true);  // keeps autograd/device
+  }
+  // Tile x along dim R times and slice from `shift`: tiled[shift + i] = x[(i - before) mod n], so
+  // every read is in bounds; positions outside [before, before + n) are masked to `value`.
+  const int64_t shift = ((n - before % n) % n);
+  const int64_t reps = (shift + total + n - 1) / n;
+  std::vector<int64_t> exp_shape, tiled_shape;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (d == dim) exp_shape.push_back(reps);
+    exp_shape.push_back(x.shape()[d]);
+    tiled_shape.push_back(d == dim ? reps * n : x.shape()[d]);
+  }
+  Tensor tiled = x.unsqueeze(dim).expand(exp_shape).reshape(tiled_shape);
+  Tensor shifted = slice(tiled, dim, shift, shift + total, 1);
+  Tensor pos = positions_along(total, dim, x.dim(), x.device());
+  Tensor inside = logical_and(ge(pos, Scalar(before)), lt(pos, Scalar(before + n)));
+  return where(inside, shifted, Scalar(value));
+}
+
+Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value) {
+  if (pads.size() % 2 || static_cast<int64_t>(pads.size() / 2) > a.dim())
+    fail(ErrorKind::Runtime, "pad: padding length ", pads.size(), " must be even and at most 2 x rank of input ",
+         shape_str(a.shape()));
+  Tensor x = a;
+  for (size_t i = 0; i < pads.size() / 2; ++i)
+    x = pad_dim(x, a.dim() - 1 - static_cast<int64_t>(i), pads[2 * i], pads[2 * i + 1], value);
+  return x;
+}
+
+Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
+  if (ts.empty()) fail(ErrorKind::Runtime, "cat: expected a non-empty list of tensors");
+  const Tensor& f = ts[0];
+  if (f.dim() == 0) fail(ErrorKind::Runtime, "cat: zero-dimensional tensor (shape []) cannot be concatenated");
+  dim = norm_dim(dim, f.dim(), "cat");
+  DType t = f.dtype();
+  int64_t total = 0;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const Tensor& x = ts[i];
+    if (x.dim() != f.dim())
+      fail(ErrorKind::Runtime, "cat: tensors must have the same number of dimensions: got ", shape_str(f.shape()),
+           " and ", shape_str(x.shape()), " (tensor ", i, ")");
+    for (int64_t d = 0; d < f.dim(); ++d)
+      if (d != dim && x.shape()[d] != f.shape()[d])
+        fail(ErrorKind::Runtime, "cat: sizes of tensors must match except in dimension ", dim, ": expected size ",
+             f.shape()[d], " but got size ", x.shape()[d], " for tensor ", i, " (shapes ", shape_str(f.shape()), " and ",
+             shape_str(x.shape()), ")");
+    t = promote(t, x.dtype());
+    total += x.shape()[dim];
+  }
+  if (ts.size() == 1) return f.to(t);
+  // Each piece padded to the full length lands in its own range; a where chain picks it there.
+  Tensor pos = positions_along(total, dim, f.dim(), f.device());
+  Tensor out;
+  int64_t off = total;
+  for (size_t i = ts.size(); i-- > 0;) {
+    const Tensor x = ts[i].to(t);
+    int64_t n = x.shape()[dim];
+    off -= n;
+    if (n == 0) continue;
+    Tensor placed = pad_dim(x, dim, off, total - off - n);
+    out = out.defined() ? where(lt(pos, Scalar(off + n)), placed, out) : placed;
+  }
+  if (!out.defined()) {  // every piece empty
+    Shape s = f.shape();
+    s[dim] = 0;
+    return zeros(s, t, f.device());
+  }
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
+  if (ts.empty()) fail(ErrorKind::Runtime, "stack: expected a non-empty list of tensors");
+  dim = norm_dim(dim, ts[0].dim() + 1, "stack");
+  std::vector<Tensor> u;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (ts[i].shape() != ts[0].shape())
+      fail(ErrorKind::Runtime, "stack: expects each tensor to be equal size, but got ", shape_str(ts[0].shape()),
+           " at entry 0 and ", shape_str(ts[i].shape()), " at entry ", i);
+    u.push_back(ts[i].unsqueeze(dim));
+  }
+  return cat(u, dim);
+}
+
+std::vector<Tensor> split(const Tensor& a, int64_t size, int64_t dim) {
+  dim = norm_dim(dim, a.dim(), "split");
+  if (size <= 0) fail(ErrorKind::Runtime, "split: split_size must be positive, got ", size);
+  std::vector<Tensor> r;
+  const int64_t n = a.shape()[dim];
+  for (int64_t s = 0; s < n || (n == 0 && r.empty()); s += size) r.push_back(slice(a, dim, s, std::min(n, s + size), 1));
+  return r;
+}
+
+std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim) {
+  if (chunks <= 0) fail(ErrorKind::Runtime, "chunk: chunks must be positive, got ", chunks);
+  dim = norm_dim(dim, a.dim(), "chunk");
+  const int64_t n = a.shape()[dim];
+  return split(a, std::max<int64_t>(1, (n + chunks - 1) / chunks), dim);
+}
+
+Tensor positions(int64_t n, const Device& device) {
+  // A small LRU of materialized aranges: the same (n, device) reuses one buffer, so graphs see the
+  // same input data each step and nothing is uploaded again.
+  static std::mutex mu;
+  static std::list<std::pair<std::pair<int64_t, std::string>, Tensor>> lru;
+  std::lock_guard<std::mutex> g(mu);
+  auto key = std::make_pair(n, device.str());
+  for (auto it = lru.begin(); it != lru.end(); ++it)
+    if (it->first == key) {
+      lru.splice(lru.begin(), lru, it);
+      return it->second;
+    }
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = i;
+  Tensor t = from_host(v.data(), DType::Int64, {n}, device);
+  lru.emplace_front(key, t);
+  if (lru.size() > 64) lru.pop_back();
+  return t;
+}
+
+Tensor one_hot(const Tensor& index, int64_t num_classes) {
+  if (index.dtype() != DType::Int64)
+    fail(ErrorKind::Runtime, "one_hot: one_hot is only applicable to index tensor of type int64, got ",
+         dtype_name(index.dtype()));
+  if (num_classes < 0) {
+    auto v = host_values(index.is_pending() ? Tensor() : index);
+    if (!v) v = index.to_vector<int64_t>();  // PyTorch reads the data too
+    num_classes = v->empty() ? 0 : *std::max_element(v->begin(), v->end()) + 1;
+  }
+  check_index_tensor("one_hot", index, num_classes, index.shape());
+  return cast(eq(index.unsqueeze(-1), positions(num_classes, index.device())), DType::Int64);
+}
+
+Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
+  dim = norm_dim(dim, a.dim(), "gather");
+  if (index.dim() != a.dim())
+    fail(ErrorKind::Runtime, "gather: index tensor must have the same number of dimensions as input tensor (input ",
+         shape_str(a.shape()), ", index ", shape_str(index.shape()), ")");
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (d != dim && index.shape()[d] > a.shape()[d])
+      fail(ErrorKind::Runtime, "gather: size of index ", shape_str(index.shape()), " does not fit input ",
+           shape_str(a.shape()), " at dimension ", d);
+  check_index_tensor("gather", index, a.shape()[dim], a.shape());
+  const int64_t k = a.shape()[dim];
+  // Restrict a to index's extent in the other dims, then out[.., j] = sum_k a[.., k] * (idx[.., j] == k).
+  std::vector<int64_t> sss;
+  for (int64_t d = 0; d < a.dim(); ++d) sss.insert(sss.end(), {0, 1, d == dim ? k : index.shape()[d]});
+  Tensor al = dim_last(slice_prim(a, sss), dim);   // [..., K]
+  Tensor il = dim_last(index, dim);                // [..., J]
+  Tensor hit = eq(il.unsqueeze(-1), positions(k, a.device()));  // [..., J, K]
+  Tensor picked = where(hit, al.unsqueeze(-2), Scalar(0.0)).to(a.dtype()).sum({-1});
+  return dim_back(picked, dim);
+}
+
+Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src) {
+  dim = norm_dim(dim, a.dim(), "scatter_add");
+  if (index.dim() != a.dim() || src.dim() != a.dim())
+    fail(ErrorKind::Runtime, "scatter_add: index and src must have the rank of input (input ", shape_str(a.shape()),
+         ", index ", shape_str(index.shape()), ", src ", shape_str(src.shape()), ")");
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (index.shape()[d] > src.shape()[d] || (d != dim && index.shape()[d] > a.shape()[d]))
+      fail(ErrorKind::Runtime, "scatter_add: index ", shape_str(index.shape()), " does not fit input ",
+           shape_str(a.shape()), " and src ", shape_str(src.shape()), " at dimension ", d);
+  check_index_tensor("scatter_add", index, a.shape()[dim], a.shape());
+  const int64_t k = a.shape()[dim];
+  std::vector<int64_t> sss;
+  for (int64_t d = 0; d < a.dim(); ++d) sss.insert(sss.end(), {0, 1, index.shape()[d]});
+  Tensor sl = dim_last(slice_prim(src.to(a.dtype()), sss), dim);  // [..., J]
+  Tensor il = dim_last(index, dim);                                 // [..., J]
+  Tensor hit = eq(il.unsqueeze(-1), positions(k, a.device()));     // [..., J, K]
+  Tensor added = dim_back(where(hit, sl.unsqueeze(-1), Scalar(0.0)).to(a.dtype()).sum({-2}), dim);  // [..., K]
+  // Rows of `a` beyond index's extent in the other dims receive nothing.
+  std::vector<int64_t> pads;
+  for (int64_t d = a.dim(); d-- > 0;) pads.insert(pads.end(), {0, d == dim ? 0 : a.shape()[d] - index.shape()[d]});
+  return a + pad(added, pads);
+}
+
+Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
+  dim = norm_dim(dim, a.dim(), "index_select");
+  if (index.dim() > 1)
+    fail(ErrorKind::Index, "index_select: index must be a vector, got shape ", shape_str(index.shape()));
+  check_index_tensor("index_select", index, a.shape()[dim], a.shape());
+  const int64_t k = a.shape()[dim];
+  Tensor idx = index.reshape({-1});
+  Tensor al = dim_last(a, dim);                               // [..., K]
+  Tensor hit = eq(idx.unsqueeze(-1), positions(k, a.device()));  // [J, K]
+  Tensor picked = where(hit, al.unsqueeze(-2), Scalar(0.0)).to(a.dtype()).sum({-1});  // [..., J]
+  return dim_back(picked, dim);
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& index) {
+  if (weight.dim() != 2) fail(ErrorKind::Runtime, "embedding: weight must be 2-D, got ", shape_str(weight.shape()));
+  check_index_tensor("embedding", index, weight.shape()[0], weight.shape());
+  // one_hot(index) @ weight: the backward is the transposed matmul (a dense scatter-add).
+  Tensor oh = cast(eq(index.unsqueeze(-1), positions(weight.shape()[0], weight.device())), weight.dtype());
+  return matmul(oh, weight);
+}
+
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
+  if (mask.dtype() != DType::Bool)
+    fail(ErrorKind::Runtime, "masked_fill: expected a bool mask, got ", dtype_name(mask.dtype()));
+  return where(mask, Scalar(value), a);
+}
+
+namespace {
+Tensor triangle(const Tensor& a, int64_t k, bool lower, const char* op) {
+  if (a.dim() < 2) fail(ErrorKind::Runtime, op, ": input tensor must have at least 2 dimensions, got ", shape_str(a.shape()));
+  const int64_t r = a.dim(), n = a.shape()[r - 2], m = a.shape()[r - 1];
+  Tensor rows = positions(n, a.device()).reshape({n, 1});
+  Tensor cols = positions(m, a.device()).reshape({1, m});
+  Tensor diff = cols - rows;  // keep j - i <= k (lower) or >= k (upper)
+  Tensor keep = lower ? le(diff, Scalar(k)) : ge(diff, Scalar(k));
+  return where(keep, a, Scalar(0.0)).to(a.dtype());
+}
+}  // namespace
+
+Tensor tril(const Tensor& a, int64_t diagonal) { return triangle(a, diagonal, true, "tril"); }
+Tensor triu(const Tensor& a, int64_t diagonal) { return triangle(a, diagonal, false, "triu"); }
+
+Tensor cumsum(const Tensor& a, int64_t dim) {
+  if (a.dim() == 0) return a;
+  dim = norm_dim(dim, a.dim(), "cumsum");
+  const int64_t n = a.shape()[dim];
+  DType t = is_floating(a.dtype()) ? a.dtype() : DType::Int64;
+  // out[.., i] = sum_j a[.., j] * (j <= i): a masked row reduction, fused into one kernel.
+  Tensor al = dim_last(a.to(t), dim).unsqueeze(-2);                                        // [..., 1, N]
+  Tensor keep = le(positions(n, a.device()).reshape({1, n}), positions(n, a.device()).reshape({n, 1}));  // [N(i), N(j)]
+  Tensor s = where(keep, al, Scalar(0.0)).to(t).sum({-1});                                  // [..., N]
+  return dim_back(s, dim);
+}
+
+namespace {
+// The first position where a equals its extreme along dim: min over positions of the hits.
+Tensor arg_extreme(const Tensor& a, std::optional<int64_t> dim, bool keepdim, bool max, const char* op) {
+  if (is_bool(a.dtype())) fail(ErrorKind::Runtime, op, ": not implemented for bool (shape ", shape_str(a.shape()), ")");
+  if (!dim) {
+    Tensor flat = a.reshape({-1});
+    Tensor r = arg_extreme(flat, 0, false, max, op);
+    if (keepdim) return r.reshape(std::vector<int64_t>(static_cast<size_t>(a.dim()), 1));
+    return r;
+  }
+  if (a.dim() == 0) return zeros({}, DType::Int64, a.device());
+  int64_t d = norm_dim(*dim, a.dim(), op);
+  const int64_t n = a.shape()[d];
+  if (n == 0) fail(ErrorKind::Index, op, ": expected reduction dim ", d, " to have non-zero size (shape ", shape_str(a.shape()), ")");
+  Tensor ext = max ? a.amax({d}, true) : a.amin({d}, true);
+  // NaN is the extreme, as in PyTorch: a NaN position counts as a hit.
+  Tensor hit = is_floating(a.dtype()) ? logical_or(eq(a, ext), ne(a, a)) : eq(a, ext);
+  Tensor pos = positions_along(n, d, a.dim(), a.device());
+  return where(hit, pos, Scalar(n)).amin({d}, keepdim);
+}
+}  // namespace
+
+Tensor argmax(const Tensor& a, std::optional<int64_t> dim, bool keepdim) { return arg_extreme(a, dim, keepdim, true, "argmax"); }
+Tensor argmin(const Tensor& a, std::optional<int64_t> dim, bool keepdim) { return arg_extreme(a, dim, keepdim, false, "argmin"); }
+
+}  // namespace lt
