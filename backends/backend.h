@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lowering/plan.h"
@@ -63,6 +64,19 @@ class Backend {
   virtual void copy_from_host(Buffer& dst, const void* src, size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const Buffer& src, size_t bytes) = 0;
   virtual std::unique_ptr<Executable> compile(const Plan& plan) = 0;
+
+  // On-disk compile cache (runtime/disk_cache.h). Optional: the defaults say "not cacheable".
+  // Identifies the code compile() generates (CPU name + features, GPU architecture + toolkit);
+  // part of the cache key, so an entry is only loaded where its code runs. Empty: never cached.
+  virtual std::string cache_target() { return {}; }
+  // This backend's part of a cache entry for an executable that its compile() returned (object
+  // code, cubins, ...); false when this executable cannot be stored.
+  virtual bool serialize(const Executable& exe, std::string* out) { return false; }
+  // Rebuilds an executable for `plan` from bytes that serialize() wrote, compiling nothing.
+  // Throws lt::Error when the bytes do not fit the plan (the runtime then compiles afresh).
+  virtual std::unique_ptr<Executable> load(const Plan& plan, std::string_view bytes) {
+    return nullptr;
+  }
 };
 
 // Registered backends ("reference", "cpu", "cuda"); throws a clear lt::Error when unavailable.

@@ -8,8 +8,10 @@
 #include "ir/graph.h"
 #include "ir/half.h"
 #include "lowering/lower.h"
+#include "runtime/disk_cache.h"
 #include "runtime/graph_cache.h"
 #include "runtime/metrics_state.h"
+#include "runtime/profile.h"
 #include "runtime/storm.h"
 
 namespace lt {
@@ -69,26 +71,46 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
   Hasher kh(0x62616b);
   for (char c : backend_name) kh.add(static_cast<uint64_t>(c));
   Hash128 key = kh.add(g.key).digest();
+  profile::record(profile::Phase::Hash, "hash", t0, Clock::now());
 
   CachedGraph* entry = cache().find(key);
-  bool hit = entry != nullptr;
+  const bool hit = entry != nullptr;
+  const char* source = hit ? "memory" : "compiled";  // CONTRACT.md's last_graph()["cache"]
   double compile_ms = 0;
   if (!hit) {
     auto tc = Clock::now();
-    Plan plan = lower(g);
-    auto cg = std::make_unique<CachedGraph>();
-    cg->exe = backend.compile(plan);
-    cg->output_buffers = plan.output_buffers;
-    for (int b : plan.output_buffers) cg->output_kinds.push_back(plan.buffers[b].kind);
-    cg->nodes = static_cast<int64_t>(plan.prims.nodes.size());
-    cg->grouping = plan.grouping;
-    entry = cache().insert(key, std::move(cg));
+    auto make_entry = [](const Plan& plan, std::unique_ptr<Executable> exe, int64_t nodes) {
+      auto cg = std::make_unique<CachedGraph>();
+      cg->exe = std::move(exe);
+      cg->output_buffers = plan.output_buffers;
+      for (int b : plan.output_buffers) cg->output_kinds.push_back(plan.buffers[b].kind);
+      cg->nodes = nodes;
+      cg->grouping = plan.grouping;
+      return cg;
+    };
+    if (auto loaded = disk_cache::load(backend, key)) {
+      entry = cache().insert(key, make_entry(loaded->plan, std::move(loaded->exe), loaded->nodes));
+      source = "disk";
+      metrics::bump(metrics::Counter::DiskCacheHits);
+    } else {
+      auto tl = Clock::now();
+      Plan plan = lower(g);
+      profile::record(profile::Phase::Lower, key.hex().substr(0, 12), tl, Clock::now());
+      auto nodes = static_cast<int64_t>(plan.prims.nodes.size());
+      std::unique_ptr<Executable> exe;
+      {
+        profile::Scope s(profile::Phase::Compile, key.hex().substr(0, 12) + " " + backend_name);
+        exe = backend.compile(plan);
+      }
+      entry = cache().insert(key, make_entry(plan, std::move(exe), nodes));
+      disk_cache::store(backend, key, plan, nodes, *entry->exe);
+      metrics::bump(metrics::Counter::GraphCompiles);
+      metrics::bump(metrics::Counter::KernelsCompiled, entry->exe->num_kernels());
+    }
     compile_ms = ms_since(tc);
-    metrics::bump(metrics::Counter::GraphCompiles);
     if (reason != SyncReason::Eager)
       if (auto warning = note_compile(current_source(), g); warning && debug_level() > 0)
         std::fprintf(stderr, "[lazytensor] warning: %s\n", warning->c_str());
-    metrics::bump(metrics::Counter::KernelsCompiled, entry->exe->num_kernels());
   } else {
     metrics::bump(metrics::Counter::GraphCacheHits);
   }
@@ -112,6 +134,7 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
   RunStats stats;
   std::vector<BufferPtr> outs = entry->exe->run(inputs, &stats);
   double run_ms = ms_since(tr);
+  profile::record(profile::Phase::Run, key.hex().substr(0, 12), tr, Clock::now());
   metrics::bump(metrics::Counter::KernelLaunches, stats.kernel_launches);
   metrics::record_sync(reason);
 
@@ -154,7 +177,7 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
     info.kernels = entry->exe->num_kernels();
     info.inputs = static_cast<int64_t>(g.inputs.size());
     info.outputs = static_cast<int64_t>(roots.size());
-    info.cache = hit ? "memory" : "compiled";
+    info.cache = source;
     info.compile_ms = compile_ms;
     info.run_ms = run_ms;
     info.backend = backend_name;

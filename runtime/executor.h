@@ -1,4 +1,4 @@
-// Runs a graph: key -> cache (memory) -> on a miss lower + compile -> bind inputs -> run.
+// Runs a graph: key -> cache (memory, then disk) -> on a miss lower + compile -> bind inputs -> run.
 // The one code path of both lazy syncs and eager ops.
 #pragma once
 #include <memory>
@@ -20,7 +20,7 @@ std::vector<std::string> last_kernel_sources();
 // what LT_DUMP_DIR does for each compiled graph.
 void dump_compiled(const std::string& dir, const Graph& g, const std::string& key, const std::string& backend,
                    const std::vector<std::string>& sources, const std::vector<std::shared_ptr<Storage>>* outputs);
-// Drops every cached executable (tests, `lazytensor cache clear`).
+// Drops every executable cached in memory (tests); the disk cache is runtime/disk_cache.h.
 void clear_graph_cache();
 size_t graph_cache_size();
 

@@ -11,6 +11,7 @@
 #include "ir/printer.h"
 #include "ir/serialize.h"
 #include "runtime/debug.h"
+#include "runtime/disk_cache.h"
 
 namespace {
 
@@ -72,6 +73,34 @@ int show(const Args& a) {
   return 0;
 }
 
+// `cache info`: where the disk cache is and what it holds; `cache clear`: removes our entries.
+int cache(int argc, char** argv) {
+  std::string sub = argc > 2 ? argv[2] : "";
+  if (argc > 3) lt::fail(lt::ErrorKind::Value, "unexpected argument ", argv[3]);
+  if (sub == "info") {
+    lt::DiskCacheInfo info = lt::cache_info();
+    if (!info.enabled) {
+      std::printf("disk cache: disabled (LT_CACHE_DIR=off or no HOME)\n");
+      return 0;
+    }
+    std::printf("directory: %s\nentries: %lld\nbytes: %lld\n", info.dir.c_str(),
+                static_cast<long long>(info.entries), static_cast<long long>(info.bytes));
+    return 0;
+  }
+  if (sub == "clear") {
+    std::string dir = lt::disk_cache_dir();
+    if (dir.empty()) {
+      std::printf("disk cache: disabled (LT_CACHE_DIR=off or no HOME); nothing to clear\n");
+      return 0;
+    }
+    int64_t n = lt::cache_clear();
+    std::printf("removed %lld entries from %s\n", static_cast<long long>(n), dir.c_str());
+    return 0;
+  }
+  lt::fail(lt::ErrorKind::Value, sub.empty() ? std::string("missing subcommand: info or clear")
+                                             : "unknown subcommand '" + sub + "': info or clear");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -98,11 +127,7 @@ int main(int argc, char** argv) {
       std::printf("%s\n", r.message.c_str());
       return r.diverged ? 1 : 0;
     }
-    if (cmd == "cache") {
-      // The on-disk cache arrives with the CPU backend's object cache (issue 5).
-      std::fprintf(stderr, "lazytensor cache: not implemented: the disk cache does not exist in this build yet\n");
-      return 2;
-    }
+    if (cmd == "cache") return cache(argc, argv);
   } catch (const std::exception& e) {
     std::string msg = e.what();
     for (auto& c : msg)

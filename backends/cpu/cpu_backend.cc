@@ -32,6 +32,19 @@ class CpuBackend : public Backend {
   std::unique_ptr<Executable> compile(const Plan& plan) override {
     return std::make_unique<cpu::CpuExecutable>(plan);
   }
+
+  std::string cache_target() override { return cpu::jit_cache_target(); }
+
+  bool serialize(const Executable& exe, std::string* out) override {
+    auto* cpu_exe = dynamic_cast<const cpu::CpuExecutable*>(&exe);
+    if (!cpu_exe) return false;
+    *out = cpu_exe->serialize();
+    return true;
+  }
+
+  std::unique_ptr<Executable> load(const Plan& plan, std::string_view bytes) override {
+    return std::make_unique<cpu::CpuExecutable>(plan, bytes);
+  }
 };
 
 }  // namespace

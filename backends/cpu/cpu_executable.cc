@@ -11,6 +11,7 @@
 #include "backends/cpu/thread_pool.h"
 #include "ir/error.h"
 #include "ir/half.h"
+#include "lowering/plan_serialize.h"
 
 namespace lt::cpu {
 namespace {
@@ -38,11 +39,8 @@ void check_kernel_args(const loop::Kernel& k, const std::vector<BufferSpec>& buf
 
 }  // namespace
 
-CpuExecutable::CpuExecutable(const Plan& plan) : buffers_(plan.buffers) {
-  if (plan.kernels.empty()) return;
-  auto ctx = std::make_unique<llvm::LLVMContext>();
-  auto module = std::make_unique<llvm::Module>("lazytensor_plan", *ctx);
-  std::vector<std::string> names;
+std::vector<loop::Kernel> CpuExecutable::prepare(const Plan& plan) {
+  std::vector<loop::Kernel> merged_kernels;
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const loop::Kernel& k = plan.kernels[i];
     validate_kernel(k);
@@ -55,12 +53,62 @@ CpuExecutable::CpuExecutable(const Plan& plan) : buffers_(plan.buffers) {
     ck.outer_numel = merged.outer_numel();
     ck.inner_numel = numel(merged.inner);
     ck.inner_contiguous = merged.inner.empty() ? 16 : 1;
-    emit_kernel(*module, merged, ck.name);
-    names.push_back(ck.name);
     kernels_.push_back(std::move(ck));
+    merged_kernels.push_back(std::move(merged));
   }
-  code_ = jit_compile(*module, names, &sources_, &timings_);
+  return merged_kernels;
+}
+
+void CpuExecutable::bind(std::unique_ptr<JitCode> code) {
+  code_ = std::move(code);
+  LT_CHECK(code_->functions().size() == kernels_.size(), ErrorKind::Runtime,
+           "cpu executable: ", code_->functions().size(), " functions for ", kernels_.size(),
+           " kernels");
   for (size_t i = 0; i < kernels_.size(); ++i) kernels_[i].fn = code_->functions()[i];
+}
+
+CpuExecutable::CpuExecutable(const Plan& plan) : buffers_(plan.buffers) {
+  if (plan.kernels.empty()) return;
+  std::vector<loop::Kernel> merged = prepare(plan);
+  auto ctx = std::make_unique<llvm::LLVMContext>();
+  auto module = std::make_unique<llvm::Module>("lazytensor_plan", *ctx);
+  std::vector<std::string> names;
+  for (size_t i = 0; i < merged.size(); ++i) {
+    emit_kernel(*module, merged[i], kernels_[i].name);
+    names.push_back(kernels_[i].name);
+  }
+  bind(jit_compile(*module, names, &sources_, &timings_, &object_));
+}
+
+// Layout of the CPU backend's part of a cache entry; bump kCachedFormat when it changes.
+constexpr uint32_t kCachedFormat = 1;
+
+CpuExecutable::CpuExecutable(const Plan& plan, std::string_view cached) : buffers_(plan.buffers) {
+  ByteReader r(cached, "cached cpu code");
+  uint32_t format = r.u32();
+  if (format != kCachedFormat) r.bad("format " + std::to_string(format));
+  size_t nk = r.count(8);
+  if (nk != plan.kernels.size())
+    r.bad(std::to_string(nk) + " kernels, the plan has " + std::to_string(plan.kernels.size()));
+  object_ = std::string(r.bytes());
+  sources_.resize(r.count(8));
+  for (auto& src : sources_) src = std::string(r.bytes());
+  if (!r.done()) r.bad("trailing bytes");
+  if (plan.kernels.empty()) return;
+  prepare(plan);
+  std::vector<std::string> names;
+  for (const auto& k : kernels_) names.push_back(k.name);
+  bind(jit_load(object_, names));
+}
+
+std::string CpuExecutable::serialize() const {
+  ByteWriter w;
+  w.u32(kCachedFormat);
+  w.u64(kernels_.size());
+  w.bytes(object_);
+  w.u64(sources_.size());
+  for (const auto& src : sources_) w.bytes(src);
+  return w.take();
 }
 
 std::vector<BufferPtr> CpuExecutable::run(const std::vector<RunInput>& inputs, RunStats* stats) {

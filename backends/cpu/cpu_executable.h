@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/backend.h"
@@ -12,7 +13,13 @@ namespace lt::cpu {
 
 class CpuExecutable : public Executable {
  public:
+  // Compiles the plan's kernels.
   explicit CpuExecutable(const Plan& plan);
+  // Links code that serialize() wrote for the same plan (the disk cache); compiles nothing.
+  // Throws lt::Error when the bytes do not fit the plan.
+  CpuExecutable(const Plan& plan, std::string_view cached);
+  // The object code and kernel sources, for the disk cache.
+  std::string serialize() const;
   std::vector<BufferPtr> run(const std::vector<RunInput>& inputs, RunStats* stats) override;
   int num_kernels() const override { return static_cast<int>(kernels_.size()); }
   std::vector<std::string> kernel_sources() const override { return sources_; }
@@ -30,8 +37,13 @@ class CpuExecutable : public Executable {
   std::vector<BufferSpec> buffers_;
   std::vector<CompiledKernel> kernels_;
   std::vector<std::string> sources_;
+  std::string object_;  // the linked object file, kept for serialize()
   std::unique_ptr<JitCode> code_;
   JitTimings timings_;
+
+  // Validates the plan's kernels and fills kernels_ (all but fn); returns the merged kernels.
+  std::vector<loop::Kernel> prepare(const Plan& plan);
+  void bind(std::unique_ptr<JitCode> code);
 };
 
 }  // namespace lt::cpu

@@ -17,6 +17,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
+#include <llvm/Config/llvm-config.h>
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/SubtargetFeature.h>
 
@@ -163,6 +164,37 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm) {
   mpm.run(m, mam);
 }
 
+// Links `object` into a fresh JITDylib and looks up `names` in it.
+std::unique_ptr<JitCode> link_object(llvm::StringRef object,
+                                     const std::vector<std::string>& names) {
+  Jit& J = jit();
+  std::lock_guard<std::recursive_mutex> lk(J.mu);
+  auto& es = J.lljit->getExecutionSession();
+  std::string dylib_name = "lt_plan_";
+  dylib_name += std::to_string(J.next_id++);
+  auto dylib = es.createJITDylib(dylib_name);
+  if (!dylib) fail(ErrorKind::Runtime, "cpu backend: LLVM JIT: ", to_string(dylib.takeError()));
+  dylib->addToLinkOrder(*J.process);
+  J.live.fetch_add(1);
+  J.created.fetch_add(1);
+  // From here on `code` owns the JITDylib and removes it on every exit path (the mutex is
+  // recursive, so its destructor may run while an error unwinds through this scope).
+  auto code = std::make_unique<JitCode>(&*dylib);
+  if (!names.empty()) {
+    auto buffer = llvm::MemoryBuffer::getMemBufferCopy(object, dylib_name);
+    if (auto err = J.lljit->addObjectFile(*dylib, std::move(buffer)))
+      fail(ErrorKind::Runtime, "cpu backend: LLVM JIT: ", to_string(std::move(err)));
+    std::vector<KernelFn> fns;
+    for (const auto& name : names) {
+      auto sym = J.lljit->lookup(*dylib, name);
+      if (!sym) fail(ErrorKind::Runtime, "cpu backend: LLVM JIT: ", to_string(sym.takeError()));
+      fns.push_back(sym->toPtr<KernelFn>());
+    }
+    code->set_functions(std::move(fns));
+  }
+  return code;
+}
+
 }  // namespace
 
 JitCode::~JitCode() {
@@ -183,6 +215,21 @@ std::string jit_target_description() {
   return h.cpu + " " + h.triple;
 }
 
+std::unique_ptr<JitCode> jit_load(std::string_view object, const std::vector<std::string>& names) {
+  return link_object(llvm::StringRef(object.data(), object.size()), names);
+}
+
+std::string jit_cache_target() {
+  const HostTarget& h = host_target();
+  std::string s = "llvm " LLVM_VERSION_STRING " ";
+  s += h.triple;
+  s += " ";
+  s += h.cpu;
+  s += " ";
+  s += h.features;
+  return s;
+}
+
 void configure_for_host(llvm::Module& m) {
   auto tm = host_target_machine();
   m.setTargetTriple(host_target().triple);
@@ -190,8 +237,9 @@ void configure_for_host(llvm::Module& m) {
 }
 
 std::unique_ptr<JitCode> jit_compile(llvm::Module& m, const std::vector<std::string>& names,
-                                     std::vector<std::string>* sources, JitTimings* timings) {
-  Jit& J = jit();
+                                     std::vector<std::string>* sources, JitTimings* timings,
+                                     std::string* object) {
+  jit();  // fail early, before any work, when the JIT cannot be created
   auto tm = host_target_machine();
   m.setTargetTriple(host_target().triple);
   m.setDataLayout(tm->createDataLayout());
@@ -223,9 +271,9 @@ std::unique_ptr<JitCode> jit_compile(llvm::Module& m, const std::vector<std::str
   }
 
   t0 = Clock::now();
-  llvm::SmallVector<char, 0> object;
+  llvm::SmallVector<char, 0> object_code;
   {
-    llvm::raw_svector_ostream os(object);
+    llvm::raw_svector_ostream os(object_code);
     llvm::legacy::PassManager pm;
     if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
       fail(ErrorKind::Runtime, "cpu backend: LLVM cannot emit object code for ",
@@ -235,32 +283,9 @@ std::unique_ptr<JitCode> jit_compile(llvm::Module& m, const std::vector<std::str
   if (!diag.empty()) fail(ErrorKind::Runtime, "cpu backend: LLVM error: ", diag);
   if (timings) timings->codegen_s = seconds_since(t0);
 
+  if (object) object->assign(object_code.data(), object_code.size());
   t0 = Clock::now();
-  std::lock_guard<std::recursive_mutex> lk(J.mu);
-  auto& es = J.lljit->getExecutionSession();
-  std::string dylib_name = "lt_plan_";
-  dylib_name += std::to_string(J.next_id++);
-  auto dylib = es.createJITDylib(dylib_name);
-  if (!dylib) fail(ErrorKind::Runtime, "cpu backend: LLVM JIT: ", to_string(dylib.takeError()));
-  dylib->addToLinkOrder(*J.process);
-  J.live.fetch_add(1);
-  J.created.fetch_add(1);
-  // From here on `code` owns the JITDylib and removes it on every exit path (the mutex is
-  // recursive, so its destructor may run while an error unwinds through this scope).
-  auto code = std::make_unique<JitCode>(&*dylib);
-  if (!names.empty()) {
-    auto buffer = llvm::MemoryBuffer::getMemBufferCopy(
-        llvm::StringRef(object.data(), object.size()), dylib_name);
-    if (auto err = J.lljit->addObjectFile(*dylib, std::move(buffer)))
-      fail(ErrorKind::Runtime, "cpu backend: LLVM JIT: ", to_string(std::move(err)));
-    std::vector<KernelFn> fns;
-    for (const auto& name : names) {
-      auto sym = J.lljit->lookup(*dylib, name);
-      if (!sym) fail(ErrorKind::Runtime, "cpu backend: LLVM JIT: ", to_string(sym.takeError()));
-      fns.push_back(sym->toPtr<KernelFn>());
-    }
-    code->set_functions(std::move(fns));
-  }
+  auto code = link_object(llvm::StringRef(object_code.data(), object_code.size()), names);
   if (timings) timings->link_s = seconds_since(t0);
   return code;
 }

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/cpu/cpu_jit.h"
@@ -41,9 +42,18 @@ struct JitTimings {
 void configure_for_host(llvm::Module& m);
 
 // Verifies `m`, runs the O3 pipeline for the host CPU, prints the optimized IR of each function
-// in `names` into (*sources)[i], emits an object file and links it into a fresh JITDylib.
-// functions()[i] is `names[i]`. LLVM failures become lt::Error.
+// in `names` into (*sources)[i], emits an object file (copied into *object when given, for the
+// disk cache) and links it into a fresh JITDylib. functions()[i] is `names[i]`. LLVM failures
+// become lt::Error.
 std::unique_ptr<JitCode> jit_compile(llvm::Module& m, const std::vector<std::string>& names,
-                                     std::vector<std::string>* sources, JitTimings* timings);
+                                     std::vector<std::string>* sources, JitTimings* timings,
+                                     std::string* object = nullptr);
+
+// Links an object file that jit_compile emitted (in this or an earlier process on the same
+// target) into a fresh JITDylib. A malformed object or a missing symbol becomes lt::Error.
+std::unique_ptr<JitCode> jit_load(std::string_view object, const std::vector<std::string>& names);
+
+// Everything the object code depends on: triple, CPU name, CPU features, LLVM version.
+std::string jit_cache_target();
 
 }  // namespace lt::cpu

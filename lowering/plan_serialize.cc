@@ -1,0 +1,308 @@
+#include "lowering/plan_serialize.h"
+
+#include <cstdint>
+#include <cstring>
+
+#include "ir/error.h"
+#include "ir/ops.h"
+
+namespace lt {
+
+void ByteWriter::u32(uint32_t v) {
+  for (int i = 0; i < 4; ++i) u8(static_cast<uint8_t>(v >> (8 * i)));
+}
+
+void ByteWriter::u64(uint64_t v) {
+  for (int i = 0; i < 8; ++i) u8(static_cast<uint8_t>(v >> (8 * i)));
+}
+
+void ByteWriter::f64(double v) {
+  uint64_t u;
+  std::memcpy(&u, &v, 8);
+  u64(u);
+}
+
+void ByteWriter::bytes(std::string_view s) {
+  u64(s.size());
+  out_.append(s);
+}
+
+void ByteReader::bad(const std::string& why) const {
+  fail(ErrorKind::Value, what_, ": ", why, " (at byte ", pos_, " of ", data_.size(), ")");
+}
+
+void ByteReader::need(size_t n) const {
+  if (n > data_.size() - pos_) bad("truncated");
+}
+
+uint8_t ByteReader::u8() {
+  need(1);
+  return static_cast<uint8_t>(data_[pos_++]);
+}
+
+uint32_t ByteReader::u32() {
+  need(4);
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i)
+    v |= static_cast<uint32_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
+  pos_ += 4;
+  return v;
+}
+
+uint64_t ByteReader::u64() {
+  need(8);
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i)
+    v |= static_cast<uint64_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
+  pos_ += 8;
+  return v;
+}
+
+double ByteReader::f64() {
+  uint64_t u = u64();
+  double d;
+  std::memcpy(&d, &u, 8);
+  return d;
+}
+
+std::string_view ByteReader::raw(size_t n) {
+  need(n);
+  std::string_view s = data_.substr(pos_, n);
+  pos_ += n;
+  return s;
+}
+
+std::string_view ByteReader::bytes() {
+  uint64_t n = u64();
+  if (n > remaining()) bad("truncated");
+  return raw(static_cast<size_t>(n));
+}
+
+size_t ByteReader::count(size_t min_item_bytes) {
+  uint64_t n = u64();
+  if (min_item_bytes == 0) min_item_bytes = 1;
+  if (n > remaining() / min_item_bytes) bad("count " + std::to_string(n) + " exceeds the data");
+  return static_cast<size_t>(n);
+}
+
+namespace {
+
+// Bumped whenever the layout below changes; a reader rejects other versions.
+constexpr uint32_t kPlanFormat = 1;
+
+void put_shape(ByteWriter& w, const Shape& s) {
+  w.u64(s.size());
+  for (int64_t e : s) w.i64(e);
+}
+
+void put_index(ByteWriter& w, const loop::Index& ix) {
+  w.i64(ix.offset);
+  w.u64(ix.strides.size());
+  for (int64_t s : ix.strides) w.i64(s);
+  w.i64(ix.general);
+}
+
+void put_kernel(ByteWriter& w, const loop::Kernel& k) {
+  w.bytes(k.name);
+  put_shape(w, k.outer);
+  put_shape(w, k.inner);
+  w.u64(k.args.size());
+  for (const auto& a : k.args) {
+    w.i64(a.buffer);
+    w.u8(static_cast<uint8_t>(a.dtype));
+    w.i64(a.numel);
+    w.u8(a.scalar);
+    w.u8(a.output);
+  }
+  w.u64(k.iexprs.size());
+  for (const auto& e : k.iexprs) {
+    w.u8(static_cast<uint8_t>(e.kind));
+    w.i64(e.value);
+    w.i64(e.a);
+    w.i64(e.b);
+  }
+  w.u64(k.stages.size());
+  for (const auto& st : k.stages) {
+    w.u8(static_cast<uint8_t>(st.kind));
+    w.u64(st.body.size());
+    for (const auto& in : st.body) {
+      w.u8(static_cast<uint8_t>(in.kind));
+      w.u8(static_cast<uint8_t>(in.op));
+      w.u8(static_cast<uint8_t>(in.dtype));
+      w.i64(in.a);
+      w.i64(in.b);
+      w.i64(in.c);
+      w.i64(in.arg);
+      put_index(w, in.index);
+      w.f64(in.value);
+      w.i64(in.stream);
+    }
+    w.u8(static_cast<uint8_t>(st.reduce_op));
+    w.i64(st.reduce_value);
+    w.u8(static_cast<uint8_t>(st.acc_dtype));
+    w.u64(st.stores.size());
+    for (const auto& s : st.stores) {
+      w.i64(s.arg);
+      put_index(w, s.index);
+      w.i64(s.value);
+    }
+  }
+}
+
+// Decoding with range checks: enums in range, ids within [lo, hi).
+struct Decoder {
+  ByteReader& r;
+
+  int id(int64_t lo, int64_t hi, const char* what) {
+    int64_t v = r.i64();
+    if (v < lo || v >= hi)
+      r.bad(std::string(what) + " " + std::to_string(v) + " out of range [" + std::to_string(lo) +
+            ", " + std::to_string(hi) + ")");
+    return static_cast<int>(v);
+  }
+  DType dtype() {
+    uint8_t v = r.u8();
+    if (v >= kNumDTypes) r.bad("bad dtype " + std::to_string(v));
+    return static_cast<DType>(v);
+  }
+  Op op() {
+    uint8_t v = r.u8();
+    if (static_cast<size_t>(v) >= all_ops().size()) r.bad("bad op " + std::to_string(v));
+    return static_cast<Op>(v);
+  }
+  template <typename E>
+  E enumeration(int n, const char* what) {
+    uint8_t v = r.u8();
+    if (v >= n) r.bad(std::string("bad ") + what + " " + std::to_string(v));
+    return static_cast<E>(v);
+  }
+  bool flag() {
+    uint8_t v = r.u8();
+    if (v > 1) r.bad("bad flag");
+    return v != 0;
+  }
+  Shape shape() {
+    Shape s(r.count(8));
+    for (auto& e : s) {
+      e = r.i64();
+      if (e < 0) r.bad("negative extent");
+    }
+    return s;
+  }
+  loop::Index index(int niexprs) {
+    loop::Index ix;
+    ix.offset = r.i64();
+    ix.strides.resize(r.count(8));
+    for (auto& s : ix.strides) s = r.i64();
+    ix.general = id(-1, niexprs, "iexpr");
+    return ix;
+  }
+  loop::Kernel kernel(int nbuffers) {
+    loop::Kernel k;
+    k.name = std::string(r.bytes());
+    k.outer = shape();
+    k.inner = shape();
+    k.args.resize(r.count(19));
+    for (auto& a : k.args) {
+      a.buffer = id(0, nbuffers, "kernel buffer");
+      a.dtype = dtype();
+      a.numel = r.i64();
+      if (a.numel < 0) r.bad("negative numel");
+      a.scalar = flag();
+      a.output = flag();
+    }
+    const int nargs = static_cast<int>(k.args.size());
+    k.iexprs.resize(r.count(25));
+    for (size_t i = 0; i < k.iexprs.size(); ++i) {
+      auto& e = k.iexprs[i];
+      e.kind = enumeration<loop::IExpr::Kind>(6, "iexpr kind");
+      e.value = r.i64();
+      e.a = id(-1, static_cast<int64_t>(i), "iexpr operand");
+      e.b = id(-1, static_cast<int64_t>(i), "iexpr operand");
+    }
+    const int niexprs = static_cast<int>(k.iexprs.size());
+    k.stages.resize(r.count(18));
+    for (size_t s = 0; s < k.stages.size(); ++s) {
+      auto& st = k.stages[s];
+      st.kind = enumeration<loop::StageKind>(3, "stage kind");
+      st.body.resize(r.count(67));
+      for (size_t i = 0; i < st.body.size(); ++i) {
+        auto& in = st.body[i];
+        const int64_t n = static_cast<int64_t>(i);
+        in.kind = enumeration<loop::IKind>(6, "instruction kind");
+        in.op = op();
+        in.dtype = dtype();
+        in.a = id(-1, n, "operand");
+        in.b = id(-1, n, "operand");
+        in.c = id(-1, n, "operand");
+        in.arg = id(-1, in.kind == loop::IKind::ReduceResult ? static_cast<int64_t>(s) : nargs,
+                    "instruction arg");
+        in.index = index(niexprs);
+        in.value = r.f64();
+        in.stream = r.i64();
+      }
+      const int64_t nbody = static_cast<int64_t>(st.body.size());
+      st.reduce_op = op();
+      st.reduce_value = id(-1, nbody, "reduce value");
+      st.acc_dtype = dtype();
+      st.stores.resize(r.count(40));
+      for (auto& s2 : st.stores) {
+        s2.arg = id(0, nargs, "store arg");
+        s2.index = index(niexprs);
+        s2.value = id(0, nbody, "store value");
+      }
+    }
+    return k;
+  }
+};
+
+}  // namespace
+
+std::string serialize_plan(const Plan& plan) {
+  ByteWriter w;
+  w.u32(kPlanFormat);
+  w.u64(plan.buffers.size());
+  for (const auto& b : plan.buffers) {
+    w.u8(static_cast<uint8_t>(b.kind));
+    w.u8(static_cast<uint8_t>(b.dtype));
+    w.i64(b.numel);
+    w.i64(b.input);
+  }
+  w.u64(plan.kernels.size());
+  for (const auto& k : plan.kernels) put_kernel(w, k);
+  w.u64(plan.output_buffers.size());
+  for (int b : plan.output_buffers) w.i64(b);
+  w.u64(plan.output_shapes.size());
+  for (const auto& s : plan.output_shapes) put_shape(w, s);
+  w.bytes(plan.grouping);
+  return w.take();
+}
+
+Plan deserialize_plan(std::string_view bytes) {
+  ByteReader r(bytes, "cached plan");
+  Decoder d{r};
+  uint32_t format = r.u32();
+  if (format != kPlanFormat)
+    r.bad("plan format " + std::to_string(format) + ", expected " + std::to_string(kPlanFormat));
+  Plan plan;
+  plan.buffers.resize(r.count(18));
+  for (auto& b : plan.buffers) {
+    b.kind = d.enumeration<BufferSpec::Kind>(4, "buffer kind");
+    b.dtype = d.dtype();
+    b.numel = r.i64();
+    if (b.numel < 0) r.bad("negative buffer size");
+    b.input = d.id(-1, INT32_MAX, "buffer input");
+  }
+  const int nbuffers = static_cast<int>(plan.buffers.size());
+  plan.kernels.resize(r.count(40));
+  for (auto& k : plan.kernels) k = d.kernel(nbuffers);
+  plan.output_buffers.resize(r.count(8));
+  for (auto& b : plan.output_buffers) b = d.id(0, nbuffers, "output buffer");
+  plan.output_shapes.resize(r.count(8));
+  for (auto& s : plan.output_shapes) s = d.shape();
+  plan.grouping = std::string(r.bytes());
+  if (!r.done()) r.bad("trailing bytes");
+  return plan;
+}
+
+}  // namespace lt
