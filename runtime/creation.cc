@@ -5,6 +5,7 @@
 
 #include "ir/error.h"
 #include "ir/half.h"
+#include "runtime/profile.h"
 #include "runtime/ops.h"
 #include "runtime/tensor_impl.h"
 
@@ -68,7 +69,10 @@ Tensor from_host(const void* data, DType dtype, Shape shape, const Device& devic
   auto s = std::make_shared<Storage>();
   s->buffer = b.allocate(bytes);
   s->backend = backend;
-  if (bytes) b.copy_from_host(*s->buffer, data, bytes);
+  if (bytes) {
+    profile::Scope transfer(profile::Phase::Transfer, "from host");
+    b.copy_from_host(*s->buffer, data, bytes);
+  }
   return Tensor(make_data_tensor(std::move(s), dtype, std::move(shape), device));
 }
 

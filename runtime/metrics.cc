@@ -1,8 +1,10 @@
 #include <array>
+#include <cstdio>
 #include <mutex>
 #include <sstream>
 
 #include "runtime/metrics_state.h"
+#include "runtime/profile.h"
 
 namespace lt::metrics {
 namespace {
@@ -55,6 +57,16 @@ std::string report() {
   os << "\n  last graph: " << (g.hash.empty() ? "none" : g.hash) << " backend=" << g.backend << " nodes=" << g.nodes
      << " kernels=" << g.kernels << " cache=" << g.cache << " compile_ms=" << g.compile_ms << " run_ms=" << g.run_ms
      << "\n";
+  auto t = profile::timings();
+  if (!t.empty()) {
+    os << "  timings (ms)      count     total       p50       p90       p99       max\n";
+    char line[160];
+    for (auto& [name, p] : t) {
+      std::snprintf(line, sizeof line, "    %-10s %10lld %9.3f %9.4f %9.4f %9.4f %9.4f\n", name.c_str(),
+                    static_cast<long long>(p.count), p.total_ms, p.p50_ms, p.p90_ms, p.p99_ms, p.max_ms);
+      os << line;
+    }
+  }
   return os.str();
 }
 
@@ -63,6 +75,7 @@ void reset() {
   for (auto& r : g_reasons) r.store(0);
   std::lock_guard<std::mutex> l(g_mu);
   g_last = GraphInfo{};
+  profile::reset_timings();
 }
 
 }  // namespace lt::metrics

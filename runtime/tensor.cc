@@ -8,6 +8,7 @@
 #include "ir/half.h"
 #include "runtime/autograd.h"
 #include "runtime/ops.h"
+#include "runtime/profile.h"
 #include "runtime/sync.h"
 #include "runtime/tensor_impl.h"
 
@@ -35,6 +36,7 @@ void Tensor::copy_to_host(void* dst, SyncReason reason) const {
   if (impl_->pending) sync({*this}, reason);
   size_t bytes = static_cast<size_t>(numel()) * dtype_size(dtype());
   if (!bytes) return;
+  profile::Scope transfer(profile::Phase::Transfer, "to host");
   const Storage& s = *impl_->storage;
   if (s.buffer->on_host()) std::memcpy(dst, s.buffer->data(), bytes);
   else get_backend(s.backend).copy_to_host(dst, *s.buffer, bytes);

@@ -1,5 +1,6 @@
 // lt::metrics as `lazytensor._C.metrics` (wrapped by lazytensor/metrics.py).
 #include "bindings.h"
+#include "runtime/profile.h"
 
 namespace lt::python {
 
@@ -20,6 +21,20 @@ void init_metrics(py::module_& m) {
     d["outputs"] = g.outputs;
     d["backend"] = g.backend;
     d["grouping"] = g.grouping;
+    return d;
+  });
+  mm.def("timings", [] {
+    py::dict d;
+    for (auto& [name, p] : profile::timings()) {
+      py::dict e;
+      e["count"] = p.count;
+      e["total_ms"] = p.total_ms;
+      e["p50_ms"] = p.p50_ms;
+      e["p90_ms"] = p.p90_ms;
+      e["p99_ms"] = p.p99_ms;
+      e["max_ms"] = p.max_ms;
+      d[py::str(name)] = e;
+    }
     return d;
   });
   mm.def("report", &metrics::report);
