@@ -1,4 +1,6 @@
 // Name -> backend. Backends are created on first use and live for the process.
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 
 #include "backends/backend.h"
@@ -7,20 +9,26 @@
 #ifdef LT_HAVE_LLVM
 #include "backends/cpu/cpu_backend.h"
 #endif
+#ifdef LT_HAVE_CUDA
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/driver_api.h"
+#endif
 
 namespace lt {
 
 bool backend_available(const std::string& name) {
-  if (name == "reference") return true;
-#ifdef LT_HAVE_LLVM
-  if (name == "cpu") return true;
+  // Without LLVM "cpu" still works: it runs on the reference interpreter (DESIGN.md).
+  if (name == "reference" || name == "cpu") return true;
+#ifdef LT_HAVE_CUDA
+  // Loads libcuda on first use; false (never a throw) without a driver or a device.
+  if (name == "cuda") return cuda_device_available();
 #endif
   return false;
 }
 
 Backend& get_backend(const std::string& name) {
   static std::mutex mu;
-  static std::unique_ptr<Backend> ref, cpu;
+  static std::unique_ptr<Backend> ref, cpu, cuda;
   std::lock_guard<std::mutex> g(mu);
   if (name == "reference") {
     if (!ref) ref = make_reference_backend();
@@ -31,13 +39,35 @@ Backend& get_backend(const std::string& name) {
     if (!cpu) cpu = make_cpu_backend();
     return *cpu;
 #else
-    // Without LLVM the CPU runs on the reference interpreter (DESIGN.md); warned once by the runtime.
-    if (!ref) ref = make_reference_backend();
+    if (!ref) {
+      // Said only under LT_DEBUG: stderr belongs to the CLI's one-line errors otherwise.
+      if (const char* d = std::getenv("LT_DEBUG"); d && *d && *d != '0')
+        std::fprintf(stderr,
+                     "[lazytensor] warning: built without LLVM; the cpu backend runs on the "
+                     "reference interpreter (slow)\n");
+      ref = make_reference_backend();
+    }
     return *ref;
 #endif
   }
-  if (name == "cuda")
-    fail(ErrorKind::Runtime, "not implemented: the cuda backend is not built yet (no CUDA device support in this build)");
+  if (name == "cuda") {
+#ifdef LT_HAVE_CUDA
+    if (!cuda) {
+      if (!cuda_device_available()) {
+        const std::string& why = cuda_driver().error;
+        fail(ErrorKind::Runtime, "no CUDA device: ",
+             why.empty() ? std::string("the driver reports none") : why,
+             " (use device 'cpu' or 'lazy:cpu')");
+      }
+      cuda = make_cuda_backend(0);  // throws a clear lt::Error on failure; nothing is cached then
+    }
+    return *cuda;
+#else
+    fail(ErrorKind::Runtime,
+         "no CUDA device: this build of lazytensor has no CUDA backend (configure with "
+         "-DLT_WITH_CUDA=ON where the CUDA toolkit is installed)");
+#endif
+  }
   fail(ErrorKind::Runtime, "unknown backend '", name, "' (expected reference, cpu or cuda)");
 }
 

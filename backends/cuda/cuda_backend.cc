@@ -1,0 +1,220 @@
+#include "backends/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "backends/cuda/cuda_codegen.h"
+#include "backends/cuda/nvrtc_compiler.h"
+#include "ir/error.h"
+
+namespace lt {
+
+CudaBuffer::CudaBuffer(std::shared_ptr<CudaCachingAllocator> alloc, size_t bytes) : alloc_(std::move(alloc)) {
+  bytes_ = bytes;
+  data_ = reinterpret_cast<void*>(alloc_->allocate(bytes));
+}
+
+CudaBuffer::~CudaBuffer() { alloc_->release(ptr(), bytes_); }
+
+namespace {
+
+const CudaBuffer& as_cuda(const Buffer& b, const char* what) {
+  auto* c = dynamic_cast<const CudaBuffer*>(&b);
+  if (!c)
+    fail(ErrorKind::Runtime, what, ": the buffer is ", b.on_host() ? "host memory" : "not CUDA device memory",
+         ", not a buffer of the cuda backend");
+  return *c;
+}
+
+class CudaExecutable : public Executable {
+ public:
+  CudaExecutable(std::shared_ptr<CudaCachingAllocator> alloc, const Plan& plan, std::string target, bool cubin)
+      : alloc_(std::move(alloc)), dev_(alloc_->device()), buffers_(plan.buffers), kernels_(plan.kernels) {
+    CudaModuleSource gen = generate_cuda(plan.kernels);
+    source_ = std::move(gen.source);
+    launches_ = std::move(gen.kernels);
+    if (kernels_.empty()) return;
+    std::vector<char> image;
+    if (cubin) {
+      image = nvrtc_compile_cubin(source_, target);
+    } else {
+      std::string ptx = nvrtc_compile_ptx(source_, target);
+      image.assign(ptx.begin(), ptx.end());
+      image.push_back('\0');
+    }
+    const CudaDriver& d = dev_->driver();
+    dev_->bind();
+    d.check(d.cuModuleLoadData(&module_, image.data()), "cuModuleLoadData");
+    for (const auto& l : launches_) {
+      CUfunction f = nullptr;
+      d.check(d.cuModuleGetFunction(&f, module_, l.name.c_str()), "cuModuleGetFunction");
+      functions_.push_back(f);
+    }
+  }
+
+  ~CudaExecutable() override {
+    if (!module_) return;
+    const CudaDriver& d = dev_->driver();
+    if (d.cuCtxSetCurrent) {
+      try {
+        dev_->bind();
+        d.cuModuleUnload(module_);
+      } catch (...) {
+      }
+    }
+  }
+
+  int num_kernels() const override { return static_cast<int>(kernels_.size()); }
+  std::vector<std::string> kernel_sources() const override { return {source_}; }
+
+  std::vector<BufferPtr> run(const std::vector<RunInput>& inputs, RunStats* stats) override {
+    const CudaDriver& d = dev_->driver();
+    dev_->bind();
+    // Bind every plan buffer: inputs from the caller, temps and outputs from the allocator.
+    std::vector<BufferPtr> owned(buffers_.size());
+    std::vector<CUdeviceptr> ptrs(buffers_.size(), 0);
+    for (size_t b = 0; b < buffers_.size(); ++b) {
+      const BufferSpec& spec = buffers_[b];
+      const size_t bytes = static_cast<size_t>(spec.numel) * dtype_size(spec.dtype);
+      switch (spec.kind) {
+        case BufferSpec::Kind::Input: {
+          if (spec.input < 0 || spec.input >= static_cast<int>(inputs.size()) || !inputs[spec.input].buffer)
+            fail(ErrorKind::Runtime, "cuda executable: graph input ", spec.input, " is missing (", inputs.size(),
+                 " given)");
+          const CudaBuffer& cb = as_cuda(*inputs[spec.input].buffer, "cuda executable input");
+          if (cb.bytes() < bytes)
+            fail(ErrorKind::Runtime, "cuda executable: input ", spec.input, " holds ", cb.bytes(), " bytes, expected ",
+                 bytes, " (", spec.numel, " x ", dtype_name(spec.dtype), ")");
+          ptrs[b] = cb.ptr();
+          break;
+        }
+        case BufferSpec::Kind::Scalar:
+          if (spec.input < 0 || spec.input >= static_cast<int>(inputs.size()))
+            fail(ErrorKind::Runtime, "cuda executable: scalar input ", spec.input, " is missing");
+          break;
+        case BufferSpec::Kind::Temp:
+        case BufferSpec::Kind::Output: {
+          auto buf = std::make_shared<CudaBuffer>(alloc_, bytes);
+          ptrs[b] = buf->ptr();
+          owned[b] = std::move(buf);
+          break;
+        }
+      }
+    }
+    CUstream stream = dev_->stream();
+    for (size_t k = 0; k < kernels_.size(); ++k) {
+      const CudaKernelLaunch& l = launches_[k];
+      if (l.max_blocks <= 0) continue;
+      const loop::Kernel& kern = kernels_[k];
+      // One 8-byte slot per parameter: device pointers, and scalars by value (double / long long).
+      std::vector<uint64_t> slots(kern.args.size());
+      std::vector<void*> params(kern.args.size());
+      for (size_t a = 0; a < kern.args.size(); ++a) {
+        const loop::Arg& arg = kern.args[a];
+        if (arg.buffer < 0 || arg.buffer >= static_cast<int>(buffers_.size()))
+          fail(ErrorKind::Runtime, "internal: kernel ", kern.name, " uses buffer ", arg.buffer, " of ", buffers_.size());
+        const BufferSpec& spec = buffers_[arg.buffer];
+        if (arg.scalar) {
+          const RunInput& in = inputs.at(static_cast<size_t>(spec.input));
+          if (is_floating(arg.dtype)) {
+            double v = in.scalar;
+            std::memcpy(&slots[a], &v, sizeof v);
+          } else {
+            long long v = in.scalar_i;
+            std::memcpy(&slots[a], &v, sizeof v);
+          }
+        } else {
+          if (spec.kind == BufferSpec::Kind::Scalar)
+            fail(ErrorKind::Runtime, "internal: kernel ", kern.name, " reads scalar buffer ", arg.buffer,
+                 " through a pointer");
+          CUdeviceptr p = ptrs[static_cast<size_t>(arg.buffer)];
+          std::memcpy(&slots[a], &p, sizeof p);
+        }
+        params[a] = &slots[a];
+      }
+      const int64_t cap = static_cast<int64_t>(dev_->sm_count()) * std::max(1, 2048 / l.threads) * 4;
+      const unsigned grid = static_cast<unsigned>(std::clamp<int64_t>(l.max_blocks, 1, std::min<int64_t>(cap, 1 << 30)));
+      d.check(d.cuLaunchKernel(functions_[k], grid, 1, 1, static_cast<unsigned>(l.threads), 1, 1, 0, stream,
+                               params.data(), nullptr),
+              "cuLaunchKernel");
+      if (stats) ++stats->kernel_launches;
+    }
+    d.check(d.cuStreamSynchronize(stream), "cuStreamSynchronize");
+    std::vector<BufferPtr> out(buffers_.size());
+    for (size_t b = 0; b < buffers_.size(); ++b)
+      if (buffers_[b].kind == BufferSpec::Kind::Output) out[b] = std::move(owned[b]);
+    return out;  // temps return to the cache here
+  }
+
+ private:
+  std::shared_ptr<CudaCachingAllocator> alloc_;
+  std::shared_ptr<CudaDevice> dev_;
+  std::vector<BufferSpec> buffers_;
+  std::vector<loop::Kernel> kernels_;
+  std::string source_;
+  std::vector<CudaKernelLaunch> launches_;
+  CUmodule module_ = nullptr;
+  std::vector<CUfunction> functions_;
+};
+
+class CudaBackendImpl : public CudaBackend {
+ public:
+  explicit CudaBackendImpl(int ordinal)
+      : dev_(CudaDevice::open(ordinal)), alloc_(std::make_shared<CudaCachingAllocator>(dev_)) {
+    // LT_CUDA_ARCH=sm_XY (cubin) or compute_XY (PTX for the driver's JIT) overrides the
+    // architecture detected from the device, e.g. to try a newer NVRTC target.
+    const char* arch = std::getenv("LT_CUDA_ARCH");
+    if (arch && *arch) {
+      target_ = arch;
+      cubin_ = target_.rfind("sm_", 0) == 0;
+    } else {
+      target_ = nvrtc_target_for(dev_->cc_major(), dev_->cc_minor(), &cubin_);
+    }
+  }
+
+  std::string name() const override { return "cuda"; }
+
+  BufferPtr allocate(size_t bytes) override { return std::make_shared<CudaBuffer>(alloc_, bytes); }
+
+  void copy_from_host(Buffer& dst, const void* src, size_t bytes) override {
+    const CudaBuffer& cb = as_cuda(dst, "cuda copy_from_host");
+    if (bytes > cb.bytes())
+      fail(ErrorKind::Runtime, "cuda copy_from_host: ", bytes, " bytes into a buffer of ", cb.bytes());
+    if (!bytes) return;
+    dev_->bind();
+    const CudaDriver& d = dev_->driver();
+    d.check(d.cuMemcpyHtoD_v2(cb.ptr(), src, bytes), "cuMemcpyHtoD");
+  }
+
+  void copy_to_host(void* dst, const Buffer& src, size_t bytes) override {
+    const CudaBuffer& cb = as_cuda(src, "cuda copy_to_host");
+    if (bytes > cb.bytes())
+      fail(ErrorKind::Runtime, "cuda copy_to_host: ", bytes, " bytes from a buffer of ", cb.bytes());
+    if (!bytes) return;
+    dev_->bind();
+    const CudaDriver& d = dev_->driver();
+    d.check(d.cuMemcpyDtoH_v2(dst, cb.ptr(), bytes), "cuMemcpyDtoH");
+  }
+
+  std::unique_ptr<Executable> compile(const Plan& plan) override {
+    return std::make_unique<CudaExecutable>(alloc_, plan, target_, cubin_);
+  }
+
+  CudaAllocatorStats memory_stats() const override { return alloc_->stats(); }
+  void empty_cache() override { alloc_->empty_cache(); }
+  const CudaDevice& device() const override { return *dev_; }
+  std::string target() const override { return target_; }
+
+ private:
+  std::shared_ptr<CudaDevice> dev_;
+  std::shared_ptr<CudaCachingAllocator> alloc_;
+  std::string target_;
+  bool cubin_ = true;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int ordinal) { return std::make_unique<CudaBackendImpl>(ordinal); }
+
+}  // namespace lt

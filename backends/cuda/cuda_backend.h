@@ -1,0 +1,36 @@
+// The CUDA backend: loop IR -> CUDA C (cuda_codegen.h) -> NVRTC cubin for the device's
+// architecture -> cuModuleLoadData, launched in plan order on one stream; memory from a caching
+// allocator. The driver is loaded with dlopen, so this library links and loads without a GPU.
+#pragma once
+#include <memory>
+
+#include "backends/backend.h"
+#include "backends/cuda/caching_allocator.h"
+
+namespace lt {
+
+// Device memory of the CUDA backend; returned to the caching allocator on destruction.
+class CudaBuffer : public Buffer {
+ public:
+  CudaBuffer(std::shared_ptr<CudaCachingAllocator> alloc, size_t bytes);
+  ~CudaBuffer() override;
+  bool on_host() const override { return false; }
+  CUdeviceptr ptr() const { return reinterpret_cast<CUdeviceptr>(data_); }
+
+ private:
+  std::shared_ptr<CudaCachingAllocator> alloc_;
+};
+
+class CudaBackend : public Backend {
+ public:
+  virtual CudaAllocatorStats memory_stats() const = 0;
+  virtual void empty_cache() = 0;
+  virtual const CudaDevice& device() const = 0;
+  // "sm_90" (or "compute_NN" when the device is newer than NVRTC).
+  virtual std::string target() const = 0;
+};
+
+// The backend on device `ordinal`; throws lt::Error mentioning "no CUDA device" when there is none.
+std::unique_ptr<Backend> make_cuda_backend(int ordinal = 0);
+
+}  // namespace lt

@@ -1,0 +1,63 @@
+// Loop IR -> CUDA C. One translation unit per plan, one `extern "C" __global__` function per kernel,
+// compiled by NVRTC (nvrtc_compiler.h). Nothing here touches a GPU, so CI tests it without one.
+//
+// Grid mapping (see cuda_codegen.cc for the details and the reasons):
+//   Elementwise  - only MapOuter stages: one thread per outer point, grid-stride loop over the
+//                  flattened outer index; 4 points per thread with 16/8/4-byte vector loads and
+//                  stores (float4, ...) when the contiguous accesses allow it.
+//   Block        - Reduce/MapInner stages over a large inner space: one 256..1024-thread block per
+//                  outer point; each Reduce is a warp-shuffle + shared-memory block reduction whose
+//                  result every thread sees, so later stages of the same row read it.
+//   Warp         - the same with one warp per outer point (8 rows per block) for small inner spaces.
+//                  Optionally (CudaCodegenOptions), a load that several stages repeat is read
+//                  once and kept in registers; by default later stages re-read it from L1/L2.
+//   Tile         - reductions whose loads are contiguous along the outer index (column sums): the
+//                  32 lanes of a warp take 32 adjacent outer points, the 8 warps of a block split
+//                  the inner space and combine through shared memory.
+//   Thread       - one thread per outer point looping over its (tiny, <= 16) inner space.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lowering/loop_ir.h"
+
+namespace lt {
+
+enum class CudaKernelMode : uint8_t { Elementwise, Thread, Warp, Block, Tile };
+
+// How one generated kernel is launched. The kernel is grid-stride, so any grid from 1 to
+// `max_blocks` is correct; the backend caps it by the device's size.
+struct CudaKernelLaunch {
+  std::string name;        // the extern "C" symbol
+  CudaKernelMode mode;
+  int threads;             // block size (a multiple of 32)
+  int64_t max_blocks;      // blocks that still get work; 0 when the kernel has nothing to do
+  bool vectorized = false; // Elementwise: a vector path (4 points per thread) exists
+};
+
+struct CudaModuleSource {
+  std::string source;                   // the whole translation unit
+  std::vector<CudaKernelLaunch> kernels;  // one per loop::Kernel, in order
+};
+
+// Tuning knobs (the defaults are what the backend uses; benchmarks vary them).
+struct CudaCodegenOptions {
+  // Register caching of row loads (Block/Warp modes) when a thread holds at most this many points
+  // of the row; 0 disables it. Off by default: on an H100 it made softmax 4096x4096 25% slower
+  // (0.077 vs 0.061 ms) and gelu(layer_norm)+r 8192x4096 24% slower than re-reading the row,
+  // which L1/L2 serve.
+  int max_cached_per_thread = 0;
+  int block_threads = 0;           // Block mode's block size; 0 picks it from the row length
+};
+
+// Generates the translation unit and each kernel's launch description. Throws lt::Error
+// (NotImplemented) for IR it cannot express, naming the kernel and the op.
+CudaModuleSource generate_cuda(const std::vector<loop::Kernel>& kernels, const CudaCodegenOptions& options = {});
+
+// The CUDA C source alone (what dumps and lt.debug.kernel_sources show).
+std::string cuda_source(const std::vector<loop::Kernel>& kernels);
+
+const char* cuda_kernel_mode_name(CudaKernelMode m);
+
+}  // namespace lt

@@ -1,0 +1,41 @@
+#include "backends/cuda/cuda_device.h"
+
+#include "ir/error.h"
+
+namespace lt {
+
+std::shared_ptr<CudaDevice> CudaDevice::open(int ordinal) {
+  const CudaDriver& d = cuda_driver();
+  if (!d.ok || d.device_count == 0)
+    fail(ErrorKind::Runtime, "no CUDA device: ", d.error.empty() ? "the driver reports none" : d.error);
+  if (ordinal < 0 || ordinal >= d.device_count)
+    fail(ErrorKind::Runtime, "no CUDA device ", ordinal, ": ", d.device_count, " device(s) visible");
+  std::shared_ptr<CudaDevice> dev(new CudaDevice());
+  dev->drv_ = &d;
+  dev->ordinal_ = ordinal;
+  d.check(d.cuDeviceGet(&dev->dev_, ordinal), "cuDeviceGet");
+  d.check(d.cuDeviceGetAttribute(&dev->cc_major_, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev->dev_),
+          "cuDeviceGetAttribute");
+  d.check(d.cuDeviceGetAttribute(&dev->cc_minor_, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev->dev_),
+          "cuDeviceGetAttribute");
+  d.check(d.cuDeviceGetAttribute(&dev->sm_count_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev->dev_),
+          "cuDeviceGetAttribute");
+  char name[256] = {0};
+  if (d.cuDeviceGetName(name, sizeof name - 1, dev->dev_) == CUDA_SUCCESS) dev->name_ = name;
+  d.check(d.cuDevicePrimaryCtxRetain(&dev->ctx_, dev->dev_), "cuDevicePrimaryCtxRetain");
+  dev->bind();
+  d.check(d.cuStreamCreate(&dev->stream_, CU_STREAM_DEFAULT), "cuStreamCreate");
+  return dev;
+}
+
+CudaDevice::~CudaDevice() {
+  // Errors are ignored: at process exit the driver may already be shutting down.
+  if (!drv_) return;
+  if (ctx_) drv_->cuCtxSetCurrent(ctx_);
+  if (stream_) drv_->cuStreamDestroy_v2(stream_);
+  if (ctx_) drv_->cuDevicePrimaryCtxRelease_v2(dev_);
+}
+
+void CudaDevice::bind() const { drv_->check(drv_->cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"); }
+
+}  // namespace lt

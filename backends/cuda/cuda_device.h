@@ -1,0 +1,41 @@
+// One CUDA device as the backend uses it: its primary context, one stream, and the attributes
+// that code generation and launches need.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "backends/cuda/driver_api.h"
+
+namespace lt {
+
+class CudaDevice {
+ public:
+  // Opens device `ordinal`; throws lt::Error ("no CUDA device" when the driver has none).
+  static std::shared_ptr<CudaDevice> open(int ordinal = 0);
+  ~CudaDevice();
+  CudaDevice(const CudaDevice&) = delete;
+  CudaDevice& operator=(const CudaDevice&) = delete;
+
+  // Makes the context current on the calling thread; every entry point calls it first, because
+  // the runtime may call from any thread.
+  void bind() const;
+  const CudaDriver& driver() const { return *drv_; }
+  CUstream stream() const { return stream_; }
+  int ordinal() const { return ordinal_; }
+  int cc_major() const { return cc_major_; }
+  int cc_minor() const { return cc_minor_; }
+  int sm_count() const { return sm_count_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  CudaDevice() = default;
+  const CudaDriver* drv_ = nullptr;
+  int ordinal_ = 0;
+  CUdevice dev_ = 0;
+  CUcontext ctx_ = nullptr;
+  CUstream stream_ = nullptr;
+  int cc_major_ = 0, cc_minor_ = 0, sm_count_ = 1;
+  std::string name_;
+};
+
+}  // namespace lt

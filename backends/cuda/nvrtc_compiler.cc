@@ -1,0 +1,128 @@
+#include "backends/cuda/nvrtc_compiler.h"
+
+#include <nvrtc.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+#include "ir/error.h"
+
+namespace lt {
+namespace {
+
+void check(nvrtcResult r, const char* call) {
+  if (r != NVRTC_SUCCESS) fail(ErrorKind::Runtime, "NVRTC error ", nvrtcGetErrorString(r), " in ", call);
+}
+
+struct Program {
+  nvrtcProgram p = nullptr;
+  ~Program() {
+    if (p) nvrtcDestroyProgram(&p);
+  }
+};
+
+// NVRTC's log plus the source lines it refers to ("name(LINE): error ..."), so an error in a
+// generated kernel can be read without a dump.
+std::string annotate(const std::string& log, const std::string& source, const std::string& name) {
+  std::vector<std::string> lines;
+  std::istringstream ss(source);
+  for (std::string l; std::getline(ss, l);) lines.push_back(l);
+  std::ostringstream out;
+  out << log;
+  std::string key = name + "(";
+  int shown = 0;
+  for (size_t pos = log.find(key); pos != std::string::npos && shown < 8; pos = log.find(key, pos + 1)) {
+    size_t end = log.find(')', pos);
+    if (end == std::string::npos) break;
+    long n = std::strtol(log.substr(pos + key.size(), end - pos - key.size()).c_str(), nullptr, 10);
+    if (n >= 1 && n <= static_cast<long>(lines.size())) {
+      out << "\n  line " << n << ": " << lines[static_cast<size_t>(n - 1)];
+      ++shown;
+    }
+  }
+  return out.str();
+}
+
+// Compiles `prog`; throws with the log on failure.
+void compile(Program& prog, const std::string& source, const std::string& arch, const std::string& name) {
+  check(nvrtcCreateProgram(&prog.p, source.c_str(), name.c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram");
+  std::string arch_opt = "--gpu-architecture=" + arch;
+  // --fmad=false: no contraction of a*b+c into one FMA, so a fused kernel rounds exactly like the
+  // same ops run one per kernel (eager mode, PyTorch) and like the CPU backend. The kernels are
+  // memory-bound; the lost FMAs cost nothing measurable.
+  const char* opts[] = {arch_opt.c_str(), "-std=c++17", "-default-device", "--fmad=false"};
+  nvrtcResult r = nvrtcCompileProgram(prog.p, 4, opts);
+  if (r == NVRTC_SUCCESS) return;
+  size_t size = 0;
+  std::string log;
+  if (nvrtcGetProgramLogSize(prog.p, &size) == NVRTC_SUCCESS && size > 1) {
+    log.resize(size);
+    nvrtcGetProgramLog(prog.p, log.data());
+    log.resize(size - 1);
+  }
+  fail(ErrorKind::Runtime, "NVRTC failed to compile ", name, " for ", arch, " (", nvrtcGetErrorString(r), "):\n",
+       annotate(log, source, name));
+}
+
+}  // namespace
+
+std::vector<char> nvrtc_compile_cubin(const std::string& source, const std::string& arch, const std::string& name) {
+  Program prog;
+  compile(prog, source, arch, name);
+  size_t size = 0;
+  check(nvrtcGetCUBINSize(prog.p, &size), "nvrtcGetCUBINSize");
+  std::vector<char> cubin(size);
+  if (size) check(nvrtcGetCUBIN(prog.p, cubin.data()), "nvrtcGetCUBIN");
+  if (cubin.empty()) fail(ErrorKind::Runtime, "NVRTC produced no cubin for ", arch, " (is it a real sm_XY architecture?)");
+  return cubin;
+}
+
+std::string nvrtc_compile_ptx(const std::string& source, const std::string& arch, const std::string& name) {
+  Program prog;
+  compile(prog, source, arch, name);
+  size_t size = 0;
+  check(nvrtcGetPTXSize(prog.p, &size), "nvrtcGetPTXSize");
+  std::string ptx(size, '\0');
+  if (size) check(nvrtcGetPTX(prog.p, ptx.data()), "nvrtcGetPTX");
+  while (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
+  return ptx;
+}
+
+std::vector<int> nvrtc_supported_archs() {
+  int n = 0;
+  check(nvrtcGetNumSupportedArchs(&n), "nvrtcGetNumSupportedArchs");
+  std::vector<int> archs(static_cast<size_t>(n));
+  if (n) check(nvrtcGetSupportedArchs(archs.data()), "nvrtcGetSupportedArchs");
+  std::sort(archs.begin(), archs.end());
+  return archs;
+}
+
+std::string nvrtc_version() {
+  int major = 0, minor = 0;
+  check(nvrtcVersion(&major, &minor), "nvrtcVersion");
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+std::string nvrtc_target_for(int major, int minor, bool* cubin) {
+  const int want = major * 10 + minor;
+  std::vector<int> archs = nvrtc_supported_archs();
+  if (std::find(archs.begin(), archs.end(), want) != archs.end()) {
+    *cubin = true;
+    return "sm_" + std::to_string(want);
+  }
+  // A cubin for sm_XY runs on sm_XZ with Z >= Y: the newest supported one of the same major.
+  for (auto it = archs.rbegin(); it != archs.rend(); ++it)
+    if (*it / 10 == major && *it < want) {
+      *cubin = true;
+      return "sm_" + std::to_string(*it);
+    }
+  if (!archs.empty() && want > archs.back()) {
+    *cubin = false;
+    return "compute_" + std::to_string(archs.back());
+  }
+  fail(ErrorKind::Runtime, "the GPU's compute capability ", major, ".", minor, " is not supported by NVRTC ",
+       nvrtc_version(), " (oldest supported: sm_", archs.empty() ? 0 : archs.front(), ")");
+}
+
+}  // namespace lt

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""GPU benchmark (ANCHORS.md rows): lazytensor `lazy` (CUDA backend) vs PyTorch eager vs
+torch.compile, same process, same inputs. Reports the median ms after warm-up and the first-call
+seconds (compile included), as a table and JSON.
+
+  PYTHONPATH=build-gpu/python python3 bench/gpu.py [--json out.json] [--only NAME] [--quick]
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+
+import lazytensor as lt
+
+
+def cuda_ms(fn, repeats):
+    """Median of CUDA-event timed calls (PyTorch)."""
+    times = []
+    for _ in range(repeats):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def wall_ms(fn, repeats):
+    """Median wall time of calls that end synchronized (lazytensor syncs at mark_step)."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def first_call_s(fn):
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def sin_chain(n):
+    x0 = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    def torch_fn(x):
+        for _ in range(20):
+            x = x + torch.sin(x)
+        return x
+    def lt_fn(x):
+        for _ in range(20):
+            x = x + x.sin()
+        return x
+    return [x0], torch_fn, lt_fn
+
+
+def _functional(name):
+    """lt.nn.functional.<name> when the package has it, else the module-level function."""
+    f = getattr(getattr(getattr(lt, "nn", None), "functional", None), name, None)
+    return f or getattr(lt, name, None)
+
+
+def lt_gelu(x):
+    f = _functional("gelu")
+    if f is None:
+        raise NotImplementedError("lazytensor has no gelu in this build")
+    return f(x)
+
+
+def lt_layer_norm(x, shape, w, b, eps=1e-5):
+    f = _functional("layer_norm")
+    if f is not None:
+        return f(x, shape, w, b, eps)
+    # The same computation spelled out; lowering fuses it into one row kernel either way.
+    mean = x.mean(-1, keepdim=True)
+    xc = x - mean
+    return xc * ((xc * xc).mean(-1, keepdim=True) + eps).rsqrt() * w + b
+
+
+def ln_gelu(rows=8192, cols=4096):
+    rng = np.random.default_rng(1)
+    arrs = [rng.standard_normal((rows, cols)).astype(np.float32), rng.standard_normal((rows, cols)).astype(np.float32),
+            rng.standard_normal(cols).astype(np.float32), rng.standard_normal(cols).astype(np.float32)]
+    def torch_fn(x, r, w, b):
+        return torch.nn.functional.gelu(torch.nn.functional.layer_norm(x, (cols,), w, b)) + r
+    def lt_fn(x, r, w, b):
+        return lt_gelu(lt_layer_norm(x, (cols,), w, b)) + r
+    return arrs, torch_fn, lt_fn
+
+
+def softmax(n=4096):
+    x0 = np.random.default_rng(2).standard_normal((n, n)).astype(np.float32)
+    return [x0], (lambda x: torch.softmax(x, -1)), (lambda x: x.softmax(-1))
+
+
+ROWS = {
+    "sin_chain_20_n10000": lambda q: sin_chain(10_000),
+    "sin_chain_20_n2^24": lambda q: sin_chain(1 << (18 if q else 24)),
+    "layer_norm_gelu_res_8192x4096": lambda q: ln_gelu(*((512, 512) if q else (8192, 4096))),
+    "softmax_4096x4096": lambda q: softmax(512 if q else 4096),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--only", default=None)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeats", type=int, default=50)
+    args = ap.parse_args()
+    dev_name = torch.cuda.get_device_name(0)
+    results = []
+    for name, make in ROWS.items():
+        if args.only and args.only not in name:
+            continue
+        arrays, torch_fn, lt_fn = make(args.quick)
+        row = {"workload": name}
+        xs = [torch.from_numpy(a).cuda() for a in arrays]
+        for _ in range(3):
+            torch_fn(*xs)
+        row["eager_ms"] = cuda_ms(lambda: torch_fn(*xs), args.repeats)
+        torch._dynamo.reset()
+        compiled = torch.compile(torch_fn)
+        row["compile_first_s"] = first_call_s(lambda: compiled(*xs))
+        for _ in range(3):
+            compiled(*xs)
+        row["compile_ms"] = cuda_ms(lambda: compiled(*xs), args.repeats)
+        try:
+            # lazy:cuda, named: plain "lazy" would quietly fall back to the CPU without a GPU.
+            ls = [lt.tensor(a, device="lazy:cuda") for a in arrays]
+            lt.mark_step()
+            def lt_step():
+                y = lt_fn(*ls)
+                lt.mark_step()
+                return y
+            t0 = time.perf_counter()
+            y = lt_step()
+            row["lt_first_s"] = time.perf_counter() - t0
+            for _ in range(3):
+                lt_step()
+            row["lt_ms"] = wall_ms(lt_step, args.repeats)
+            want = torch_fn(*xs).cpu().numpy()
+            got = y.numpy()
+            row["max_abs_err_vs_torch"] = float(np.max(np.abs(got - want)))
+            row["lt_backend"] = lt.metrics.last_graph()["backend"]
+            row["lt_kernels"] = lt.metrics.last_graph()["kernels"]
+        except (NotImplementedError, RuntimeError, AttributeError, TypeError, ValueError) as e:
+            row["lt_error"] = str(e).splitlines()[0]
+        results.append(row)
+        print(json.dumps(row), flush=True)
+    print(f"\n# {dev_name}, torch {torch.__version__}")
+    print(f"{'workload':32}{'eager ms':>10}{'compile ms':>12}{'lt ms':>10}{'lt/compile':>12}{'compile 1st s':>15}{'lt 1st s':>10}")
+    for r in results:
+        lt_ms = r.get("lt_ms")
+        ratio = f"{lt_ms / r['compile_ms']:.2f}x" if lt_ms else "n/a"
+        lt_first = f"{r['lt_first_s']:.3f}" if "lt_first_s" in r else "n/a"
+        print(f"{r['workload']:32}{r['eager_ms']:10.3f}{r['compile_ms']:12.3f}{(f'{lt_ms:.3f}' if lt_ms else 'n/a'):>10}"
+              f"{ratio:>12}{r['compile_first_s']:15.2f}{lt_first:>10}")
+        if "lt_error" in r:
+            print(f"    lazytensor: {r['lt_error']}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": dev_name, "torch": torch.__version__, "rows": results}, f, indent=1)
+    # A row lazytensor could not run is a failure of the run (the table still shows the others).
+    return 1 if any("lt_error" in r for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
