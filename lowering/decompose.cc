@@ -36,14 +36,21 @@ NodePtr matmul_rule(const Node& n, const std::vector<NodePtr>& in) {
   int64_t M = sa[sa.size() - 2], K = sa.back(), N = sb.back();
   Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
   Shape batch = broadcast_shapes(ba, bb, "matmul");
+  // The product is laid out [.., M, N, K] and reduced over K, the innermost loop, so both operands
+  // are read along K: A as stored, B through a transpose. For x @ w.T (nn.Linear) that transpose
+  // cancels against the user's; for a plain [K, N] B, fusion makes one contiguous transposed copy.
   Shape full = batch;
-  full.insert(full.end(), {M, K, N});
+  full.insert(full.end(), {M, N, K});
   Shape a3 = ba, b3 = bb;
-  a3.insert(a3.end(), {M, K, 1});
-  b3.insert(b3.end(), {1, K, N});
-  NodePtr prod = bin(Op::Mul, expand(reshape(a, a3), full), expand(reshape(b, b3), full));
+  a3.insert(a3.end(), {M, 1, K});
+  b3.insert(b3.end(), {1, N, K});
+  Attrs swap;
+  for (size_t d = 0; d < sb.size(); ++d) swap.ints.push_back(static_cast<int64_t>(d));
+  std::swap(swap.ints[sb.size() - 1], swap.ints[sb.size() - 2]);
+  NodePtr bt = make_node(Op::Permute, {b}, swap);
+  NodePtr prod = bin(Op::Mul, expand(reshape(a, a3), full), expand(reshape(bt, b3), full));
   Attrs r;
-  r.ints = {static_cast<int64_t>(full.size()) - 2};
+  r.ints = {static_cast<int64_t>(full.size()) - 1};
   NodePtr out = make_node(Op::ReduceSum, {prod}, r);
   return reshape(out, n.shape);
 }

@@ -1,6 +1,7 @@
 #include "lowering/fuse.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <sstream>
@@ -64,6 +65,11 @@ class KernelBuilder {
   std::vector<Lin> outer_vars();
   std::vector<Lin> reduce_input_index(const ReduceSig& s);
   void collect_reductions(int node, std::set<int>& out, std::set<int>& seen);
+  int inline_cost(int node);
+  bool in_loop_over_inner(int stage) const {
+    return !k_.inner.empty() && k_.stages[stage].kind != StageKind::MapOuter;
+  }
+  bool broadcast_over_outer(const Lin& flat) const;
 
   const PrimGraph& g_;
   const std::vector<bool>& realized_;
@@ -77,7 +83,37 @@ class KernelBuilder {
   std::map<int, int> arg_of_;    // buffer -> kernel arg
   std::map<std::pair<int, std::vector<Lin>>, int> memo_;  // per current stage
   std::set<int> touched_;
+  std::map<int, int> cost_;
 };
+
+// Work of computing `node` inline: its ops down to realized nodes (transcendentals weigh more).
+int KernelBuilder::inline_cost(int node) {
+  auto it = cost_.find(node);
+  if (it != cost_.end()) return it->second;
+  const PNode& p = g_.nodes[node];
+  int c = 0;
+  if (node == root_ || !realized_[node]) {
+    const OpClass cls = op_info(p.op).cls;
+    if (is_elementwise(cls)) {
+      switch (p.op) {
+        case Op::Exp: case Op::Log: case Op::Sin: case Op::Cos: case Op::Tanh: case Op::Erf: case Op::Pow:
+        case Op::Sqrt: case Op::Div: case Op::Recip: c = 4; break;
+        default: c = 1;
+      }
+    }
+    if (cls != OpClass::Reduce)
+      for (int in : p.inputs) c += inline_cost(in);
+  }
+  return cost_[node] = c;
+}
+
+// An element index that stays the same along some outer loop of extent > 1: a value computed there
+// inside an inner loop is recomputed once per point of that outer loop.
+bool KernelBuilder::broadcast_over_outer(const Lin& flat) const {
+  for (size_t o = 0; o < k_.outer.size(); ++o)
+    if (k_.outer[o] > 1 && !sym_->depends_on(flat, static_cast<int>(o))) return true;
+  return false;
+}
 
 int KernelBuilder::arg_for(int buffer, bool output) {
   auto it = arg_of_.find(buffer);
@@ -145,6 +181,13 @@ int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool c
     in.value = p.attrs.value;
     result = push(stage, in);
   } else if (is_elementwise(info.cls) && info.cls != OpClass::Rand) {
+    // Inside a reduction loop, a costly value that does not vary with an outer loop (a matmul
+    // operand broadcast along the other side) would be recomputed for every outer point:
+    // realize it once instead (the retry gives it its own kernel).
+    constexpr int kRecomputeBudget = 4;
+    if (!compute_root && node != root_ && in_loop_over_inner(stage) &&
+        broadcast_over_outer(sym_->flatten(idx, p.shape)) && inline_cost(node) >= kRecomputeBudget)
+      throw Unhostable{node};
     std::vector<int> ops;
     for (int c : p.inputs) {
       const Shape& cs = g_.nodes[c].shape;
@@ -171,6 +214,17 @@ int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool c
   } else if (info.cls == OpClass::Permute) {
     std::vector<Lin> ci(idx.size());
     for (size_t i = 0; i < idx.size(); ++i) ci[p.attrs.ints[i]] = idx[i];
+    // A transposed operand read across the innermost reduction loop (B in a @ B): if it is reused
+    // across an outer loop, a contiguous transposed copy turns every later read into a unit stride.
+    const int inner_var = static_cast<int>(k_.outer.size() + k_.inner.size()) - 1;
+    if (!compute_root && node != root_ && k_.stages[stage].kind == StageKind::Reduce && !k_.inner.empty() &&
+        realized_[p.inputs[0]]) {
+      Lin out_flat = sym_->flatten(idx, p.shape);
+      auto out_stride = sym_->var_stride(out_flat, inner_var);
+      auto in_stride = sym_->var_stride(sym_->flatten(ci, g_.nodes[p.inputs[0]].shape), inner_var);
+      if (out_stride && *out_stride == 1 && (!in_stride || std::abs(*in_stride) > 1) && broadcast_over_outer(out_flat))
+        throw Unhostable{node};
+    }
     result = emit(stage, p.inputs[0], ci);
   } else if (info.cls == OpClass::Expand) {
     const Shape& cs = g_.nodes[p.inputs[0]].shape;

@@ -29,6 +29,27 @@ Lin SymCtx::var(int v) {
   return Lin{0, {{atom({Atom::Var, v, {}, 0, ext - 1}), 1}}};
 }
 
+bool SymCtx::depends_on(const Lin& a, int v) const {
+  for (const auto& [id, k] : a.terms) {
+    const Atom& at = atoms_[id];
+    if (at.kind == Atom::Var ? at.var_or_d == v : depends_on(at.arg, v)) return true;
+  }
+  return false;
+}
+
+std::optional<int64_t> SymCtx::var_stride(const Lin& a, int v) const {
+  int64_t s = 0;
+  for (const auto& [id, k] : a.terms) {
+    const Atom& at = atoms_[id];
+    if (at.kind == Atom::Var) {
+      if (at.var_or_d == v) s += k;
+    } else if (depends_on(at.arg, v)) {
+      return std::nullopt;
+    }
+  }
+  return s;
+}
+
 Lin SymCtx::add(const Lin& a, const Lin& b) const {
   Lin r{a.c + b.c, {}};
   size_t i = 0, j = 0;

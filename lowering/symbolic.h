@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -39,6 +40,11 @@ class SymCtx {
   // Emits `a` as a loop::Index (affine strides when possible, else an IExpr tree in `iexprs`).
   loop::Index to_index(const Lin& a, std::vector<loop::IExpr>& iexprs) const;
   size_t num_vars() const { return extents_.size(); }
+  // Whether `a` changes with loop variable v (directly or inside a div/mod).
+  bool depends_on(const Lin& a, int v) const;
+  // a's coefficient of v when v appears only as a plain term (0 when absent); nullopt when v is
+  // inside a div/mod (the step between consecutive v is not constant).
+  std::optional<int64_t> var_stride(const Lin& a, int v) const;
 
  private:
   struct Atom {

@@ -146,6 +146,20 @@ TEST(Fusion, MatmulIsOneKernelWithItsEpilogueSeparate) {
   EXPECT_LE(p.kernels.size(), 2u) << p.grouping;
 }
 
+TEST(Fusion, MatmulOperandsAreNotRecomputedOrReadStrided) {
+  auto x = param({32, 16}), w = param({16, 8}), wt = param({8, 16});
+  // x @ w.T: both operands are read contiguously along k: one kernel, no copy.
+  EXPECT_EQ(plan_of({op(Op::Matmul, {x, op(Op::Permute, {wt}, {1, 0})})}).kernels.size(), 1u);
+  // x @ w (w is [k, n]): a transposed copy of w first, then a unit-stride matmul.
+  EXPECT_EQ(plan_of({op(Op::Matmul, {x, w})}).kernels.size(), 2u);
+  // exp(x) * 3 + 1 as an operand is computed once, not once per output column.
+  auto costly = op(Op::Add, {op(Op::Mul, {op(Op::Exp, {x}), make_constant(DType::Float32, 3)}), make_constant(DType::Float32, 1)});
+  Plan p = plan_of({op(Op::Matmul, {costly, op(Op::Permute, {wt}, {1, 0})})});
+  EXPECT_EQ(p.kernels.size(), 2u);
+  // A cheap operand (one op) still fuses into the matmul.
+  EXPECT_EQ(plan_of({op(Op::Matmul, {op(Op::Neg, {x}), op(Op::Permute, {wt}, {1, 0})})}).kernels.size(), 1u);
+}
+
 TEST(Fusion, ReductionReadAtAnotherShapeIsMaterialized) {
   auto x = param({4, 8});
   auto s = op(Op::ReduceSum, {x}, {1});                      // [4]
