@@ -99,6 +99,77 @@ def softmax(n=4096):
     return [x0], (lambda x: torch.softmax(x, -1)), (lambda x: x.softmax(-1))
 
 
+def mlp_train_row(quick, repeats):
+    """ANCHORS' MLP 1024-4096-4096-10 train step (forward, cross_entropy, backward, SGD), batch 256:
+    the same weights and batch in PyTorch eager, torch.compile and lazytensor lazy:cuda."""
+    d_in, hid, n_out, batch = (256, 512, 10, 64) if quick else (1024, 4096, 10, 256)
+    rng = np.random.default_rng(5)
+    ws = [rng.standard_normal(s).astype(np.float32) * 0.02 for s in [(hid, d_in), (hid,), (hid, hid), (hid,), (n_out, hid), (n_out,)]]
+    xb = rng.standard_normal((batch, d_in)).astype(np.float32)
+    yb = rng.integers(0, n_out, batch).astype(np.int64)
+    row = {"workload": f"mlp_train_{d_in}_{hid}_{hid}_{n_out}_b{batch}"}
+
+    def torch_model():
+        m = torch.nn.Sequential(torch.nn.Linear(d_in, hid), torch.nn.ReLU(), torch.nn.Linear(hid, hid), torch.nn.ReLU(),
+                                torch.nn.Linear(hid, n_out)).cuda()
+        with torch.no_grad():
+            for p, w in zip(m.parameters(), ws):
+                p.copy_(torch.from_numpy(w))
+        return m
+    x, y = torch.from_numpy(xb).cuda(), torch.from_numpy(yb).cuda()
+
+    def torch_step_fn(m, opt):
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(m(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+    m = torch_model()
+    step = torch_step_fn(m, torch.optim.SGD(m.parameters(), lr=1e-3))
+    for _ in range(3):
+        step()
+    row["eager_ms"] = cuda_ms(step, repeats)
+    torch._dynamo.reset()
+    m = torch_model()
+    opt = torch.optim.SGD(m.parameters(), lr=1e-3)
+    cstep = torch.compile(torch_step_fn(m, opt))
+    row["compile_first_s"] = first_call_s(cstep)
+    for _ in range(3):
+        cstep()
+    row["compile_ms"] = cuda_ms(cstep, repeats)
+    try:
+        nn = lt.nn
+        lm = nn.Sequential(nn.Linear(d_in, hid), nn.ReLU(), nn.Linear(hid, hid), nn.ReLU(), nn.Linear(hid, n_out))
+        lm.to("lazy:cuda")
+        lm.load_state_dict({k: lt.tensor(w) for k, w in zip(lm.state_dict().keys(), ws)})
+        lx, ly = lt.tensor(xb, device="lazy:cuda"), lt.tensor(yb, device="lazy:cuda")
+        lopt = lt.optim.SGD(lm.parameters(), lr=1e-3)
+        lt.mark_step()
+
+        def lt_step():
+            lopt.zero_grad(set_to_none=True)
+            loss = lt.nn.functional.cross_entropy(lm(lx), ly)
+            loss.backward()
+            lopt.step()  # ends the step on lazy (one graph)
+            return loss
+        t0 = time.perf_counter()
+        first = lt_step()
+        row["lt_first_s"] = time.perf_counter() - t0
+        for _ in range(3):
+            lt_step()
+        row["lt_ms"] = wall_ms(lt_step, repeats)
+        ref = torch_model()
+        want = torch.nn.functional.cross_entropy(ref(x), y).item()
+        row["max_abs_err_vs_torch"] = abs(float(first.item()) - want)
+        row["lt_backend"] = lt.metrics.last_graph()["backend"]
+        row["lt_kernels"] = lt.metrics.last_graph()["kernels"]
+    except (NotImplementedError, RuntimeError, AttributeError, TypeError, ValueError, KeyError) as e:
+        row["lt_error"] = str(e).splitlines()[0]
+    return row
+
+
 ROWS = {
     "sin_chain_20_n10000": lambda q: sin_chain(10_000),
     "sin_chain_20_n2^24": lambda q: sin_chain(1 << (18 if q else 24)),
@@ -116,6 +187,10 @@ def main():
     args = ap.parse_args()
     dev_name = torch.cuda.get_device_name(0)
     results = []
+    if not args.only or args.only in "mlp_train":
+        row = mlp_train_row(args.quick, args.repeats)
+        results.append(row)
+        print(json.dumps(row), flush=True)
     for name, make in ROWS.items():
         if args.only and args.only not in name:
             continue
