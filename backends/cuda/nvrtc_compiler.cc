@@ -1,9 +1,12 @@
 #include "backends/cuda/nvrtc_compiler.h"
 
+#include <dlfcn.h>
+#include <cuda.h>  // CUDA_VERSION: the toolkit whose NVRTC major version we load
 #include <nvrtc.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <sstream>
 
 #include "ir/error.h"
@@ -11,14 +14,85 @@
 namespace lt {
 namespace {
 
+// NVRTC is loaded with dlopen(RTLD_LOCAL), not linked: libnvrtc carries its own copy of parts of
+// libstdc++, and when linked, a process that loads us late (Python importing the module) could
+// bind our std:: calls to NVRTC's copies and crash. Loading it privately keeps its symbols out of
+// our lookup scope, and the library still loads where no CUDA toolkit is installed.
+struct Nvrtc {
+  std::string error;
+#define LT_NVRTC_FN(name) decltype(&::name) name = nullptr;
+  LT_NVRTC_FN(nvrtcGetErrorString)
+  LT_NVRTC_FN(nvrtcCreateProgram)
+  LT_NVRTC_FN(nvrtcDestroyProgram)
+  LT_NVRTC_FN(nvrtcCompileProgram)
+  LT_NVRTC_FN(nvrtcGetProgramLogSize)
+  LT_NVRTC_FN(nvrtcGetProgramLog)
+  LT_NVRTC_FN(nvrtcGetCUBINSize)
+  LT_NVRTC_FN(nvrtcGetCUBIN)
+  LT_NVRTC_FN(nvrtcGetPTXSize)
+  LT_NVRTC_FN(nvrtcGetPTX)
+  LT_NVRTC_FN(nvrtcGetNumSupportedArchs)
+  LT_NVRTC_FN(nvrtcGetSupportedArchs)
+  LT_NVRTC_FN(nvrtcVersion)
+#undef LT_NVRTC_FN
+};
+
+const Nvrtc& load_nvrtc() {
+  static Nvrtc n;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::vector<std::string> names = {"libnvrtc.so." + std::to_string(CUDA_VERSION / 1000), "libnvrtc.so"};
+#ifdef LT_NVRTC_DIR
+    names.push_back(std::string(LT_NVRTC_DIR) + "/libnvrtc.so." + std::to_string(CUDA_VERSION / 1000));
+#endif
+    names.push_back("/usr/local/cuda/lib64/libnvrtc.so." + std::to_string(CUDA_VERSION / 1000));
+    void* h = nullptr;
+    std::string tried;
+    for (const auto& name : names) {
+      if ((h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL))) break;
+      tried += (tried.empty() ? "" : ", ") + name;
+    }
+    if (!h) {
+      n.error = "cannot load NVRTC (tried " + tried + ")";
+      return;
+    }
+    std::string missing;
+#define LT_NVRTC_FN(name)                                            \
+  n.name = reinterpret_cast<decltype(n.name)>(dlsym(h, #name));      \
+  if (!n.name) missing += (missing.empty() ? "" : ", ") + std::string(#name);
+    LT_NVRTC_FN(nvrtcGetErrorString)
+    LT_NVRTC_FN(nvrtcCreateProgram)
+    LT_NVRTC_FN(nvrtcDestroyProgram)
+    LT_NVRTC_FN(nvrtcCompileProgram)
+    LT_NVRTC_FN(nvrtcGetProgramLogSize)
+    LT_NVRTC_FN(nvrtcGetProgramLog)
+    LT_NVRTC_FN(nvrtcGetCUBINSize)
+    LT_NVRTC_FN(nvrtcGetCUBIN)
+    LT_NVRTC_FN(nvrtcGetPTXSize)
+    LT_NVRTC_FN(nvrtcGetPTX)
+    LT_NVRTC_FN(nvrtcGetNumSupportedArchs)
+    LT_NVRTC_FN(nvrtcGetSupportedArchs)
+    LT_NVRTC_FN(nvrtcVersion)
+#undef LT_NVRTC_FN
+    if (!missing.empty()) n.error = "NVRTC lacks " + missing;
+  });
+  return n;
+}
+
+const Nvrtc& nv() {
+  const Nvrtc& n = load_nvrtc();
+  if (!n.error.empty()) fail(ErrorKind::Runtime, "not available: CUDA code generation needs NVRTC: ", n.error);
+  return n;
+}
+
 void check(nvrtcResult r, const char* call) {
-  if (r != NVRTC_SUCCESS) fail(ErrorKind::Runtime, "NVRTC error ", nvrtcGetErrorString(r), " in ", call);
+  if (r != NVRTC_SUCCESS) fail(ErrorKind::Runtime, "NVRTC error ", nv().nvrtcGetErrorString(r), " in ", call);
 }
 
 struct Program {
   nvrtcProgram p = nullptr;
   ~Program() {
-    if (p) nvrtcDestroyProgram(&p);
+    if (p) nv().nvrtcDestroyProgram(&p);
   }
 };
 
@@ -46,22 +120,22 @@ std::string annotate(const std::string& log, const std::string& source, const st
 
 // Compiles `prog`; throws with the log on failure.
 void compile(Program& prog, const std::string& source, const std::string& arch, const std::string& name) {
-  check(nvrtcCreateProgram(&prog.p, source.c_str(), name.c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram");
+  check(nv().nvrtcCreateProgram(&prog.p, source.c_str(), name.c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram");
   std::string arch_opt = "--gpu-architecture=" + arch;
   // --fmad=false: no contraction of a*b+c into one FMA, so a fused kernel rounds exactly like the
   // same ops run one per kernel (eager mode, PyTorch) and like the CPU backend. The kernels are
   // memory-bound; the lost FMAs cost nothing measurable.
   const char* opts[] = {arch_opt.c_str(), "-std=c++17", "-default-device", "--fmad=false"};
-  nvrtcResult r = nvrtcCompileProgram(prog.p, 4, opts);
+  nvrtcResult r = nv().nvrtcCompileProgram(prog.p, 4, opts);
   if (r == NVRTC_SUCCESS) return;
   size_t size = 0;
   std::string log;
-  if (nvrtcGetProgramLogSize(prog.p, &size) == NVRTC_SUCCESS && size > 1) {
+  if (nv().nvrtcGetProgramLogSize(prog.p, &size) == NVRTC_SUCCESS && size > 1) {
     log.resize(size);
-    nvrtcGetProgramLog(prog.p, log.data());
+    nv().nvrtcGetProgramLog(prog.p, log.data());
     log.resize(size - 1);
   }
-  fail(ErrorKind::Runtime, "NVRTC failed to compile ", name, " for ", arch, " (", nvrtcGetErrorString(r), "):\n",
+  fail(ErrorKind::Runtime, "NVRTC failed to compile ", name, " for ", arch, " (", nv().nvrtcGetErrorString(r), "):\n",
        annotate(log, source, name));
 }
 
@@ -71,9 +145,9 @@ std::vector<char> nvrtc_compile_cubin(const std::string& source, const std::stri
   Program prog;
   compile(prog, source, arch, name);
   size_t size = 0;
-  check(nvrtcGetCUBINSize(prog.p, &size), "nvrtcGetCUBINSize");
+  check(nv().nvrtcGetCUBINSize(prog.p, &size), "nvrtcGetCUBINSize");
   std::vector<char> cubin(size);
-  if (size) check(nvrtcGetCUBIN(prog.p, cubin.data()), "nvrtcGetCUBIN");
+  if (size) check(nv().nvrtcGetCUBIN(prog.p, cubin.data()), "nvrtcGetCUBIN");
   if (cubin.empty()) fail(ErrorKind::Runtime, "NVRTC produced no cubin for ", arch, " (is it a real sm_XY architecture?)");
   return cubin;
 }
@@ -82,25 +156,25 @@ std::string nvrtc_compile_ptx(const std::string& source, const std::string& arch
   Program prog;
   compile(prog, source, arch, name);
   size_t size = 0;
-  check(nvrtcGetPTXSize(prog.p, &size), "nvrtcGetPTXSize");
+  check(nv().nvrtcGetPTXSize(prog.p, &size), "nvrtcGetPTXSize");
   std::string ptx(size, '\0');
-  if (size) check(nvrtcGetPTX(prog.p, ptx.data()), "nvrtcGetPTX");
+  if (size) check(nv().nvrtcGetPTX(prog.p, ptx.data()), "nvrtcGetPTX");
   while (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
   return ptx;
 }
 
 std::vector<int> nvrtc_supported_archs() {
   int n = 0;
-  check(nvrtcGetNumSupportedArchs(&n), "nvrtcGetNumSupportedArchs");
+  check(nv().nvrtcGetNumSupportedArchs(&n), "nvrtcGetNumSupportedArchs");
   std::vector<int> archs(static_cast<size_t>(n));
-  if (n) check(nvrtcGetSupportedArchs(archs.data()), "nvrtcGetSupportedArchs");
+  if (n) check(nv().nvrtcGetSupportedArchs(archs.data()), "nvrtcGetSupportedArchs");
   std::sort(archs.begin(), archs.end());
   return archs;
 }
 
 std::string nvrtc_version() {
   int major = 0, minor = 0;
-  check(nvrtcVersion(&major, &minor), "nvrtcVersion");
+  check(nv().nvrtcVersion(&major, &minor), "nvrtcVersion");
   return std::to_string(major) + "." + std::to_string(minor);
 }
 

@@ -33,6 +33,12 @@ OUT="${OUT:-$ROOT/gpu-out}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 BUILD="${BUILD:-$ROOT/build-gpu}"
+# The image's default compiler (/opt/gcc) links libstdc++ statically into shared libraries; in a
+# Python process that also loads the system libstdc++ (numpy, torch) the two copies' locale state
+# clash and ostream calls crash. Build with the system compiler, whose libstdc++ is shared.
+if [ -x /usr/bin/g++ ] && [ -x /usr/bin/gcc ]; then
+  export CXX=/usr/bin/g++ CC=/usr/bin/gcc CUDAHOSTCXX=/usr/bin/g++
+fi
 case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
 DEPS="${LT_DEPS:-$ROOT/.deps}"
 JOBS="${JOBS:-$(nproc)}"
@@ -193,15 +199,18 @@ fi
 # ---- Python: ops on lazy:cuda / cuda against PyTorch CUDA, then the benchmark ----
 if [ "$built" -eq 1 ] && [ -d "$BUILD/python/lazytensor" ]; then
   export PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}"
+  # A native backtrace if a Python stage crashes (the machine has no gdb): tests/gpu/segv_trace.c.
+  TRACE_SO="$BUILD/segv_trace.so"
+  ${CC:-cc} -shared -fPIC -o "$TRACE_SO" tests/gpu/segv_trace.c 2>>"$BUILD_LOG" || TRACE_SO=""
   if stage py; then
-    timeout 400 "$PY" tests/gpu/check_ops_vs_torch.py --json "$OUT/ops_vs_torch.json" >"$OUT/ops_vs_torch.log" 2>&1
+    LD_PRELOAD="$TRACE_SO" timeout 400 "$PY" -u -X faulthandler tests/gpu/check_ops_vs_torch.py --json "$OUT/ops_vs_torch.json" >"$OUT/ops_vs_torch.log" 2>&1
     rc=$?
     tail -n 25 "$OUT/ops_vs_torch.log"
     record "ops vs PyTorch CUDA (check_ops_vs_torch.py)" "$rc"
   fi
   if stage bench; then
     # shellcheck disable=SC2086
-    timeout 500 "$PY" bench/gpu.py --json "$OUT/bench_gpu.json" ${BENCH_ARGS:-} >"$OUT/bench_gpu.log" 2>&1
+    LD_PRELOAD="$TRACE_SO" timeout 500 "$PY" -u -X faulthandler bench/gpu.py --json "$OUT/bench_gpu.json" ${BENCH_ARGS:-} >"$OUT/bench_gpu.log" 2>&1
     rc=$?
     tail -n 30 "$OUT/bench_gpu.log"
     record "benchmark (bench/gpu.py)" "$rc"
