@@ -14,6 +14,17 @@ namespace {
 
 int64_t norm_dim(int64_t dim, int64_t rank, const char* op) { return normalize_axis(dim, rank, op); }
 
+// `v` as a scalar of t's kind, so where(mask, x, fill) keeps x's dtype (a float scalar would
+// promote an integer tensor to float32 and round values above 2^24).
+Scalar fill_of(DType t, double v) {
+  if (is_bool(t)) return Scalar(v != 0);
+  if (!is_floating(t)) return Scalar(static_cast<int64_t>(v));
+  return Scalar(v);
+}
+
+// Sums of one-hot selections run in a dtype that can be summed exactly (bool as int64).
+DType sum_dtype(DType t) { return is_bool(t) ? DType::Int64 : t; }
+
 // Index values of a tensor whose data is already on the host (no sync); nullopt otherwise.
 std::optional<std::vector<int64_t>> host_values(const Tensor& t) {
   if (t.is_pending() || !t.impl()->storage || !t.impl()->storage->buffer || !t.impl()->storage->buffer->on_host())
@@ -135,7 +146,7 @@ Tensor pad_dim(const Tensor& a, int64_t dim, int64_t before, int64_t after, doub
   if (n == 0) {
     Shape s = x.shape();
     s[dim] = total;
-    return full(s, Scalar(value), x.dtype(), x.device()) + zeros_like(x).sum({dim}, true);  // keeps autograd/device
+    return full(s, fill_of(x.dtype(), value), x.dtype(), x.device()) + zeros_like(x).sum({dim}, true);  // keeps autograd/device
   }
   // Tile x along dim R times and slice from `shift`: tiled[shift + i] = x[(i - before) mod n], so
   // every read is in bounds; positions outside [before, before + n) are masked to `value`.
@@ -151,7 +162,7 @@ Tensor pad_dim(const Tensor& a, int64_t dim, int64_t before, int64_t after, doub
   Tensor shifted = slice(tiled, dim, shift, shift + total, 1);
   Tensor pos = positions_along(total, dim, x.dim(), x.device());
   Tensor inside = logical_and(ge(pos, Scalar(before)), lt(pos, Scalar(before + n)));
-  return where(inside, shifted, Scalar(value));
+  return where(inside, shifted, fill_of(x.dtype(), value));
 }
 
 Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value) {
@@ -281,10 +292,11 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
   // Restrict a to index's extent in the other dims, then out[.., j] = sum_k a[.., k] * (idx[.., j] == k).
   std::vector<int64_t> sss;
   for (int64_t d = 0; d < a.dim(); ++d) sss.insert(sss.end(), {0, 1, d == dim ? k : index.shape()[d]});
-  Tensor al = dim_last(slice_prim(a, sss), dim);   // [..., K]
-  Tensor il = dim_last(index, dim);                // [..., J]
+  const DType wt = sum_dtype(a.dtype());
+  Tensor al = dim_last(slice_prim(a, sss), dim).to(wt);  // [..., K]
+  Tensor il = dim_last(index, dim);                       // [..., J]
   Tensor hit = eq(il.unsqueeze(-1), positions(k, a.device()));  // [..., J, K]
-  Tensor picked = where(hit, al.unsqueeze(-2), Scalar(0.0)).to(a.dtype()).sum({-1});
+  Tensor picked = where(hit, al.unsqueeze(-2), fill_of(wt, 0)).sum({-1}).to(a.dtype());
   return dim_back(picked, dim);
 }
 
@@ -301,14 +313,15 @@ Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tens
   const int64_t k = a.shape()[dim];
   std::vector<int64_t> sss;
   for (int64_t d = 0; d < a.dim(); ++d) sss.insert(sss.end(), {0, 1, index.shape()[d]});
-  Tensor sl = dim_last(slice_prim(src.to(a.dtype()), sss), dim);  // [..., J]
-  Tensor il = dim_last(index, dim);                                 // [..., J]
-  Tensor hit = eq(il.unsqueeze(-1), positions(k, a.device()));     // [..., J, K]
-  Tensor added = dim_back(where(hit, sl.unsqueeze(-1), Scalar(0.0)).to(a.dtype()).sum({-2}), dim);  // [..., K]
+  const DType wt = sum_dtype(a.dtype());
+  Tensor sl = dim_last(slice_prim(src.to(wt), sss), dim);       // [..., J]
+  Tensor il = dim_last(index, dim);                              // [..., J]
+  Tensor hit = eq(il.unsqueeze(-1), positions(k, a.device()));  // [..., J, K]
+  Tensor added = dim_back(where(hit, sl.unsqueeze(-1), fill_of(wt, 0)).sum({-2}), dim);  // [..., K]
   // Rows of `a` beyond index's extent in the other dims receive nothing.
   std::vector<int64_t> pads;
   for (int64_t d = a.dim(); d-- > 0;) pads.insert(pads.end(), {0, d == dim ? 0 : a.shape()[d] - index.shape()[d]});
-  return a + pad(added, pads);
+  return (a.to(wt) + pad(added, pads)).to(a.dtype());
 }
 
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
@@ -318,9 +331,10 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   check_index_tensor("index_select", index, a.shape()[dim], a.shape());
   const int64_t k = a.shape()[dim];
   Tensor idx = index.reshape({-1});
-  Tensor al = dim_last(a, dim);                               // [..., K]
+  const DType wt = sum_dtype(a.dtype());
+  Tensor al = dim_last(a, dim).to(wt);                           // [..., K]
   Tensor hit = eq(idx.unsqueeze(-1), positions(k, a.device()));  // [J, K]
-  Tensor picked = where(hit, al.unsqueeze(-2), Scalar(0.0)).to(a.dtype()).sum({-1});  // [..., J]
+  Tensor picked = where(hit, al.unsqueeze(-2), fill_of(wt, 0)).sum({-1}).to(a.dtype());  // [..., J]
   return dim_back(picked, dim);
 }
 
@@ -335,7 +349,7 @@ Tensor embedding(const Tensor& weight, const Tensor& index) {
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   if (mask.dtype() != DType::Bool)
     fail(ErrorKind::Runtime, "masked_fill: expected a bool mask, got ", dtype_name(mask.dtype()));
-  return where(mask, Scalar(value), a);
+  return where(mask, fill_of(a.dtype(), value), a);
 }
 
 namespace {
@@ -346,7 +360,7 @@ Tensor triangle(const Tensor& a, int64_t k, bool lower, const char* op) {
   Tensor cols = positions(m, a.device()).reshape({1, m});
   Tensor diff = cols - rows;  // keep j - i <= k (lower) or >= k (upper)
   Tensor keep = lower ? le(diff, Scalar(k)) : ge(diff, Scalar(k));
-  return where(keep, a, Scalar(0.0)).to(a.dtype());
+  return where(keep, a, fill_of(a.dtype(), 0));
 }
 }  // namespace
 
@@ -361,7 +375,7 @@ Tensor cumsum(const Tensor& a, int64_t dim) {
   // out[.., i] = sum_j a[.., j] * (j <= i): a masked row reduction, fused into one kernel.
   Tensor al = dim_last(a.to(t), dim).unsqueeze(-2);                                        // [..., 1, N]
   Tensor keep = le(positions(n, a.device()).reshape({1, n}), positions(n, a.device()).reshape({n, 1}));  // [N(i), N(j)]
-  Tensor s = where(keep, al, Scalar(0.0)).to(t).sum({-1});                                  // [..., N]
+  Tensor s = where(keep, al, fill_of(t, 0)).sum({-1});                                  // [..., N]
   return dim_back(s, dim);
 }
 

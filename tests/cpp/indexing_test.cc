@@ -253,3 +253,26 @@ TEST_P(Indexing, ArgmaxArgminFirstOccurrence) {
 
 }  // namespace
 }  // namespace lt
+
+namespace lt {
+namespace {
+
+TEST_P(Indexing, IntegerTensorsStayExactAndKeepTheirDtype) {
+  const int64_t big = (int64_t{1} << 40) + 3;
+  std::vector<int64_t> v = {big, -big, 7, 1, -(int64_t{1} << 33), 5};
+  Tensor t = from_host(v.data(), DType::Int64, {2, 3}, dev());
+  Tensor p = pad(t, {1, 0}, 9);
+  EXPECT_EQ(p.dtype(), DType::Int64);
+  EXPECT_EQ(p.to_vector<int64_t>(), (std::vector<int64_t>{9, big, -big, 7, 9, 1, -(int64_t{1} << 33), 5}));
+  EXPECT_EQ(cat({t, t}, 0).dtype(), DType::Int64);
+  std::vector<int64_t> iv = {2, 0, 1, 1};
+  EXPECT_EQ(gather(t, 1, from_host(iv.data(), DType::Int64, {2, 2}, dev())).to_vector<int64_t>(),
+            (std::vector<int64_t>{7, big, -(int64_t{1} << 33), -(int64_t{1} << 33)}));
+  EXPECT_EQ(cumsum(t, 1).to_vector<int64_t>(), (std::vector<int64_t>{big, 0, 7, 1, 1 - (int64_t{1} << 33), 6 - (int64_t{1} << 33)}));
+  EXPECT_EQ(tril(t).to_vector<int64_t>(), (std::vector<int64_t>{big, 0, 0, 1, -(int64_t{1} << 33), 0}));
+  Tensor b = gt(t, int64_t{2});
+  EXPECT_EQ(index_select(b, 1, from_host(iv.data(), DType::Int64, {2}, dev())).dtype(), DType::Bool);
+}
+
+}  // namespace
+}  // namespace lt
