@@ -11,7 +11,10 @@
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/MC/TargetRegistry.h>
+#include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/DynamicLibrary.h>
+#include <llvm/TargetParser/Triple.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
@@ -86,8 +89,18 @@ struct Jit {
   std::atomic<int64_t> live{0}, created{0};
 };
 
+// libmvec loaded into the process (so the JIT resolves its _ZGV* vector functions), once.
+bool have_libmvec() {
+  static const bool ok = [] {
+    std::string err;
+    return !llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1", &err);
+  }();
+  return ok;
+}
+
 Jit& jit() {
   static Jit* j = [] {
+    have_libmvec();  // before any object links: compiled and disk-cached code may call into it
     auto* J = new Jit;
     const HostTarget& h = host_target();
     if (!h.target) {
@@ -155,6 +168,13 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm) {
   pto.LoopVectorization = true;
   pto.SLPVectorization = true;
   llvm::PassBuilder pb(&tm, pto);
+  // glibc's libmvec gives the loop vectorizer vector sin/cos/exp/log/tanh/erf... (AVX2: 8 floats
+  // per call); without it every transcendental is a scalar call and fused chains do not vectorize.
+  // Registered before the defaults so ours is the TargetLibraryInfo the passes see.
+  llvm::Triple triple(m.getTargetTriple());
+  llvm::TargetLibraryInfoImpl tlii(triple);
+  if (have_libmvec()) tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86, triple);
+  fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
   pb.registerFunctionAnalyses(fam);

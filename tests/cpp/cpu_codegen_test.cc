@@ -237,7 +237,8 @@ TEST(CpuCodegen, ElementwiseChain1D) {
   for (int64_t i = 0; i < N; ++i) {
     float tt = xv[i] * yv[i] + 1.5f, dd = std::fabs(xv[i]) / (yv[i] * yv[i] + 1.f);
     ASSERT_EQ(ov[i], std::max(tt - dd, xv[i])) << i;
-    ASSERT_LE(ulps(ev[i], std::exp(xv[i]), true), 1) << i;
+    // Vectorized transcendentals come from glibc's libmvec: at most 4 ulp (glibc's documented bound).
+    ASSERT_LE(ulps(ev[i], std::exp(xv[i]), true), 4) << i;
   }
 }
 
@@ -733,7 +734,10 @@ TEST(CpuCodegen, UnaryOps) {
           }
         };
         double want = f ? ref(xv[i]) : ref(xd[i]);
-        ASSERT_LE(ulps(got, want, f), 1) << op_name(op) << " " << dtype_name(t) << " of " << xd[i]
+        // Transcendentals may run through libmvec (at most 4 ulp); the rest are exactly rounded.
+        const bool vec_math = op == Op::Exp || op == Op::Log || op == Op::Sin || op == Op::Cos || op == Op::Tanh ||
+                              op == Op::Erf;
+        ASSERT_LE(ulps(got, want, f), vec_math ? 4 : 1) << op_name(op) << " " << dtype_name(t) << " of " << xd[i]
                                          << ": " << got << " vs " << want;
       }
     }
@@ -911,7 +915,7 @@ TEST(CpuCodegen, ThreadedEqualsSingleThreaded) {
   for (int64_t a = 0; a < A; ++a)
     for (int64_t bb = 0; bb < B; ++bb)
       for (int64_t c = 0; c < C; ++c)
-        ASSERT_EQ(ov[(a * B + bb) * C + c], std::sin(xv[(c * A + a) * B + bb]) * 3.f)
+        ASSERT_LE(ulps(ov[(a * B + bb) * C + c], std::sin(xv[(c * A + a) * B + bb]) * 3.f, true), 4)
             << a << bb << c;
   std::vector<std::thread> ts;
   std::vector<int> ok(4, 0);
