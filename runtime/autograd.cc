@@ -167,6 +167,13 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
   run({root}, {grad_output}, {}, retain_graph, true);
 }
 
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_outputs, bool retain_graph) {
+  if (roots.empty()) fail(ErrorKind::Runtime, "backward: no tensors given");
+  if (!grad_outputs.empty() && grad_outputs.size() != roots.size())
+    fail(ErrorKind::Runtime, "backward: got ", grad_outputs.size(), " gradients for ", roots.size(), " tensors");
+  run(roots, grad_outputs, {}, retain_graph, true);
+}
+
 // --- Tensor's autograd methods ---
 
 bool Tensor::requires_grad() const { return impl_ && impl_->autograd && impl_->autograd->requires_grad; }

@@ -60,6 +60,9 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          bool allow_unused = false);
 // Accumulates d(root)/d(leaf) into every leaf's .grad.
 void backward(const Tensor& root, const Tensor& grad_output = Tensor(), bool retain_graph = false);
+// Several roots at once (PyTorch's torch.autograd.backward(tensors, grad_tensors)); an undefined
+// entry of `grad_outputs` means "ones" for a one-element root.
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_outputs, bool retain_graph = false);
 
 // Sums `g` down to `shape` (the reverse of broadcasting).
 Tensor unbroadcast(const Tensor& g, const Shape& shape);

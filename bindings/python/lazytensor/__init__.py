@@ -18,8 +18,11 @@ from ._creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, f
                         linspace, manual_seed, ones, ones_like, rand, rand_like, randint, randn,
                         randn_like, tensor, zeros, zeros_like)
 from ._functions import *  # noqa: F401,F403  (lt.exp, lt.sum, lt.where, ...)
-from . import cuda, metrics
+from . import cuda, metrics, return_types
 from ._sync import mark_step, set_lazy_backend, sync
+from . import autograd, debug
+from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from . import nn, optim
 
 # PyTorch's dtype aliases.
 float = float32  # noqa: A001

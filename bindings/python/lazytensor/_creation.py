@@ -5,12 +5,13 @@ NumPy arrays keep their dtype. Data is always copied (from_numpy too: the runtim
 Random numbers come from one counter-based generator: the same seed gives the same numbers on
 every device.
 """
+import functools
 import numbers
 
 import numpy as np
 
 from . import _C
-from ._utils import NUMPY_DTYPES, as_device, as_dtype, check_requires_grad, is_number, size_args
+from ._utils import NUMPY_DTYPES, as_device, as_dtype, is_number, size_args
 
 Tensor = _C.Tensor
 
@@ -55,9 +56,20 @@ def _infer_array(data):
     return arr
 
 
+def _grad_arg(fn):
+    """Honours requires_grad=True by marking the new tensor as a leaf that requires grad."""
+    @functools.wraps(fn)
+    def wrapper(*args, requires_grad=False, **kwargs):
+        t = fn(*args, **kwargs)
+        if requires_grad:
+            t.requires_grad_(True)
+        return t
+    return wrapper
+
+
+@_grad_arg
 def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of `data` (nested lists, numbers, NumPy arrays or a Tensor)."""
-    check_requires_grad(requires_grad)
     dtype, device = as_dtype(dtype), as_device(device)
     if isinstance(data, Tensor):
         src = data
@@ -88,26 +100,26 @@ def _float_dtype(dtype):
     return _C.float32 if dtype is None else dtype
 
 
+@_grad_arg
 def empty(*size, dtype=None, device=None, requires_grad=False, pin_memory=False,
           memory_format=None):
     """Zero-filled here (the runtime has no uninitialized memory to hand out)."""
-    check_requires_grad(requires_grad)
     return _C.empty(size_args(size), _float_dtype(dtype), as_device(device))
 
 
+@_grad_arg
 def zeros(*size, dtype=None, device=None, requires_grad=False):
-    check_requires_grad(requires_grad)
     return _C.zeros(size_args(size), _float_dtype(dtype), as_device(device))
 
 
+@_grad_arg
 def ones(*size, dtype=None, device=None, requires_grad=False):
-    check_requires_grad(requires_grad)
     return _C.ones(size_args(size), _float_dtype(dtype), as_device(device))
 
 
+@_grad_arg
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     """Filled with `fill_value`; the dtype follows the value (float -> float32, int -> int64, bool)."""
-    check_requires_grad(requires_grad)
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
     if not is_number(fill_value):
@@ -124,9 +136,9 @@ def _number(v, what):
     return v
 
 
+@_grad_arg
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
     """[start, end) by step; int64 unless an argument is a float (then float32) or dtype is given."""
-    check_requires_grad(requires_grad)
     if end is None:
         start, end = 0, start
     start, end, step = (_number(v, "arange()") for v in (start, end, step))
@@ -137,14 +149,14 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     return _C.arange(float(start), float(end), float(step), dtype, as_device(device))
 
 
+@_grad_arg
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
-    check_requires_grad(requires_grad)
     return _C.linspace(float(_number(start, "linspace()")), float(_number(end, "linspace()")),
                        int(steps), _float_dtype(dtype), as_device(device))
 
 
+@_grad_arg
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
-    check_requires_grad(requires_grad)
     return _C.eye(int(n), None if m is None else int(m), _float_dtype(dtype), as_device(device))
 
 
@@ -153,24 +165,24 @@ def _check_generator(generator):
         raise NotImplementedError("not implemented: generator= (use lazytensor.manual_seed)")
 
 
+@_grad_arg
 def rand(*size, dtype=None, device=None, generator=None, requires_grad=False):
     """Uniform on [0, 1)."""
-    check_requires_grad(requires_grad)
     _check_generator(generator)
     return _C.rand(size_args(size), _float_dtype(dtype), as_device(device))
 
 
+@_grad_arg
 def randn(*size, dtype=None, device=None, generator=None, requires_grad=False):
     """Standard normal."""
-    check_requires_grad(requires_grad)
     _check_generator(generator)
     return _C.randn(size_args(size), _float_dtype(dtype), as_device(device))
 
 
+@_grad_arg
 def randint(low, high=None, size=None, *, dtype=None, device=None, generator=None,
             requires_grad=False):
     """Integers uniform on [low, high): randint(high, size) or randint(low, high, size)."""
-    check_requires_grad(requires_grad)
     _check_generator(generator)
     if size is None:
         if high is None or not isinstance(high, (tuple, list)):
@@ -191,34 +203,34 @@ def _like(input, dtype, device, same, make):
     return make(list(input.shape), as_dtype(dtype) or input.dtype, as_device(device, input.device))
 
 
+@_grad_arg
 def zeros_like(input, *, dtype=None, device=None, requires_grad=False):
-    check_requires_grad(requires_grad)
     return _like(input, dtype, device, _C.zeros_like, _C.zeros)
 
 
+@_grad_arg
 def ones_like(input, *, dtype=None, device=None, requires_grad=False):
-    check_requires_grad(requires_grad)
     return _like(input, dtype, device, _C.ones_like, _C.ones)
 
 
+@_grad_arg
 def empty_like(input, *, dtype=None, device=None, requires_grad=False):
-    check_requires_grad(requires_grad)
     return _like(input, dtype, device, _C.zeros_like, _C.empty)
 
 
+@_grad_arg
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False):
-    check_requires_grad(requires_grad)
     return _like(input, dtype, device, lambda t: _C.full_like(t, fill_value),
                  lambda s, t, d: _C.full(s, fill_value, t, d))
 
 
+@_grad_arg
 def rand_like(input, *, dtype=None, device=None, requires_grad=False):
-    check_requires_grad(requires_grad)
     return _like(input, dtype, device, _C.rand_like, _C.rand)
 
 
+@_grad_arg
 def randn_like(input, *, dtype=None, device=None, requires_grad=False):
-    check_requires_grad(requires_grad)
     return _like(input, dtype, device, _C.randn_like, _C.randn)
 
 

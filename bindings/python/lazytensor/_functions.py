@@ -1,5 +1,6 @@
 """Module-level functions mirroring Tensor methods (`lt.exp(x)` is `x.exp()`), as in PyTorch."""
 from . import _C
+from ._indexing import exact
 from ._utils import is_number, not_implemented
 
 Tensor = _C.Tensor
@@ -11,16 +12,18 @@ _MIRRORED = [
     "neg", "negative", "erf", "floor", "reciprocal", "square", "pow", "clamp", "clip",
     "clamp_min", "clamp_max", "add", "sub", "subtract", "mul", "multiply", "div", "divide",
     "true_divide", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not",
-    "logical_xor", "masked_fill",
+    "logical_xor", "masked_fill", "tril", "triu",
     # reductions
     "sum", "mean", "prod", "amax", "amin", "max", "min", "var", "std", "logsumexp", "softmax",
-    "log_softmax",
+    "log_softmax", "argmax", "argmin", "cumsum",
     # movement and linear algebra
     "reshape", "permute", "transpose", "swapaxes", "swapdims", "unsqueeze", "squeeze", "flatten",
     "t", "matmul", "mm", "bmm", "numel", "is_floating_point",
+    # slicing and indexing
+    "narrow", "select", "flip", "fliplr", "flipud", "split", "chunk", "unbind", "gather",
+    "scatter_add", "index_select",
     # not implemented yet (the methods raise NotImplementedError)
-    "argmax", "argmin", "cumsum", "split", "chunk", "gather", "scatter_add", "index_select",
-    "tril", "triu",
+    "sort", "argsort", "topk",
 ]
 
 
@@ -67,13 +70,51 @@ def is_tensor(obj):
     return isinstance(obj, Tensor)
 
 
-def cat(tensors, dim=0):
-    return _C.cat(list(tensors), dim)
+def _tensor_list(tensors, op):
+    if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"{op}(): argument 'tensors' must be a tuple or list of Tensors, not "
+                        f"{type(tensors).__name__}")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument 0, but got "
+                            f"{type(t).__name__}")
+    return list(tensors)
+
+
+def cat(tensors, dim=0, *, axis=None):
+    """Concatenates along an existing dim (dtypes promote, as in PyTorch)."""
+    ts = _tensor_list(tensors, "cat")
+    out_dtype = _promoted(ts)
+    return exact(lambda *xs: _C.cat(list(xs), dim if axis is None else axis), out_dtype, *ts)
+
+
+def _promoted(ts):
+    out = ts[0].dtype if ts else _C.float32
+    for t in ts[1:]:
+        out = _C.promote_types(out, t.dtype)
+    return out
 
 
 concat = concatenate = cat
-stack = not_implemented("stack")
+
+
+def stack(tensors, dim=0):
+    """Joins equally shaped tensors along a new dim."""
+    ts = _tensor_list(tensors, "stack")
+    return exact(lambda *xs: _C.stack(list(xs), dim), _promoted(ts), *ts)
+
+
+def hstack(tensors):
+    ts = _tensor_list(tensors, "hstack")
+    return cat(ts, 0 if all(t.ndim == 1 for t in ts) else 1)
+
+
+def vstack(tensors):
+    ts = [t if t.ndim >= 2 else t.reshape(1, -1) for t in _tensor_list(tensors, "vstack")]
+    return cat(ts, 0)
+
+
 from_dlpack = not_implemented("from_dlpack")
 
 __all__ = _MIRRORED + ["where", "maximum", "minimum", "is_tensor", "cat", "concat", "concatenate",
-                       "stack", "from_dlpack"]
+                       "stack", "hstack", "vstack", "from_dlpack"]

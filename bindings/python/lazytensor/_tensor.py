@@ -8,9 +8,11 @@ host conversions, ...) directly onto that class, so that every tensor the runtim
 Host reads (`item`, `numpy`, `tolist`, printing, `bool(t)`) are sync points: on a lazy device they
 compute the tensor and what it depends on, and record their reason in `lazytensor.metrics`.
 """
+import operator
+
 import numpy as np
 
-from . import _C
+from . import _C, _indexing, return_types
 from ._utils import (as_device, as_dtype, dims_arg, is_number, normalize_dim, not_implemented,
                      size_args)
 
@@ -183,22 +185,47 @@ class _TensorMethods:
         return self._amin(dims_arg(dim), keepdim)
 
     def max(self, dim=None, keepdim=False):
-        """max() over all elements, or the elementwise maximum with another tensor."""
+        """max() over all elements, the elementwise maximum with another tensor, or max(dim) ->
+        (values, indices) of the first maximum along dim (lazytensor.return_types.max)."""
         if isinstance(dim, Tensor):
             return _C.maximum(self, dim)
         if dim is None:
             return self._amax([], False)
-        raise NotImplementedError("not implemented: max(dim) (values and indices; needs argmax); "
-                                  "use amax(dim) for the values")
+        return return_types.max(*_values_and_indices(self, dim, keepdim, True))
 
     def min(self, dim=None, keepdim=False):
-        """min() over all elements, or the elementwise minimum with another tensor."""
+        """min() over all elements, the elementwise minimum with another tensor, or min(dim) ->
+        (values, indices) of the first minimum along dim (lazytensor.return_types.min)."""
         if isinstance(dim, Tensor):
             return _C.minimum(self, dim)
         if dim is None:
             return self._amin([], False)
-        raise NotImplementedError("not implemented: min(dim) (values and indices; needs argmin); "
-                                  "use amin(dim) for the values")
+        return return_types.min(*_values_and_indices(self, dim, keepdim, False))
+
+    def argmax(self, dim=None, keepdim=False):
+        """int64 index of the first maximum along dim (of the flattened tensor when dim is None)."""
+        return _C.argmax(self, None if dim is None else operator.index(dim), keepdim)
+
+    def argmin(self, dim=None, keepdim=False):
+        """int64 index of the first minimum along dim (of the flattened tensor when dim is None)."""
+        return _C.argmin(self, None if dim is None else operator.index(dim), keepdim)
+
+    def cumsum(self, dim, *, dtype=None):
+        """Running sums along dim; integer and bool inputs sum in int64, as in PyTorch."""
+        x = self if dtype is None else self.to(dtype)
+        out_dtype = x.dtype if x.dtype.is_floating_point else _C.int64
+        return _indexing.exact(lambda a: _C.cumsum(a, operator.index(dim)), out_dtype, x)
+
+    def sort(self, dim=-1, descending=False, stable=False):
+        raise NotImplementedError("not implemented: sort (a data-dependent permutation; the runtime "
+                                  "has no sort op yet). argmax/argmin and max(dim)/min(dim) exist")
+
+    def topk(self, k, dim=-1, largest=True, sorted=True):
+        raise NotImplementedError("not implemented: topk (needs a sort op). argmax/argmin and "
+                                  "max(dim)/min(dim) exist")
+
+    def argsort(self, dim=-1, descending=False, stable=False):
+        raise NotImplementedError("not implemented: argsort (needs a sort op)")
 
     def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
         return self._var(dims_arg(dim), _correction(unbiased, correction), keepdim)
@@ -315,9 +342,30 @@ class _TensorMethods:
         return where(condition, self, other)
 
     def masked_fill(self, mask, value):
-        """`value` where `mask` is True, else self; keeps self's dtype."""
+        """`value` where the bool `mask` (broadcast to self's shape) is True, else self; keeps
+        self's dtype. `value` is a number or a 0-d tensor."""
+        if not isinstance(mask, Tensor):
+            raise TypeError(f"masked_fill(): argument 'mask' must be Tensor, not {type(mask).__name__}")
+        if mask.dtype != _C.bool:
+            raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
+                               f"{mask.dtype}")
+        try:
+            ok = np.broadcast_shapes(tuple(mask.shape), tuple(self.shape)) == tuple(self.shape)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise RuntimeError(f"masked_fill: the mask of shape {list(mask.shape)} does not broadcast "
+                               f"to the input of shape {list(self.shape)}")
         if isinstance(value, Tensor):
-            value = value.to(self.dtype)
+            if value.ndim != 0:
+                raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got "
+                                   f"tensor with {value.ndim} dimension(s).")
+            value = value.to(self.device).to(self.dtype)
+        elif is_number(value):
+            value = _C.scalar_tensor(value, self.dtype, self.device)
+        else:
+            raise TypeError(f"masked_fill(): argument 'value' must be a number or a Tensor, not "
+                            f"{type(value).__name__}")
         out = _C.where(mask, value, self)
         return out if out.dtype == self.dtype else out._cast(self.dtype)
 
@@ -419,6 +467,23 @@ class _TensorMethods:
 
     def masked_fill_(self, mask, value):
         return self._set(self.masked_fill(mask, value))
+
+    def scatter_add_(self, dim, index, src):
+        return self._set(self.scatter_add(dim, index, src))
+
+    def index_fill_(self, dim, index, value):
+        idx = [slice(None)] * normalize_dim(dim, self.ndim) + [index]
+        self[tuple(idx)] = value
+        return self
+
+    def tril_(self, diagonal=0):
+        return self._set(self.tril(diagonal))
+
+    def triu_(self, diagonal=0):
+        return self._set(self.triu(diagonal))
+
+    def cumsum_(self, dim):
+        return self._set(self.cumsum(dim).to(self.dtype))
 
     # ---- dtype and device --------------------------------------------------------------------
 
@@ -560,22 +625,164 @@ class _TensorMethods:
             return format(self.item(), spec)
         return format(repr(self), spec)
 
+    # ---- autograd (the tape is in the C++ runtime; see lazytensor/autograd.py) ----------------
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulates d(self)/d(leaf) into every leaf's `.grad`; `gradient` is required unless self
+        has one element. On "lazy" this traces the backward pass (no compute until a sync)."""
+        if create_graph:
+            raise NotImplementedError("not implemented: backward(create_graph=True) on lazytensor")
+        if inputs is not None:
+            raise NotImplementedError("not implemented: backward(inputs=...) on lazytensor")
+        if gradient is not None and not isinstance(gradient, Tensor):
+            raise TypeError(f"backward(): gradient must be a Tensor, got {type(gradient).__name__}")
+        self._backward(gradient, bool(retain_graph))
+
+    @property
+    def grad_fn(self):
+        """None for leaves; otherwise an object naming the backward rule (`grad_fn.name()`)."""
+        name = self._grad_fn_name
+        if not name:
+            return None
+        from .autograd import GradFn
+        return GradFn(name)
+
+    @property
+    def data(self):
+        """The same values without history (a detached tensor). Unlike PyTorch, in-place ops on the
+        result do not write through to this tensor; assign `t.data = value` to replace its data."""
+        return self.detach()
+
+    @data.setter
+    def data(self, value):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data must be a Tensor, got {type(value).__name__}")
+        self._set_data(value)
+
+    def detach_(self):
+        if not self.is_leaf:
+            raise RuntimeError("detach_() is not implemented for non-leaf tensors on lazytensor")
+        return self.requires_grad_(False)
+
+    def clone(self, *, memory_format=None):
+        """A copy with its own history node (values are immutable here, so no data is copied)."""
+        return _C.add(self, 0) if self.dtype != _C.bool else self.to(_C.int8).to(_C.bool)
+
+    def retain_grad(self):
+        raise NotImplementedError("not implemented: retain_grad() on lazytensor")
+
+    # ---- indexing, slicing and joining (see lazytensor/_indexing.py) -------------------------
+
+    def __getitem__(self, index):
+        """ints, slices (positive steps), None, ..., integer index tensors/lists and bool masks. A
+        bool mask has a data-dependent shape: on lazy it is read to the host (a sync point)."""
+        return _indexing.getitem(self, index)
+
+    def __setitem__(self, index, value):
+        """Functional: builds the new value and rebinds this tensor to it, as in-place ops do."""
+        _indexing.setitem(self, index, value)
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter([_C.select(self, 0, i) for i in range(self.shape[0])])
+
+    def unbind(self, dim=0):
+        dim = normalize_dim(dim, self.ndim)
+        return tuple(_C.select(self, dim, i) for i in range(self.shape[dim]))
+
+    def narrow(self, dim, start, length):
+        return _C.narrow(self, dim, operator.index(start), operator.index(length))
+
+    def select(self, dim, index):
+        return _C.select(self, dim, operator.index(index))
+
+    def flip(self, *dims):
+        return _C.flip(self, size_args(dims, "dims"))
+
+    def fliplr(self):
+        if self.ndim < 2:
+            raise RuntimeError("Input must be >= 2-d.")
+        return _C.flip(self, [1])
+
+    def flipud(self):
+        if self.ndim < 1:
+            raise RuntimeError("Input must be >= 1-d.")
+        return _C.flip(self, [0])
+
+    def split(self, split_size_or_sections, dim=0):
+        """Pieces of `split_size` along dim (the last one smaller), or of the listed sizes."""
+        if isinstance(split_size_or_sections, (list, tuple)):
+            sizes = [operator.index(s) for s in split_size_or_sections]
+            d = normalize_dim(dim, self.ndim)
+            n = self.shape[d]
+            if any(s < 0 for s in sizes) or sum(sizes) != n:
+                raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} "
+                                   f"(input tensor's size at dimension {d}), but got split_sizes="
+                                   f"{sizes}")
+            out, start = [], 0
+            for s in sizes:
+                out.append(_C.narrow(self, d, start, s))
+                start += s
+            return tuple(out)
+        return tuple(_C.split(self, operator.index(split_size_or_sections), dim))
+
+    def split_with_sizes(self, split_sizes, dim=0):
+        return self.split(list(split_sizes), dim)
+
+    def chunk(self, chunks, dim=0):
+        return tuple(_C.chunk(self, operator.index(chunks), dim))
+
+    def gather(self, dim, index, *, sparse_grad=False):
+        index = _index_arg(index, self, "gather")
+        return _indexing.exact(lambda a: _C.gather(a, dim, index), self.dtype, self)
+
+    def scatter_add(self, dim, index, src):
+        if not isinstance(src, Tensor):
+            raise TypeError(f"scatter_add(): argument 'src' must be Tensor, not {type(src).__name__}")
+        index = _index_arg(index, self, "scatter_add")
+        if src.device != self.device:
+            src = src.to(self.device)
+        return _indexing.exact(lambda a, s: _C.scatter_add(a, dim, index, s), self.dtype, self, src)
+
+    def index_select(self, dim, index):
+        index = _index_arg(index, self, "index_select")
+        return _indexing.exact(lambda a: _C.index_select(a, dim, index), self.dtype, self)
+
+    def tril(self, diagonal=0):
+        k = operator.index(diagonal)
+        return _indexing.exact(lambda a: _C.tril(a, k), self.dtype, self)
+
+    def triu(self, diagonal=0):
+        k = operator.index(diagonal)
+        return _indexing.exact(lambda a: _C.triu(a, k), self.dtype, self)
+
     # ---- what the runtime cannot do yet ------------------------------------------------------
 
-    __getitem__ = not_implemented("indexing (tensor[...])")
-    __setitem__ = not_implemented("indexed assignment (tensor[...] = value)")
-    __iter__ = not_implemented("iterating over a tensor (needs indexing)")
-    argmax = not_implemented("argmax")
-    argmin = not_implemented("argmin")
-    cumsum = not_implemented("cumsum")
-    split = not_implemented("split")
-    chunk = not_implemented("chunk")
-    gather = not_implemented("gather")
-    scatter_add = not_implemented("scatter_add")
-    index_select = not_implemented("index_select")
-    tril = not_implemented("tril")
-    triu = not_implemented("triu")
     __dlpack__ = not_implemented("__dlpack__")
+
+
+def _index_arg(index, self, op):
+    if not isinstance(index, Tensor):
+        raise TypeError(f"{op}(): argument 'index' must be Tensor, not {type(index).__name__}")
+    return index if index.device == self.device else index.to(self.device)
+
+
+def _values_and_indices(self, dim, keepdim, largest):
+    """(values, indices) of the first extreme along dim. Float values are gathered at the index, so
+    the gradient reaches that one element (PyTorch's rule, also under ties)."""
+    dim = operator.index(dim)
+    idx = _C.argmax(self, dim, True) if largest else _C.argmin(self, dim, True)
+    if self.dtype.is_floating_point:
+        values = _C.gather(self, dim, idx)
+    else:
+        values = self._amax([dim], True) if largest else self._amin([dim], True)
+    if self.ndim == 0:
+        return values, idx
+    if not keepdim and self.ndim > 0:
+        d = normalize_dim(dim, self.ndim)
+        values, idx = values._squeeze(d), idx._squeeze(d)
+    return values, idx
 
 
 def _correction(unbiased, correction):

@@ -36,6 +36,9 @@ void init_numpy(py::module_& m, py::class_<Tensor>& cls);
 void init_ops(py::module_& m);
 void init_metrics(py::module_& m);
 void init_sync(py::module_& m);
+void init_autograd_methods(py::class_<Tensor>& cls);
+void init_autograd(py::module_& m);
+void init_debug(py::module_& m);
 
 }  // namespace lt::python
 

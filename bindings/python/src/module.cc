@@ -142,4 +142,6 @@ PYBIND11_MODULE(_C, m) {
   init_tensor(m);
   init_ops(m);
   init_metrics(m);
+  init_autograd(m);
+  init_debug(m);
 }

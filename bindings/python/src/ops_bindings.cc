@@ -80,7 +80,34 @@ void init_ops(py::module_& m) {
         py::arg("input"), py::arg("other"));
   m.def("cast", &lt::cast, py::arg("input"), py::arg("dtype"));
   m.def("matmul", &lt::matmul, py::arg("input"), py::arg("other"));
+
+  // Slicing, concatenation and index-driven ops (runtime/indexing.h); the Python layer
+  // (lazytensor/_indexing.py) builds tensor[...] and PyTorch's signatures from these.
   m.def("cat", &lt::cat, py::arg("tensors"), py::arg("dim"));
+  m.def("stack", &lt::stack, py::arg("tensors"), py::arg("dim"));
+  m.def("split", &lt::split, py::arg("input"), py::arg("split_size"), py::arg("dim"));
+  m.def("chunk", &lt::chunk, py::arg("input"), py::arg("chunks"), py::arg("dim"));
+  m.def("slice", &lt::slice, py::arg("input"), py::arg("dim"), py::arg("start"), py::arg("end"),
+        py::arg("step") = 1);
+  m.def("narrow", &lt::narrow, py::arg("input"), py::arg("dim"), py::arg("start"), py::arg("length"));
+  m.def("select", &lt::select, py::arg("input"), py::arg("dim"), py::arg("index"));
+  m.def("flip", &lt::flip, py::arg("input"), py::arg("dims"));
+  m.def("slice_prim", &lt::slice_prim, py::arg("input"), py::arg("start_step_size"));
+  m.def("pad_dim", &lt::pad_dim, py::arg("input"), py::arg("dim"), py::arg("before"), py::arg("after"),
+        py::arg("value") = 0.0);
+  m.def("pad", &lt::pad, py::arg("input"), py::arg("pads"), py::arg("value") = 0.0);
+  m.def("positions", &lt::positions, py::arg("n"), py::arg("device"));
+  m.def("one_hot", &lt::one_hot, py::arg("input"), py::arg("num_classes") = -1);
+  m.def("gather", &lt::gather, py::arg("input"), py::arg("dim"), py::arg("index"));
+  m.def("scatter_add", &lt::scatter_add, py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("src"));
+  m.def("index_select", &lt::index_select, py::arg("input"), py::arg("dim"), py::arg("index"));
+  m.def("embedding", &lt::embedding, py::arg("weight"), py::arg("index"));
+  m.def("masked_fill", &lt::masked_fill, py::arg("input"), py::arg("mask"), py::arg("value"));
+  m.def("tril", &lt::tril, py::arg("input"), py::arg("diagonal") = 0);
+  m.def("triu", &lt::triu, py::arg("input"), py::arg("diagonal") = 0);
+  m.def("cumsum", &lt::cumsum, py::arg("input"), py::arg("dim"));
+  m.def("argmax", &lt::argmax, py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
+  m.def("argmin", &lt::argmin, py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
 
   // Composites: one op in the trace, decomposed and fused by lowering.
   m.def("gelu", &lt::gelu, py::arg("input"), py::arg("approximate") = "none");

@@ -2,9 +2,12 @@
 // methods with PyTorch's flexible argument conventions (reshape(*shape), sum(dim=None, ...), to(...),
 // __repr__, ...) are added by the pure-Python layer (lazytensor/_tensor.py) under their public names,
 // calling the underscore-prefixed primitives below.
+#include <algorithm>
 #include <optional>
+#include <vector>
 
 #include "bindings.h"
+#include "runtime/tensor_impl.h"
 
 namespace lt::python {
 namespace {
@@ -81,7 +84,18 @@ void init_tensor(py::module_& m) {
       .def("_cast", [](const Tensor& t, DType d) { return cast(t, d); }, py::arg("dtype"))
       .def("_to_device", [](const Tensor& t, const Device& d) { return t.to(d); }, py::arg("device"),
            py::call_guard<py::gil_scoped_release>())  // may sync
-      .def("_assign", &Tensor::assign, py::arg("value"));
+      .def("_assign", &Tensor::assign, py::arg("value"))
+      // The values as int64 when they already are on the host (a cpu tensor, or materialized lazy
+      // data in host memory): no sync, no transfer. None otherwise. Used to range-check indices.
+      .def("_host_int_values", [](const Tensor& t) -> py::object {
+        const auto& impl = t.impl();
+        if (t.is_pending() || !impl->storage || !impl->storage->buffer || !impl->storage->buffer->on_host())
+          return py::none();
+        std::vector<int64_t> v = t.to_vector<int64_t>();
+        py::array_t<int64_t> out(std::vector<py::ssize_t>(t.shape().begin(), t.shape().end()));
+        std::copy(v.begin(), v.end(), out.mutable_data());
+        return py::object(std::move(out));
+      });
 
   // Reductions: `dims` empty = all dims.
   cls.def("_sum", &Tensor::sum, py::arg("dims"), py::arg("keepdim"))
@@ -151,6 +165,8 @@ void init_tensor(py::module_& m) {
   bind_inplace(cls, "__isub__", [](Tensor& a, const auto& b) { a -= b; });
   bind_inplace(cls, "__imul__", [](Tensor& a, const auto& b) { a *= b; });
   bind_inplace(cls, "__itruediv__", [](Tensor& a, const auto& b) { a /= b; });
+
+  init_autograd_methods(cls);
 }
 
 }  // namespace lt::python

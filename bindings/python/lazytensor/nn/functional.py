@@ -1,0 +1,363 @@
+"""`lazytensor.nn.functional` (PyTorch's torch.nn.functional): activations, normalization, losses.
+
+Each function is built from the runtime's ops and composites (softmax, log_softmax, layer_norm and
+gelu are single composites with their own VJP rules), so on "lazy" it is traced and fuses with its
+neighbours. Functions the runtime cannot express yet raise NotImplementedError naming themselves.
+"""
+import math
+
+from .. import _C
+
+Tensor = _C.Tensor
+
+__all__ = ["linear", "relu", "relu_", "leaky_relu", "gelu", "silu", "tanh", "sigmoid", "softmax",
+           "log_softmax", "softplus", "elu", "mish", "hardtanh", "relu6", "cross_entropy",
+           "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+           "binary_cross_entropy", "binary_cross_entropy_with_logits", "layer_norm", "normalize",
+           "dropout", "one_hot", "embedding", "conv2d", "max_pool2d", "avg_pool2d",
+           "scaled_dot_product_attention", "pad", "batch_norm"]
+
+
+def _check_tensor(x, fn, name="input"):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{fn}(): argument '{name}' must be Tensor, not {type(x).__name__}")
+
+
+def linear(input, weight, bias=None):
+    """input @ weight.T + bias."""
+    _check_tensor(input, "linear")
+    if input.ndim < 1 or input.shape[-1] != weight.shape[-1]:
+        raise RuntimeError(f"linear: input of shape {tuple(input.shape)} does not match weight of "
+                           f"shape {tuple(weight.shape)} (expected input[..., {weight.shape[-1]}])")
+    out = input.matmul(weight.T)
+    return out if bias is None else out + bias
+
+
+def relu(input, inplace=False):
+    out = input.relu()
+    return input._set(out) if inplace else out
+
+
+def relu_(input):
+    return relu(input, inplace=True)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    out = _C.where(input > 0, input, input * negative_slope)
+    return input._set(out) if inplace else out
+
+
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    out = input.clamp(min_val, max_val)
+    return input._set(out) if inplace else out
+
+
+def elu(input, alpha=1.0, inplace=False):
+    out = _C.where(input > 0, input, (input.clamp(max=0).exp() - 1) * alpha)
+    return input._set(out) if inplace else out
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    bx = input * beta
+    soft = (bx.clamp(max=threshold).exp() + 1).log() / beta
+    return _C.where(bx > threshold, input, soft)
+
+
+def mish(input, inplace=False):
+    out = input * softplus(input).tanh()
+    return input._set(out) if inplace else out
+
+
+def gelu(input, approximate="none"):
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
+    return _C.gelu(input, approximate)
+
+
+def silu(input, inplace=False):
+    out = _C.silu(input)
+    return input._set(out) if inplace else out
+
+
+def tanh(input):
+    return input.tanh()
+
+
+def sigmoid(input):
+    return input.sigmoid()
+
+
+def _softmax_dim(ndim):
+    # PyTorch's legacy rule for dim=None.
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        dim = _softmax_dim(input.ndim)
+    return input.softmax(dim, dtype=dtype)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        dim = _softmax_dim(input.ndim)
+    return input.log_softmax(dim, dtype=dtype)
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 [..., num_classes] with a 1 at each index of an int64 tensor. num_classes=-1 reads the
+    largest index (a sync point on lazy, as PyTorch reads it from the device)."""
+    _check_tensor(tensor, "one_hot", "tensor")
+    if tensor.dtype != _C.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type int64 (LongTensor), "
+                           f"got {tensor.dtype}")
+    if num_classes == -1 and tensor.numel() == 0:
+        raise RuntimeError("Can not infer total number of classes from empty tensor.")
+    host = tensor._host_int_values()
+    if host is not None and host.size:
+        if host.min() < 0:
+            raise RuntimeError("Class values must be non-negative.")
+        if num_classes != -1 and host.max() >= num_classes:
+            raise RuntimeError("Class values must be smaller than num_classes.")
+    return _C.one_hot(tensor, num_classes)
+
+
+def _one_hot_float(target, num_classes, dtype):
+    classes = _C.arange(0, num_classes, 1, _C.int64, target.device)
+    return _C.eq(target.to(_C.int64).unsqueeze(-1), classes).to(dtype)
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False):
+    """Rows of `weight` picked by `input` (the runtime's embedding: one_hot(input) @ weight, whose
+    backward is a dense scatter-add; O(num_embeddings) work per index). Host indices are
+    range-checked (IndexError). With padding_idx, that row is returned as it is but receives no
+    gradient, as in PyTorch."""
+    _check_tensor(input, "embedding")
+    _check_tensor(weight, "embedding", "weight")
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("not implemented: embedding(max_norm / scale_grad_by_freq / sparse) "
+                                  "on lazytensor")
+    if input.dtype.is_floating_point or input.dtype == _C.bool:
+        raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the following "
+                           f"scalar types: Long, Int; but got {input.dtype} instead")
+    if weight.ndim != 2:
+        raise RuntimeError(f"'weight' must be 2-D, got shape {list(weight.shape)}")
+    if input.device != weight.device:
+        input = input.to(weight.device)
+    num = weight.shape[0]
+    if padding_idx is not None:
+        if padding_idx < 0:
+            padding_idx += num
+        if weight.requires_grad:
+            # The padding row's value, with no path back to the parameter.
+            pad_row = _C.eq(_C.positions(num, weight.device), padding_idx).unsqueeze(-1)
+            weight = _C.where(pad_row, weight.detach(), weight)
+    return _C.embedding(weight, input)
+
+
+def _reduce(loss, reduction, fn):
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{fn}: {reduction!r} is not a valid value for reduction")
+
+
+def _classes_last(input):
+    """(N, C, d1, ...) -> (N, d1, ..., C): class scores along the last dim."""
+    if input.ndim <= 2:
+        return input
+    perm = [0] + list(range(2, input.ndim)) + [1]
+    return input.permute(*perm)
+
+
+def _nll_core(logp, target, weight, ignore_index, reduction, label_smoothing, fn):
+    """logp: class log-probabilities with classes along the last dim (and matching target dims)."""
+    C = logp.shape[-1]
+    if target.dtype.is_floating_point:
+        # Class probabilities as the target (same shape as the scores).
+        if tuple(target.shape) != tuple(logp.shape):
+            raise RuntimeError(f"{fn}: probability target of shape {tuple(target.shape)} does not "
+                               f"match input of shape {tuple(logp.shape)}")
+        if label_smoothing > 0:
+            target = target * (1 - label_smoothing) + label_smoothing / C
+        w = 1 if weight is None else weight
+        loss = -(logp * target * w).sum(-1)
+        if reduction == "mean":
+            return loss.sum() / (loss.numel() if loss.ndim else 1)
+        return _reduce(loss, reduction, fn)
+    if tuple(target.shape) != tuple(logp.shape[:-1]):
+        raise ValueError(f"{fn}: expected target of shape {tuple(logp.shape[:-1])}, got "
+                         f"{tuple(target.shape)}")
+    oh = _one_hot_float(target, C, logp.dtype)
+    valid = _C.ne(target, ignore_index).to(logp.dtype)
+    picked = (logp * oh).sum(-1)
+    wt = valid if weight is None else (oh * weight).sum(-1) * valid
+    loss = -picked * wt
+    if label_smoothing > 0:
+        if weight is None:
+            smooth = -logp.sum(-1) * valid
+        else:
+            smooth = -(logp * weight).sum(-1) * valid
+        loss = loss * (1 - label_smoothing) + smooth * (label_smoothing / C)
+    if reduction == "mean":
+        return loss.sum() / wt.sum()
+    return _reduce(loss, reduction, fn)
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
+    """log_softmax over dim 1 of (N, C) or (N, C, d1, ...) scores, then nll_loss; targets are
+    class indices (int) or class probabilities (float)."""
+    _check_tensor(input, "cross_entropy")
+    _check_tensor(target, "cross_entropy", "target")
+    if size_average is not None or reduce is not None:
+        raise NotImplementedError("not implemented: size_average/reduce (deprecated); use reduction=")
+    if input.ndim == 0:
+        raise ValueError("cross_entropy: input must have at least one dimension")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    dim = 0 if input.ndim == 1 else 1
+    logp = _classes_last(input.log_softmax(dim))
+    tgt = _classes_last(target) if target.dtype.is_floating_point else target
+    return _nll_core(logp, tgt, weight, ignore_index, reduction, label_smoothing, "cross_entropy")
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean"):
+    """Negative log-likelihood of class-index targets, given log-probabilities (N, C[, d1, ...])."""
+    _check_tensor(input, "nll_loss")
+    if size_average is not None or reduce is not None:
+        raise NotImplementedError("not implemented: size_average/reduce (deprecated); use reduction=")
+    if target.dtype.is_floating_point:
+        raise RuntimeError(f"nll_loss: expected an integer target, got {target.dtype}")
+    return _nll_core(_classes_last(input), target, weight, ignore_index, reduction, 0.0, "nll_loss")
+
+
+def _same_shape(input, target, fn):
+    if tuple(input.shape) != tuple(target.shape):
+        import warnings
+        warnings.warn(f"{fn}: using a target size ({tuple(target.shape)}) that is different to the "
+                      f"input size ({tuple(input.shape)}); it will be broadcast.", stacklevel=3)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    _same_shape(input, target, "mse_loss")
+    d = input - target
+    return _reduce(d * d, reduction, "mse_loss")
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    _same_shape(input, target, "l1_loss")
+    return _reduce((input - target).abs(), reduction, "l1_loss")
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    d = (input - target).abs()
+    loss = _C.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta)
+    return _reduce(loss, reduction, "huber_loss")
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    d = (input - target).abs()
+    if beta == 0:
+        return _reduce(d, reduction, "smooth_l1_loss")
+    loss = _C.where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta)
+    return _reduce(loss, reduction, "smooth_l1_loss")
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    loss = -(target * input.log().clamp(min=-100) + (1 - target) * (1 - input).log().clamp(min=-100))
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction, "binary_cross_entropy")
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
+                                     reduction="mean", pos_weight=None):
+    # log(sigmoid(x)) = -softplus(-x), computed stably.
+    log_sig = -((-input.abs()).exp() + 1).log() + input.clamp(max=0)
+    log_one_minus = log_sig - input
+    if pos_weight is not None:
+        loss = -(pos_weight * target * log_sig + (1 - target) * log_one_minus)
+    else:
+        loss = -(target * log_sig + (1 - target) * log_one_minus)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    if isinstance(normalized_shape, int):
+        normalized_shape = [normalized_shape]
+    return _C.layer_norm(input, list(normalized_shape), weight, bias, float(eps))
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    if p == 2:
+        n = (input * input).sum(dim, keepdim=True).sqrt()
+    else:
+        n = input.abs().pow(p).sum(dim, keepdim=True).pow(1.0 / p)
+    return input / n.clamp(min=eps)
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zeroes each element with probability p and scales the rest by 1/(1-p) (training only). The
+    mask comes from lazytensor's generator (same seed, same mask on every device)."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        out = input * 0
+    else:
+        keep = _C.ge(_C.rand_like(input), p).to(input.dtype)
+        out = input * keep * (1.0 / (1.0 - p))
+    return input._set(out) if inplace else out
+
+
+def _missing(name):
+    """An API of torch.nn.functional the runtime cannot express yet: raises when called."""
+    def fn(*args, **kwargs):
+        raise NotImplementedError(f"not implemented: {name} on lazytensor")
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Not implemented on lazytensor yet: raises NotImplementedError."
+    return fn
+
+
+def pad(input, pad, mode="constant", value=None):
+    """torch.nn.functional.pad: `pad` = (last_lo, last_hi, second_last_lo, ...); negative amounts
+    crop. Only mode="constant" exists on lazytensor."""
+    _check_tensor(input, "pad")
+    if mode != "constant":
+        raise NotImplementedError(f"not implemented: pad(mode={mode!r}) on lazytensor (only "
+                                  "mode='constant')")
+    if not isinstance(pad, (list, tuple)):
+        raise TypeError(f"pad(): argument 'pad' must be tuple of ints, not {type(pad).__name__}")
+    pads = [int(p) for p in pad]
+    if len(pads) % 2:
+        raise RuntimeError(f"Padding length must be divisible by 2, got {len(pads)}")
+    if len(pads) // 2 > input.ndim:
+        raise RuntimeError(f"Padding length should be less than or equal to two times the input "
+                           f"dimension but got padding length {len(pads)} and input of dimension "
+                           f"{input.ndim}")
+    from .._indexing import exact
+    v = 0.0 if value is None else float(value)
+    return exact(lambda a: _C.pad(a, pads, v), input.dtype, input)
+
+
+conv2d = _missing("conv2d")
+conv1d = _missing("conv1d")
+max_pool2d = _missing("max_pool2d")
+avg_pool2d = _missing("avg_pool2d")
+adaptive_avg_pool2d = _missing("adaptive_avg_pool2d")
+batch_norm = _missing("batch_norm")
+scaled_dot_product_attention = _missing("scaled_dot_product_attention")
+interpolate = _missing("interpolate")

@@ -1,0 +1,5 @@
+"""`lazytensor.optim`: SGD, Adam, AdamW and `lr_scheduler`, with PyTorch's update rules and API.
+On a lazy device `optimizer.step()` ends the training step (as `lt.mark_step()` does)."""
+from . import lr_scheduler
+from .optimizer import Optimizer
+from .sgd_adam import SGD, Adam, AdamW

@@ -1,0 +1,111 @@
+"""SGD, Adam and AdamW with PyTorch's update rules (torch.optim's single-tensor forms)."""
+import math
+
+from .. import _C
+from .optimizer import Optimizer, required
+
+
+def _zeros_state(p):
+    return _C.zeros_like(p)
+
+
+class SGD(Optimizer):
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
+                 maximize=False, foreach=None, differentiable=False, fused=None):
+        if lr is not required and lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                        nesterov=nesterov, maximize=maximize)
+        super().__init__(params, defaults)
+
+    def _init_state(self, p, group):
+        st = self.state[p]
+        if group["momentum"] != 0 and "momentum_buffer" not in st:
+            st["momentum_buffer"] = _zeros_state(p)
+            st["step"] = 0
+
+    def _update(self, p, grad, state, group):
+        lr, wd, momentum = group["lr"], group["weight_decay"], group["momentum"]
+        d_p = grad if wd == 0 else grad + p * wd
+        if momentum != 0:
+            if "momentum_buffer" not in state:  # momentum switched on after construction
+                state["momentum_buffer"] = _zeros_state(p)
+                state["step"] = 0
+            buf = state["momentum_buffer"]
+            # PyTorch's first step sets buf = d_p; later steps buf*m + (1-dampening)*d_p. With buf
+            # starting at zero both are buf*m + c*d_p, with c a runtime scalar: one graph for both.
+            c = 1.0 if state["step"] == 0 else 1.0 - group["dampening"]
+            buf._assign(buf * momentum + d_p * c)
+            state["step"] += 1
+            d_p = d_p + buf * momentum if group["nesterov"] else buf
+        p._assign(p - d_p * lr)
+
+
+class Adam(Optimizer):
+    _decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False,
+                 *, foreach=None, maximize=False, capturable=False, differentiable=False, fused=None):
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                        amsgrad=amsgrad, maximize=maximize)
+        super().__init__(params, defaults)
+
+    def _init_state(self, p, group):
+        st = self.state[p]
+        if "exp_avg" not in st:
+            st["step"] = 0
+            st["exp_avg"] = _zeros_state(p)
+            st["exp_avg_sq"] = _zeros_state(p)
+        if group["amsgrad"] and "max_exp_avg_sq" not in st:
+            st["max_exp_avg_sq"] = _zeros_state(p)
+
+    def _update(self, p, grad, state, group):
+        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        if group["amsgrad"] and "max_exp_avg_sq" not in state:
+            state["max_exp_avg_sq"] = _zeros_state(p)
+        state["step"] += 1
+        step = state["step"]
+        if wd != 0:
+            if self._decoupled:
+                p._assign(p * (1.0 - lr * wd))
+            else:
+                grad = grad + p * wd
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        m._assign(m + (grad - m) * (1.0 - beta1))  # lerp, as torch.optim.Adam
+        v._assign(v * beta2 + grad * grad * (1.0 - beta2))
+        # Bias corrections are host floats: they change every step without changing the graph.
+        bc1 = 1.0 - beta1 ** step
+        bc2_sqrt = math.sqrt(1.0 - beta2 ** step)
+        if group["amsgrad"]:
+            mx = state["max_exp_avg_sq"]
+            mx._assign(_C.maximum(mx, v))
+            v = mx
+        denom = v.sqrt() * (1.0 / bc2_sqrt) + eps
+        p._assign(p - m / denom * (lr / bc1))
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (p *= 1 - lr * weight_decay before the Adam step)."""
+    _decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, *, maximize=False, foreach=None, capturable=False,
+                 differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
