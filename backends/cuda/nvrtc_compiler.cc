@@ -18,23 +18,19 @@ namespace {
 // libstdc++, and when linked, a process that loads us late (Python importing the module) could
 // bind our std:: calls to NVRTC's copies and crash. Loading it privately keeps its symbols out of
 // our lookup scope, and the library still loads where no CUDA toolkit is installed.
+//
+// Every NVRTC entry point we use, once: declared as members and resolved with dlsym from it.
+#define LT_NVRTC_FUNCTIONS(X)                                                          \
+  X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram) X(nvrtcCompileProgram) \
+  X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog) X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN) \
+  X(nvrtcGetPTXSize) X(nvrtcGetPTX) X(nvrtcGetNumSupportedArchs) X(nvrtcGetSupportedArchs) \
+  X(nvrtcVersion)
+
 struct Nvrtc {
   std::string error;
-#define LT_NVRTC_FN(name) decltype(&::name) name = nullptr;
-  LT_NVRTC_FN(nvrtcGetErrorString)
-  LT_NVRTC_FN(nvrtcCreateProgram)
-  LT_NVRTC_FN(nvrtcDestroyProgram)
-  LT_NVRTC_FN(nvrtcCompileProgram)
-  LT_NVRTC_FN(nvrtcGetProgramLogSize)
-  LT_NVRTC_FN(nvrtcGetProgramLog)
-  LT_NVRTC_FN(nvrtcGetCUBINSize)
-  LT_NVRTC_FN(nvrtcGetCUBIN)
-  LT_NVRTC_FN(nvrtcGetPTXSize)
-  LT_NVRTC_FN(nvrtcGetPTX)
-  LT_NVRTC_FN(nvrtcGetNumSupportedArchs)
-  LT_NVRTC_FN(nvrtcGetSupportedArchs)
-  LT_NVRTC_FN(nvrtcVersion)
-#undef LT_NVRTC_FN
+#define LT_NVRTC_MEMBER(name) decltype(&::name) name = nullptr;
+  LT_NVRTC_FUNCTIONS(LT_NVRTC_MEMBER)
+#undef LT_NVRTC_MEMBER
 };
 
 const Nvrtc& load_nvrtc() {
@@ -57,23 +53,11 @@ const Nvrtc& load_nvrtc() {
       return;
     }
     std::string missing;
-#define LT_NVRTC_FN(name)                                            \
+#define LT_NVRTC_RESOLVE(name)                                       \
   n.name = reinterpret_cast<decltype(n.name)>(dlsym(h, #name));      \
   if (!n.name) missing += (missing.empty() ? "" : ", ") + std::string(#name);
-    LT_NVRTC_FN(nvrtcGetErrorString)
-    LT_NVRTC_FN(nvrtcCreateProgram)
-    LT_NVRTC_FN(nvrtcDestroyProgram)
-    LT_NVRTC_FN(nvrtcCompileProgram)
-    LT_NVRTC_FN(nvrtcGetProgramLogSize)
-    LT_NVRTC_FN(nvrtcGetProgramLog)
-    LT_NVRTC_FN(nvrtcGetCUBINSize)
-    LT_NVRTC_FN(nvrtcGetCUBIN)
-    LT_NVRTC_FN(nvrtcGetPTXSize)
-    LT_NVRTC_FN(nvrtcGetPTX)
-    LT_NVRTC_FN(nvrtcGetNumSupportedArchs)
-    LT_NVRTC_FN(nvrtcGetSupportedArchs)
-    LT_NVRTC_FN(nvrtcVersion)
-#undef LT_NVRTC_FN
+    LT_NVRTC_FUNCTIONS(LT_NVRTC_RESOLVE)
+#undef LT_NVRTC_RESOLVE
     if (!missing.empty()) n.error = "NVRTC lacks " + missing;
   });
   return n;
