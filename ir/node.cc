@@ -148,7 +148,16 @@ const std::string& source_str(int32_t id) {
   return src_table()[id];
 }
 
+namespace {
+std::atomic<SourceProvider> g_source_provider{nullptr};
+}  // namespace
+
 void set_current_source(int32_t id) { t_current_source = id; }
-int32_t current_source() { return t_current_source; }
+void set_source_provider(SourceProvider p) { g_source_provider.store(p); }
+int32_t current_source() {
+  if (t_current_source >= 0) return t_current_source;
+  SourceProvider p = g_source_provider.load(std::memory_order_relaxed);
+  return p ? p() : -1;
+}
 
 }  // namespace lt

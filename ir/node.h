@@ -70,5 +70,9 @@ int32_t intern_source(const std::string& loc);
 const std::string& source_str(int32_t id);
 void set_current_source(int32_t id);
 int32_t current_source();
+// Where new nodes come from when no thread-local source is set: the Python bindings install one
+// that returns the user's file:line (the innermost frame outside the lazytensor package).
+using SourceProvider = int32_t (*)();
+void set_source_provider(SourceProvider p);
 
 }  // namespace lt

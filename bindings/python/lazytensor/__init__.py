@@ -9,7 +9,11 @@
 Devices: "cpu" (eager), "cuda[:N]", "lazy[:N]", "lazy:cpu", "lazy:cuda", "lazy:reference".
 Reading a value (item, numpy, tolist, printing, bool) is a sync point that computes that tensor.
 """
+import os as _os
+
 from . import _C
+
+_C._set_package_dir(_os.path.dirname(_os.path.abspath(__file__)))  # nodes get the user's file:line
 from ._C import Tensor, device, dtype, promote_types
 from ._C import (bfloat16, bool, float16, float32, float64, int8, int32, int64,  # noqa: A004
                  uint8)

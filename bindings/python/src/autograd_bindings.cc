@@ -72,7 +72,7 @@ void init_autograd_methods(py::class_<Tensor>& cls) {
           [](const Tensor& t, const std::optional<Tensor>& g, bool retain_graph) {
             t.backward(g ? *g : Tensor(), retain_graph);
           },
-          py::arg("gradient"), py::arg("retain_graph"), py::call_guard<py::gil_scoped_release>());
+          py::arg("gradient"), py::arg("retain_graph"), py::call_guard<PinSource, py::gil_scoped_release>());
 }
 
 void init_autograd(py::module_& m) {
@@ -84,6 +84,7 @@ void init_autograd(py::module_& m) {
          const std::vector<std::optional<Tensor>>& grad_outputs, bool retain_graph, bool allow_unused) {
         std::vector<Tensor> gs;
         {
+          PinSource pin;
           py::gil_scoped_release release;
           gs = lt::grad(outputs, inputs, defined_or_empty(grad_outputs), retain_graph, allow_unused);
         }
@@ -98,7 +99,7 @@ void init_autograd(py::module_& m) {
       [](const std::vector<Tensor>& roots, const std::vector<std::optional<Tensor>>& grads, bool retain_graph) {
         lt::backward(roots, defined_or_empty(grads), retain_graph);
       },
-      py::arg("tensors"), py::arg("grad_tensors"), py::arg("retain_graph"), py::call_guard<py::gil_scoped_release>());
+      py::arg("tensors"), py::arg("grad_tensors"), py::arg("retain_graph"), py::call_guard<PinSource, py::gil_scoped_release>());
 }
 
 void init_debug(py::module_& m) {
@@ -107,12 +108,13 @@ void init_debug(py::module_& m) {
   d.def("ir_dot", &debug::ir_dot, py::arg("tensors"));
   d.def("kernel_sources", &debug::kernel_sources);
   d.def("dump", &debug::dump, py::arg("path"), py::arg("tensors"), py::arg("data") = true,
-        py::call_guard<py::gil_scoped_release>());
+        py::call_guard<PinSource, py::gil_scoped_release>());
   d.def(
       "replay",
       [](const std::string& path, const std::string& backend, bool check, double tol) {
         debug::ReplayReport r;
         {
+          PinSource pin;
           py::gil_scoped_release release;
           r = debug::replay(path, backend, check, tol);
         }

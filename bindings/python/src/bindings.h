@@ -11,6 +11,7 @@
 
 #include "ir/dtype.h"
 #include "ir/error.h"
+#include "ir/node.h"
 
 namespace py = pybind11;
 
@@ -28,6 +29,16 @@ py::handle dtype_object(DType t);
 DType dtype_from_numpy(const py::dtype& dt);  // TypeError for dtypes lazytensor has no match for
 py::dtype numpy_dtype(DType t);               // TypeError for bfloat16, as PyTorch does
 
+// Pins the caller's Python file:line as the source of nodes made while the GIL is released
+// (backward, mark_step): construct it before releasing the GIL, e.g.
+// py::call_guard<PinSource, py::gil_scoped_release>().
+struct PinSource {
+  PinSource() { set_current_source(current_source()); }
+  ~PinSource() { set_current_source(-1); }
+  PinSource(const PinSource&) = delete;
+  PinSource& operator=(const PinSource&) = delete;
+};
+
 void init_errors(py::module_& m);
 void init_dtypes(py::module_& m);
 void init_devices(py::module_& m);
@@ -39,6 +50,7 @@ void init_sync(py::module_& m);
 void init_autograd_methods(py::class_<Tensor>& cls);
 void init_autograd(py::module_& m);
 void init_debug(py::module_& m);
+void init_source_locations(py::module_& m);
 
 }  // namespace lt::python
 

@@ -117,10 +117,10 @@ void init_sync(py::module_& m) {
       .value("control_flow", SyncReason::ControlFlow);
 
   // Syncs compile and run graphs: other Python threads may go on meanwhile.
-  m.def("mark_step", &lt::mark_step, py::call_guard<py::gil_scoped_release>(),
+  m.def("mark_step", &lt::mark_step, py::call_guard<PinSource, py::gil_scoped_release>(),
         "Materializes every live pending lazy tensor (the end of a training step).");
   m.def("sync", &lt::sync, py::arg("tensors"), py::arg("reason") = SyncReason::Sync,
-        py::call_guard<py::gil_scoped_release>(),
+        py::call_guard<PinSource, py::gil_scoped_release>(),
         "Materializes these tensors and what they depend on; other pending tensors stay pending.");
   m.def("pending_tensor_count", &lt::pending_tensor_count,
         "Number of live lazy tensors with pending IR.");
@@ -144,4 +144,5 @@ PYBIND11_MODULE(_C, m) {
   init_metrics(m);
   init_autograd(m);
   init_debug(m);
+  init_source_locations(m);
 }
