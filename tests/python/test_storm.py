@@ -1,0 +1,37 @@
+"""Issue 7: LT_DEBUG=1 on a script whose batch size changes every step prints one recompilation-
+storm warning naming the call site (the user's file:line) and the input whose shape changed."""
+import os
+import subprocess
+import sys
+
+SCRIPT = """
+import numpy as np
+import lazytensor as lt
+w = lt.tensor(np.ones((8, 4), np.float32), device="lazy")
+for batch in range(1, 15):
+    x = lt.tensor(np.random.default_rng(batch).standard_normal((batch, 8)).astype(np.float32), device="lazy")
+    y = (x @ w).relu().sum()
+    lt.mark_step()   # the sync line
+"""
+
+
+def test_changing_batch_size_warns_once_naming_the_input_and_the_line(tmp_path):
+    script = tmp_path / "storm.py"
+    script.write_text(SCRIPT)
+    env = dict(os.environ, LT_DEBUG="1", LT_CACHE_DIR="off")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    warnings = [l for l in r.stderr.splitlines() if "recompilation storm" in l]
+    assert len(warnings) == 1, r.stderr[-3000:]
+    w = warnings[0]
+    assert f"{script}:8" in w, w  # the mark_step line of the user's script (SCRIPT starts with a newline)
+    assert "input 0 changed from float32[8, 8] to float32[9, 8]" in w, w
+
+
+def test_fixed_shapes_never_warn(tmp_path):
+    script = tmp_path / "steady.py"
+    script.write_text(SCRIPT.replace("(batch, 8)", "(4, 8)"))
+    env = dict(os.environ, LT_DEBUG="1", LT_CACHE_DIR="off")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "recompilation storm" not in r.stderr
