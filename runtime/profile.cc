@@ -116,6 +116,23 @@ void record(Phase p, const std::string& name, Clock::time_point start, Clock::ti
   s.events.push_back({p, name, us(start), std::max<int64_t>(0, us(end) - us(start)), thread_number()});
 }
 
+namespace {
+thread_local bool t_tracing_step = false;
+thread_local Clock::time_point t_trace_start;
+}  // namespace
+
+void note_traced_op() {
+  if (t_tracing_step) return;
+  t_tracing_step = true;
+  t_trace_start = Clock::now();
+}
+
+void end_trace_phase() {
+  if (!t_tracing_step) return;
+  t_tracing_step = false;
+  record(Phase::Trace, "trace", t_trace_start, Clock::now());
+}
+
 bool tracing() { return !state().path.empty(); }
 
 void flush() { state().write(); }

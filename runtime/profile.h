@@ -32,6 +32,11 @@ class Scope {
   Clock::time_point start_;
 };
 
+// The "trace" phase: from the first lazy op after a sync to the next sync on this thread (the host
+// time the user's code spends building the step). note_traced_op() costs one thread-local test.
+void note_traced_op();
+void end_trace_phase();  // called at a sync: records the phase if ops were traced since the last
+
 bool tracing();  // LT_PROFILE is set: trace events are being collected
 void flush();    // writes the trace file now (also done at exit)
 

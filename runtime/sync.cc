@@ -4,6 +4,7 @@
 
 #include "runtime/executor.h"
 #include "runtime/metrics_state.h"
+#include "runtime/profile.h"
 #include "runtime/tensor_impl.h"
 
 namespace lt {
@@ -27,6 +28,7 @@ namespace {
 
 // Materializes the pending tensors among `ts`, one graph per backend.
 void materialize(const std::vector<std::shared_ptr<TensorImpl>>& ts, SyncReason reason) {
+  profile::end_trace_phase();
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   std::map<std::string, std::vector<TensorImpl*>> by_backend;
   for (auto& t : ts)

@@ -1,5 +1,6 @@
 #include "runtime/executor.h"
 #include "runtime/metrics_state.h"
+#include "runtime/profile.h"
 #include "runtime/tensor_impl.h"
 
 namespace lt {
@@ -11,6 +12,7 @@ std::shared_ptr<TensorImpl> make_tensor(NodePtr node, const Device& device) {
   t->dtype = node->dtype;
   t->shape = node->shape;
   if (device.is_lazy()) {
+    profile::note_traced_op();
     t->pending = std::move(node);
     registry_add(t.get());
   } else {

@@ -17,7 +17,7 @@ def test_timings_cover_the_phases_of_a_sync(rng):
         lt.mark_step()
     y.numpy()
     t = lt.metrics.timings()
-    for phase in ("hash", "run", "transfer"):
+    for phase in ("trace", "hash", "run", "transfer"):
         assert t[phase]["count"] >= 1, phase
         assert 0 <= t[phase]["p50_ms"] <= t[phase]["max_ms"]
     assert "timings (ms)" in lt.metrics.report()
@@ -36,6 +36,6 @@ def test_lt_profile_writes_a_chrome_trace(tmp_path):
     assert r.returncode == 0, r.stderr
     events = json.loads(out.read_text())["traceEvents"]
     cats = {e["cat"] for e in events}
-    assert {"hash", "lower", "compile", "run"} <= cats, cats
+    assert {"trace", "hash", "lower", "compile", "run"} <= cats, cats
     for e in events:
         assert e["ph"] == "X" and e["dur"] >= 0 and e["ts"] >= 0
