@@ -9,7 +9,13 @@
 Devices: "cpu" (eager), "cuda[:N]", "lazy[:N]", "lazy:cpu", "lazy:cuda", "lazy:reference".
 Reading a value (item, numpy, tolist, printing, bool) is a sync point that computes that tensor.
 """
-from . import _C
+import os as _os
+
+# oneDNN (CPU matmul) runs on OpenMP, whose idle workers spin by default and starve the runtime's
+# own thread pool that runs the fused kernels between GEMMs (an MLP step went from 0.4 to 60 ms on
+# 2 cores). libgomp reads this once, when _C first loads it; a user's setting wins.
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from . import _C  # noqa: E402
 from ._C import Tensor, device, dtype, promote_types
 from ._C import (bfloat16, bool, float16, float32, float64, int8, int32, int64,  # noqa: A004
                  uint8)
