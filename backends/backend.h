@@ -64,6 +64,8 @@ class Backend {
   virtual void copy_from_host(Buffer& dst, const void* src, size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const Buffer& src, size_t bytes) = 0;
   virtual std::unique_ptr<Executable> compile(const Plan& plan) = 0;
+  // The library steps compile() can run (lowering emits only those): GEMM dtypes for matmul.
+  virtual LowerOptions lower_options() const { return {}; }
 
   // On-disk compile cache (runtime/disk_cache.h). Optional: the defaults say "not cacheable".
   // Identifies the code compile() generates (CPU name + features, GPU architecture + toolkit);
@@ -78,6 +80,10 @@ class Backend {
     return nullptr;
   }
 };
+
+// False when LT_GEMM=0: backends then offer no library GEMM and every matmul stays a loop kernel
+// (to compare the two paths, or to rule out a library bug). Read once.
+bool gemm_enabled();
 
 // Registered backends ("reference", "cpu", "cuda"); throws a clear lt::Error when unavailable.
 Backend& get_backend(const std::string& name);

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "ir/error.h"
+#include "lowering/gemm_match.h"
 #include "lowering/symbolic.h"
 
 namespace lt {
@@ -319,7 +320,7 @@ loop::Kernel KernelBuilder::build(std::vector<int>* touched) {
 
 }  // namespace
 
-Plan fuse(PrimGraph g) {
+Plan fuse(PrimGraph g, const LowerOptions& opts) {
   const int n = static_cast<int>(g.nodes.size());
   std::vector<int> users(n, 0);
   for (const auto& p : g.nodes)
@@ -338,6 +339,28 @@ Plan fuse(PrimGraph g) {
     if (realized[i]) continue;
     for (int c : g.nodes[i].inputs) depth[i] = std::max(depth[i], depth[c] + 1);
     if (depth[i] > kMaxInlineDepth) realized[i] = true, depth[i] = 0;
+  }
+  // Matrix products the backend's library computes: the sum and its operands get buffers; the
+  // GEMM writes the sum's buffer (or, when the sum only feeds an output reshape, that one's).
+  std::vector<int> gemm_at(n, -1);
+  std::vector<GemmMatch> gemms;
+  for (int i = 0; i < n && !opts.gemm_dtypes.empty(); ++i) {
+    if (g.nodes[i].op != Op::ReduceSum || !opts.gemm(g.nodes[i].dtype)) continue;
+    auto m = match_gemm(g, i, realized);
+    if (!m) continue;
+    realized[m->a_node] = realized[m->b_node] = true;
+    int root = i;
+    if (users[i] == 1 && !realized[i]) {
+      for (int u = i + 1; u < n; ++u) {
+        const PNode& p = g.nodes[u];
+        if (std::find(p.inputs.begin(), p.inputs.end(), i) == p.inputs.end()) continue;
+        if (p.op == Op::Reshape && realized[u]) root = u;
+        break;
+      }
+    }
+    realized[root] = true;
+    gemm_at[root] = static_cast<int>(gemms.size());
+    gemms.push_back(std::move(*m));
   }
   for (int attempt = 0;; ++attempt) {
     if (attempt > n + 1) fail(ErrorKind::Runtime, "internal: fusion did not converge");
@@ -368,6 +391,20 @@ Plan fuse(PrimGraph g) {
     try {
       for (int i = 0; i < n; ++i) {
         if (!realized[i] || g.nodes[i].input_index >= 0 || numel(g.nodes[i].shape) == 0) continue;
+        if (gemm_at[i] >= 0) {
+          const GemmMatch& m = gemms[gemm_at[i]];
+          Gemm gm = m.gemm;
+          gm.name = "g" + std::to_string(i) + "_matmul";
+          gm.a = buffer_of[m.a_node], gm.b = buffer_of[m.b_node], gm.out = buffer_of[i];
+          plan.steps.push_back({PlanStep::Kind::Gemm, static_cast<int>(plan.gemms.size())});
+          plan.gemms.push_back(gm);
+          grouping << gm.name << ": gemm " << dtype_name(gm.dtype) << " batch " << shape_str(gm.batch)
+                   << " M " << gm.M << " N " << gm.N << " K " << gm.K << (gm.a_transposed() ? " A^T" : "")
+                   << (gm.b_transposed() ? " B^T" : "") << ", nodes %" << m.reduce << " from %" << m.a_node
+                   << " @ %" << m.b_node << "\n";
+          continue;
+        }
+        plan.steps.push_back({PlanStep::Kind::Kernel, static_cast<int>(plan.kernels.size())});
         std::vector<int> touched;
         KernelBuilder kb(g, realized, buffer_of, plan.buffers, i);
         plan.kernels.push_back(kb.build(&touched));

@@ -6,12 +6,14 @@
 // the unmaterialized reductions under it as Reduce stages when they reduce the same axes of the
 // same shape (softmax: max and sum; layer_norm: mean and variance) and the root reads them at the
 // current row; otherwise the offending reduction is materialized and fusion restarts. Movement ops
-// are index arithmetic (lowering/symbolic.h), never copies.
+// are index arithmetic (lowering/symbolic.h), never copies. Where opts allow, a decomposed matmul
+// becomes a library Gemm step (lowering/gemm.h) over its operands' buffers, and its epilogue a
+// loop kernel reading the GEMM's output.
 #pragma once
 #include "lowering/plan.h"
 
 namespace lt {
 
-Plan fuse(PrimGraph g);
+Plan fuse(PrimGraph g, const LowerOptions& opts = {});
 
 }  // namespace lt

@@ -6,6 +6,6 @@
 
 namespace lt {
 
-Plan lower(const Graph& g) { return fuse(simplify(decompose(g))); }
+Plan lower(const Graph& g, const LowerOptions& opts) { return fuse(simplify(decompose(g)), opts); }
 
 }  // namespace lt

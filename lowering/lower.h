@@ -5,6 +5,7 @@
 
 namespace lt {
 
-Plan lower(const Graph& g);
+// opts: what the target backend's libraries compute (Backend::lower_options()).
+Plan lower(const Graph& g, const LowerOptions& opts = {});
 
 }  // namespace lt

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "lowering/gemm.h"
 #include "lowering/loop_ir.h"
 #include "lowering/prim_graph.h"
 
@@ -16,13 +17,34 @@ struct BufferSpec {
   int input = -1;   // Input/Scalar: graph input index
 };
 
+// Which library steps lowering may emit (a backend's capabilities); the default emits none, so
+// every matmul stays a fused loop kernel.
+struct LowerOptions {
+  std::vector<DType> gemm_dtypes;
+  bool gemm(DType t) const {
+    for (DType g : gemm_dtypes)
+      if (g == t) return true;
+    return false;
+  }
+};
+
 struct Plan {
   PrimGraph prims;                   // after decomposition and simplification
   std::vector<BufferSpec> buffers;
-  std::vector<loop::Kernel> kernels; // run in order
+  std::vector<loop::Kernel> kernels;
+  std::vector<Gemm> gemms;
+  std::vector<PlanStep> steps;       // kernels and gemms, in the order they run
   std::vector<int> output_buffers;   // per graph root: the buffer holding its value
   std::vector<Shape> output_shapes;  // per graph root
   std::string grouping;              // human-readable kernel grouping (LT_DEBUG=2)
+
+  // Plans built by hand (tests) may leave steps empty: then the kernels run in order.
+  std::vector<PlanStep> ordered_steps() const {
+    if (!steps.empty()) return steps;
+    std::vector<PlanStep> s;
+    for (size_t i = 0; i < kernels.size(); ++i) s.push_back({PlanStep::Kind::Kernel, static_cast<int>(i)});
+    return s;
+  }
 };
 
 }  // namespace lt

@@ -88,7 +88,7 @@ size_t ByteReader::count(size_t min_item_bytes) {
 namespace {
 
 // Bumped whenever the layout below changes; a reader rejects other versions.
-constexpr uint32_t kPlanFormat = 1;
+constexpr uint32_t kPlanFormat = 2;  // 2: Gemm steps and the step order
 
 void put_shape(ByteWriter& w, const Shape& s) {
   w.u64(s.size());
@@ -149,6 +149,17 @@ void put_kernel(ByteWriter& w, const loop::Kernel& k) {
   }
 }
 
+void put_gemm(ByteWriter& w, const Gemm& g) {
+  w.bytes(g.name);
+  w.u8(static_cast<uint8_t>(g.dtype));
+  for (int64_t v : {static_cast<int64_t>(g.a), static_cast<int64_t>(g.b), static_cast<int64_t>(g.out), g.M, g.N,
+                    g.K, g.a_offset, g.a_rs, g.a_cs, g.b_offset, g.b_rs, g.b_cs})
+    w.i64(v);
+  put_shape(w, g.batch);
+  put_shape(w, g.a_batch_stride);
+  put_shape(w, g.b_batch_stride);
+}
+
 // Decoding with range checks: enums in range, ids within [lo, hi).
 struct Decoder {
   ByteReader& r;
@@ -180,6 +191,27 @@ struct Decoder {
     uint8_t v = r.u8();
     if (v > 1) r.bad("bad flag");
     return v != 0;
+  }
+  // Buffer ids are range-checked here; sizes and strides against the buffers by validate_gemm.
+  Gemm gemm(const std::vector<BufferSpec>& buffers) {
+    const int nbuffers = static_cast<int>(buffers.size());
+    Gemm g;
+    g.name = std::string(r.bytes());
+    g.dtype = dtype();
+    g.a = id(0, nbuffers, "gemm A buffer");
+    g.b = id(0, nbuffers, "gemm B buffer");
+    g.out = id(0, nbuffers, "gemm output buffer");
+    for (int64_t* v : {&g.M, &g.N, &g.K, &g.a_offset, &g.a_rs, &g.a_cs, &g.b_offset, &g.b_rs, &g.b_cs}) *v = r.i64();
+    g.batch = shape();
+    g.a_batch_stride = shape();
+    g.b_batch_stride = shape();
+    for (int buf : {g.a, g.b, g.out})
+      if (buffers[buf].dtype != g.dtype || buffers[buf].kind == BufferSpec::Kind::Scalar)
+        r.bad("gemm " + g.name + " buffer " + std::to_string(buf) + " does not hold " + std::string(dtype_name(g.dtype)));
+    if (buffers[g.out].kind != BufferSpec::Kind::Temp && buffers[g.out].kind != BufferSpec::Kind::Output)
+      r.bad("gemm " + g.name + " writes an input buffer");
+    validate_gemm(g, buffers[g.a].numel, buffers[g.b].numel, buffers[g.out].numel, "cached plan");
+    return g;
   }
   Shape shape() {
     Shape s(r.count(8));
@@ -270,6 +302,13 @@ std::string serialize_plan(const Plan& plan) {
   }
   w.u64(plan.kernels.size());
   for (const auto& k : plan.kernels) put_kernel(w, k);
+  w.u64(plan.gemms.size());
+  for (const auto& g : plan.gemms) put_gemm(w, g);
+  w.u64(plan.steps.size());
+  for (const auto& st : plan.steps) {
+    w.u8(static_cast<uint8_t>(st.kind));
+    w.i64(st.index);
+  }
   w.u64(plan.output_buffers.size());
   for (int b : plan.output_buffers) w.i64(b);
   w.u64(plan.output_shapes.size());
@@ -296,6 +335,22 @@ Plan deserialize_plan(std::string_view bytes) {
   const int nbuffers = static_cast<int>(plan.buffers.size());
   plan.kernels.resize(r.count(40));
   for (auto& k : plan.kernels) k = d.kernel(nbuffers);
+  plan.gemms.resize(r.count(40));
+  for (auto& g : plan.gemms) g = d.gemm(plan.buffers);
+  plan.steps.resize(r.count(9));
+  for (auto& st : plan.steps) {
+    st.kind = d.enumeration<PlanStep::Kind>(2, "step kind");
+    st.index = d.id(0, st.kind == PlanStep::Kind::Gemm ? plan.gemms.size() : plan.kernels.size(), "step index");
+  }
+  // Every kernel and gemm runs exactly once (an empty order means the kernels in order).
+  if (!plan.steps.empty() || !plan.gemms.empty()) {
+    std::vector<int> seen_k(plan.kernels.size()), seen_g(plan.gemms.size());
+    for (const auto& st : plan.steps) (st.kind == PlanStep::Kind::Gemm ? seen_g : seen_k)[st.index]++;
+    for (int c : seen_k)
+      if (c != 1) r.bad("the step order does not run every kernel once");
+    for (int c : seen_g)
+      if (c != 1) r.bad("the step order does not run every gemm once");
+  }
   plan.output_buffers.resize(r.count(8));
   for (auto& b : plan.output_buffers) b = d.id(0, nbuffers, "output buffer");
   plan.output_shapes.resize(r.count(8));

@@ -94,7 +94,7 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
       metrics::bump(metrics::Counter::DiskCacheHits);
     } else {
       auto tl = Clock::now();
-      Plan plan = lower(g);
+      Plan plan = lower(g, backend.lower_options());
       profile::record(profile::Phase::Lower, key.hex().substr(0, 12), tl, Clock::now());
       auto nodes = static_cast<int64_t>(plan.prims.nodes.size());
       std::unique_ptr<Executable> exe;

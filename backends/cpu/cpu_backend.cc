@@ -33,7 +33,15 @@ class CpuBackend : public Backend {
     return std::make_unique<cpu::CpuExecutable>(plan);
   }
 
-  std::string cache_target() override { return cpu::jit_cache_target(); }
+  // float32 matmuls go to oneDNN; float64 (which oneDNN lacks) and other dtypes stay loop kernels.
+  LowerOptions lower_options() const override {
+    LowerOptions o;
+    if (cpu::onednn_gemm_available() && gemm_enabled()) o.gemm_dtypes = {DType::Float32};
+    return o;
+  }
+
+  // Plans differ with and without library GEMMs, so the cache keeps them apart.
+  std::string cache_target() override { return cpu::jit_cache_target() + (lower_options().gemm_dtypes.empty() ? "" : "+onednn"); }
 
   bool serialize(const Executable& exe, std::string* out) override {
     auto* cpu_exe = dynamic_cast<const cpu::CpuExecutable*>(&exe);

@@ -59,6 +59,24 @@ std::vector<loop::Kernel> CpuExecutable::prepare(const Plan& plan) {
   return merged_kernels;
 }
 
+void CpuExecutable::prepare_gemms(const Plan& plan) {
+  for (const Gemm& g : plan.gemms) {
+    for (int buf : {g.a, g.b, g.out})
+      LT_CHECK(buf >= 0 && buf < static_cast<int>(buffers_.size()) && buffers_[buf].dtype == g.dtype &&
+                   buffers_[buf].kind != BufferSpec::Kind::Scalar,
+               ErrorKind::Runtime, "internal: gemm ", g.name, " names bad buffer ", buf);
+    LT_CHECK(buffers_[g.out].kind == BufferSpec::Kind::Temp || buffers_[g.out].kind == BufferSpec::Kind::Output,
+             ErrorKind::Runtime, "internal: gemm ", g.name, " writes input buffer ", g.out);
+    validate_gemm(g, buffers_[g.a].numel, buffers_[g.b].numel, buffers_[g.out].numel, "cpu executable");
+    gemms_.push_back({g.a, g.b, g.out, OnednnGemm(g)});
+  }
+  steps_ = plan.ordered_steps();
+  for (const PlanStep& st : steps_)
+    LT_CHECK(st.index >= 0 && st.index < static_cast<int>(st.kind == PlanStep::Kind::Gemm ? plan.gemms.size()
+                                                                                          : plan.kernels.size()),
+             ErrorKind::Runtime, "internal: plan step names step ", st.index, " that does not exist");
+}
+
 void CpuExecutable::bind(std::unique_ptr<JitCode> code) {
   code_ = std::move(code);
   LT_CHECK(code_->functions().size() == kernels_.size(), ErrorKind::Runtime,
@@ -68,6 +86,7 @@ void CpuExecutable::bind(std::unique_ptr<JitCode> code) {
 }
 
 CpuExecutable::CpuExecutable(const Plan& plan) : buffers_(plan.buffers) {
+  prepare_gemms(plan);
   if (plan.kernels.empty()) return;
   std::vector<loop::Kernel> merged = prepare(plan);
   auto ctx = std::make_unique<llvm::LLVMContext>();
@@ -94,6 +113,7 @@ CpuExecutable::CpuExecutable(const Plan& plan, std::string_view cached) : buffer
   sources_.resize(r.count(8));
   for (auto& src : sources_) src = std::string(r.bytes());
   if (!r.done()) r.bad("trailing bytes");
+  prepare_gemms(plan);
   if (plan.kernels.empty()) return;
   prepare(plan);
   std::vector<std::string> names;
@@ -153,7 +173,13 @@ std::vector<BufferPtr> CpuExecutable::run(const std::vector<RunInput>& inputs, R
   }
   ThreadPool& pool = ThreadPool::global();
   std::vector<void*> args;
-  for (const CompiledKernel& k : kernels_) {
+  for (const PlanStep& step : steps_) {
+    if (step.kind == PlanStep::Kind::Gemm) {
+      const BoundGemm& g = gemms_[step.index];
+      g.op.run(data[g.a], data[g.b], data[g.out]);
+      continue;
+    }
+    const CompiledKernel& k = kernels_[step.index];
     args.clear();
     for (int b : k.arg_buffers) args.push_back(data[b]);
     const int64_t n = k.outer_numel;
@@ -168,7 +194,7 @@ std::vector<BufferPtr> CpuExecutable::run(const std::vector<RunInput>& inputs, R
                         [a, fn](int64_t lo, int64_t hi) { fn(a, lo, hi); });
     }
   }
-  if (stats) stats->kernel_launches += static_cast<int>(kernels_.size());
+  if (stats) stats->kernel_launches += static_cast<int>(steps_.size());
   for (size_t b = 0; b < nb; ++b)
     if (buffers_[b].kind != BufferSpec::Kind::Output) owned[b].reset();
   return owned;

@@ -1,5 +1,5 @@
 // A Plan compiled for the host CPU: one JIT-compiled function per kernel, run in plan order on
-// the thread pool. Internal to backends/cpu.
+// the thread pool, and oneDNN matmuls for its Gemm steps. Internal to backends/cpu.
 #pragma once
 #include <memory>
 #include <string>
@@ -8,6 +8,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/jit.h"
+#include "backends/cpu/onednn_gemm.h"
 
 namespace lt::cpu {
 
@@ -21,7 +22,7 @@ class CpuExecutable : public Executable {
   // The object code and kernel sources, for the disk cache.
   std::string serialize() const;
   std::vector<BufferPtr> run(const std::vector<RunInput>& inputs, RunStats* stats) override;
-  int num_kernels() const override { return static_cast<int>(kernels_.size()); }
+  int num_kernels() const override { return static_cast<int>(kernels_.size() + gemms_.size()); }
   std::vector<std::string> kernel_sources() const override { return sources_; }
   const JitTimings& timings() const { return timings_; }
 
@@ -36,6 +37,12 @@ class CpuExecutable : public Executable {
   };
   std::vector<BufferSpec> buffers_;
   std::vector<CompiledKernel> kernels_;
+  struct BoundGemm {
+    int a, b, out;  // plan buffers
+    OnednnGemm op;
+  };
+  std::vector<BoundGemm> gemms_;
+  std::vector<PlanStep> steps_;
   std::vector<std::string> sources_;
   std::string object_;  // the linked object file, kept for serialize()
   std::unique_ptr<JitCode> code_;
@@ -43,6 +50,8 @@ class CpuExecutable : public Executable {
 
   // Validates the plan's kernels and fills kernels_ (all but fn); returns the merged kernels.
   std::vector<loop::Kernel> prepare(const Plan& plan);
+  // Validates the plan's gemms and creates their primitives; records the step order.
+  void prepare_gemms(const Plan& plan);
   void bind(std::unique_ptr<JitCode> code);
 };
 

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
+#include "backends/cuda/cublas_gemm.h"
 #include "backends/cuda/cuda_codegen.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "ir/error.h"
@@ -29,8 +31,26 @@ const CudaBuffer& as_cuda(const Buffer& b, const char* what) {
 
 class CudaExecutable : public Executable {
  public:
-  CudaExecutable(std::shared_ptr<CudaCachingAllocator> alloc, const Plan& plan, std::string target, bool cubin)
-      : alloc_(std::move(alloc)), dev_(alloc_->device()), buffers_(plan.buffers), kernels_(plan.kernels) {
+  CudaExecutable(std::shared_ptr<CudaCachingAllocator> alloc, const Plan& plan, std::string target, bool cubin,
+                 std::shared_ptr<const CublasHandle> blas)
+      : alloc_(std::move(alloc)),
+        dev_(alloc_->device()),
+        buffers_(plan.buffers),
+        kernels_(plan.kernels),
+        gemms_(plan.gemms),
+        steps_(plan.ordered_steps()),
+        blas_(std::move(blas)) {
+    for (const Gemm& g : gemms_) {
+      for (int buf : {g.a, g.b, g.out})
+        if (buf < 0 || buf >= static_cast<int>(buffers_.size()) || buffers_[buf].dtype != g.dtype ||
+            buffers_[buf].kind == BufferSpec::Kind::Scalar)
+          fail(ErrorKind::Runtime, "internal: gemm ", g.name, " names bad buffer ", buf);
+      validate_gemm(g, buffers_[g.a].numel, buffers_[g.b].numel, buffers_[g.out].numel, "cuda executable");
+    }
+    if (!gemms_.empty() && !blas_) fail(ErrorKind::Runtime, "internal: cuda plan with gemms but no cuBLAS handle");
+    for (const PlanStep& st : steps_)
+      if (st.index < 0 || st.index >= static_cast<int>(st.kind == PlanStep::Kind::Gemm ? gemms_.size() : kernels_.size()))
+        fail(ErrorKind::Runtime, "internal: plan step names step ", st.index, " that does not exist");
     CudaModuleSource gen = generate_cuda(plan.kernels);
     source_ = std::move(gen.source);
     launches_ = std::move(gen.kernels);
@@ -65,7 +85,7 @@ class CudaExecutable : public Executable {
     }
   }
 
-  int num_kernels() const override { return static_cast<int>(kernels_.size()); }
+  int num_kernels() const override { return static_cast<int>(kernels_.size() + gemms_.size()); }
   std::vector<std::string> kernel_sources() const override { return {source_}; }
 
   std::vector<BufferPtr> run(const std::vector<RunInput>& inputs, RunStats* stats) override {
@@ -103,7 +123,14 @@ class CudaExecutable : public Executable {
       }
     }
     CUstream stream = dev_->stream();
-    for (size_t k = 0; k < kernels_.size(); ++k) {
+    for (const PlanStep& step : steps_) {
+      if (step.kind == PlanStep::Kind::Gemm) {
+        const Gemm& g = gemms_[step.index];
+        blas_->gemm(g, ptrs[g.a], ptrs[g.b], ptrs[g.out]);
+        if (stats) ++stats->kernel_launches;
+        continue;
+      }
+      const size_t k = static_cast<size_t>(step.index);
       const CudaKernelLaunch& l = launches_[k];
       if (l.max_blocks <= 0) continue;
       const loop::Kernel& kern = kernels_[k];
@@ -152,6 +179,9 @@ class CudaExecutable : public Executable {
   std::shared_ptr<CudaDevice> dev_;
   std::vector<BufferSpec> buffers_;
   std::vector<loop::Kernel> kernels_;
+  std::vector<Gemm> gemms_;
+  std::vector<PlanStep> steps_;
+  std::shared_ptr<const CublasHandle> blas_;
   std::string source_;
   std::vector<CudaKernelLaunch> launches_;
   CUmodule module_ = nullptr;
@@ -198,7 +228,16 @@ class CudaBackendImpl : public CudaBackend {
   }
 
   std::unique_ptr<Executable> compile(const Plan& plan) override {
-    return std::make_unique<CudaExecutable>(alloc_, plan, target_, cubin_);
+    std::shared_ptr<const CublasHandle> blas;
+    if (!plan.gemms.empty()) blas = cublas_handle();
+    return std::make_unique<CudaExecutable>(alloc_, plan, target_, cubin_, std::move(blas));
+  }
+
+  // cuBLAS computes float32 and float64 matmuls when it loads; otherwise they stay loop kernels.
+  LowerOptions lower_options() const override {
+    LowerOptions o;
+    if (gemm_enabled() && cublas_available()) o.gemm_dtypes = {DType::Float32, DType::Float64};
+    return o;
   }
 
   CudaAllocatorStats memory_stats() const override { return alloc_->stats(); }
@@ -207,10 +246,23 @@ class CudaBackendImpl : public CudaBackend {
   std::string target() const override { return target_; }
 
  private:
+  // Created on the first plan with a gemm, on the device's stream, and kept: creating a handle
+  // allocates device memory and costs milliseconds.
+  std::shared_ptr<const CublasHandle> cublas_handle() {
+    std::lock_guard<std::mutex> lock(blas_mu_);
+    if (!blas_) {
+      dev_->bind();
+      blas_ = std::make_shared<const CublasHandle>(dev_->stream());
+    }
+    return blas_;
+  }
   std::shared_ptr<CudaDevice> dev_;
   std::shared_ptr<CudaCachingAllocator> alloc_;
   std::string target_;
   bool cubin_ = true;
+  // Last, so it is destroyed before the device it was created on.
+  std::mutex blas_mu_;
+  std::shared_ptr<const CublasHandle> blas_;
 };
 
 }  // namespace

@@ -1,0 +1,125 @@
+#include "backends/cpu/onednn_gemm.h"
+
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "ir/error.h"
+
+#ifdef LT_HAVE_ONEDNN
+#include <dnnl.hpp>
+#endif
+
+namespace lt::cpu {
+
+#ifdef LT_HAVE_ONEDNN
+
+namespace {
+
+dnnl::engine& engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+using dims = dnnl::memory::dims;
+
+// The elements a strided operand spans: the stride of a batch dim that it broadcasts (oneDNN takes
+// broadcasting as extent 1, whose stride is never stepped but must look like a real layout).
+int64_t span(int64_t rows, int64_t cols, int64_t rs, int64_t cs, const std::vector<int64_t>& batch,
+             const std::vector<int64_t>& bstride) {
+  int64_t last = (rows - 1) * rs + (cols - 1) * cs;
+  for (size_t d = 0; d < batch.size(); ++d) last += (batch[d] - 1) * bstride[d];
+  return last + 1;
+}
+
+dnnl::memory::desc operand_desc(const Gemm& g, bool is_a) {
+  const int64_t rows = is_a ? g.M : g.K, cols = is_a ? g.K : g.N;
+  const int64_t rs = is_a ? g.a_rs : g.b_rs, cs = is_a ? g.a_cs : g.b_cs;
+  const auto& bs = is_a ? g.a_batch_stride : g.b_batch_stride;
+  dims d, st;
+  int64_t inner = span(rows, cols, rs, cs, g.batch, bs);
+  for (size_t i = 0; i < g.batch.size(); ++i) {
+    d.push_back(bs[i] ? g.batch[i] : 1);
+    st.push_back(bs[i] ? bs[i] : inner);
+  }
+  d.push_back(rows), d.push_back(cols);
+  st.push_back(rs), st.push_back(cs);
+  if (d.size() == 2) d.insert(d.begin(), 1), st.insert(st.begin(), inner);
+  return dnnl::memory::desc(d, dnnl::memory::data_type::f32, st);
+}
+
+// The output: contiguous [batch..., M, N] (a leading 1 without batch, as for the operands).
+dnnl::memory::desc out_desc(const Gemm& g) {
+  dims d(g.batch.begin(), g.batch.end());
+  if (d.empty()) d.push_back(1);
+  d.push_back(g.M), d.push_back(g.N);
+  dims st(d.size());
+  int64_t s = 1;
+  for (size_t i = d.size(); i-- > 0;) st[i] = s, s *= d[i];
+  return dnnl::memory::desc(d, dnnl::memory::data_type::f32, st);
+}
+
+}  // namespace
+
+struct OnednnGemm::Impl {
+  dnnl::memory::desc a, b, c;
+  dnnl::matmul prim;
+};
+
+bool onednn_gemm_available() { return true; }
+
+OnednnGemm::OnednnGemm(const Gemm& g) : g_(g) {
+  if (g.dtype != DType::Float32)
+    fail(ErrorKind::NotImplemented, "not implemented: gemm in ", dtype_name(g.dtype), " on cpu (oneDNN: float32 only)");
+  // Keyed by everything the primitive depends on; offsets are applied to the pointers instead.
+  std::vector<int64_t> key = {g.M, g.N, g.K, g.a_rs, g.a_cs, g.b_rs, g.b_cs};
+  for (size_t i = 0; i < g.batch.size(); ++i) key.insert(key.end(), {g.batch[i], g.a_batch_stride[i], g.b_batch_stride[i]});
+  static std::mutex mu;
+  static std::map<std::vector<int64_t>, std::shared_ptr<const Impl>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = cache[key];
+  if (!slot) {
+    auto impl = std::make_shared<Impl>();
+    impl->a = operand_desc(g, true);
+    impl->b = operand_desc(g, false);
+    impl->c = out_desc(g);
+    try {
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(impl->a, impl->b, impl->c), engine());
+      impl->prim = dnnl::matmul(pd);
+    } catch (const dnnl::error& e) {
+      fail(ErrorKind::NotImplemented, "not implemented: gemm ", g.name, " (M=", g.M, " N=", g.N, " K=", g.K,
+           ") on cpu: oneDNN: ", e.what());
+    }
+    slot = std::move(impl);
+  }
+  impl_ = slot;
+}
+
+void OnednnGemm::run(const void* a, const void* b, void* out) const {
+  thread_local dnnl::stream stream(engine());
+  const size_t es = dtype_size(g_.dtype);
+  auto* pa = const_cast<char*>(static_cast<const char*>(a)) + g_.a_offset * es;
+  auto* pb = const_cast<char*>(static_cast<const char*>(b)) + g_.b_offset * es;
+  dnnl::memory ma(impl_->a, engine(), pa), mb(impl_->b, engine(), pb), mc(impl_->c, engine(), out);
+  impl_->prim.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+  stream.wait();
+}
+
+#else  // !LT_HAVE_ONEDNN
+
+struct OnednnGemm::Impl {};
+
+bool onednn_gemm_available() { return false; }
+
+OnednnGemm::OnednnGemm(const Gemm& g) : g_(g) {
+  fail(ErrorKind::NotImplemented, "not implemented: gemm ", g.name, " on cpu (built without oneDNN)");
+}
+
+void OnednnGemm::run(const void*, const void*, void*) const {}
+
+#endif
+
+OnednnGemm::~OnednnGemm() = default;
+OnednnGemm::OnednnGemm(OnednnGemm&&) noexcept = default;
+
+}  // namespace lt::cpu

@@ -1,0 +1,152 @@
+#include "backends/cuda/cublas_gemm.h"
+
+#include <cublas_api.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <vector>
+
+#include "ir/error.h"
+
+namespace lt {
+namespace {
+
+// Spelled out rather than decltype(&::name): cublas_api.h overloads some of these for C++.
+struct Cublas {
+  std::string error;
+  cublasStatus_t (*create)(cublasHandle_t*) = nullptr;
+  cublasStatus_t (*destroy)(cublasHandle_t) = nullptr;
+  cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t) = nullptr;
+  cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t) = nullptr;
+  const char* (*status_string)(cublasStatus_t) = nullptr;
+  cublasStatus_t (*gemm_strided_batched)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                         const void*, const void*, cudaDataType, int, long long, const void*,
+                                         cudaDataType, int, long long, const void*, void*, cudaDataType, int,
+                                         long long, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
+};
+
+const Cublas& load_cublas() {
+  static Cublas c;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // RTLD_LOCAL for the reason NVRTC is loaded that way (nvrtc_compiler.cc): keep its symbols out
+    // of our lookup scope; and a missing cuBLAS only disables library GEMMs.
+    std::vector<std::string> names = {"libcublas.so." + std::to_string(CUDA_VERSION / 1000), "libcublas.so"};
+#ifdef LT_NVRTC_DIR
+    names.push_back(std::string(LT_NVRTC_DIR) + "/libcublas.so." + std::to_string(CUDA_VERSION / 1000));
+#endif
+    names.push_back("/usr/local/cuda/lib64/libcublas.so." + std::to_string(CUDA_VERSION / 1000));
+    void* h = nullptr;
+    std::string tried;
+    for (const auto& name : names) {
+      if ((h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL))) break;
+      tried += (tried.empty() ? "" : ", ") + name;
+    }
+    if (!h) {
+      c.error = "cannot load cuBLAS (tried " + tried + ")";
+      return;
+    }
+    std::string missing;
+    auto sym = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
+      if (!fn) missing += (missing.empty() ? "" : ", ") + std::string(name);
+    };
+    sym(c.create, "cublasCreate_v2");
+    sym(c.destroy, "cublasDestroy_v2");
+    sym(c.set_stream, "cublasSetStream_v2");
+    sym(c.set_math_mode, "cublasSetMathMode");
+    sym(c.status_string, "cublasGetStatusString");
+    sym(c.gemm_strided_batched, "cublasGemmStridedBatchedEx");
+    if (!missing.empty()) c.error = "cuBLAS lacks " + missing;
+  });
+  return c;
+}
+
+void check(cublasStatus_t s, const char* call) {
+  if (s == CUBLAS_STATUS_SUCCESS) return;
+  const Cublas& c = load_cublas();
+  fail(ErrorKind::Runtime, "cuBLAS error in ", call, ": ", c.status_string ? c.status_string(s) : "",
+       " (status ", static_cast<int>(s), ")");
+}
+
+int as_int(int64_t v, const Gemm& g, const char* what) {
+  if (v > std::numeric_limits<int>::max())
+    fail(ErrorKind::NotImplemented, "not implemented: gemm ", g.name, " with ", what, " ", v,
+         " beyond 32 bits on cuda");
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+bool cublas_available() { return load_cublas().error.empty(); }
+std::string cublas_error() { return load_cublas().error; }
+
+CublasHandle::CublasHandle(CUstream stream) {
+  const Cublas& c = load_cublas();
+  if (!c.error.empty()) fail(ErrorKind::NotImplemented, "not implemented: gemm on cuda: ", c.error);
+  cublasHandle_t h = nullptr;
+  check(c.create(&h), "cublasCreate");
+  handle_ = h;
+  check(c.set_stream(h, reinterpret_cast<cudaStream_t>(stream)), "cublasSetStream");
+  const char* tf = std::getenv("LT_ALLOW_TF32");
+  tf32_ = tf && std::strcmp(tf, "1") == 0;
+  // Pedantic: the prescribed precision in every phase, so float32 results match the loop kernels
+  // and the CPU to float32 rounding, as PyTorch's default (allow_tf32 = False) does.
+  check(c.set_math_mode(h, tf32_ ? CUBLAS_DEFAULT_MATH : CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+}
+
+CublasHandle::~CublasHandle() {
+  if (handle_) load_cublas().destroy(static_cast<cublasHandle_t>(handle_));
+}
+
+void CublasHandle::gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out) const {
+  const Cublas& c = load_cublas();
+  cudaDataType type;
+  cublasComputeType_t compute;
+  const float one32 = 1, zero32 = 0;
+  const double one64 = 1, zero64 = 0;
+  const void *alpha, *beta;
+  if (g.dtype == DType::Float32) {
+    type = CUDA_R_32F, compute = tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    alpha = &one32, beta = &zero32;
+  } else if (g.dtype == DType::Float64) {
+    type = CUDA_R_64F, compute = CUBLAS_COMPUTE_64F, alpha = &one64, beta = &zero64;
+  } else {
+    fail(ErrorKind::NotImplemented, "not implemented: gemm in ", dtype_name(g.dtype), " on cuda");
+  }
+  const size_t es = dtype_size(g.dtype);
+  // cuBLAS is column-major: row-major out[M, N] is column-major out^T[N, M] = B^T A^T, and a
+  // row-major operand read column-major is its transpose, so B goes first and A second, each
+  // transposed again (op T) exactly when it is stored transposed.
+  const cublasOperation_t op_b = g.b_transposed() ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = g.a_transposed() ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int m = as_int(g.N, g, "N"), n = as_int(g.M, g, "M"), k = as_int(g.K, g, "K");
+  const int ldb = as_int(g.ldb(), g, "ldb"), lda = as_int(g.lda(), g, "lda"), ldc = m;
+  // The innermost batch dim is cuBLAS's strided batch; outer ones (a batch that does not collapse
+  // into one stride) are a host loop of such calls.
+  const size_t nb = g.batch.size();
+  const int count = nb ? as_int(g.batch.back(), g, "batch") : 1;
+  const long long sa = nb ? g.a_batch_stride.back() : 0, sb = nb ? g.b_batch_stride.back() : 0;
+  const long long sc = static_cast<long long>(g.M) * g.N;
+  int64_t outer = 1;
+  for (size_t d = 0; d + 1 < nb; ++d) outer *= g.batch[d];
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t oa = g.a_offset, ob = g.b_offset, oc = o * count * sc, rest = o;
+    for (size_t d = nb ? nb - 1 : 0; d-- > 0;) {
+      int64_t i = rest % g.batch[d];
+      rest /= g.batch[d];
+      oa += i * g.a_batch_stride[d], ob += i * g.b_batch_stride[d];
+    }
+    const void* pa = reinterpret_cast<const void*>(a + static_cast<CUdeviceptr>(oa) * es);
+    const void* pb = reinterpret_cast<const void*>(b + static_cast<CUdeviceptr>(ob) * es);
+    void* pc = reinterpret_cast<void*>(out + static_cast<CUdeviceptr>(oc) * es);
+    check(c.gemm_strided_batched(static_cast<cublasHandle_t>(handle_), op_b, op_a, m, n, k, alpha, pb, type, ldb, sb,
+                                 pa, type, lda, sa, beta, pc, type, ldc, sc, count, compute, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmStridedBatchedEx");
+  }
+}
+
+}  // namespace lt

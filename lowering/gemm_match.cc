@@ -1,0 +1,148 @@
+#include "lowering/gemm_match.h"
+
+#include <utility>
+
+#include "lowering/symbolic.h"
+
+namespace lt {
+namespace {
+
+bool is_view(OpClass c) {
+  return c == OpClass::Reshape || c == OpClass::Permute || c == OpClass::Expand || c == OpClass::Slice;
+}
+
+// Index into the operand of a broadcasting elementwise op or an expand (same rule as fusion).
+std::vector<Lin> broadcast_index(const std::vector<Lin>& idx, const Shape& out, const Shape& in) {
+  std::vector<Lin> ci(in.size());
+  size_t off = out.size() - in.size();
+  for (size_t d = 0; d < in.size(); ++d) ci[d] = in[d] == 1 ? SymCtx::constant(0) : idx[d + off];
+  return ci;
+}
+
+// The nodes a value is read through, from `start` down to the first realized or non-view node,
+// each with the multi-index it is read at (mirrors the index arithmetic fusion emits).
+std::vector<std::pair<int, std::vector<Lin>>> view_chain(const PrimGraph& g, SymCtx& sym, int start,
+                                                         std::vector<Lin> idx,
+                                                         const std::vector<bool>& realized) {
+  std::vector<std::pair<int, std::vector<Lin>>> chain{{start, idx}};
+  int cur = start;
+  while (!realized[cur] && is_view(op_info(g.nodes[cur].op).cls)) {
+    const PNode& p = g.nodes[cur];
+    const PNode& in = g.nodes[p.inputs[0]];
+    std::vector<Lin> ci;
+    switch (op_info(p.op).cls) {
+      case OpClass::Reshape: ci = sym.unflatten(sym.flatten(idx, p.shape), in.shape); break;
+      case OpClass::Permute:
+        ci.resize(idx.size());
+        for (size_t i = 0; i < idx.size(); ++i) ci[p.attrs.ints[i]] = idx[i];
+        break;
+      case OpClass::Expand: ci = broadcast_index(idx, p.shape, in.shape); break;
+      default:  // Slice
+        ci.resize(idx.size());
+        for (size_t d = 0; d < idx.size(); ++d)
+          ci[d] = sym.add(sym.mul(idx[d], p.attrs.ints[3 * d + 1]), SymCtx::constant(p.attrs.ints[3 * d]));
+    }
+    cur = p.inputs[0];
+    idx = std::move(ci);
+    chain.emplace_back(cur, idx);
+  }
+  return chain;
+}
+
+struct Affine {
+  int64_t offset;
+  std::vector<int64_t> strides;  // per loop variable
+};
+
+// The flat element offset as offset + sum(strides[v] * var v), when it is that simple.
+std::optional<Affine> affine(SymCtx& sym, const Lin& flat) {
+  Affine a{flat.c, {}};
+  Lin rebuilt = SymCtx::constant(flat.c);
+  for (size_t v = 0; v < sym.num_vars(); ++v) {
+    auto s = sym.var_stride(flat, static_cast<int>(v));
+    if (!s || *s < 0) return std::nullopt;
+    a.strides.push_back(*s);
+    if (*s) rebuilt = sym.add(rebuilt, sym.mul(sym.var(static_cast<int>(v)), *s));
+  }
+  if (!(rebuilt == flat) || a.offset < 0) return std::nullopt;
+  return a;
+}
+
+}  // namespace
+
+std::optional<GemmMatch> match_gemm(const PrimGraph& g, int reduce, const std::vector<bool>& realized) {
+  const PNode& r = g.nodes[reduce];
+  if (r.op != Op::ReduceSum || r.inputs.size() != 1) return std::nullopt;
+  const int mul = r.inputs[0];
+  const PNode& prod = g.nodes[mul];
+  const Shape& full = prod.shape;  // [batch..., M, N, K]
+  const int rank = static_cast<int>(full.size());
+  if (prod.op != Op::Mul || prod.dtype != r.dtype || rank < 3 || realized[mul]) return std::nullopt;
+  if (r.attrs.ints.size() != 1 || (r.attrs.ints[0] != rank - 1 && r.attrs.ints[0] != -1)) return std::nullopt;
+  for (int64_t e : full)
+    if (e < 1) return std::nullopt;  // empty products (K = 0 sums to zeros) stay loop kernels
+  const int vm = rank - 3, vn = rank - 2, vk = rank - 1;
+  GemmMatch m;
+  m.reduce = reduce;
+  Gemm& gm = m.gemm;
+  gm.dtype = r.dtype;
+  gm.M = full[vm], gm.N = full[vn], gm.K = full[vk];
+  if (numel(r.shape) != numel(full) / gm.K) return std::nullopt;
+
+  SymCtx sym(full);
+  std::vector<Lin> idx;
+  for (int v = 0; v < rank; ++v) idx.push_back(sym.var(v));
+  int ops[2] = {prod.inputs[0], prod.inputs[1]};
+  // Whether the operand's value changes along loop v: asked of the node under its views, since a
+  // view's own (expanded) index changes where the value it reads does not.
+  auto depends = [&](int node, int v) {
+    auto chain = view_chain(g, sym, node, broadcast_index(idx, full, g.nodes[node].shape), realized);
+    const auto& [base, base_idx] = chain.back();
+    return sym.depends_on(sym.flatten(base_idx, g.nodes[base].shape), v);
+  };
+  if (depends(ops[0], vn) || depends(ops[1], vm)) std::swap(ops[0], ops[1]);
+  if (depends(ops[0], vn) || depends(ops[1], vm)) return std::nullopt;  // not a matrix product
+
+  // Picks the deepest node of the operand's view chain that a library can read as a strided
+  // matrix: its buffer is what the GEMM reads, so views above it cost nothing.
+  auto pick = [&](int op, bool is_a, int* node, int64_t* offset, int64_t* rs, int64_t* cs,
+                  std::vector<int64_t>* bstride) {
+    auto chain = view_chain(g, sym, op, broadcast_index(idx, full, g.nodes[op].shape), realized);
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      const PNode& p = g.nodes[it->first];
+      const OpClass cls = op_info(p.op).cls;
+      if (cls == OpClass::Expand || p.op == Op::Constant || p.op == Op::Scalar || p.dtype != gm.dtype)
+        continue;
+      auto a = affine(sym, sym.flatten(it->second, p.shape));
+      if (!a) continue;
+      int64_t r0 = is_a ? a->strides[vm] : a->strides[vk];
+      int64_t c0 = is_a ? a->strides[vk] : a->strides[vn];
+      if (!normalize_matrix_layout(is_a ? gm.M : gm.K, is_a ? gm.K : gm.N, &r0, &c0)) continue;
+      *node = it->first, *offset = a->offset, *rs = r0, *cs = c0;
+      bstride->assign(a->strides.begin(), a->strides.begin() + vm);
+      return true;
+    }
+    return false;
+  };
+  std::vector<int64_t> sa, sb;
+  if (!pick(ops[0], true, &m.a_node, &gm.a_offset, &gm.a_rs, &gm.a_cs, &sa)) return std::nullopt;
+  if (!pick(ops[1], false, &m.b_node, &gm.b_offset, &gm.b_rs, &gm.b_cs, &sb)) return std::nullopt;
+
+  // Batch dims, innermost first, with extent-1 dims dropped and dims merged where both operands
+  // step through them as one (a contiguous batch becomes one strided batch for the library).
+  std::vector<int64_t> ext, ta, tb;
+  for (int d = vm - 1; d >= 0; --d) {
+    if (full[d] == 1) continue;
+    if (!ext.empty() && sa[d] == ta.back() * ext.back() && sb[d] == tb.back() * ext.back()) {
+      ext.back() *= full[d];
+      continue;
+    }
+    ext.push_back(full[d]), ta.push_back(sa[d]), tb.push_back(sb[d]);
+  }
+  gm.batch.assign(ext.rbegin(), ext.rend());
+  gm.a_batch_stride.assign(ta.rbegin(), ta.rend());
+  gm.b_batch_stride.assign(tb.rbegin(), tb.rend());
+  return m;
+}
+
+}  // namespace lt
