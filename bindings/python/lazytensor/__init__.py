@@ -17,7 +17,8 @@ import os as _os
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from . import _C  # noqa: E402
 
-_C._set_package_dir(_os.path.dirname(_os.path.abspath(__file__)))  # nodes get the user's file:line
+if _os.environ.get("LT_SOURCE_LOCATIONS", "1") != "0":  # nodes get the user's file:line
+    _C._set_package_dir(_os.path.dirname(_os.path.abspath(__file__)))
 from ._C import Tensor, device, dtype, promote_types
 from ._C import (bfloat16, bool, float16, float32, float64, int8, int32, int64,  # noqa: A004
                  uint8)
