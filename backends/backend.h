@@ -2,7 +2,9 @@
 // Backends know no Python and no runtime Tensor; the runtime drives them through this interface.
 #pragma once
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -43,6 +45,11 @@ struct RunInput {
 
 struct RunStats {
   int kernel_launches = 0;
+  // Set by the runtime while profiling (LT_PROFILE): called once per kernel or GEMM step with its
+  // name and host-side start/end (on CUDA, the launch; the stream is synchronized at the end).
+  std::function<void(const std::string& name, std::chrono::steady_clock::time_point start,
+                     std::chrono::steady_clock::time_point end)>
+      on_kernel;
 };
 
 class Executable {

@@ -132,6 +132,10 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
   }
   auto tr = Clock::now();
   RunStats stats;
+  if (profile::tracing())
+    stats.on_kernel = [](const std::string& name, Clock::time_point s, Clock::time_point e) {
+      profile::record(profile::Phase::Kernel, name, s, e);
+    };
   std::vector<BufferPtr> outs = entry->exe->run(inputs, &stats);
   double run_ms = ms_since(tr);
   profile::record(profile::Phase::Run, key.hex().substr(0, 12), tr, Clock::now());

@@ -173,10 +173,13 @@ std::vector<BufferPtr> CpuExecutable::run(const std::vector<RunInput>& inputs, R
   }
   ThreadPool& pool = ThreadPool::global();
   std::vector<void*> args;
+  const bool timed = stats && stats->on_kernel;
   for (const PlanStep& step : steps_) {
+    const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (step.kind == PlanStep::Kind::Gemm) {
       const BoundGemm& g = gemms_[step.index];
       g.op.run(data[g.a], data[g.b], data[g.out]);
+      if (timed) stats->on_kernel("gemm", t0, std::chrono::steady_clock::now());
       continue;
     }
     const CompiledKernel& k = kernels_[step.index];
@@ -193,6 +196,7 @@ std::vector<BufferPtr> CpuExecutable::run(const std::vector<RunInput>& inputs, R
       pool.parallel_for(0, n, std::max<int64_t>(1, kChunkWork / per_point), k.inner_contiguous,
                         [a, fn](int64_t lo, int64_t hi) { fn(a, lo, hi); });
     }
+    if (timed) stats->on_kernel(k.name, t0, std::chrono::steady_clock::now());
   }
   if (stats) stats->kernel_launches += static_cast<int>(steps_.size());
   for (size_t b = 0; b < nb; ++b)

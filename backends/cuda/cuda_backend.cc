@@ -123,11 +123,14 @@ class CudaExecutable : public Executable {
       }
     }
     CUstream stream = dev_->stream();
+    const bool timed = stats && stats->on_kernel;
     for (const PlanStep& step : steps_) {
+      const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       if (step.kind == PlanStep::Kind::Gemm) {
         const Gemm& g = gemms_[step.index];
         blas_->gemm(g, ptrs[g.a], ptrs[g.b], ptrs[g.out]);
         if (stats) ++stats->kernel_launches;
+        if (timed) stats->on_kernel("gemm " + g.name + " (launch)", t0, std::chrono::steady_clock::now());
         continue;
       }
       const size_t k = static_cast<size_t>(step.index);
@@ -166,6 +169,7 @@ class CudaExecutable : public Executable {
                                params.data(), nullptr),
               "cuLaunchKernel");
       if (stats) ++stats->kernel_launches;
+      if (timed) stats->on_kernel(kern.name + " (launch)", t0, std::chrono::steady_clock::now());
     }
     d.check(d.cuStreamSynchronize(stream), "cuStreamSynchronize");
     std::vector<BufferPtr> out(buffers_.size());

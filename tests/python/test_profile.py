@@ -36,6 +36,8 @@ def test_lt_profile_writes_a_chrome_trace(tmp_path):
     assert r.returncode == 0, r.stderr
     events = json.loads(out.read_text())["traceEvents"]
     cats = {e["cat"] for e in events}
-    assert {"trace", "hash", "lower", "compile", "run"} <= cats, cats
+    assert {"trace", "hash", "lower", "compile", "run", "kernel"} <= cats, cats
+    kernels = [e for e in events if e["cat"] == "kernel"]
+    assert any(e["name"] == "gemm" or e["name"].startswith("k") for e in kernels), kernels
     for e in events:
         assert e["ph"] == "X" and e["dur"] >= 0 and e["ts"] >= 0
