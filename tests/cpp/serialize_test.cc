@@ -3,6 +3,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fstream>
+#include <iterator>
+
 #include "ir/error.h"
 #include "ir/serialize.h"
 
@@ -83,6 +86,27 @@ TEST(Trace, MalformedFilesGiveClearErrors) {
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(c.expect), std::string::npos) << c.name << ": " << e.what();
       EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << c.name << ": more than one line";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lt
+
+namespace lt {
+namespace {
+
+// Regressions found by tests/fuzz (make test-fuzz): each file in the corpus that once crashed the
+// loader must now give lt::Error or load, nothing else.
+TEST(Trace, FuzzerRegressionsGiveClearErrors) {
+  for (const char* name : {"regression_number_out_of_range.json"}) {
+    std::ifstream f(std::string(LT_SOURCE_DIR) + "/tests/fuzz/corpus/trace/" + name, std::ios::binary);
+    ASSERT_TRUE(f) << name;
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    try {
+      trace_from_json(text, [](const TraceInput&) { return nullptr; });
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("trace:"), std::string::npos) << e.what();
     }
   }
 }
