@@ -1,0 +1,57 @@
+// The CPU backend's fused kernels vectorize (issue 5): the optimized LLVM IR of a fused elementwise
+// chain, of a chain through vector math (libmvec) and of a row reduction holds vector operations.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "runtime/executor.h"
+#include "test_util.h"
+
+namespace lt {
+namespace {
+
+std::string sources_of_last_graph() {
+  std::string all;
+  for (const auto& s : last_kernel_sources()) all += s;
+  return all;
+}
+
+bool has_vector_float_ops(const std::string& ir) {
+  return std::regex_search(ir, std::regex(R"(f(add|mul|sub) (fast |reassoc |contract )*<[0-9]+ x float>)"));
+}
+
+#ifdef LT_HAVE_LLVM
+TEST(Vectorization, FusedElementwiseChainUsesVectorInstructions) {
+  Tensor x = testing::random_tensor({4096}, 1, Device::parse("lazy:cpu"));
+  mark_step();
+  Tensor y = (x * 2.0 + 1.0) * x - 0.5;
+  mark_step();
+  ASSERT_EQ(metrics::last_graph().kernels, 1);
+  EXPECT_TRUE(has_vector_float_ops(sources_of_last_graph())) << sources_of_last_graph().substr(0, 4000);
+  (void)y;
+}
+
+TEST(Vectorization, TranscendentalsGoThroughVectorMath) {
+  Tensor x = testing::random_tensor({4096}, 2, Device::parse("lazy:cpu"));
+  mark_step();
+  Tensor y = x.sin() + x.exp();
+  mark_step();
+  const std::string ir = sources_of_last_graph();
+  // glibc libmvec's vector variants are named _ZGV<isa><mask><width>v_<fn>.
+  EXPECT_TRUE(std::regex_search(ir, std::regex(R"(_ZGV[a-z]N[0-9]+v_sinf)"))) << ir.substr(0, 4000);
+  EXPECT_TRUE(std::regex_search(ir, std::regex(R"(_ZGV[a-z]N[0-9]+v_expf)"))) << ir.substr(0, 4000);
+  (void)y;
+}
+
+TEST(Vectorization, RowReductionVectorizes) {
+  Tensor x = testing::random_tensor({64, 1024}, 3, Device::parse("lazy:cpu"));
+  mark_step();
+  Tensor s = (x * x).sum({1});
+  mark_step();
+  EXPECT_TRUE(std::regex_search(sources_of_last_graph(), std::regex(R"(<[0-9]+ x float>)")));
+  (void)s;
+}
+#endif
+
+}  // namespace
+}  // namespace lt
