@@ -1,0 +1,17 @@
+"""The README's first-screen example runs as shown and prints what its comment says."""
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_readme_example_prints_one_graph_of_one_kernel():
+    text = open(os.path.join(ROOT, "README.md")).read()
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    expected = re.search(r"#\s*([0-9 ]+)\s*$", code.strip().splitlines()[-1]).group(1).strip()
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, LT_CACHE_DIR="off"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == expected == "1 1"
