@@ -148,11 +148,12 @@ Tensor unary(Op op, const Tensor& a) {
   return op_out(op, {x}, {}, d, {a});
 }
 
-Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {
+Tensor clamp(const Tensor& a, std::optional<Scalar> lo, std::optional<Scalar> hi) {
   if (!lo && !hi) fail(ErrorKind::Runtime, "clamp: at least one of 'min' or 'max' must not be None");
   Tensor r = a;
-  if (lo) r = binary(Op::Maximum, r, Scalar(*lo));
-  if (hi) r = binary(Op::Minimum, r, Scalar(*hi));
+  // Bounds keep their kind: an integer tensor clamped by ints stays integer, by floats promotes.
+  if (lo) r = binary(Op::Maximum, r, *lo);
+  if (hi) r = binary(Op::Minimum, r, *hi);
   return r;
 }
 

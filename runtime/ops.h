@@ -56,7 +56,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, Scalar b);
 Tensor where(const Tensor& cond, Scalar a, const Tensor& b);
 Tensor unary(Op op, const Tensor& a);  // exp, log, sin, ...: integer inputs compute in float32
-Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi);
+Tensor clamp(const Tensor& a, std::optional<Scalar> lo, std::optional<Scalar> hi);
 Tensor cast(const Tensor& a, DType t);
 
 // Reductions (empty dims = all dims). sum/prod of integers give int64, as in PyTorch.

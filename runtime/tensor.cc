@@ -105,7 +105,7 @@ Tensor Tensor::neg() const { return unary(Op::Neg, *this); }
 Tensor Tensor::reciprocal() const { return unary(Op::Recip, *this); }
 Tensor Tensor::pow(const Tensor& e) const { return lt::pow(*this, e); }
 Tensor Tensor::pow(Scalar e) const { return lt::pow(*this, e); }
-Tensor Tensor::clamp(std::optional<double> lo, std::optional<double> hi) const { return lt::clamp(*this, lo, hi); }
+Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const { return lt::clamp(*this, lo, hi); }
 
 Tensor Tensor::sum(std::vector<int64_t> dims, bool keepdim) const { return reduce(Op::ReduceSum, *this, dims, keepdim); }
 Tensor Tensor::mean(std::vector<int64_t> dims, bool keepdim) const { return reduce(Op::Mean, *this, dims, keepdim); }

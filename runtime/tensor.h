@@ -62,7 +62,7 @@ class Tensor {
   Tensor relu() const; Tensor abs() const; Tensor erf() const; Tensor floor() const;
   Tensor neg() const; Tensor reciprocal() const;
   Tensor pow(const Tensor& e) const; Tensor pow(Scalar e) const;
-  Tensor clamp(std::optional<double> lo, std::optional<double> hi) const;
+  Tensor clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const;
 
   // Reductions (empty dims = all dims).
   Tensor sum(std::vector<int64_t> dims = {}, bool keepdim = false) const;

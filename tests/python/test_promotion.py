@@ -144,11 +144,11 @@ def test_integer_pow_keeps_integer_dtype(device):
     assert_close(t ** 2, [1, 4, 9], dtype=lt.int64)
 
 
-@pytest.mark.xfail(strict=True, reason="C++ runtime: clamp takes its bounds as double, so an int64 "
-                   "tensor clamped by ints becomes float32; PyTorch keeps int64")
 def test_integer_clamp_keeps_integer_dtype(device):
     t = lt.tensor([-5, 0, 7], device=device)
     assert_close(t.clamp(-2, 3), [-2, 0, 3], dtype=lt.int64)
+    # A float bound promotes, as in PyTorch.
+    assert_close(t.clamp(min=-2.5), [-2.5, 0, 7], dtype=lt.float32)
 
 
 @pytest.mark.xfail(strict=True, reason="C++ runtime: Tensor::assign casts an in-place result to the "
