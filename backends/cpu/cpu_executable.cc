@@ -85,7 +85,7 @@ void CpuExecutable::bind(std::unique_ptr<JitCode> code) {
   for (size_t i = 0; i < kernels_.size(); ++i) kernels_[i].fn = code_->functions()[i];
 }
 
-CpuExecutable::CpuExecutable(const Plan& plan) : buffers_(plan.buffers) {
+CpuExecutable::CpuExecutable(const Plan& plan) : buffers_(plan.buffers), memory_(plan_memory(plan)) {
   prepare_gemms(plan);
   if (plan.kernels.empty()) return;
   std::vector<loop::Kernel> merged = prepare(plan);
@@ -102,7 +102,8 @@ CpuExecutable::CpuExecutable(const Plan& plan) : buffers_(plan.buffers) {
 // Layout of the CPU backend's part of a cache entry; bump kCachedFormat when it changes.
 constexpr uint32_t kCachedFormat = 1;
 
-CpuExecutable::CpuExecutable(const Plan& plan, std::string_view cached) : buffers_(plan.buffers) {
+CpuExecutable::CpuExecutable(const Plan& plan, std::string_view cached)
+    : buffers_(plan.buffers), memory_(plan_memory(plan)) {
   ByteReader r(cached, "cached cpu code");
   uint32_t format = r.u32();
   if (format != kCachedFormat) r.bad("format " + std::to_string(format));
@@ -134,6 +135,9 @@ std::string CpuExecutable::serialize() const {
 std::vector<BufferPtr> CpuExecutable::run(const std::vector<RunInput>& inputs, RunStats* stats) {
   const size_t nb = buffers_.size();
   std::vector<BufferPtr> owned(nb);
+  // Temporaries with disjoint lifetimes share one allocation (lowering/memory_plan.h).
+  std::vector<BufferPtr> slot_bufs(memory_.slot_bytes.size());
+  for (size_t s = 0; s < slot_bufs.size(); ++s) slot_bufs[s] = std::make_shared<HostBuffer>(memory_.slot_bytes[s]);
   std::vector<void*> data(nb, nullptr);
   std::vector<uint64_t> slots(nb, 0);  // 8-byte, 8-aligned homes of scalar inputs
   for (size_t b = 0; b < nb; ++b) {
@@ -165,6 +169,11 @@ std::vector<BufferPtr> CpuExecutable::run(const std::vector<RunInput>& inputs, R
         break;
       }
       case BufferSpec::Kind::Temp:
+        if (memory_.slot_of[b] >= 0) {
+          data[b] = slot_bufs[static_cast<size_t>(memory_.slot_of[b])]->data();
+          break;
+        }
+        [[fallthrough]];
       case BufferSpec::Kind::Output:
         owned[b] = std::make_shared<HostBuffer>(bytes);
         data[b] = owned[b]->data();

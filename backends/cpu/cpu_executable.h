@@ -9,6 +9,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/jit.h"
 #include "backends/cpu/onednn_gemm.h"
+#include "lowering/memory_plan.h"
 
 namespace lt::cpu {
 
@@ -36,6 +37,7 @@ class CpuExecutable : public Executable {
     KernelFn fn = nullptr;
   };
   std::vector<BufferSpec> buffers_;
+  MemoryPlan memory_;  // which temporaries share an allocation
   std::vector<CompiledKernel> kernels_;
   struct BoundGemm {
     int a, b, out;  // plan buffers

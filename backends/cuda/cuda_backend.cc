@@ -8,6 +8,7 @@
 #include "backends/cuda/cublas_gemm.h"
 #include "backends/cuda/cuda_codegen.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "lowering/memory_plan.h"
 #include "ir/error.h"
 
 namespace lt {
@@ -39,7 +40,8 @@ class CudaExecutable : public Executable {
         kernels_(plan.kernels),
         gemms_(plan.gemms),
         steps_(plan.ordered_steps()),
-        blas_(std::move(blas)) {
+        blas_(std::move(blas)),
+        memory_(plan_memory(plan)) {
     for (const Gemm& g : gemms_) {
       for (int buf : {g.a, g.b, g.out})
         if (buf < 0 || buf >= static_cast<int>(buffers_.size()) || buffers_[buf].dtype != g.dtype ||
@@ -94,6 +96,9 @@ class CudaExecutable : public Executable {
     // Bind every plan buffer: inputs from the caller, temps and outputs from the allocator.
     std::vector<BufferPtr> owned(buffers_.size());
     std::vector<CUdeviceptr> ptrs(buffers_.size(), 0);
+    std::vector<std::shared_ptr<CudaBuffer>> slot_bufs(memory_.slot_bytes.size());
+    for (size_t s = 0; s < slot_bufs.size(); ++s)
+      slot_bufs[s] = std::make_shared<CudaBuffer>(alloc_, std::max<size_t>(memory_.slot_bytes[s], 1));
     for (size_t b = 0; b < buffers_.size(); ++b) {
       const BufferSpec& spec = buffers_[b];
       const size_t bytes = static_cast<size_t>(spec.numel) * dtype_size(spec.dtype);
@@ -114,6 +119,11 @@ class CudaExecutable : public Executable {
             fail(ErrorKind::Runtime, "cuda executable: scalar input ", spec.input, " is missing");
           break;
         case BufferSpec::Kind::Temp:
+          if (memory_.slot_of[b] >= 0) {  // shared with temporaries of disjoint lifetimes
+            ptrs[b] = slot_bufs[static_cast<size_t>(memory_.slot_of[b])]->ptr();
+            break;
+          }
+          [[fallthrough]];
         case BufferSpec::Kind::Output: {
           auto buf = std::make_shared<CudaBuffer>(alloc_, bytes);
           ptrs[b] = buf->ptr();
@@ -186,6 +196,7 @@ class CudaExecutable : public Executable {
   std::vector<Gemm> gemms_;
   std::vector<PlanStep> steps_;
   std::shared_ptr<const CublasHandle> blas_;
+  MemoryPlan memory_;  // which temporaries share an allocation
   std::string source_;
   std::vector<CudaKernelLaunch> launches_;
   CUmodule module_ = nullptr;

@@ -1,0 +1,65 @@
+#include "lowering/memory_plan.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace lt {
+
+MemoryPlan plan_memory(const Plan& plan) {
+  const int nb = static_cast<int>(plan.buffers.size());
+  MemoryPlan mp;
+  mp.slot_of.assign(nb, -1);
+  // Lifetime of each temporary in step numbers: [first touch, last touch].
+  constexpr int kNever = std::numeric_limits<int>::max();
+  std::vector<int> first(nb, kNever), last(nb, -1);
+  auto touch = [&](int b, int step) {
+    if (b < 0 || b >= nb) return;
+    first[b] = std::min(first[b], step);
+    last[b] = std::max(last[b], step);
+  };
+  std::vector<PlanStep> steps = plan.ordered_steps();
+  for (int s = 0; s < static_cast<int>(steps.size()); ++s) {
+    const PlanStep& st = steps[s];
+    if (st.kind == PlanStep::Kind::Gemm) {
+      const Gemm& g = plan.gemms.at(st.index);
+      for (int b : {g.a, g.b, g.out}) touch(b, s);
+    } else {
+      for (const loop::Arg& a : plan.kernels.at(st.index).args) touch(a.buffer, s);
+    }
+  }
+  std::vector<int> temps;
+  for (int b = 0; b < nb; ++b)
+    if (plan.buffers[b].kind == BufferSpec::Kind::Temp && last[b] >= 0) temps.push_back(b);
+  std::sort(temps.begin(), temps.end(), [&](int x, int y) { return first[x] != first[y] ? first[x] < first[y] : x < y; });
+  std::vector<int> slot_free_after;  // per slot: the last step of its current occupant
+  for (int b : temps) {
+    const size_t bytes = static_cast<size_t>(plan.buffers[b].numel) * dtype_size(plan.buffers[b].dtype);
+    mp.temp_bytes_unshared += bytes;
+    // Best fit among slots free before this temporary's first step: the smallest that is big
+    // enough, else the biggest (which grows); a new slot when none is free.
+    int pick = -1;
+    for (int s = 0; s < static_cast<int>(slot_free_after.size()); ++s) {
+      if (slot_free_after[s] >= first[b]) continue;
+      if (pick < 0) {
+        pick = s;
+        continue;
+      }
+      const bool fits = mp.slot_bytes[s] >= bytes, pick_fits = mp.slot_bytes[pick] >= bytes;
+      if ((fits && (!pick_fits || mp.slot_bytes[s] < mp.slot_bytes[pick])) ||
+          (!fits && !pick_fits && mp.slot_bytes[s] > mp.slot_bytes[pick]))
+        pick = s;
+    }
+    if (pick < 0) {
+      pick = static_cast<int>(mp.slot_bytes.size());
+      mp.slot_bytes.push_back(0);
+      slot_free_after.push_back(-1);
+    }
+    mp.slot_bytes[pick] = std::max(mp.slot_bytes[pick], bytes);
+    slot_free_after[pick] = last[b];
+    mp.slot_of[b] = pick;
+  }
+  for (size_t s : mp.slot_bytes) mp.temp_bytes_planned += s;
+  return mp;
+}
+
+}  // namespace lt
