@@ -184,14 +184,27 @@ void Tensor::assign(const Tensor& v) {
   else registry_remove(&t);
 }
 
-Tensor& Tensor::operator+=(const Tensor& o) { assign(add(*this, o)); return *this; }
-Tensor& Tensor::operator+=(Scalar o) { assign(add(*this, o)); return *this; }
-Tensor& Tensor::operator-=(const Tensor& o) { assign(sub(*this, o)); return *this; }
-Tensor& Tensor::operator-=(Scalar o) { assign(sub(*this, o)); return *this; }
-Tensor& Tensor::operator*=(const Tensor& o) { assign(mul(*this, o)); return *this; }
-Tensor& Tensor::operator*=(Scalar o) { assign(mul(*this, o)); return *this; }
-Tensor& Tensor::operator/=(const Tensor& o) { assign(div(*this, o)); return *this; }
-Tensor& Tensor::operator/=(Scalar o) { assign(div(*this, o)); return *this; }
+namespace {
+// PyTorch's in-place rule: a result may be written back only within its dtype category or upwards
+// (an int result into a float tensor is fine); a float result into an integer tensor, or a number
+// into a bool tensor, raises instead of truncating silently.
+const Tensor& checked_inplace(const Tensor& self, const Tensor& result, const char* op) {
+  DType src = result.dtype(), dst = self.dtype();
+  if (src != dst && ((is_floating(src) && !is_floating(dst)) || (is_bool(dst) && !is_bool(src))))
+    fail(ErrorKind::Runtime, op, ": result type ", dtype_name(src), " can't be cast to the desired output type ",
+         dtype_name(dst), " (in-place on shape ", shape_str(self.shape()), ")");
+  return result;
+}
+}  // namespace
+
+Tensor& Tensor::operator+=(const Tensor& o) { assign(checked_inplace(*this, add(*this, o), "add_")); return *this; }
+Tensor& Tensor::operator+=(Scalar o) { assign(checked_inplace(*this, add(*this, o), "add_")); return *this; }
+Tensor& Tensor::operator-=(const Tensor& o) { assign(checked_inplace(*this, sub(*this, o), "sub_")); return *this; }
+Tensor& Tensor::operator-=(Scalar o) { assign(checked_inplace(*this, sub(*this, o), "sub_")); return *this; }
+Tensor& Tensor::operator*=(const Tensor& o) { assign(checked_inplace(*this, mul(*this, o), "mul_")); return *this; }
+Tensor& Tensor::operator*=(Scalar o) { assign(checked_inplace(*this, mul(*this, o), "mul_")); return *this; }
+Tensor& Tensor::operator/=(const Tensor& o) { assign(checked_inplace(*this, div(*this, o), "div_")); return *this; }
+Tensor& Tensor::operator/=(Scalar o) { assign(checked_inplace(*this, div(*this, o), "div_")); return *this; }
 
 std::string Tensor::str() const {
   std::vector<double> v;

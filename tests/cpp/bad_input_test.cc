@@ -123,6 +123,14 @@ std::vector<Case> cases() {
                  Tensor x = R({3}, d).requires_grad_();
                  x += 1.0;
                }});
+  c.push_back({"inplace_float_into_int", E::Runtime, "can't be cast", [](const Device& d) {
+                 Tensor t = I({3}, d);
+                 t += 1.5;
+               }});
+  c.push_back({"inplace_number_into_bool", E::Runtime, "can't be cast", [](const Device& d) {
+                 Tensor t = B({3}, d);
+                 t *= int64_t{2};
+               }});
   c.push_back({"backward_grad_shape", E::Runtime, "backward", [](const Device& d) {
                  Tensor x = R({3}, d).requires_grad_();
                  (x * 2).backward(R({4}, d));

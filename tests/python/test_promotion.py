@@ -151,9 +151,6 @@ def test_integer_clamp_keeps_integer_dtype(device):
     assert_close(t.clamp(min=-2.5), [-2.5, 0, 7], dtype=lt.float32)
 
 
-@pytest.mark.xfail(strict=True, reason="C++ runtime: Tensor::assign casts an in-place result to the "
-                   "destination dtype silently; PyTorch raises when a float result would be written "
-                   "into an integer tensor")
 def test_inplace_float_result_into_integer_tensor_raises(device):
     t = lt.tensor([1, 2], device=device)
     with pytest.raises(RuntimeError):
