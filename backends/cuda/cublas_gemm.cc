@@ -9,6 +9,7 @@
 #include <mutex>
 #include <vector>
 
+#include "backends/cuda/toolkit_library.h"
 #include "ir/error.h"
 
 namespace lt {
@@ -32,19 +33,9 @@ const Cublas& load_cublas() {
   static Cublas c;
   static std::once_flag once;
   std::call_once(once, [] {
-    // RTLD_LOCAL for the reason NVRTC is loaded that way (nvrtc_compiler.cc): keep its symbols out
-    // of our lookup scope; and a missing cuBLAS only disables library GEMMs.
-    std::vector<std::string> names = {"libcublas.so." + std::to_string(CUDA_VERSION / 1000), "libcublas.so"};
-#ifdef LT_NVRTC_DIR
-    names.push_back(std::string(LT_NVRTC_DIR) + "/libcublas.so." + std::to_string(CUDA_VERSION / 1000));
-#endif
-    names.push_back("/usr/local/cuda/lib64/libcublas.so." + std::to_string(CUDA_VERSION / 1000));
-    void* h = nullptr;
+    // Privately, as NVRTC is (toolkit_library.h); a missing cuBLAS only disables library GEMMs.
     std::string tried;
-    for (const auto& name : names) {
-      if ((h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL))) break;
-      tried += (tried.empty() ? "" : ", ") + name;
-    }
+    void* h = open_toolkit_library("libcublas", &tried);
     if (!h) {
       c.error = "cannot load cuBLAS (tried " + tried + ")";
       return;

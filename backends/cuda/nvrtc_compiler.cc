@@ -1,7 +1,6 @@
 #include "backends/cuda/nvrtc_compiler.h"
 
 #include <dlfcn.h>
-#include <cuda.h>  // CUDA_VERSION: the toolkit whose NVRTC major version we load
 #include <nvrtc.h>
 
 #include <algorithm>
@@ -9,15 +8,13 @@
 #include <mutex>
 #include <sstream>
 
+#include "backends/cuda/toolkit_library.h"
 #include "ir/error.h"
 
 namespace lt {
 namespace {
 
-// NVRTC is loaded with dlopen(RTLD_LOCAL), not linked: libnvrtc carries its own copy of parts of
-// libstdc++, and when linked, a process that loads us late (Python importing the module) could
-// bind our std:: calls to NVRTC's copies and crash. Loading it privately keeps its symbols out of
-// our lookup scope, and the library still loads where no CUDA toolkit is installed.
+// NVRTC is loaded privately, not linked (backends/cuda/toolkit_library.h says why).
 //
 // Every NVRTC entry point we use, once: declared as members and resolved with dlsym from it.
 #define LT_NVRTC_FUNCTIONS(X)                                                          \
@@ -37,17 +34,8 @@ const Nvrtc& load_nvrtc() {
   static Nvrtc n;
   static std::once_flag once;
   std::call_once(once, [] {
-    std::vector<std::string> names = {"libnvrtc.so." + std::to_string(CUDA_VERSION / 1000), "libnvrtc.so"};
-#ifdef LT_NVRTC_DIR
-    names.push_back(std::string(LT_NVRTC_DIR) + "/libnvrtc.so." + std::to_string(CUDA_VERSION / 1000));
-#endif
-    names.push_back("/usr/local/cuda/lib64/libnvrtc.so." + std::to_string(CUDA_VERSION / 1000));
-    void* h = nullptr;
     std::string tried;
-    for (const auto& name : names) {
-      if ((h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL))) break;
-      tried += (tried.empty() ? "" : ", ") + name;
-    }
+    void* h = open_toolkit_library("libnvrtc", &tried);
     if (!h) {
       n.error = "cannot load NVRTC (tried " + tried + ")";
       return;
