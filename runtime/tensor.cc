@@ -184,27 +184,22 @@ void Tensor::assign(const Tensor& v) {
   else registry_remove(&t);
 }
 
-namespace {
-// PyTorch's in-place rule: a result may be written back only within its dtype category or upwards
-// (an int result into a float tensor is fine); a float result into an integer tensor, or a number
-// into a bool tensor, raises instead of truncating silently.
-const Tensor& checked_inplace(const Tensor& self, const Tensor& result, const char* op) {
-  DType src = result.dtype(), dst = self.dtype();
+void Tensor::assign_result(const Tensor& v, const char* op) {
+  DType src = v.dtype(), dst = dtype();
   if (src != dst && ((is_floating(src) && !is_floating(dst)) || (is_bool(dst) && !is_bool(src))))
     fail(ErrorKind::Runtime, op, ": result type ", dtype_name(src), " can't be cast to the desired output type ",
-         dtype_name(dst), " (in-place on shape ", shape_str(self.shape()), ")");
-  return result;
+         dtype_name(dst), " (in-place on shape ", shape_str(shape()), ")");
+  assign(v);
 }
-}  // namespace
 
-Tensor& Tensor::operator+=(const Tensor& o) { assign(checked_inplace(*this, add(*this, o), "add_")); return *this; }
-Tensor& Tensor::operator+=(Scalar o) { assign(checked_inplace(*this, add(*this, o), "add_")); return *this; }
-Tensor& Tensor::operator-=(const Tensor& o) { assign(checked_inplace(*this, sub(*this, o), "sub_")); return *this; }
-Tensor& Tensor::operator-=(Scalar o) { assign(checked_inplace(*this, sub(*this, o), "sub_")); return *this; }
-Tensor& Tensor::operator*=(const Tensor& o) { assign(checked_inplace(*this, mul(*this, o), "mul_")); return *this; }
-Tensor& Tensor::operator*=(Scalar o) { assign(checked_inplace(*this, mul(*this, o), "mul_")); return *this; }
-Tensor& Tensor::operator/=(const Tensor& o) { assign(checked_inplace(*this, div(*this, o), "div_")); return *this; }
-Tensor& Tensor::operator/=(Scalar o) { assign(checked_inplace(*this, div(*this, o), "div_")); return *this; }
+Tensor& Tensor::operator+=(const Tensor& o) { assign_result(add(*this, o), "add_"); return *this; }
+Tensor& Tensor::operator+=(Scalar o) { assign_result(add(*this, o), "add_"); return *this; }
+Tensor& Tensor::operator-=(const Tensor& o) { assign_result(sub(*this, o), "sub_"); return *this; }
+Tensor& Tensor::operator-=(Scalar o) { assign_result(sub(*this, o), "sub_"); return *this; }
+Tensor& Tensor::operator*=(const Tensor& o) { assign_result(mul(*this, o), "mul_"); return *this; }
+Tensor& Tensor::operator*=(Scalar o) { assign_result(mul(*this, o), "mul_"); return *this; }
+Tensor& Tensor::operator/=(const Tensor& o) { assign_result(div(*this, o), "div_"); return *this; }
+Tensor& Tensor::operator/=(Scalar o) { assign_result(div(*this, o), "div_"); return *this; }
 
 std::string Tensor::str() const {
   std::vector<double> v;

@@ -88,6 +88,9 @@ class Tensor {
   Tensor& operator*=(const Tensor& o); Tensor& operator*=(Scalar o);
   Tensor& operator/=(const Tensor& o); Tensor& operator/=(Scalar o);
   void assign(const Tensor& value);  // this tensor now holds value's data/IR (same shape)
+  // An in-place op's result written back under PyTorch's cast rule: within its dtype category or
+  // upwards only (a float result into an integer tensor, or a number into bool, raises).
+  void assign_result(const Tensor& value, const char* op = "in-place operation");
 
   // Autograd (runtime/autograd.h).
   bool requires_grad() const;

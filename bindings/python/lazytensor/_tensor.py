@@ -394,15 +394,7 @@ class _TensorMethods:
     # ---- in-place forms: rebind this tensor's value; every reference to it sees the change --
 
     def _set(self, value):
-        # PyTorch's in-place rule: the result may be cast to this tensor's dtype only within its
-        # category or upwards (int -> float is fine); a float result into an integer tensor, or a
-        # number into a bool tensor, is an error instead of a silent truncation.
-        src, dst = value.dtype, self.dtype
-        if src != dst and ((src.is_floating_point and not dst.is_floating_point) or
-                           (dst == _C.bool and src != _C.bool)):
-            raise RuntimeError(f"result type {src} can't be cast to the desired output type {dst} "
-                               f"(in-place operation on a tensor of shape {tuple(self.shape)})")
-        self._assign(value)
+        self._assign_result(value)  # PyTorch's in-place cast rule (Tensor::assign_result)
         return self
 
     def add_(self, other, *, alpha=1):

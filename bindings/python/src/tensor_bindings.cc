@@ -85,6 +85,7 @@ void init_tensor(py::module_& m) {
       .def("_to_device", [](const Tensor& t, const Device& d) { return t.to(d); }, py::arg("device"),
            py::call_guard<py::gil_scoped_release>())  // may sync
       .def("_assign", &Tensor::assign, py::arg("value"))
+      .def("_assign_result", [](Tensor& t, const Tensor& v) { t.assign_result(v); }, py::arg("value"))
       // The values as int64 when they already are on the host (a cpu tensor, or materialized lazy
       // data in host memory): no sync, no transfer. None otherwise. Used to range-check indices.
       .def("_host_int_values", [](const Tensor& t) -> py::object {
