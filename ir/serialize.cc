@@ -1,6 +1,9 @@
 #include "ir/serialize.h"
 
 #include <nlohmann/json.hpp>
+
+#include <limits>
+#include <type_traits>
 #include <unordered_map>
 
 #include "ir/error.h"
@@ -41,8 +44,37 @@ json attrs_json(const Node& n) {
 [[noreturn]] void bad(const std::string& what) { fail(ErrorKind::Value, "trace: ", what); }
 
 template <typename T>
+struct is_vector : std::false_type {};
+template <typename U>
+struct is_vector<std::vector<U>> : std::true_type {};
+
+// Whether `v` can become a T without nlohmann's unchecked static_cast: integers must be JSON
+// integers within T's range (a float such as 8.9e106 read as int is undefined behaviour, found
+// by tests/fuzz), element by element for vectors.
+template <typename T>
+bool integers_fit(const json& v) {
+  if constexpr (is_vector<T>::value) {
+    if (!v.is_array()) return true;  // get<T>() reports the wrong type
+    for (const auto& e : v)
+      if (!integers_fit<typename T::value_type>(e)) return false;
+    return true;
+  } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (v.is_number_unsigned()) return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+    if (v.is_number_integer()) {
+      const int64_t x = v.get<int64_t>();
+      return x >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+             (x < 0 || static_cast<uint64_t>(x) <= static_cast<uint64_t>(std::numeric_limits<T>::max()));
+    }
+    return !v.is_number_float();
+  } else {
+    return true;
+  }
+}
+
+template <typename T>
 T get(const json& j, const char* key, const std::string& where) {
   if (!j.is_object() || !j.contains(key)) bad(where + " lacks \"" + key + "\"");
+  if (!integers_fit<T>(j.at(key))) bad(where + ": \"" + key + "\" is not an integer in range");
   try {
     return j.at(key).get<T>();
   } catch (const json::exception&) {

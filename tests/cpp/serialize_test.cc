@@ -99,7 +99,7 @@ namespace {
 // Regressions found by tests/fuzz (make test-fuzz): each file in the corpus that once crashed the
 // loader must now give lt::Error or load, nothing else.
 TEST(Trace, FuzzerRegressionsGiveClearErrors) {
-  for (const char* name : {"regression_number_out_of_range.json"}) {
+  for (const char* name : {"regression_number_out_of_range.json", "regression_float_as_int.json"}) {
     std::ifstream f(std::string(LT_SOURCE_DIR) + "/tests/fuzz/corpus/trace/" + name, std::ios::binary);
     ASSERT_TRUE(f) << name;
     std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
