@@ -72,7 +72,14 @@ Lin SymCtx::fold_divmod(Lin r) const {
   for (size_t t = 0; t < r.terms.size(); ++t) {
     const Atom& m = atoms_[r.terms[t].first];
     if (m.kind != Atom::Mod) continue;
-    auto it = atom_ids_.find({{static_cast<int>(Atom::Div), m.var_or_d}, m.arg});
+    // The partner of x % d is x // d; when x is itself y // e, floordiv stored x // d as y // (e*d).
+    std::pair<std::pair<int, int64_t>, Lin> partner = {{static_cast<int>(Atom::Div), m.var_or_d}, m.arg};
+    if (m.arg.c == 0 && m.arg.terms.size() == 1 && m.arg.terms[0].second == 1 &&
+        atoms_[m.arg.terms[0].first].kind == Atom::Div) {
+      const Atom& in = atoms_[m.arg.terms[0].first];
+      partner = {{static_cast<int>(Atom::Div), in.var_or_d * m.var_or_d}, in.arg};
+    }
+    auto it = atom_ids_.find(partner);
     if (it == atom_ids_.end()) continue;
     int64_t k = r.terms[t].second;
     auto div = std::find_if(r.terms.begin(), r.terms.end(), [&](auto& x) { return x.first == it->second; });
@@ -103,6 +110,21 @@ std::pair<int64_t, int64_t> SymCtx::range(const Lin& a) const {
   return {lo, hi};
 }
 
+std::optional<std::pair<Lin, int64_t>> SymCtx::split_at_coefficient(const Lin& r, int64_t d) const {
+  for (auto [id, k] : r.terms) {
+    const int64_t c = k < 0 ? -k : k;
+    if (c <= 1 || d % c != 0) continue;
+    Lin x{floor_div(r.c, c), {}}, rest{r.c - floor_div(r.c, c) * c, {}};
+    for (auto t : r.terms) {
+      if (t.second % c == 0) x.terms.push_back({t.first, t.second / c});
+      else rest.terms.push_back(t);
+    }
+    auto [lo, hi] = range(rest);
+    if (lo >= 0 && hi < c) return std::make_pair(x, c);
+  }
+  return std::nullopt;
+}
+
 Lin SymCtx::floordiv(const Lin& a, int64_t d) {
   if (d <= 0) fail(ErrorKind::Runtime, "internal: floordiv by ", d);
   if (d == 1) return a;
@@ -114,6 +136,9 @@ Lin SymCtx::floordiv(const Lin& a, int64_t d) {
   }
   auto [lo, hi] = range(r);
   if (floor_div(lo, d) == floor_div(hi, d)) return add(q, constant(floor_div(lo, d)));
+  // floor((c*X + R) / d) == floor(X / (d/c)) when c divides d and 0 <= R < c: a merged dim split
+  // at a coarser boundary ((27*i + j) // 108 with j < 27 is i // 4).
+  if (auto xr = split_at_coefficient(r, d)) return add(q, floordiv(xr->first, d / xr->second));
   // x // d // e == x // (d*e): fold nested divisions.
   if (r.c == 0 && r.terms.size() == 1 && r.terms[0].second == 1 && atoms_[r.terms[0].first].kind == Atom::Div) {
     const Atom& in = atoms_[r.terms[0].first];
@@ -134,6 +159,14 @@ Lin SymCtx::mod(const Lin& a, int64_t d) {
   auto [lo, hi] = range(r);
   if (lo >= 0 && hi < d) return r;
   if (floor_div(lo, d) == floor_div(hi, d)) return add(r, constant(-floor_div(lo, d) * d));
+  // (c*X + R) % d == c*(X % (d/c)) + R when c divides d and 0 <= R < c.
+  if (auto xr = split_at_coefficient(r, d)) {
+    auto [x, c] = *xr;
+    Lin rest{r.c - x.c * c, {}};
+    for (auto t : r.terms)
+      if (t.second % c) rest.terms.push_back(t);
+    return add(mul(mod(x, d / c), c), rest);
+  }
   int id = atom({Atom::Mod, d, r, 0, d - 1});
   return Lin{0, {{id, 1}}};
 }

@@ -40,6 +40,17 @@ TEST(Symbolic, ReshapeOfContiguousDimsFoldsBack) {
   EXPECT_EQ(ix.strides, (std::vector<int64_t>{8, 1}));
 }
 
+TEST(Symbolic, SplitIntoSeveralDimsFoldsBack) {
+  // A conv weight [8, 3, 3, 3] read as [8, 27]: the three-way split of 27 must fold back to plain
+  // strides (nested x // 3 // 3 is stored as x // 9, so x % 3 % ... finds its partner through it).
+  SymCtx s({8, 27});
+  Lin flat = s.flatten({s.var(0), s.var(1)}, {8, 27});
+  Lin again = s.flatten(s.unflatten(flat, {8, 3, 3, 3}), {8, 3, 3, 3});
+  EXPECT_EQ(again, flat);
+  Lin five = s.flatten(s.unflatten(flat, {2, 4, 3, 3, 3}), {2, 4, 3, 3, 3});
+  EXPECT_EQ(five, flat);
+}
+
 TEST(Symbolic, NonContiguousReshapeStaysGeneral) {
   // A transposed [8,4] view reshaped to [32]: index needs div/mod.
   SymCtx s({32});
