@@ -5,6 +5,7 @@
 #include "ir/error.h"
 #include "runtime/autograd.h"
 #include "runtime/sync.h"
+#include "runtime/windows.h"
 
 namespace lt::nn {
 
@@ -69,6 +70,24 @@ Tensor Linear::forward(const Tensor& x) {
   Tensor y = matmul(x, w_->transpose(0, 1));
   return b_ ? y + *b_ : y;
 }
+
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride, int64_t padding,
+               bool bias, const Device& device)
+    : stride_(stride), padding_(padding) {
+  if (in_channels <= 0 || out_channels <= 0 || kernel_size <= 0)
+    fail(ErrorKind::Value, "Conv2d: in_channels, out_channels and kernel_size must be positive, got ", in_channels,
+         ", ", out_channels, " and ", kernel_size);
+  // PyTorch's default: kaiming_uniform(a = sqrt(5)) -> bound 1/sqrt(fan_in), for weight and bias.
+  double bound = 1.0 / std::sqrt(static_cast<double>(in_channels * kernel_size * kernel_size));
+  w_ = &register_parameter("weight", uniform({out_channels, in_channels, kernel_size, kernel_size}, bound, device));
+  if (bias) b_ = &register_parameter("bias", uniform({out_channels}, bound, device));
+}
+
+Tensor Conv2d::forward(const Tensor& x) {
+  return conv2d(x, *w_, b_ ? *b_ : Tensor(), {stride_, stride_}, {padding_, padding_});
+}
+
+Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, {k_, k_}, {s_, s_}); }
 
 Sequential& Sequential::add(std::shared_ptr<Module> m) {
   layers_.push_back(register_module(std::to_string(layers_.size()), std::move(m)));

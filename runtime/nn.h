@@ -52,6 +52,35 @@ class Linear : public Module {
   Tensor* b_ = nullptr;
 };
 
+// 2-D convolution (runtime/windows.h), PyTorch's default initialization.
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1, int64_t padding = 0,
+         bool bias = true, const Device& device = kCPU);
+  Tensor forward(const Tensor& x) override;
+  Tensor& weight() { return *w_; }
+
+ private:
+  Tensor* w_ = nullptr;
+  Tensor* b_ = nullptr;
+  int64_t stride_, padding_;
+};
+
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(int64_t kernel_size, int64_t stride = 0) : k_(kernel_size), s_(stride ? stride : kernel_size) {}
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  int64_t k_, s_;
+};
+
+// Flattens every dim from 1 on ([N, ...] -> [N, -1]).
+class Flatten : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return x.flatten(1); }
+};
+
 class ReLU : public Module {
  public:
   Tensor forward(const Tensor& x) override { return x.relu(); }

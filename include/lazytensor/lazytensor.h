@@ -11,3 +11,4 @@
 #include "runtime/ops.h"
 #include "runtime/sync.h"
 #include "runtime/tensor.h"
+#include "runtime/windows.h"

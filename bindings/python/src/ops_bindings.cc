@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "runtime/windows.h"
 
 namespace lt::python {
 namespace {
@@ -120,6 +121,24 @@ void init_ops(py::module_& m) {
       },
       py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("bias") = py::none(),
       py::arg("eps") = 1e-5);
+
+  // Convolution and pooling over sliding windows (runtime/windows.h).
+  m.def("sliding_window", &lt::sliding_window, py::arg("input"), py::arg("dim"), py::arg("kernel"),
+        py::arg("stride"), py::arg("dilation") = 1);
+  m.def(
+      "conv2d",
+      [](const Tensor& x, const Tensor& w, const std::optional<Tensor>& b, std::vector<int64_t> stride,
+         std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups) {
+        return conv2d(x, w, or_undefined(b), std::move(stride), std::move(padding), std::move(dilation), groups);
+      },
+      py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride"), py::arg("padding"),
+      py::arg("dilation"), py::arg("groups") = 1);
+  m.def("max_pool2d", &lt::max_pool2d, py::arg("input"), py::arg("kernel_size"), py::arg("stride"),
+        py::arg("padding"), py::arg("dilation"), py::arg("ceil_mode") = false);
+  m.def("avg_pool2d", &lt::avg_pool2d, py::arg("input"), py::arg("kernel_size"), py::arg("stride"),
+        py::arg("padding"), py::arg("ceil_mode") = false, py::arg("count_include_pad") = true,
+        py::arg("divisor_override") = py::none());
+  m.def("adaptive_avg_pool2d", &lt::adaptive_avg_pool2d, py::arg("input"), py::arg("output_size"));
 }
 
 }  // namespace lt::python
