@@ -15,7 +15,7 @@ __all__ = ["linear", "relu", "relu_", "leaky_relu", "gelu", "silu", "tanh", "sig
            "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
            "binary_cross_entropy", "binary_cross_entropy_with_logits", "layer_norm", "normalize",
            "dropout", "one_hot", "embedding", "conv2d", "max_pool2d", "avg_pool2d",
-           "scaled_dot_product_attention", "pad", "batch_norm"]
+           "scaled_dot_product_attention", "pad", "batch_norm", "conv1d", "adaptive_avg_pool2d"]
 
 
 def _check_tensor(x, fn, name="input"):
@@ -353,11 +353,179 @@ def pad(input, pad, mode="constant", value=None):
     return exact(lambda a: _C.pad(a, pads, v), input.dtype, input)
 
 
-conv2d = _missing("conv2d")
-conv1d = _missing("conv1d")
-max_pool2d = _missing("max_pool2d")
-avg_pool2d = _missing("avg_pool2d")
-adaptive_avg_pool2d = _missing("adaptive_avg_pool2d")
-batch_norm = _missing("batch_norm")
-scaled_dot_product_attention = _missing("scaled_dot_product_attention")
+def _pair(v, name, fn):
+    if isinstance(v, int):
+        return [v, v]
+    v = [int(x) for x in v]
+    if len(v) == 1:
+        return v * 2
+    if len(v) != 2:
+        raise RuntimeError(f"{fn}: {name} must be an int or a pair of ints, got {v}")
+    return v
+
+
+def _same_padding(input, weight, dilation, fn):
+    """padding='same': PyTorch pads (dilation * (k - 1)) in total per spatial dim, the odd one at
+    the end; returned as F.pad amounts (last dim first)."""
+    pads = []
+    for k, d in reversed(list(zip(weight.shape[2:], dilation))):
+        total = d * (k - 1)
+        pads += [total // 2, total - total // 2]
+    return pads
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution (cross-correlation, as PyTorch): an im2col window view (movement ops only,
+    fused as index arithmetic) times the weight as a GEMM step; the backward is the movement ops'
+    VJPs (col2im as one fused reduction) and two GEMMs."""
+    _check_tensor(input, "conv2d")
+    _check_tensor(weight, "conv2d", "weight")
+    stride, dilation = _pair(stride, "stride", "conv2d"), _pair(dilation, "dilation", "conv2d")
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = 0
+        elif padding == "same":
+            if any(s != 1 for s in stride):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            if weight.ndim != 4:
+                raise RuntimeError(f"conv2d: expected a 4-D weight, got shape {list(weight.shape)}")
+            input = _C.pad(input, _same_padding(input, weight, dilation, "conv2d"), 0.0)
+            padding = 0
+        else:
+            raise ValueError(f"Invalid padding string {padding!r}, should be one of ('valid', 'same')")
+    return _C.conv2d(input, weight, bias, stride, _pair(padding, "padding", "conv2d"), dilation, int(groups))
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D convolution: conv2d over a height-1 image."""
+    _check_tensor(input, "conv1d")
+    _check_tensor(weight, "conv1d", "weight")
+    if input.ndim not in (2, 3) or weight.ndim != 3:
+        raise RuntimeError(f"conv1d: expected 2-D or 3-D input and a 3-D weight, got input "
+                           f"{list(input.shape)} and weight {list(weight.shape)}")
+    one = lambda v: v if isinstance(v, (int, str)) else int(v[0])
+    pad = one(padding)
+    w2 = weight.unsqueeze(-2)
+    if pad == "same":
+        pad = "same"
+    elif pad != "valid":
+        pad = (0, pad)
+    out = conv2d(input.unsqueeze(-2), w2, bias, (1, one(stride)), pad, (1, one(dilation)), groups)
+    return out.squeeze(-2)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """The maximum over each window (a reduction over the window view). Gradient ties (equal
+    maxima in a window) share the gradient evenly; PyTorch gives it to one of them."""
+    _check_tensor(input, "max_pool2d")
+    if return_indices:
+        raise NotImplementedError("not implemented: max_pool2d(return_indices=True) on lazytensor")
+    k = _pair(kernel_size, "kernel_size", "max_pool2d")
+    st = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else \
+        _pair(stride, "stride", "max_pool2d")
+    return _C.max_pool2d(input, k, st, _pair(padding, "padding", "max_pool2d"),
+                         _pair(dilation, "dilation", "max_pool2d"), bool(ceil_mode))
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    _check_tensor(input, "avg_pool2d")
+    k = _pair(kernel_size, "kernel_size", "avg_pool2d")
+    st = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else \
+        _pair(stride, "stride", "avg_pool2d")
+    return _C.avg_pool2d(input, k, st, _pair(padding, "padding", "avg_pool2d"), bool(ceil_mode),
+                         bool(count_include_pad), divisor_override)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    _check_tensor(input, "adaptive_avg_pool2d")
+    if isinstance(output_size, int):
+        output_size = (output_size, output_size)
+    out = [input.shape[-2 + i] if o is None else int(o) for i, o in enumerate(output_size)]
+    return _C.adaptive_avg_pool2d(input, out)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """Normalizes over every dim but 1 (the channels). In training the batch statistics are used
+    and the running buffers updated in place (unbiased variance, as PyTorch), so on "lazy" the
+    update is part of the step graph; in eval the running statistics are used."""
+    _check_tensor(input, "batch_norm")
+    if input.ndim < 2:
+        raise ValueError(f"batch_norm: expected at least 2-D input (got {input.ndim}-D input)")
+    c = input.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if t is not None and list(t.shape) != [c]:
+            raise RuntimeError(f"batch_norm: {name} should contain {c} elements not "
+                               f"{t.numel()} (input shape {list(input.shape)})")
+    axes = [0] + list(range(2, input.ndim))
+    bshape = [1, c] + [1] * (input.ndim - 2)
+    if training:
+        count = input.numel() // c
+        if count <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                             f"{list(input.shape)}")
+        mean = input.mean(axes)
+        var = input.var(axes, unbiased=False)
+        if running_mean is not None or running_var is not None:
+            from ..autograd import no_grad
+            m = 0.1 if momentum is None else momentum  # (cumulative averaging is not supported)
+            with no_grad():
+                if running_mean is not None:
+                    running_mean._set(running_mean * (1 - m) + mean.detach() * m)
+                if running_var is not None:
+                    running_var._set(running_var * (1 - m) + var.detach() * (m * count / (count - 1)))
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("batch_norm: running_mean and running_var must be defined in "
+                               "evaluation mode")
+        mean, var = running_mean, running_var
+    out = (input - mean.reshape(bshape)) * (var.reshape(bshape) + eps).rsqrt()
+    if weight is not None:
+        out = out * weight.reshape(bshape)
+    if bias is not None:
+        out = out + bias.reshape(bshape)
+    return out
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                                 scale=None, enable_gqa=False):
+    """softmax(q @ k^T * scale + mask) @ v, PyTorch's semantics: a bool mask keeps True
+    positions, a float mask is added; is_causal keeps the lower triangle (top-left aligned)."""
+    for n, t in (("query", query), ("key", key), ("value", value)):
+        _check_tensor(t, "scaled_dot_product_attention", n)
+    if query.ndim < 2 or key.ndim < 2 or value.ndim < 2 or query.shape[-1] != key.shape[-1] \
+            or key.shape[-2] != value.shape[-2]:
+        raise RuntimeError(f"scaled_dot_product_attention: shapes do not match: query "
+                           f"{list(query.shape)}, key {list(key.shape)}, value {list(value.shape)} "
+                           f"(expected [..., L, E], [..., S, E], [..., S, Ev])")
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("scaled_dot_product_attention: explicit attn_mask should not be set when "
+                           "is_causal=True")
+    if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        rep = query.shape[-3] // key.shape[-3]
+
+        def repeat_heads(t):  # [.., Hk, S, E] -> [.., Hk * rep, S, E], each head rep times
+            shape = list(t.shape)
+            grown = shape[:-2] + [rep] + shape[-2:]
+            return t.unsqueeze(-3).expand(grown).reshape(shape[:-3] + [shape[-3] * rep] + shape[-2:])
+        key, value = repeat_heads(key), repeat_heads(value)
+    L, S = query.shape[-2], key.shape[-2]
+    s = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = query.matmul(key.transpose(-2, -1)) * s
+    if is_causal:
+        attn_mask = _C.tril(_C.ones([L, S], _C.bool, query.device), 0)
+    if attn_mask is not None:
+        if attn_mask.dtype == _C.bool:
+            scores = scores.masked_fill(attn_mask.logical_not(), float("-inf"))
+        else:
+            scores = scores + attn_mask
+    attn = scores.softmax(-1)
+    if dropout_p > 0.0:
+        attn = dropout(attn, dropout_p, True)
+    return attn.matmul(value)
+
+
 interpolate = _missing("interpolate")

@@ -453,21 +453,3 @@ class BCEWithLogitsLoss(_Loss):
     def forward(self, input, target):
         return F.binary_cross_entropy_with_logits(input, target, self.weight, reduction=self.reduction,
                                                   pos_weight=self.pos_weight)
-
-
-# ---- what the runtime cannot express yet ---------------------------------------------------------
-
-def _missing_layer(name, needs):
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError(f"not implemented: {name} on lazytensor (needs {needs})")
-    return type(name, (Module,), {"__init__": __init__, "__doc__": f"Not implemented yet: {needs}."})
-
-
-Conv1d = _missing_layer("Conv1d", "a convolution op")
-Conv2d = _missing_layer("Conv2d", "a convolution op")
-MaxPool2d = _missing_layer("MaxPool2d", "a windowed reduction op")
-AvgPool2d = _missing_layer("AvgPool2d", "a windowed reduction op")
-AdaptiveAvgPool2d = _missing_layer("AdaptiveAvgPool2d", "a windowed reduction op")
-BatchNorm1d = _missing_layer("BatchNorm1d", "running-statistics buffers updated in the step graph")
-BatchNorm2d = _missing_layer("BatchNorm2d", "running-statistics buffers updated in the step graph")
-MultiheadAttention = _missing_layer("MultiheadAttention", "scaled_dot_product_attention")
