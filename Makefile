@@ -7,7 +7,7 @@ JOBS ?= $(shell nproc)
 DEB_PKGS := cmake ninja-build g++ llvm-19-dev libdnnl-dev nlohmann-json3-dev libgtest-dev \
             pybind11-dev python3-dev python3-numpy python3-pytest python3-torch \
             libopenblas0-pthread zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev \
-            clang-14 libclang-rt-14-dev
+            clang-14 libclang-rt-14-dev python3-matplotlib
 ASAN_BUILD ?= $(BUILD)-asan
 FUZZ_SECONDS ?= 60
 

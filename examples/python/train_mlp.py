@@ -7,13 +7,15 @@
 Data: a synthetic, learnable classification task drawn with a fixed NumPy seed (each class is a
 mixture of two Gaussian blobs, so a linear model is not enough). Model: Linear-GELU-Linear-GELU-
 Linear, AdamW, cross_entropy, cosine learning-rate schedule. The script prints the loss every
---log-every steps, the steps/s, the held-out accuracy, and lt.metrics.report(); it exits with
-status 1 if the accuracy is below --min-accuracy (default 0.93).
+--log-every steps (as a progress bar when run from the command line), the steps/s, the held-out
+accuracy, and lt.metrics.report(), writes the loss curve to --plot (PNG); it exits with status 1
+if the accuracy is below --min-accuracy (default 0.93).
 
 On "lazy" nothing else changes: optimizer.step() ends the step (as lt.mark_step() does), so the
 forward pass, the backward pass and the AdamW update are one graph, compiled once and replayed.
 """
 import argparse
+import os
 import sys
 import time
 
@@ -22,6 +24,9 @@ import numpy as np
 import lazytensor as lt
 import lazytensor.nn as nn
 import lazytensor.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _progress import Progress, save_loss_curve  # noqa: E402
 
 FEATURES, CLASSES, BLOBS = 16, 8, 3
 
@@ -49,9 +54,12 @@ class MLP(nn.Module):
         return self.out(h)
 
 
-def train(device="lazy", steps=300, batch_size=128, lr=3e-3, log_every=50, seed=0, quiet=False):
-    """Trains on `device` and returns a dict: losses, accuracy, seconds, steps_per_s, report."""
-    say = (lambda *a: None) if quiet else print
+def train(device="lazy", steps=300, batch_size=128, lr=3e-3, log_every=50, seed=0, quiet=False,
+          progress=False, plot=None):
+    """Trains on `device` and returns a dict: losses, accuracy, seconds, steps_per_s, report.
+    progress=True shows a progress bar instead of log lines; plot= a path for the loss curve PNG."""
+    say = (lambda *a: None) if quiet or progress else print
+    bar = Progress(steps, f"mlp/{device}", every=log_every) if progress and not quiet else None
     lt.manual_seed(seed)  # the same initial weights on every device
     x_np, y_np = make_data(batch_size * 16, seed)
     xt_np, yt_np = make_data(2048, seed + 1)
@@ -79,7 +87,9 @@ def train(device="lazy", steps=300, batch_size=128, lr=3e-3, log_every=50, seed=
         if step == 0:
             loss.item()
             t_first = time.perf_counter() - t0
-        if (step + 1) % log_every == 0 or step == steps - 1:
+        if bar:
+            bar.update(step, loss)
+        elif (step + 1) % log_every == 0 or step == steps - 1:
             say(f"step {step + 1:5d}  loss {loss.item():.4f}  lr {sched.get_last_lr()[0]:.2e}")
     losses = [l.item() for l in losses]  # already computed: reading them compiles nothing
     seconds = time.perf_counter() - t0
@@ -92,6 +102,8 @@ def train(device="lazy", steps=300, batch_size=128, lr=3e-3, log_every=50, seed=
     accuracy = float((logits.argmax(1) == yt_np).mean())
     later = steps - 1
     steps_per_s = later / (seconds - t_first) if later > 0 and seconds > t_first else float("nan")
+    if plot:
+        save_loss_curve(losses, plot, f"MLP on synthetic blobs ({device})")
     return {"device": device, "losses": losses, "accuracy": accuracy, "seconds": seconds,
             "first_step_s": t_first, "steps_per_s": steps_per_s,
             "graph_compiles": counters["graph_compiles"], "report": report}
@@ -107,9 +119,11 @@ def main(argv=None):
     ap.add_argument("--min-accuracy", type=float, default=0.93,
                     help="exit with status 1 below this held-out accuracy (default 0.93)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--plot", default="train_mlp_loss.png", help="loss curve PNG ('' for none)")
     args = ap.parse_args(argv)
 
-    r = train(args.device, args.steps, args.batch_size, args.lr, args.log_every, args.seed)
+    r = train(args.device, args.steps, args.batch_size, args.lr, args.log_every, args.seed,
+              progress=True, plot=args.plot or None)
     print(f"\n{args.device}: {args.steps} steps in {r['seconds']:.2f} s "
           f"(first step {r['first_step_s'] * 1e3:.0f} ms incl. compile; then {r['steps_per_s']:.1f} steps/s)")
     print(f"final loss {r['losses'][-1]:.4f}, held-out accuracy {r['accuracy']:.3f} "

@@ -194,13 +194,15 @@ def test_learning_rate_change_does_not_recompile():
 
 
 @pytest.mark.parametrize("device", ["lazy", "cpu"])
-def test_train_mlp_example_reaches_its_accuracy(device):
+def test_train_mlp_example_reaches_its_accuracy(device, tmp_path):
     env = dict(os.environ)
     pkg = pathlib.Path(lt.__file__).resolve().parents[1]
     env["PYTHONPATH"] = str(pkg) + os.pathsep + env.get("PYTHONPATH", "")
     r = subprocess.run([sys.executable, str(ROOT / "examples" / "python" / "train_mlp.py"), "--device",
-                        device, "--steps", "60", "--log-every", "20", "--min-accuracy", "0.88"],
+                        device, "--steps", "60", "--log-every", "20", "--min-accuracy", "0.88",
+                        "--plot", str(tmp_path / "loss.png")],
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "held-out accuracy" in r.stdout and "lazytensor metrics" in r.stdout
     assert "graph_compiles: 1" in r.stdout if device == "lazy" else True
+    assert "steps/s" in r.stdout and (tmp_path / "loss.png").read_bytes()[:4] == b"\x89PNG"  # bar + curve
