@@ -245,8 +245,12 @@ class _CompiledFunction:
         return self._capture(key, args, kwargs, tensors)
 
     def _capture(self, key, args, kwargs, tensors):
-        stepped = []
-        _optimizer._step_observers.append(stepped.append)
+        stepped = []  # (optimizer, its settings as the step began)
+
+        def observe(opt):
+            stepped.append((opt, opt._compile_key()))
+
+        _optimizer._step_observers.append(observe)
         try:
             _C._capture_begin(tensors)
             try:
@@ -255,7 +259,7 @@ class _CompiledFunction:
                 _C._capture_abort()
                 raise
         finally:
-            _optimizer._step_observers.remove(stepped.append)
+            _optimizer._step_observers.remove(observe)
         ret_tensors = []
         spec = _flatten_out(out, ret_tensors)
         program, why = _C._capture_end(tensors, ret_tensors)
@@ -276,10 +280,10 @@ class _CompiledFunction:
         else:
             self.last_reason = None
         opts, seen = [], set()
-        for o in stepped:
+        for o, k in stepped:
             if id(o) not in seen:
                 seen.add(id(o))
-                opts.append((weakref.ref(o), o._compile_key()))
+                opts.append((weakref.ref(o), k))
         entries = self._entries.setdefault(key, [])
         entries.insert(0, _Entry(program, spec, opts, why or None))
         del entries[_MAX_ENTRIES:]

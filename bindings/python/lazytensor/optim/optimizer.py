@@ -24,7 +24,7 @@ class _RequiredParameter:
 
 required = _RequiredParameter()
 
-# Called with the optimizer at each step() (lt.compile's capture listens here).
+# Called with the optimizer at the start of each step() (lt.compile's capture listens here).
 _step_observers = []
 
 
@@ -116,6 +116,8 @@ class Optimizer:
         raise NotImplementedError
 
     def step(self, closure=None):
+        for observer in _step_observers:  # before the update: it sees the settings the step uses
+            observer(self)
         loss = None
         if closure is not None:
             with enable_grad():
@@ -131,8 +133,6 @@ class Optimizer:
                     if group.get("maximize", False):
                         grad = -grad
                     self._update(p, grad, self.state[p], group)
-        for observer in _step_observers:
-            observer(self)
         if lazy and not _C._capture_active():
             _C.mark_step()  # the end of the training step: one graph for forward, backward, update
         return loss
