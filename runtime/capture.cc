@@ -25,11 +25,12 @@ struct TransferSource {
 struct Session {
   uint64_t start_birth = 0;
   RngState rng_start{};
-  std::unordered_map<const TensorImpl*, int> arg_of;       // argument tensor -> its index
-  std::unordered_map<const LeafData*, int> arg_storage;    // argument data at the start -> index
-  std::unordered_map<const LeafData*, std::weak_ptr<TensorImpl>> leaf_owner;  // data -> a tensor over it
-  std::unordered_map<const TensorImpl*, std::weak_ptr<TensorImpl>> seen;      // tensors read as leaves
-  std::unordered_map<const LeafData*, TransferSource> transfers;              // data made by to()
+  std::unordered_map<const TensorImpl*, int> arg_of;     // argument tensor -> its index
+  std::unordered_map<const LeafData*, int> arg_storage;  // argument data at the start -> index
+  std::unordered_map<const LeafData*, std::weak_ptr<TensorImpl>>
+      leaf_owner;  // data -> a tensor over it
+  std::unordered_map<const TensorImpl*, std::weak_ptr<TensorImpl>> seen;  // tensors read as leaves
+  std::unordered_map<const LeafData*, TransferSource> transfers;          // data made by to()
   int transfer_depth = 0;
   std::string broken;  // why the step cannot be replayed (first reason)
 };
@@ -59,11 +60,11 @@ struct InputSpec {
   Src kind = Src::Const;
   int arg = -1;
   std::weak_ptr<TensorImpl> state;
-  Device device;                       // ArgTo/StateTo: the transfer's target
-  std::shared_ptr<Storage> constant;   // Const
+  Device device;                      // ArgTo/StateTo: the transfer's target
+  std::shared_ptr<Storage> constant;  // Const
   DType dtype = DType::Float32;
   Shape shape;
-  double scalar = 0;                   // Scalar (Offset: relative to the generator's offset)
+  double scalar = 0;  // Scalar (Offset: relative to the generator's offset)
   int64_t scalar_i = 0;
 };
 
@@ -122,24 +123,28 @@ void note_leaf(TensorImpl& t) {
 void note_host_read(SyncReason reason) {
   std::lock_guard<std::recursive_mutex> g(runtime_mutex());
   if (!g_session || g_session->transfer_depth > 0) return;
-  mark_broken(*g_session, std::string("it reads a tensor's value on the host (") + sync_reason_name(reason) +
-                              "), so its trace depends on data");
+  mark_broken(*g_session, std::string("it reads a tensor's value on the host (") +
+                              sync_reason_name(reason) + "), so its trace depends on data");
 }
 
 void note_execution(SyncReason reason) {
   std::lock_guard<std::recursive_mutex> g(runtime_mutex());
   if (!g_session) return;
   if (reason == SyncReason::Eager)
-    mark_broken(*g_session, "it runs eager ops (tensors on a non-lazy device), which a replay would not redo");
+    mark_broken(*g_session,
+                "it runs eager ops (tensors on a non-lazy device), which a replay would not redo");
   else
-    mark_broken(*g_session, std::string("it syncs in the middle of the step (") + sync_reason_name(reason) + ")");
+    mark_broken(*g_session, std::string("it syncs in the middle of the step (") +
+                                sync_reason_name(reason) + ")");
 }
 
 Transfer::Transfer(const TensorImpl& src) : src_(&src), on_(active()) {
   if (!on_) return;
   std::lock_guard<std::recursive_mutex> g(runtime_mutex());
-  if (g_session) ++g_session->transfer_depth;
-  else on_ = false;
+  if (g_session)
+    ++g_session->transfer_depth;
+  else
+    on_ = false;
 }
 
 Transfer::~Transfer() {
@@ -153,7 +158,8 @@ Tensor Transfer::done(Tensor result) {
   std::lock_guard<std::recursive_mutex> g(runtime_mutex());
   if (!g_session || !result.impl()->storage) return result;
   auto& src = const_cast<TensorImpl&>(*src_);
-  g_session->transfers[result.impl()->storage.get()] = {src.weak_from_this(), src.birth, src_, result.device()};
+  g_session->transfers[result.impl()->storage.get()] = {src.weak_from_this(), src.birth, src_,
+                                                        result.device()};
   return result;
 }
 
@@ -162,12 +168,14 @@ Tensor Transfer::done(Tensor result) {
 void begin(const std::vector<Tensor>& args) {
   mark_step();  // the step starts with nothing pending: everything pending after it is its work
   std::lock_guard<std::recursive_mutex> g(runtime_mutex());
-  if (g_session) fail(ErrorKind::Runtime, "lt.compile: a capture is already running (nested capture)");
+  if (g_session)
+    fail(ErrorKind::Runtime, "lt.compile: a capture is already running (nested capture)");
   auto s = std::make_unique<Session>();
   s->start_birth = next_birth();
   s->rng_start = rng_state();
   for (size_t i = 0; i < args.size(); ++i) {
-    if (!args[i].defined()) fail(ErrorKind::Runtime, "lt.compile: argument tensor ", i, " is undefined");
+    if (!args[i].defined())
+      fail(ErrorKind::Runtime, "lt.compile: argument tensor ", i, " is undefined");
     const auto& impl = args[i].impl();
     s->arg_of.try_emplace(impl.get(), static_cast<int>(i));
     if (impl->storage) s->arg_storage.try_emplace(impl->storage.get(), static_cast<int>(i));
@@ -186,8 +194,8 @@ namespace {
 
 // Where the data `d` (a Param leaf's, or a returned tensor's) comes from on a replay; nullopt when
 // its origin is unknown (data from before the step that no tensor read during it owns).
-std::optional<InputSpec> classify_data(const Session& s, const std::shared_ptr<LeafData>& d, DType dtype,
-                                       const Shape& shape) {
+std::optional<InputSpec> classify_data(const Session& s, const std::shared_ptr<LeafData>& d,
+                                       DType dtype, const Shape& shape) {
   InputSpec in;
   in.dtype = dtype;
   in.shape = shape;
@@ -264,7 +272,8 @@ Captured end(const std::vector<Tensor>& args, const std::vector<Tensor>& rets) {
 
   // Which returned tensors are which.
   std::unordered_map<const TensorImpl*, int> root_of;
-  for (size_t j = 0; j < pending.size(); ++j) root_of.emplace(pending[j].get(), static_cast<int>(j));
+  for (size_t j = 0; j < pending.size(); ++j)
+    root_of.emplace(pending[j].get(), static_cast<int>(j));
   std::unordered_set<const TensorImpl*> returned;
   bool ret_requires_grad = false;
   for (const Tensor& r : rets) {
@@ -312,7 +321,9 @@ Captured end(const std::vector<Tensor>& args, const std::vector<Tensor>& rets) {
       continue;
     }
     auto in = classify_data(s, n->data, n->dtype, n->shape);
-    if (!in) return Captured{nullptr, "a graph input holds data from before the step that no tensor it read owns"};
+    if (!in)
+      return Captured{nullptr,
+                      "a graph input holds data from before the step that no tensor it read owns"};
     prog->inputs.push_back(std::move(*in));
   }
 
@@ -333,7 +344,8 @@ Captured end(const std::vector<Tensor>& args, const std::vector<Tensor>& rets) {
     } else if (t->birth < s.start_birth) {
       o.kind = Dst::State;
       o.target = t;
-    } else if (auto g = grad_owner.find(t.get()); g != grad_owner.end() && g->second->birth < s.start_birth) {
+    } else if (auto g = grad_owner.find(t.get());
+               g != grad_owner.end() && g->second->birth < s.start_birth) {
       has_grads = true;
       if (auto a = s.arg_of.find(g->second.get()); a != s.arg_of.end()) {
         o.kind = Dst::GradOfArg;
@@ -351,9 +363,10 @@ Captured end(const std::vector<Tensor>& args, const std::vector<Tensor>& rets) {
     prog->outputs.push_back(std::move(o));
   }
   if (ret_requires_grad && !has_grads)
-    return Captured{nullptr,
-                    "it returns tensors that require grad and runs no backward(): their autograd history "
-                    "cannot be replayed (compile the whole training step, or call it under no_grad)"};
+    return Captured{
+        nullptr,
+        "it returns tensors that require grad and runs no backward(): their autograd history "
+        "cannot be replayed (compile the whole training step, or call it under no_grad)"};
 
   // Return values.
   for (const Tensor& r : rets) {
@@ -370,7 +383,9 @@ Captured end(const std::vector<Tensor>& args, const std::vector<Tensor>& rets) {
       rs.root = j->second;
     } else {
       auto in = classify_data(s, impl->storage, impl->dtype, impl->shape);
-      if (!in) return Captured{nullptr, "it returns data from before the step that no tensor it read owns"};
+      if (!in)
+        return Captured{nullptr,
+                        "it returns data from before the step that no tensor it read owns"};
       rs.kind = Ret::Data;
       rs.data = std::move(*in);
       rs.data.device = impl->device;
@@ -384,11 +399,12 @@ Captured end(const std::vector<Tensor>& args, const std::vector<Tensor>& rets) {
 
 std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>& args) {
   std::unique_lock<std::recursive_mutex> lock(runtime_mutex());
-  if (g_session) fail(ErrorKind::Runtime, "lt.compile: cannot replay a step while a capture is running");
+  if (g_session)
+    fail(ErrorKind::Runtime, "lt.compile: cannot replay a step while a capture is running");
   if (args.size() != p.arg_dtypes.size()) return std::nullopt;
   for (size_t i = 0; i < args.size(); ++i)
-    if (!args[i].defined() || args[i].dtype() != p.arg_dtypes[i] || args[i].shape() != p.arg_shapes[i] ||
-        args[i].device() != p.arg_devices[i])
+    if (!args[i].defined() || args[i].dtype() != p.arg_dtypes[i] ||
+        args[i].shape() != p.arg_shapes[i] || args[i].device() != p.arg_devices[i])
       return std::nullopt;
   if (p.has_graph && p.device.backend_name() != p.backend) return std::nullopt;  // set_lazy_backend
 
@@ -402,7 +418,9 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
   std::vector<Tensor> to_sync;
   for (size_t i = 0; i < p.inputs.size(); ++i) {
     const InputSpec& in = p.inputs[i];
-    if (in.kind != Src::State && in.kind != Src::StateTo && in.kind != Src::Arg && in.kind != Src::ArgTo) continue;
+    if (in.kind != Src::State && in.kind != Src::StateTo && in.kind != Src::Arg &&
+        in.kind != Src::ArgTo)
+      continue;
     src[i] = source_of(in);
     if (!src[i] || src[i]->dtype != in.dtype || src[i]->shape != in.shape) return std::nullopt;
     if (src[i]->pending) to_sync.emplace_back(src[i]);
@@ -410,8 +428,10 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
   std::vector<std::shared_ptr<TensorImpl>> targets(p.outputs.size());
   for (size_t j = 0; j < p.outputs.size(); ++j) {
     const OutputSpec& o = p.outputs[j];
-    if (o.kind == Dst::Arg || o.kind == Dst::GradOfArg) targets[j] = args[o.arg].impl();
-    else if (o.kind == Dst::State || o.kind == Dst::GradOfState) targets[j] = o.target.lock();
+    if (o.kind == Dst::Arg || o.kind == Dst::GradOfArg)
+      targets[j] = args[o.arg].impl();
+    else if (o.kind == Dst::State || o.kind == Dst::GradOfState)
+      targets[j] = o.target.lock();
     if (!targets[j]) continue;  // a state tensor nobody holds any more: its value is dropped
     if ((o.kind == Dst::Arg || o.kind == Dst::State) &&
         (targets[j]->dtype != p.root_dtypes[j] || targets[j]->shape != p.root_shapes[j]))
@@ -427,20 +447,26 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
     if (r.kind == Ret::Data && (r.data.kind == Src::State || r.data.kind == Src::StateTo) &&
         !(ret_src[k] = source_of(r.data)))
       return std::nullopt;
-    if (r.kind == Ret::Data && (r.data.kind == Src::Arg || r.data.kind == Src::ArgTo)) ret_src[k] = source_of(r.data);
+    if (r.kind == Ret::Data && (r.data.kind == Src::Arg || r.data.kind == Src::ArgTo))
+      ret_src[k] = source_of(r.data);
   }
   if (!to_sync.empty()) sync(to_sync, SyncReason::Sync);  // the user left work pending on them
 
   // Bind.
   RngState rng = rng_state();
-  auto resolve = [&](const InputSpec& in, const std::shared_ptr<TensorImpl>& impl) -> std::shared_ptr<Storage> {
+  auto resolve = [&](const InputSpec& in,
+                     const std::shared_ptr<TensorImpl>& impl) -> std::shared_ptr<Storage> {
     switch (in.kind) {
       case Src::Arg:
-      case Src::State: return impl->storage;
+      case Src::State:
+        return impl->storage;
       case Src::ArgTo:
-      case Src::StateTo: return Tensor(impl).to(in.device).impl()->storage;
-      case Src::Const: return in.constant;
-      default: return nullptr;
+      case Src::StateTo:
+        return Tensor(impl).to(in.device).impl()->storage;
+      case Src::Const:
+        return in.constant;
+      default:
+        return nullptr;
     }
   };
   std::vector<BoundInput> bound(p.inputs.size());
@@ -464,7 +490,8 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
       default: {
         b.storage = resolve(in, src[i]);
         if (!b.storage || !b.storage->buffer) return std::nullopt;
-        if (b.storage->backend != p.backend && !(host_backend(b.storage->backend) && host_backend(p.backend)))
+        if (b.storage->backend != p.backend &&
+            !(host_backend(b.storage->backend) && host_backend(p.backend)))
           return std::nullopt;  // moved to another device since the capture
       }
     }
@@ -480,7 +507,8 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
   // Write back: the same state tensors re-pointed, new gradients, fresh return tensors.
   std::vector<std::shared_ptr<TensorImpl>> fresh(p.outputs.size());
   auto fresh_root = [&](size_t j) {
-    if (!fresh[j]) fresh[j] = make_data_tensor(outs[j], p.root_dtypes[j], p.root_shapes[j], p.root_devices[j]);
+    if (!fresh[j])
+      fresh[j] = make_data_tensor(outs[j], p.root_dtypes[j], p.root_shapes[j], p.root_devices[j]);
     return fresh[j];
   };
   for (size_t j = 0; j < p.outputs.size(); ++j) {
@@ -498,9 +526,15 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
   for (size_t k = 0; k < p.rets.size(); ++k) {
     const ReturnSpec& r = p.rets[k];
     switch (r.kind) {
-      case Ret::Arg: result.push_back(args[r.arg]); break;
-      case Ret::State: result.emplace_back(ret_src[k]); break;
-      case Ret::Root: result.emplace_back(fresh_root(static_cast<size_t>(r.root))); break;
+      case Ret::Arg:
+        result.push_back(args[r.arg]);
+        break;
+      case Ret::State:
+        result.emplace_back(ret_src[k]);
+        break;
+      case Ret::Root:
+        result.emplace_back(fresh_root(static_cast<size_t>(r.root)));
+        break;
       case Ret::Data: {
         auto storage = resolve(r.data, ret_src[k]);
         result.emplace_back(make_data_tensor(storage, r.data.dtype, r.data.shape, r.data.device));

@@ -28,9 +28,9 @@ namespace lt::capture {
 bool active();
 
 // Hooks from the runtime, while active.
-void note_leaf(TensorImpl& t);             // node_of returned t's Param leaf
-void note_host_read(SyncReason reason);    // a host read of tensor data (item, numpy, ...)
-void note_execution(SyncReason reason);    // a graph ran (a sync or an eager op)
+void note_leaf(TensorImpl& t);           // node_of returned t's Param leaf
+void note_host_read(SyncReason reason);  // a host read of tensor data (item, numpy, ...)
+void note_execution(SyncReason reason);  // a graph ran (a sync or an eager op)
 // Tensor::to across devices: the copy is redone on replay, not read back as a constant.
 class Transfer {
  public:

@@ -67,8 +67,9 @@ TEST(Capture, StaleStateAndWrongArgumentsAreRefused) {
   auto rets = step(*w, x);
   auto c = capture::end({x}, rets);
   ASSERT_TRUE(c.program) << c.why_not;
-  EXPECT_FALSE(capture::replay(*c.program, {random_tensor({9}, 4, kLazyCpu)}).has_value());  // shape
-  EXPECT_FALSE(capture::replay(*c.program, {}).has_value());                                 // count
+  EXPECT_FALSE(
+      capture::replay(*c.program, {random_tensor({9}, 4, kLazyCpu)}).has_value());  // shape
+  EXPECT_FALSE(capture::replay(*c.program, {}).has_value());                        // count
   EXPECT_TRUE(capture::replay(*c.program, {x}).has_value());
   w.reset();  // the state it reads is gone: a replay must re-trace, not read freed data
   EXPECT_FALSE(capture::replay(*c.program, {x}).has_value());
@@ -78,7 +79,8 @@ TEST(Capture, DataDependentStepsAreNotReplayable) {
   Tensor x = random_tensor({4}, 5, kLazyCpu);
   mark_step();
   capture::begin({x});
-  double v = x.to_vector<double>()[0] + (x * 2.0).sum().item();  // host reads: trace depends on data
+  double v =
+      x.to_vector<double>()[0] + (x * 2.0).sum().item();  // host reads: trace depends on data
   Tensor y = x * v;
   auto c = capture::end({x}, {y});
   EXPECT_FALSE(c.program);
