@@ -7,6 +7,7 @@
 #include "ir/half.h"
 #include "runtime/profile.h"
 #include "runtime/ops.h"
+#include "runtime/rng.h"
 #include "runtime/tensor_impl.h"
 
 namespace lt {
@@ -59,6 +60,16 @@ void manual_seed(uint64_t seed) {
   std::lock_guard<std::recursive_mutex> g(runtime_mutex());
   gen().seed = seed;
   gen().offset = 0;
+}
+
+RngState rng_state() {
+  std::lock_guard<std::recursive_mutex> g(runtime_mutex());
+  return {gen().seed, gen().offset};
+}
+
+void rng_advance(int64_t counters) {
+  std::lock_guard<std::recursive_mutex> g(runtime_mutex());
+  gen().offset += counters;
 }
 
 Tensor from_host(const void* data, DType dtype, Shape shape, const Device& device) {

@@ -3,11 +3,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 
 #include "ir/error.h"
 #include "ir/graph.h"
 #include "ir/half.h"
 #include "lowering/lower.h"
+#include "runtime/capture.h"
 #include "runtime/disk_cache.h"
 #include "runtime/graph_cache.h"
 #include "runtime/metrics_state.h"
@@ -44,6 +46,46 @@ const char* env(const char* name) {
   return e && *e ? e : nullptr;
 }
 
+// What the output builder needs of input b: its Storage, or its dtype and scalar value.
+struct InputView {
+  const Storage* storage;
+  DType dtype;
+  double scalar;
+  int64_t scalar_i;
+};
+
+// One Storage per root from the executable's output buffers (shared by syncs and replays).
+std::vector<std::shared_ptr<Storage>> make_outputs(const CachedGraph& entry, const std::vector<BufferPtr>& outs,
+                                                   Backend& backend, const std::string& backend_name, size_t roots,
+                                                   const std::function<InputView(int)>& input) {
+  std::vector<std::shared_ptr<Storage>> result(roots);
+  for (size_t i = 0; i < roots; ++i) {
+    int b = entry.output_buffers[i];
+    auto s = std::make_shared<Storage>();
+    s->backend = backend_name;
+    if (entry.output_kinds[i] == BufferSpec::Kind::Output) {
+      s->buffer = outs.at(b);
+    } else if (entry.output_kinds[i] == BufferSpec::Kind::Scalar) {
+      // The root is a runtime scalar (lt::full({}, 2.5)): it has no buffer yet, so write one.
+      InputView n = input(b);
+      uint64_t raw = 0;
+      if (is_floating(n.dtype)) store_from_double(&raw, n.dtype, n.scalar);
+      else store_from_int(&raw, n.dtype, n.scalar_i);
+      size_t bytes = dtype_size(n.dtype);
+      s->buffer = backend.allocate(bytes);
+      backend.copy_from_host(*s->buffer, &raw, bytes);
+    } else {
+      // The root is an input itself: share its data.
+      const Storage* in = input(b).storage;
+      s->buffer = in->buffer;
+      s->backend = in->backend;
+    }
+    if (!s->buffer) fail(ErrorKind::Runtime, "internal: graph output ", i, " was not produced");
+    result[i] = std::move(s);
+  }
+  return result;
+}
+
 }  // namespace
 
 std::vector<std::string> last_kernel_sources() {
@@ -63,8 +105,10 @@ size_t graph_cache_size() {
 }
 
 std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node*>& roots,
-                                                    const std::string& backend_name, SyncReason reason) {
+                                                    const std::string& backend_name, SyncReason reason,
+                                                    GraphRecord* record) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  if (capture::active()) capture::note_execution(reason);  // a value computed mid-capture
   auto t0 = Clock::now();
   Backend& backend = get_backend(backend_name);
   Graph g = collect_graph(roots);
@@ -143,31 +187,11 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
   metrics::record_sync(reason);
 
   g_last_key = key;
-  std::vector<std::shared_ptr<Storage>> result(roots.size());
-  for (size_t i = 0; i < roots.size(); ++i) {
-    int b = entry->output_buffers[i];
-    auto s = std::make_shared<Storage>();
-    s->backend = backend_name;
-    if (entry->output_kinds[i] == BufferSpec::Kind::Output) {
-      s->buffer = outs.at(b);
-    } else if (entry->output_kinds[i] == BufferSpec::Kind::Scalar) {
-      // The root is a runtime scalar (lt::full({}, 2.5)): it has no buffer yet, so write one.
-      const Node* n = g.inputs.at(b);
-      uint64_t raw = 0;
-      if (is_floating(n->dtype)) store_from_double(&raw, n->dtype, n->scalar);
-      else store_from_int(&raw, n->dtype, n->scalar_i);
-      size_t bytes = dtype_size(n->dtype);
-      s->buffer = backend.allocate(bytes);
-      backend.copy_from_host(*s->buffer, &raw, bytes);
-    } else {
-      // The root is an input itself: share its data.
-      auto* in = static_cast<Storage*>(g.inputs.at(b)->data.get());
-      s->buffer = in->buffer;
-      s->backend = in->backend;
-    }
-    if (!s->buffer) fail(ErrorKind::Runtime, "internal: graph output ", i, " was not produced");
-    result[i] = std::move(s);
-  }
+  std::vector<std::shared_ptr<Storage>> result =
+      make_outputs(*entry, outs, backend, backend_name, roots.size(), [&](int b) {
+        const Node* n = g.inputs.at(b);
+        return InputView{static_cast<const Storage*>(n->data.get()), n->dtype, n->scalar, n->scalar_i};
+      });
 
   if (!hit)
     if (const char* dir = env("LT_DUMP_DIR"))
@@ -194,6 +218,65 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
     if (debug_level() > 1 && !hit) std::fprintf(stderr, "%s", info.grouping.c_str());
     metrics::set_last_graph(std::move(info));
   }
+  if (record) {
+    record->key = key;
+    record->graph = std::move(g);
+  }
+  return result;
+}
+
+std::optional<std::vector<std::shared_ptr<Storage>>> run_cached(const Hash128& key, const std::string& backend_name,
+                                                                const std::vector<BoundInput>& inputs,
+                                                                size_t roots) {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  CachedGraph* entry = cache().find(key);
+  if (!entry) return std::nullopt;
+  Backend& backend = get_backend(backend_name);
+  metrics::bump(metrics::Counter::GraphCacheHits);
+  std::vector<RunInput> run(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const BoundInput& in = inputs[i];
+    if (!in.storage) {
+      run[i].scalar = in.scalar;
+      run[i].scalar_i = in.scalar_i;
+      continue;
+    }
+    if (!in.storage->buffer) fail(ErrorKind::Runtime, "internal: input ", i, " of a replayed graph has no data");
+    if (in.storage->backend != backend_name && !(host_backend(in.storage->backend) && host_backend(backend_name)))
+      fail(ErrorKind::Runtime, "input ", i, " of a replayed graph for backend ", backend_name, " lives on backend ",
+           in.storage->backend);
+    run[i].buffer = in.storage->buffer.get();
+  }
+  auto tr = Clock::now();
+  RunStats stats;
+  if (profile::tracing())
+    stats.on_kernel = [](const std::string& name, Clock::time_point s, Clock::time_point e) {
+      profile::record(profile::Phase::Kernel, name, s, e);
+    };
+  std::vector<BufferPtr> outs = entry->exe->run(run, &stats);
+  double run_ms = ms_since(tr);
+  profile::record(profile::Phase::Run, key.hex().substr(0, 12), tr, Clock::now());
+  metrics::bump(metrics::Counter::KernelLaunches, stats.kernel_launches);
+  metrics::record_sync(SyncReason::MarkStep);
+  g_last_key = key;
+  auto result = make_outputs(*entry, outs, backend, backend_name, roots, [&](int b) {
+    const BoundInput& in = inputs.at(b);
+    return InputView{in.storage.get(), in.dtype, in.scalar, in.scalar_i};
+  });
+  metrics::GraphInfo info;
+  info.hash = key.hex();
+  info.nodes = entry->nodes;
+  info.kernels = entry->exe->num_kernels();
+  info.inputs = static_cast<int64_t>(inputs.size());
+  info.outputs = static_cast<int64_t>(roots);
+  info.cache = "memory";
+  info.run_ms = run_ms;
+  info.backend = backend_name;
+  if (debug_level() > 0)
+    std::fprintf(stderr, "[lazytensor] replay (lt.compile): graph %s backend=%s kernels=%lld run=%.2fms\n",
+                 info.hash.substr(0, 16).c_str(), backend_name.c_str(), static_cast<long long>(info.kernels), run_ms);
+  if (debug_level() > 1) info.grouping = entry->grouping;
+  metrics::set_last_graph(std::move(info));
   return result;
 }
 

@@ -2,6 +2,7 @@
 // The one code path of both lazy syncs and eager ops.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,9 +12,30 @@
 
 namespace lt {
 
-// Computes `roots` on `backend`; returns one Storage per root.
+// What lt.compile's capture keeps of a graph it ran: the cache key and the collected graph (its
+// inputs in binding order), so that a replay binds new data and runs without re-collecting.
+struct GraphRecord {
+  Hash128 key;
+  Graph graph;
+};
+
+// Computes `roots` on `backend`; returns one Storage per root. With `record`, also fills it.
 std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node*>& roots,
-                                                    const std::string& backend, SyncReason reason);
+                                                    const std::string& backend, SyncReason reason,
+                                                    GraphRecord* record = nullptr);
+
+// One bound input of a replayed graph: a buffer (with the Storage owning it) or a runtime scalar.
+struct BoundInput {
+  std::shared_ptr<Storage> storage;  // null for scalars
+  DType dtype = DType::Float32;
+  double scalar = 0;
+  int64_t scalar_i = 0;
+};
+// Runs the executable cached under `key` (from a GraphRecord) on `inputs`, skipping collection
+// and hashing; returns one Storage per root, or nullopt when the executable left the cache.
+std::optional<std::vector<std::shared_ptr<Storage>>> run_cached(const Hash128& key, const std::string& backend,
+                                                                const std::vector<BoundInput>& inputs,
+                                                                size_t roots);
 // Generated kernel sources of the last executed graph (empty when none).
 std::vector<std::string> last_kernel_sources();
 // Writes <dir>/<key>.json/.txt/.dot and kernel sources (and data when outputs are given):

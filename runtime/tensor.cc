@@ -7,6 +7,7 @@
 #include "ir/error.h"
 #include "ir/half.h"
 #include "runtime/autograd.h"
+#include "runtime/capture.h"
 #include "runtime/ops.h"
 #include "runtime/profile.h"
 #include "runtime/sync.h"
@@ -34,6 +35,7 @@ NodePtr Tensor::node() const {
 void Tensor::copy_to_host(void* dst, SyncReason reason) const {
   impl_or_throw(impl_);
   if (impl_->pending) sync({*this}, reason);
+  if (capture::active()) capture::note_host_read(reason);  // Python now depends on a value
   size_t bytes = static_cast<size_t>(numel()) * dtype_size(dtype());
   if (!bytes) return;
   profile::Scope transfer(profile::Phase::Transfer, "to host");
@@ -73,14 +75,15 @@ Tensor Tensor::to(const Device& d) const {
   impl_or_throw(impl_);
   if (impl_->device == d) return *this;
   if (impl_->pending) sync({*this}, d.is_lazy() ? SyncReason::Sync : SyncReason::ToCpu);
+  capture::Transfer transfer(*impl_);  // lt.compile redoes this copy on replay
   const Storage& s = *impl_->storage;
   std::string target = d.backend_name();
   bool host_src = s.buffer->on_host(), host_dst = target == "cpu" || target == "reference";
   if (host_src && host_dst)  // storage is immutable once written: share it
-    return Tensor(make_data_tensor(impl_->storage, dtype(), shape(), d));
+    return transfer.done(Tensor(make_data_tensor(impl_->storage, dtype(), shape(), d)));
   std::vector<unsigned char> tmp(static_cast<size_t>(numel()) * dtype_size(dtype()));
   copy_to_host(tmp.data());
-  return from_host(tmp.data(), dtype(), shape(), d);
+  return transfer.done(from_host(tmp.data(), dtype(), shape(), d));
 }
 
 Tensor Tensor::to(DType t) const { return cast(*this, t); }

@@ -1,3 +1,4 @@
+#include "runtime/capture.h"
 #include "runtime/executor.h"
 #include "runtime/metrics_state.h"
 #include "runtime/profile.h"
@@ -33,6 +34,7 @@ std::shared_ptr<TensorImpl> make_data_tensor(std::shared_ptr<Storage> s, DType d
 NodePtr node_of(TensorImpl& t) {
   if (t.pending) return t.pending;
   if (!t.leaf) t.leaf = make_param(t.dtype, t.shape, t.storage);
+  if (capture::active()) capture::note_leaf(t);
   return t.leaf;
 }
 

@@ -1,5 +1,7 @@
 // TensorImpl and Storage: what a Tensor handle points to. Internal to the runtime.
 #pragma once
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 
@@ -10,10 +12,18 @@
 
 namespace lt {
 
+// A process-wide creation stamp: lt.compile's capture (runtime/capture.h) tells tensors and data
+// that existed before a traced call (state it must re-read on replay) from those made during it.
+inline uint64_t next_birth() {
+  static std::atomic<uint64_t> counter{1};
+  return counter.fetch_add(1, std::memory_order_relaxed);
+}
+
 // Materialized data: a backend buffer plus the name of the backend that owns its memory.
 struct Storage : LeafData {
   BufferPtr buffer;
   std::string backend;
+  uint64_t birth = next_birth();
 };
 
 struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
@@ -29,6 +39,7 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   TensorImpl* prev = nullptr;
   TensorImpl* next = nullptr;
   bool registered = false;
+  uint64_t birth = next_birth();
 
   ~TensorImpl();
 };

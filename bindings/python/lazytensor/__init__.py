@@ -32,6 +32,7 @@ from ._sync import mark_step, set_lazy_backend, sync
 from . import autograd, debug
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from . import nn, optim
+from .compile import compile  # noqa: A004  (lt.compile, as torch.compile)
 from .serialization import load, save
 
 # PyTorch's dtype aliases.

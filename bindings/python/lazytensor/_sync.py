@@ -3,8 +3,10 @@ from . import _C
 
 
 def mark_step():
-    """Materializes every live pending lazy tensor: the end of a training step."""
-    _C.mark_step()
+    """Materializes every live pending lazy tensor: the end of a training step. Inside a step that
+    lt.compile is capturing, deferred to the end of the capture (the step is one graph)."""
+    if not _C._capture_active():
+        _C.mark_step()
 
 
 def sync(*tensors):

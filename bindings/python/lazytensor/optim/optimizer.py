@@ -5,7 +5,9 @@ every Python reference). Hyperparameters (lr, betas, bias corrections, ...) are 
 enter the trace as runtime scalars: changing them (a scheduler) never recompiles. Optimizer state
 is created as materialized zeros when the optimizer is built, so step 1 traces the same graph as
 every later step. On a lazy device step() ends the training step as lt.mark_step() does: forward,
-backward and update are one compiled graph.
+backward and update are one compiled graph. Inside a step that lt.compile is capturing, that sync
+is deferred to the end of the capture (the whole step is one graph either way), and the optimizer
+tells the capture it ran, so its hyperparameters become part of the compiled step's guard.
 """
 from collections import defaultdict
 
@@ -21,6 +23,22 @@ class _RequiredParameter:
 
 
 required = _RequiredParameter()
+
+# Called with the optimizer at the start of each step() (lt.compile's capture listens here).
+_step_observers = []
+
+
+def _guard_value(v):
+    """A hashable stand-in for a hyperparameter: numbers and tuples by value, tensors by identity."""
+    if isinstance(v, Tensor):
+        return ("tensor", id(v))
+    if isinstance(v, (list, tuple)):
+        return tuple(_guard_value(x) for x in v)
+    try:
+        hash(v)
+        return v
+    except TypeError:
+        return ("object", id(v))
 
 
 class Optimizer:
@@ -81,6 +99,11 @@ class Optimizer:
     def _init_state(self, p, group):
         """Creates the per-parameter state (materialized zeros) of this optimizer."""
 
+    def _load_step(self, v, p):
+        """state['step'] from a state dict: a host int here; optimizers that keep it on the device
+        (Adam) override this."""
+        return int(v.item()) if isinstance(v, Tensor) else int(v)
+
     def zero_grad(self, set_to_none=True):
         for g in self.param_groups:
             for p in g["params"]:
@@ -93,6 +116,8 @@ class Optimizer:
         raise NotImplementedError
 
     def step(self, closure=None):
+        for observer in _step_observers:  # before the update: it sees the settings the step uses
+            observer(self)
         loss = None
         if closure is not None:
             with enable_grad():
@@ -108,9 +133,17 @@ class Optimizer:
                     if group.get("maximize", False):
                         grad = -grad
                     self._update(p, grad, self.state[p], group)
-        if lazy:
+        if lazy and not _C._capture_active():
             _C.mark_step()  # the end of the training step: one graph for forward, backward, update
         return loss
+
+    def _compile_key(self):
+        """The Python-side values a traced step() bakes into its graph (lt.compile's guard): every
+        group's hyperparameters and parameter identities. A change (an lr scheduler) re-traces; the
+        graph cache still hits, so nothing recompiles."""
+        return tuple(tuple((k, tuple(map(id, v)) if k == "params" else _guard_value(v))
+                           for k, v in sorted(g.items(), key=lambda kv: kv[0]))
+                     for g in self.param_groups)
 
     # ---- state dict ----------------------------------------------------------------------------
 
@@ -155,10 +188,10 @@ class Optimizer:
                     continue
                 mine = self.state[p]
                 for k, v in st.items():
+                    if k == "step":
+                        mine[k] = self._load_step(v, p)
+                        continue
                     if isinstance(v, Tensor):
-                        if k == "step":
-                            mine[k] = int(v.item())
-                            continue
                         v = v.detach().to(device=p.device, dtype=p.dtype if v.dtype.is_floating_point
                                           else v.dtype)
                         if k in mine and isinstance(mine[k], Tensor):

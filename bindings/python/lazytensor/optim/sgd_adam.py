@@ -1,12 +1,20 @@
 """SGD, Adam and AdamW with PyTorch's update rules (torch.optim's single-tensor forms)."""
-import math
-
 from .. import _C
 from .optimizer import Optimizer, required
+
+Tensor = _C.Tensor
 
 
 def _zeros_state(p):
     return _C.zeros_like(p)
+
+
+def _step_tensor(p, value=0):
+    """Adam's step count: a 0-d float64 tensor on the parameter's device (PyTorch also keeps
+    state['step'] a tensor). Bias corrections computed from it in the graph stay right when
+    lt.compile replays a step without running this Python code; float64 keeps them as exact as
+    host arithmetic."""
+    return _C.scalar_tensor(float(value), _C.float64, p.device)
 
 
 class SGD(Optimizer):
@@ -46,6 +54,12 @@ class SGD(Optimizer):
             d_p = d_p + buf * momentum if group["nesterov"] else buf
         p._assign(p - d_p * lr)
 
+    def _compile_key(self):
+        # PyTorch's first momentum step differs from later ones (see _update): a host-side choice.
+        first = tuple(self.state[p].get("step", 0) == 0 for g in self.param_groups for p in g["params"]
+                      if g["momentum"] != 0 and g["dampening"] != 0)
+        return super()._compile_key(), first
+
 
 class Adam(Optimizer):
     _decoupled = False
@@ -69,7 +83,7 @@ class Adam(Optimizer):
     def _init_state(self, p, group):
         st = self.state[p]
         if "exp_avg" not in st:
-            st["step"] = 0
+            st["step"] = _step_tensor(p)
             st["exp_avg"] = _zeros_state(p)
             st["exp_avg_sq"] = _zeros_state(p)
         if group["amsgrad"] and "max_exp_avg_sq" not in st:
@@ -80,8 +94,8 @@ class Adam(Optimizer):
         beta1, beta2 = group["betas"]
         if group["amsgrad"] and "max_exp_avg_sq" not in state:
             state["max_exp_avg_sq"] = _zeros_state(p)
-        state["step"] += 1
         step = state["step"]
+        step._assign(step + 1)
         if wd != 0:
             if self._decoupled:
                 p._assign(p * (1.0 - lr * wd))
@@ -90,15 +104,19 @@ class Adam(Optimizer):
         m, v = state["exp_avg"], state["exp_avg_sq"]
         m._assign(m + (grad - m) * (1.0 - beta1))  # lerp, as torch.optim.Adam
         v._assign(v * beta2 + grad * grad * (1.0 - beta2))
-        # Bias corrections are host floats: they change every step without changing the graph.
+        # Bias corrections are computed in the graph from the device step count (0-d float64, so
+        # the float32 update's type is unchanged): a replayed step still advances them.
         bc1 = 1.0 - beta1 ** step
-        bc2_sqrt = math.sqrt(1.0 - beta2 ** step)
+        bc2_sqrt = (1.0 - beta2 ** step).sqrt()
         if group["amsgrad"]:
             mx = state["max_exp_avg_sq"]
             mx._assign(_C.maximum(mx, v))
             v = mx
         denom = v.sqrt() * (1.0 / bc2_sqrt) + eps
         p._assign(p - m / denom * (lr / bc1))
+
+    def _load_step(self, v, p):
+        return _step_tensor(p, v.item() if isinstance(v, Tensor) else v)
 
 
 class AdamW(Adam):

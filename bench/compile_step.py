@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Per-step host time of a small MLP training step: plain `lazy` against `lt.compile`, in one
+process, on the same model, data and optimizer (the two loops alternate in blocks so that machine
+noise hits both alike).
+
+  PYTHONPATH=build/python /usr/bin/python3 bench/compile_step.py [--steps 300] [--device lazy:cpu]
+                                                                   [--json out.json]
+
+A step is zero_grad + forward + cross_entropy + backward + AdamW step. Plain lazy re-runs that
+Python code every step (tracing every op, hashing the graph, then a graph-cache hit); lt.compile
+traces once and then replays the cached executable. Per step we record the wall time and the
+executable's own run time (`lt.metrics.last_graph()["run_ms"]`); host time = wall - run is what
+tracing, hashing and binding cost. Medians; the ratio is plain / compiled.
+"""
+import argparse
+import json
+import statistics
+import time
+
+import numpy as np
+
+import lazytensor as lt
+import lazytensor.nn as nn
+import lazytensor.nn.functional as F
+
+
+def make(device, sizes, batch, seed=0):
+    lt.manual_seed(seed)
+    layers = []
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        layers += [nn.Linear(a, b), nn.ReLU()]
+    model = nn.Sequential(*layers[:-1]).to(device)
+    opt = lt.optim.AdamW(model.parameters(), lr=1e-3)
+    rng = np.random.default_rng(seed)
+    data = [(lt.tensor(rng.standard_normal((batch, sizes[0])).astype(np.float32), device=device),
+             lt.tensor(rng.integers(0, sizes[-1], batch), device=device)) for _ in range(4)]
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    lt.mark_step()
+    return step, data
+
+
+def measure(step, data, steps, start):
+    walls, runs, traced, losses = [], [], [], []
+    for i in range(start, start + steps):
+        x, y = data[i % len(data)]
+        before = lt.metrics.counters()["traced_ops"]
+        t0 = time.perf_counter()
+        loss = step(x, y)
+        walls.append((time.perf_counter() - t0) * 1e3)
+        runs.append(lt.metrics.last_graph()["run_ms"])
+        traced.append(lt.metrics.counters()["traced_ops"] - before)
+        losses.append(loss)
+    return walls, runs, traced, [l.item() for l in losses]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--block", type=int, default=50)
+    ap.add_argument("--device", default="lazy:cpu")
+    ap.add_argument("--sizes", default="64,128,128,10")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    sizes = [int(s) for s in a.sizes.split(",")]
+    plain, pdata = make(a.device, sizes, a.batch)
+    comp_fn, cdata = make(a.device, sizes, a.batch)
+    comp = lt.compile(comp_fn)
+    for s, d in ((plain, pdata), (comp, cdata)):  # warm-up: compile, capture
+        measure(s, d, 3, 0)
+    res = {"plain": [[], [], [], []], "compiled": [[], [], [], []]}
+    done = 3
+    while done < a.steps + 3:
+        n = min(a.block, a.steps + 3 - done)
+        for name, s, d in (("plain", plain, pdata), ("compiled", comp, cdata)):
+            for acc, vals in zip(res[name], measure(s, d, n, done)):
+                acc.extend(vals)
+        done += n
+    maxdiff = max(abs(p - c) / max(abs(p), 1e-12) for p, c in zip(res["plain"][3], res["compiled"][3]))
+    out = {"device": a.device, "sizes": sizes, "batch": a.batch, "steps": a.steps,
+           "max_rel_loss_diff": maxdiff, "compile_stats": comp.stats}
+    for name, (walls, runs, traced, _) in res.items():
+        host = [w - r for w, r in zip(walls, runs)]
+        out[name] = {"wall_ms": statistics.median(walls), "run_ms": statistics.median(runs),
+                     "host_ms": statistics.median(host), "traced_ops_per_step": statistics.median(traced)}
+    out["host_ratio"] = out["plain"]["host_ms"] / out["compiled"]["host_ms"]
+    out["wall_ratio"] = out["plain"]["wall_ms"] / out["compiled"]["wall_ms"]
+    print(f"MLP {'-'.join(map(str, sizes))} batch {a.batch}, AdamW, {a.device}, {a.steps} steps (medians)")
+    print("| loop | wall ms | run ms | host ms | traced ops/step |")
+    print("| --- | --- | --- | --- | --- |")
+    for name in ("plain", "compiled"):
+        r = out[name]
+        label = "plain lazy" if name == "plain" else "lt.compile"
+        print(f"| {label} | {r['wall_ms']:.3f} | {r['run_ms']:.3f} | {r['host_ms']:.3f} | "
+              f"{r['traced_ops_per_step']:.0f} |")
+    print(f"host time plain / compiled: {out['host_ratio']:.1f}x; wall: {out['wall_ratio']:.2f}x; "
+          f"max relative loss difference {maxdiff:.1e}; {comp.stats}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

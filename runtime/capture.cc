@@ -1,0 +1,548 @@
+#include "runtime/capture.h"
+
+#include <atomic>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/error.h"
+#include "runtime/executor.h"
+#include "runtime/rng.h"
+#include "runtime/sync.h"
+#include "runtime/tensor_impl.h"
+
+namespace lt::capture {
+namespace {
+
+// Where a tensor's data came from when a transfer (Tensor::to) made it during the capture.
+struct TransferSource {
+  std::weak_ptr<TensorImpl> src;
+  uint64_t src_birth = 0;
+  const TensorImpl* src_ptr = nullptr;
+  Device device;
+};
+
+// What a running capture has observed.
+struct Session {
+  uint64_t start_birth = 0;
+  RngState rng_start{};
+  std::unordered_map<const TensorImpl*, int> arg_of;     // argument tensor -> its index
+  std::unordered_map<const LeafData*, int> arg_storage;  // argument data at the start -> index
+  std::unordered_map<const LeafData*, std::weak_ptr<TensorImpl>>
+      leaf_owner;  // data -> a tensor over it
+  std::unordered_map<const TensorImpl*, std::weak_ptr<TensorImpl>> seen;  // tensors read as leaves
+  std::unordered_map<const LeafData*, TransferSource> transfers;          // data made by to()
+  int transfer_depth = 0;
+  std::string broken;  // why the step cannot be replayed (first reason)
+};
+
+std::unique_ptr<Session> g_session;  // guarded by runtime_mutex()
+std::atomic<bool> g_active{false};   // g_session != nullptr, readable without the lock
+
+void mark_broken(Session& s, std::string why) {
+  if (s.broken.empty()) s.broken = std::move(why);
+}
+
+void repoint(TensorImpl& t, std::shared_ptr<Storage> s) {
+  t.storage = std::move(s);
+  t.pending.reset();
+  t.leaf.reset();
+  registry_remove(&t);
+}
+
+bool host_backend(const std::string& b) { return b == "cpu" || b == "reference"; }
+
+}  // namespace
+
+// ---- the program ------------------------------------------------------------------------------
+
+enum class Src { Arg, ArgTo, State, StateTo, Const, Scalar, Seed, Offset };
+struct InputSpec {
+  Src kind = Src::Const;
+  int arg = -1;
+  std::weak_ptr<TensorImpl> state;
+  Device device;                      // ArgTo/StateTo: the transfer's target
+  std::shared_ptr<Storage> constant;  // Const
+  DType dtype = DType::Float32;
+  Shape shape;
+  double scalar = 0;  // Scalar (Offset: relative to the generator's offset)
+  int64_t scalar_i = 0;
+};
+
+enum class Dst { Arg, State, GradOfArg, GradOfState, Fresh };
+struct OutputSpec {
+  Dst kind = Dst::Fresh;
+  int arg = -1;
+  std::weak_ptr<TensorImpl> target;
+};
+
+enum class Ret { Arg, State, Root, Data };
+struct ReturnSpec {
+  Ret kind = Ret::Root;
+  int arg = -1;
+  std::weak_ptr<TensorImpl> state;
+  int root = -1;
+  InputSpec data;  // Data: a materialized tensor made during the step, its data's source
+};
+
+struct Program {
+  bool has_graph = false;
+  Hash128 key;
+  std::string backend;
+  Device device;  // of the graph's roots
+  std::vector<InputSpec> inputs;
+  std::vector<OutputSpec> outputs;
+  std::vector<DType> root_dtypes;
+  std::vector<Shape> root_shapes;
+  std::vector<Device> root_devices;
+  std::vector<ReturnSpec> rets;
+  std::vector<DType> arg_dtypes;
+  std::vector<Shape> arg_shapes;
+  std::vector<Device> arg_devices;
+  int64_t rng_advance = 0;
+};
+
+bool active() { return g_active.load(std::memory_order_relaxed); }
+
+size_t program_inputs(const Program& p) { return p.inputs.size(); }
+size_t program_outputs(const Program& p) { return p.outputs.size(); }
+
+// ---- hooks ------------------------------------------------------------------------------------
+
+void note_leaf(TensorImpl& t) {
+  std::lock_guard<std::recursive_mutex> g(runtime_mutex());
+  if (!g_session || !t.storage) return;
+  Session& s = *g_session;
+  s.seen.try_emplace(&t, t.weak_from_this());
+  auto [it, fresh] = s.leaf_owner.try_emplace(t.storage.get(), t.weak_from_this());
+  if (!fresh && t.birth < s.start_birth) {  // prefer a tensor from before the step as the owner
+    auto cur = it->second.lock();
+    if (!cur || cur->birth >= s.start_birth) it->second = t.weak_from_this();
+  }
+}
+
+void note_host_read(SyncReason reason) {
+  std::lock_guard<std::recursive_mutex> g(runtime_mutex());
+  if (!g_session || g_session->transfer_depth > 0) return;
+  mark_broken(*g_session, std::string("it reads a tensor's value on the host (") +
+                              sync_reason_name(reason) + "), so its trace depends on data");
+}
+
+void note_execution(SyncReason reason) {
+  std::lock_guard<std::recursive_mutex> g(runtime_mutex());
+  if (!g_session) return;
+  if (reason == SyncReason::Eager)
+    mark_broken(*g_session,
+                "it runs eager ops (tensors on a non-lazy device), which a replay would not redo");
+  else
+    mark_broken(*g_session, std::string("it syncs in the middle of the step (") +
+                                sync_reason_name(reason) + ")");
+}
+
+Transfer::Transfer(const TensorImpl& src) : src_(&src), on_(active()) {
+  if (!on_) return;
+  std::lock_guard<std::recursive_mutex> g(runtime_mutex());
+  if (g_session)
+    ++g_session->transfer_depth;
+  else
+    on_ = false;
+}
+
+Transfer::~Transfer() {
+  if (!on_) return;
+  std::lock_guard<std::recursive_mutex> g(runtime_mutex());
+  if (g_session) --g_session->transfer_depth;
+}
+
+Tensor Transfer::done(Tensor result) {
+  if (!on_) return result;
+  std::lock_guard<std::recursive_mutex> g(runtime_mutex());
+  if (!g_session || !result.impl()->storage) return result;
+  auto& src = const_cast<TensorImpl&>(*src_);
+  g_session->transfers[result.impl()->storage.get()] = {src.weak_from_this(), src.birth, src_,
+                                                        result.device()};
+  return result;
+}
+
+// ---- capture ----------------------------------------------------------------------------------
+
+void begin(const std::vector<Tensor>& args) {
+  mark_step();  // the step starts with nothing pending: everything pending after it is its work
+  std::lock_guard<std::recursive_mutex> g(runtime_mutex());
+  if (g_session)
+    fail(ErrorKind::Runtime, "lt.compile: a capture is already running (nested capture)");
+  auto s = std::make_unique<Session>();
+  s->start_birth = next_birth();
+  s->rng_start = rng_state();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].defined())
+      fail(ErrorKind::Runtime, "lt.compile: argument tensor ", i, " is undefined");
+    const auto& impl = args[i].impl();
+    s->arg_of.try_emplace(impl.get(), static_cast<int>(i));
+    if (impl->storage) s->arg_storage.try_emplace(impl->storage.get(), static_cast<int>(i));
+  }
+  g_session = std::move(s);
+  g_active.store(true, std::memory_order_relaxed);
+}
+
+void abort() {
+  std::lock_guard<std::recursive_mutex> g(runtime_mutex());
+  g_active.store(false, std::memory_order_relaxed);
+  g_session.reset();
+}
+
+namespace {
+
+// Where the data `d` (a Param leaf's, or a returned tensor's) comes from on a replay; nullopt when
+// its origin is unknown (data from before the step that no tensor read during it owns).
+std::optional<InputSpec> classify_data(const Session& s, const std::shared_ptr<LeafData>& d,
+                                       DType dtype, const Shape& shape) {
+  InputSpec in;
+  in.dtype = dtype;
+  in.shape = shape;
+  if (auto t = s.transfers.find(d.get()); t != s.transfers.end()) {
+    const TransferSource& src = t->second;
+    in.device = src.device;
+    if (auto a = s.arg_of.find(src.src_ptr); a != s.arg_of.end()) {
+      in.kind = Src::ArgTo;
+      in.arg = a->second;
+      return in;
+    }
+    if (src.src_birth < s.start_birth) {
+      in.kind = Src::StateTo;
+      in.state = src.src;
+      return in;
+    }
+    in.kind = Src::Const;
+    in.constant = std::static_pointer_cast<Storage>(d);
+    return in;
+  }
+  if (auto a = s.arg_storage.find(d.get()); a != s.arg_storage.end()) {
+    in.kind = Src::Arg;
+    in.arg = a->second;
+    return in;
+  }
+  if (auto o = s.leaf_owner.find(d.get()); o != s.leaf_owner.end()) {
+    if (auto owner = o->second.lock(); owner && owner->birth < s.start_birth) {
+      if (auto a = s.arg_of.find(owner.get()); a != s.arg_of.end()) {
+        in.kind = Src::Arg;
+        in.arg = a->second;
+      } else {
+        in.kind = Src::State;
+        in.state = owner;
+      }
+      return in;
+    }
+  }
+  auto storage = std::static_pointer_cast<Storage>(d);
+  if (storage->birth >= s.start_birth) {  // made during the step from host data: a constant
+    in.kind = Src::Const;
+    in.constant = std::move(storage);
+    return in;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Captured end(const std::vector<Tensor>& args, const std::vector<Tensor>& rets) {
+  std::unique_lock<std::recursive_mutex> lock(runtime_mutex());
+  g_active.store(false, std::memory_order_relaxed);
+  std::unique_ptr<Session> session = std::move(g_session);
+  if (!session) fail(ErrorKind::Runtime, "lt.compile: no capture is running");
+  Session& s = *session;
+  auto not_replayable = [&](std::string why) {
+    mark_step();
+    return Captured{nullptr, std::move(why)};
+  };
+  if (!s.broken.empty()) return not_replayable(s.broken);
+  RngState rng_now = rng_state();
+  if (rng_now.seed != s.rng_start.seed) return not_replayable("it calls manual_seed");
+
+  std::vector<std::shared_ptr<TensorImpl>> pending = registry_snapshot();
+  auto prog = std::make_shared<Program>();
+  for (const Tensor& a : args) {
+    prog->arg_dtypes.push_back(a.dtype());
+    prog->arg_shapes.push_back(a.shape());
+    prog->arg_devices.push_back(a.device());
+  }
+  prog->rng_advance = rng_now.offset - s.rng_start.offset;
+  for (auto& t : pending)
+    if (t->device.backend_name() != pending[0]->device.backend_name())
+      return not_replayable("its pending tensors live on several backends");
+
+  // Which returned tensors are which.
+  std::unordered_map<const TensorImpl*, int> root_of;
+  for (size_t j = 0; j < pending.size(); ++j)
+    root_of.emplace(pending[j].get(), static_cast<int>(j));
+  std::unordered_set<const TensorImpl*> returned;
+  bool ret_requires_grad = false;
+  for (const Tensor& r : rets) {
+    if (!r.defined()) fail(ErrorKind::Runtime, "lt.compile: a returned tensor is undefined");
+    returned.insert(r.impl().get());
+    if (r.impl()->birth >= s.start_birth && r.requires_grad()) ret_requires_grad = true;
+  }
+
+  // Run the step's work as one graph, keeping the IR alive until its leaves are classified.
+  std::vector<NodePtr> hold;
+  std::vector<const Node*> roots;
+  for (auto& t : pending) {
+    hold.push_back(t->pending);
+    roots.push_back(t->pending.get());
+  }
+  GraphRecord rec;
+  if (!pending.empty()) {
+    prog->has_graph = true;
+    prog->device = pending[0]->device;
+    prog->backend = prog->device.backend_name();
+    auto outs = execute_graph(roots, prog->backend, SyncReason::MarkStep, &rec);
+    for (size_t j = 0; j < pending.size(); ++j) repoint(*pending[j], outs[j]);
+    prog->key = rec.key;
+  }
+
+  // Inputs.
+  std::unordered_map<const Node*, Src> rng_scalar;
+  for (const Node* n : rec.graph.order)
+    if (n->op == Op::Rand && n->inputs.size() == 2) {
+      rng_scalar[n->inputs[0].get()] = Src::Seed;
+      rng_scalar[n->inputs[1].get()] = Src::Offset;
+    }
+  for (const Node* n : rec.graph.inputs) {
+    if (n->op == Op::Scalar) {
+      InputSpec in;
+      in.kind = Src::Scalar;
+      in.dtype = n->dtype;
+      in.scalar = n->scalar;
+      in.scalar_i = n->scalar_i;
+      if (auto r = rng_scalar.find(n); r != rng_scalar.end()) {
+        in.kind = r->second;
+        if (in.kind == Src::Offset) in.scalar_i = n->scalar_i - s.rng_start.offset;
+      }
+      prog->inputs.push_back(std::move(in));
+      continue;
+    }
+    auto in = classify_data(s, n->data, n->dtype, n->shape);
+    if (!in)
+      return Captured{nullptr,
+                      "a graph input holds data from before the step that no tensor it read owns"};
+    prog->inputs.push_back(std::move(*in));
+  }
+
+  // Outputs: gradients of the tensors the step read, by the tensor that holds them.
+  std::unordered_map<const TensorImpl*, std::shared_ptr<TensorImpl>> grad_owner;
+  for (auto& [ptr, weak] : s.seen)
+    if (auto t = weak.lock(); t && t->autograd && t->autograd->grad.defined())
+      grad_owner.emplace(t->autograd->grad.impl().get(), t);
+  bool has_grads = false;
+  for (auto& t : pending) {
+    OutputSpec o;
+    prog->root_dtypes.push_back(t->dtype);
+    prog->root_shapes.push_back(t->shape);
+    prog->root_devices.push_back(t->device);
+    if (auto a = s.arg_of.find(t.get()); a != s.arg_of.end()) {
+      o.kind = Dst::Arg;
+      o.arg = a->second;
+    } else if (t->birth < s.start_birth) {
+      o.kind = Dst::State;
+      o.target = t;
+    } else if (auto g = grad_owner.find(t.get());
+               g != grad_owner.end() && g->second->birth < s.start_birth) {
+      has_grads = true;
+      if (auto a = s.arg_of.find(g->second.get()); a != s.arg_of.end()) {
+        o.kind = Dst::GradOfArg;
+        o.arg = a->second;
+      } else {
+        o.kind = Dst::GradOfState;
+        o.target = g->second;
+      }
+    } else if (returned.count(t.get())) {
+      o.kind = Dst::Fresh;
+    } else {
+      o.kind = Dst::State;  // kept by the Python code (a module attribute, a list): re-pointed
+      o.target = t;
+    }
+    prog->outputs.push_back(std::move(o));
+  }
+  if (ret_requires_grad && !has_grads)
+    return Captured{
+        nullptr,
+        "it returns tensors that require grad and runs no backward(): their autograd history "
+        "cannot be replayed (compile the whole training step, or call it under no_grad)"};
+
+  // Return values.
+  for (const Tensor& r : rets) {
+    const auto& impl = r.impl();
+    ReturnSpec rs;
+    if (auto a = s.arg_of.find(impl.get()); a != s.arg_of.end()) {
+      rs.kind = Ret::Arg;
+      rs.arg = a->second;
+    } else if (impl->birth < s.start_birth) {
+      rs.kind = Ret::State;
+      rs.state = impl;
+    } else if (auto j = root_of.find(impl.get()); j != root_of.end()) {
+      rs.kind = Ret::Root;
+      rs.root = j->second;
+    } else {
+      auto in = classify_data(s, impl->storage, impl->dtype, impl->shape);
+      if (!in)
+        return Captured{nullptr,
+                        "it returns data from before the step that no tensor it read owns"};
+      rs.kind = Ret::Data;
+      rs.data = std::move(*in);
+      rs.data.device = impl->device;
+    }
+    prog->rets.push_back(std::move(rs));
+  }
+  return Captured{std::move(prog), ""};
+}
+
+// ---- replay -----------------------------------------------------------------------------------
+
+std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>& args) {
+  std::unique_lock<std::recursive_mutex> lock(runtime_mutex());
+  if (g_session)
+    fail(ErrorKind::Runtime, "lt.compile: cannot replay a step while a capture is running");
+  if (args.size() != p.arg_dtypes.size()) return std::nullopt;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (!args[i].defined() || args[i].dtype() != p.arg_dtypes[i] ||
+        args[i].shape() != p.arg_shapes[i] || args[i].device() != p.arg_devices[i])
+      return std::nullopt;
+  if (p.has_graph && p.device.backend_name() != p.backend) return std::nullopt;  // set_lazy_backend
+
+  // Resolve the tensors the program reads and writes; a dead or reshaped one makes it stale.
+  auto source_of = [&](const InputSpec& in) -> std::shared_ptr<TensorImpl> {
+    if (in.kind == Src::Arg || in.kind == Src::ArgTo) return args[in.arg].impl();
+    if (in.kind == Src::State || in.kind == Src::StateTo) return in.state.lock();
+    return nullptr;
+  };
+  std::vector<std::shared_ptr<TensorImpl>> src(p.inputs.size());
+  std::vector<Tensor> to_sync;
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    const InputSpec& in = p.inputs[i];
+    if (in.kind != Src::State && in.kind != Src::StateTo && in.kind != Src::Arg &&
+        in.kind != Src::ArgTo)
+      continue;
+    src[i] = source_of(in);
+    if (!src[i] || src[i]->dtype != in.dtype || src[i]->shape != in.shape) return std::nullopt;
+    if (src[i]->pending) to_sync.emplace_back(src[i]);
+  }
+  std::vector<std::shared_ptr<TensorImpl>> targets(p.outputs.size());
+  for (size_t j = 0; j < p.outputs.size(); ++j) {
+    const OutputSpec& o = p.outputs[j];
+    if (o.kind == Dst::Arg || o.kind == Dst::GradOfArg)
+      targets[j] = args[o.arg].impl();
+    else if (o.kind == Dst::State || o.kind == Dst::GradOfState)
+      targets[j] = o.target.lock();
+    if (!targets[j]) continue;  // a state tensor nobody holds any more: its value is dropped
+    if ((o.kind == Dst::Arg || o.kind == Dst::State) &&
+        (targets[j]->dtype != p.root_dtypes[j] || targets[j]->shape != p.root_shapes[j]))
+      return std::nullopt;
+    if ((o.kind == Dst::GradOfArg || o.kind == Dst::GradOfState) &&
+        !(targets[j]->autograd && targets[j]->autograd->requires_grad))
+      return std::nullopt;
+  }
+  std::vector<std::shared_ptr<TensorImpl>> ret_src(p.rets.size());  // Ret::State, Ret::Data
+  for (size_t k = 0; k < p.rets.size(); ++k) {
+    const ReturnSpec& r = p.rets[k];
+    if (r.kind == Ret::State && !(ret_src[k] = r.state.lock())) return std::nullopt;
+    if (r.kind == Ret::Data && (r.data.kind == Src::State || r.data.kind == Src::StateTo) &&
+        !(ret_src[k] = source_of(r.data)))
+      return std::nullopt;
+    if (r.kind == Ret::Data && (r.data.kind == Src::Arg || r.data.kind == Src::ArgTo))
+      ret_src[k] = source_of(r.data);
+  }
+  if (!to_sync.empty()) sync(to_sync, SyncReason::Sync);  // the user left work pending on them
+
+  // Bind.
+  RngState rng = rng_state();
+  auto resolve = [&](const InputSpec& in,
+                     const std::shared_ptr<TensorImpl>& impl) -> std::shared_ptr<Storage> {
+    switch (in.kind) {
+      case Src::Arg:
+      case Src::State:
+        return impl->storage;
+      case Src::ArgTo:
+      case Src::StateTo:
+        return Tensor(impl).to(in.device).impl()->storage;
+      case Src::Const:
+        return in.constant;
+      default:
+        return nullptr;
+    }
+  };
+  std::vector<BoundInput> bound(p.inputs.size());
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    const InputSpec& in = p.inputs[i];
+    BoundInput& b = bound[i];
+    b.dtype = in.dtype;
+    switch (in.kind) {
+      case Src::Scalar:
+        b.scalar = in.scalar;
+        b.scalar_i = in.scalar_i;
+        break;
+      case Src::Seed:
+        b.scalar_i = static_cast<int64_t>(rng.seed & 0x7fffffffffffffffull);
+        b.scalar = static_cast<double>(b.scalar_i);
+        break;
+      case Src::Offset:
+        b.scalar_i = in.scalar_i + rng.offset;
+        b.scalar = static_cast<double>(b.scalar_i);
+        break;
+      default: {
+        b.storage = resolve(in, src[i]);
+        if (!b.storage || !b.storage->buffer) return std::nullopt;
+        if (b.storage->backend != p.backend &&
+            !(host_backend(b.storage->backend) && host_backend(p.backend)))
+          return std::nullopt;  // moved to another device since the capture
+      }
+    }
+  }
+  std::vector<std::shared_ptr<Storage>> outs;
+  if (p.has_graph) {
+    auto r = run_cached(p.key, p.backend, bound, p.outputs.size());
+    if (!r) return std::nullopt;
+    outs = std::move(*r);
+  }
+  rng_advance(p.rng_advance);
+
+  // Write back: the same state tensors re-pointed, new gradients, fresh return tensors.
+  std::vector<std::shared_ptr<TensorImpl>> fresh(p.outputs.size());
+  auto fresh_root = [&](size_t j) {
+    if (!fresh[j])
+      fresh[j] = make_data_tensor(outs[j], p.root_dtypes[j], p.root_shapes[j], p.root_devices[j]);
+    return fresh[j];
+  };
+  for (size_t j = 0; j < p.outputs.size(); ++j) {
+    const OutputSpec& o = p.outputs[j];
+    if (o.kind == Dst::Fresh || !targets[j]) continue;
+    if (o.kind == Dst::Arg || o.kind == Dst::State) {
+      repoint(*targets[j], outs[j]);
+    } else {
+      if (!targets[j]->autograd) targets[j]->autograd = std::make_unique<AutogradMeta>();
+      targets[j]->autograd->grad = Tensor(fresh_root(j));
+    }
+  }
+  std::vector<Tensor> result;
+  result.reserve(p.rets.size());
+  for (size_t k = 0; k < p.rets.size(); ++k) {
+    const ReturnSpec& r = p.rets[k];
+    switch (r.kind) {
+      case Ret::Arg:
+        result.push_back(args[r.arg]);
+        break;
+      case Ret::State:
+        result.emplace_back(ret_src[k]);
+        break;
+      case Ret::Root:
+        result.emplace_back(fresh_root(static_cast<size_t>(r.root)));
+        break;
+      case Ret::Data: {
+        auto storage = resolve(r.data, ret_src[k]);
+        result.emplace_back(make_data_tensor(storage, r.data.dtype, r.data.shape, r.data.device));
+        break;
+      }
+    }
+  }
+  return result;
+}
+
+}  // namespace lt::capture
