@@ -191,6 +191,11 @@ def main():
         row = mlp_train_row(args.quick, args.repeats)
         results.append(row)
         print(json.dumps(row), flush=True)
+    if not args.only or args.only in "gpt2_blocks":
+        from gpu_gpt import gpt_blocks_row
+        row = gpt_blocks_row(lt, cuda_ms, wall_ms, first_call_s, args.quick, max(5, args.repeats // 5))
+        results.append(row)
+        print(json.dumps(row), flush=True)
     for name, make in ROWS.items():
         if args.only and args.only not in name:
             continue

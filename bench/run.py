@@ -136,14 +136,69 @@ def matmul(n=1024):
     return impls
 
 
+def cnn_train_step(batch=64, size=28):
+    """A small CNN train step (forward, cross_entropy, backward, SGD): Conv(1,8,3)-ReLU-MaxPool-
+    Conv(8,16,3)-ReLU-MaxPool-Linear on [batch, 1, size, size], the same weights everywhere."""
+    rng = np.random.default_rng(4)
+    x0 = rng.standard_normal((batch, 1, size, size)).astype(np.float32)
+    y0 = rng.integers(0, 10, batch).astype(np.int64)
+    flat = 16 * (size // 4) * (size // 4)
+    shapes = [(8, 1, 3, 3), (8,), (16, 8, 3, 3), (16,), (10, flat), (10,)]
+    w0 = [(rng.standard_normal(s) * 0.1).astype(np.float32) for s in shapes]
+
+    def build(conv, pool, relu, linear):
+        def forward(ws, x):
+            h = pool(relu(conv(x, ws[0], ws[1])))
+            h = pool(relu(conv(h, ws[2], ws[3])))
+            return linear(h.reshape(h.shape[0], -1), ws[4], ws[5])
+        return forward
+
+    def lt_run(dev):
+        F = lt.nn.functional
+        ws = [lt.tensor(w, device=dev, requires_grad=True) for w in w0]
+        x, y = lt.tensor(x0, device=dev), lt.tensor(y0, device=dev)
+        fwd = build(lambda a, w, b: F.conv2d(a, w, b, padding=1), lambda a: F.max_pool2d(a, 2), F.relu, F.linear)
+        def f():
+            for w in ws:
+                w.grad = None
+            loss = F.cross_entropy(fwd(ws, x), y)
+            loss.backward()
+            with lt.no_grad():
+                for w in ws:
+                    w -= w.grad * 0.01
+            lt.mark_step()
+            return loss
+        return f
+
+    impls = {"lazy": lt_run("lazy"), "cpu": lt_run("cpu")}
+    if torch is not None:
+        TF = torch.nn.functional
+        tws = [torch.tensor(w, requires_grad=True) for w in w0]
+        xt, yt = torch.from_numpy(x0), torch.from_numpy(y0)
+        tfwd = build(lambda a, w, b: TF.conv2d(a, w, b, padding=1), lambda a: TF.max_pool2d(a, 2), TF.relu, TF.linear)
+        def torch_run():
+            for w in tws:
+                w.grad = None
+            loss = TF.cross_entropy(tfwd(tws, xt), yt)
+            loss.backward()
+            with torch.no_grad():
+                for w in tws:
+                    w -= w.grad * 0.01
+            return loss
+        impls["torch"] = torch_run
+    return impls
+
+
 WORKLOADS = {
     "sin_chain_20_n2^20": (sin_chain, {}),
     "layer_norm_gelu_res_2048x1024": (ln_gelu, {}),
     "softmax_2048x2048": (softmax, {}),
     "matmul_1024^3": (matmul, {}),
+    "cnn_train_step_b64_28x28": (cnn_train_step, {}),
 }
 QUICK = {"sin_chain_20_n2^20": {"n": 1 << 16}, "layer_norm_gelu_res_2048x1024": {"rows": 256, "cols": 256},
-         "softmax_2048x2048": {"n": 256}, "matmul_1024^3": {"n": 128}}
+         "softmax_2048x2048": {"n": 256}, "matmul_1024^3": {"n": 128},
+         "cnn_train_step_b64_28x28": {"batch": 8, "size": 12}}
 
 
 def main():
