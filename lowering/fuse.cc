@@ -332,14 +332,6 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
     if (p.op == Op::Param || p.op == Op::Scalar) realized[i] = true;
     if (op_info(p.op).cls == OpClass::Reduce && users[i] != 1) realized[i] = true;
   }
-  // Kernel emission recurses through inlined operands: bound the inlined depth by materializing.
-  constexpr int kMaxInlineDepth = 256;
-  std::vector<int> depth(n, 0);
-  for (int i = 0; i < n; ++i) {
-    if (realized[i]) continue;
-    for (int c : g.nodes[i].inputs) depth[i] = std::max(depth[i], depth[c] + 1);
-    if (depth[i] > kMaxInlineDepth) realized[i] = true, depth[i] = 0;
-  }
   // Matrix products the backend's library computes: the sum and its operands get buffers; the
   // GEMM writes the sum's buffer (or, when the sum only feeds an output reshape, that one's).
   std::vector<int> gemm_at(n, -1);
@@ -361,6 +353,27 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
     realized[root] = true;
     gemm_at[root] = static_cast<int>(gemms.size());
     gemms.push_back(std::move(*m));
+  }
+  // Kernel emission recurses through inlined operands: bound the inlined depth by materializing.
+  // After GEMM matching (whose operands are realized already), and never at a broadcast: a node
+  // bigger than its deepest operand (a matmul's [.., M, N, K] product) realizes that operand instead.
+  constexpr int kMaxInlineDepth = 256;
+  std::vector<int> depth(n, 0);
+  for (int i = 0; i < n; ++i) {
+    if (realized[i]) continue;
+    int deepest = -1;
+    for (int c : g.nodes[i].inputs)
+      if (depth[c] + 1 > depth[i]) depth[i] = depth[c] + 1, deepest = c;
+    if (depth[i] <= kMaxInlineDepth) continue;
+    if (deepest >= 0 && numel(g.nodes[deepest].shape) < numel(g.nodes[i].shape) &&
+        g.nodes[deepest].input_index < 0) {
+      realized[deepest] = true;
+      depth[i] = 1;
+      for (int c : g.nodes[i].inputs)
+        if (c != deepest) depth[i] = std::max(depth[i], depth[c] + 1);
+    } else {
+      realized[i] = true, depth[i] = 0;
+    }
   }
   for (int attempt = 0;; ++attempt) {
     if (attempt > n + 1) fail(ErrorKind::Runtime, "internal: fusion did not converge");

@@ -104,6 +104,19 @@ TEST(GemmLowering, PrologueAndEpilogueAreLoopKernelsAroundTheGemm) {
   EXPECT_EQ(p.kernels[0].args.back().buffer, p.gemms[0].a);
 }
 
+TEST(GemmLowering, DeepOperandChainsStillMatchAndNeverMaterializeTheProduct) {
+  // A residual stream of 400 adds (deeper than the inlining bound) feeding a matmul, as in a stack
+  // of transformer blocks: the depth cut must not realize the [M, N, K] product (which would block
+  // the GEMM and write M*N*K elements); it realizes the operand chain instead.
+  for (int depth = 240; depth <= 270; depth += 3) {  // the product lands at and around the bound
+    NodePtr x = param({16, 32});
+    for (int i = 0; i < depth; ++i) x = make_node(Op::Add, {x, param({16, 32})});
+    Plan p = plan_of({mm(x, tr(param({8, 32}), {1, 0}))});
+    ASSERT_EQ(p.gemms.size(), 1u) << depth << "\n" << p.grouping;
+    for (const auto& b : p.buffers) EXPECT_LT(b.numel, 16 * 8 * 32) << depth << "\n" << p.grouping;
+  }
+}
+
 TEST(GemmLowering, FallsBackToLoopKernelsWhereTheLibraryCannot) {
   // No GEMM offered (the default, and backends without a library).
   EXPECT_TRUE(plan_of({mm(param({8, 4}), param({4, 2}))}, LowerOptions{}).gemms.empty());
