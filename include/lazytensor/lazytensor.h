@@ -9,5 +9,6 @@
 #include "runtime/nn.h"
 #include "runtime/optim.h"
 #include "runtime/ops.h"
+#include "runtime/safetensors.h"
 #include "runtime/sync.h"
 #include "runtime/tensor.h"

@@ -51,6 +51,7 @@ void init_autograd_methods(py::class_<Tensor>& cls);
 void init_autograd(py::module_& m);
 void init_debug(py::module_& m);
 void init_source_locations(py::module_& m);
+void init_serialization(py::module_& m);  // serialization_bindings.cc
 
 }  // namespace lt::python
 

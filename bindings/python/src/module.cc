@@ -145,4 +145,5 @@ PYBIND11_MODULE(_C, m) {
   init_autograd(m);
   init_debug(m);
   init_source_locations(m);
+  init_serialization(m);
 }
