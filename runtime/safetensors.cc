@@ -23,9 +23,10 @@ struct Name {
   DType type;
   const char* name;
 };
-constexpr Name kNames[] = {{DType::Float32, "F32"}, {DType::Float64, "F64"}, {DType::Float16, "F16"},
-                           {DType::BFloat16, "BF16"}, {DType::Int64, "I64"}, {DType::Int32, "I32"},
-                           {DType::Int8, "I8"},       {DType::UInt8, "U8"},  {DType::Bool, "BOOL"}};
+constexpr Name kNames[] = {
+    {DType::Float32, "F32"},   {DType::Float64, "F64"}, {DType::Float16, "F16"},
+    {DType::BFloat16, "BF16"}, {DType::Int64, "I64"},   {DType::Int32, "I32"},
+    {DType::Int8, "I8"},       {DType::UInt8, "U8"},    {DType::Bool, "BOOL"}};
 
 // Every complaint about a file starts the same way, so callers (and Python's tests) can tell a
 // malformed file from other failures.
@@ -76,7 +77,9 @@ Json parse_json(std::string_view text, const std::string& source) {
   std::vector<std::set<std::string>> open_objects;
   auto on_event = [&](int, Json::parse_event_t event, Json& parsed) {
     switch (event) {
-      case Json::parse_event_t::object_start: open_objects.emplace_back(); break;
+      case Json::parse_event_t::object_start:
+        open_objects.emplace_back();
+        break;
       case Json::parse_event_t::object_end:
         if (!open_objects.empty()) open_objects.pop_back();
         break;
@@ -84,7 +87,8 @@ Json parse_json(std::string_view text, const std::string& source) {
         if (!open_objects.empty() && !open_objects.back().insert(parsed.get<std::string>()).second)
           bad(source, "duplicate key ", quoted(parsed.get<std::string>()), " in the header");
         break;
-      default: break;
+      default:
+        break;
     }
     return true;
   };
@@ -95,7 +99,8 @@ Json parse_json(std::string_view text, const std::string& source) {
   }
 }
 
-Entry parse_entry(const std::string& name, const Json& info, uint64_t data_bytes, const std::string& source) {
+Entry parse_entry(const std::string& name, const Json& info, uint64_t data_bytes,
+                  const std::string& source) {
   const std::string where = "entry " + quoted(name);
   if (name.empty()) bad(source, "an entry has an empty name");
   if (!info.is_object() || info.size() != 3 || !info.contains("dtype") || !info.contains("shape") ||
@@ -104,7 +109,8 @@ Entry parse_entry(const std::string& name, const Json& info, uint64_t data_bytes
   Entry e;
   e.name = name;
   const Json& dt = info["dtype"];
-  std::optional<DType> t = dt.is_string() ? dtype_from_format_name(dt.get<std::string>()) : std::nullopt;
+  std::optional<DType> t =
+      dt.is_string() ? dtype_from_format_name(dt.get<std::string>()) : std::nullopt;
   if (!t) bad(source, where, " has unsupported dtype ", json_text(dt));
   e.dtype = *t;
 
@@ -114,8 +120,10 @@ Entry parse_entry(const std::string& name, const Json& info, uint64_t data_bytes
   // of the product overflows either.
   int64_t count = 1;
   for (const Json& d : shape) {
-    std::optional<uint64_t> v = non_negative(d, static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
-    if (!v) bad(source, where, " has an invalid dimension ", json_text(d), " (dims are integers >= 0)");
+    std::optional<uint64_t> v =
+        non_negative(d, static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
+    if (!v)
+      bad(source, where, " has an invalid dimension ", json_text(d), " (dims are integers >= 0)");
     e.shape.push_back(static_cast<int64_t>(*v));
     if (__builtin_mul_overflow(count, static_cast<int64_t>(*v), &count))
       bad(source, where, " has shape ", json_text(shape), " whose element count overflows");
@@ -131,10 +139,11 @@ Entry parse_entry(const std::string& name, const Json& info, uint64_t data_bytes
     end = non_negative(offs[1], data_bytes);
   }
   if (!b || !end || *b > *end)
-    bad(source, where, " has data_offsets ", json_text(offs), " outside the ", data_bytes, "-byte data section");
+    bad(source, where, " has data_offsets ", json_text(offs), " outside the ", data_bytes,
+        "-byte data section");
   if (*end - *b != bytes)
-    bad(source, where, ": shape ", json_text(shape), " of ", format_dtype_name(e.dtype), " needs ", bytes,
-        " bytes, data_offsets give ", *end - *b);
+    bad(source, where, ": shape ", json_text(shape), " of ", format_dtype_name(e.dtype), " needs ",
+        bytes, " bytes, data_offsets give ", *end - *b);
   e.begin = *b;
   e.end = *end;
   return e;
@@ -157,7 +166,8 @@ std::optional<DType> dtype_from_format_name(std::string_view name) {
 Header parse(std::string_view bytes, const std::string& source) {
   if (bytes.size() < 8) bad(source, bytes.size(), " bytes, shorter than the 8-byte header length");
   uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
+  for (int i = 7; i >= 0; --i)
+    n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
   if (n > kMaxHeaderBytes || n > bytes.size() - 8)
     bad(source, "header length ", n, " exceeds the file (", bytes.size(), " bytes)");
   Json header = parse_json(bytes.substr(8, n), source);
@@ -181,8 +191,9 @@ Header parse(std::string_view bytes, const std::string& source) {
   // The spans must tile the data section: sorted by (begin, end), each starts where the last ended.
   std::vector<const Entry*> spans;
   for (const Entry& e : h.entries) spans.push_back(&e);
-  std::sort(spans.begin(), spans.end(),
-            [](const Entry* a, const Entry* b) { return std::tie(a->begin, a->end) < std::tie(b->begin, b->end); });
+  std::sort(spans.begin(), spans.end(), [](const Entry* a, const Entry* b) {
+    return std::tie(a->begin, a->end) < std::tie(b->begin, b->end);
+  });
   uint64_t end = 0;
   for (const Entry* e : spans) {
     if (e->begin != end)
@@ -194,12 +205,14 @@ Header parse(std::string_view bytes, const std::string& source) {
   return h;
 }
 
-std::string encode_header(const std::vector<Entry>& entries, const std::map<std::string, std::string>& metadata) {
+std::string encode_header(const std::vector<Entry>& entries,
+                          const std::map<std::string, std::string>& metadata) {
   Json header = Json::object();
   for (const Entry& e : entries) {
     if (e.name.empty() || e.name == kMetadataKey)
       fail(ErrorKind::Value, "safetensors: a tensor cannot be named ", quoted(e.name));
-    if (header.contains(e.name)) fail(ErrorKind::Value, "safetensors: two tensors named ", quoted(e.name));
+    if (header.contains(e.name))
+      fail(ErrorKind::Value, "safetensors: two tensors named ", quoted(e.name));
     header[e.name] = {{"dtype", format_dtype_name(e.dtype)},
                       {"shape", e.shape},
                       {"data_offsets", {e.begin, e.end}}};
@@ -214,7 +227,8 @@ std::string encode_header(const std::vector<Entry>& entries, const std::map<std:
   text.append((8 - text.size() % 8) % 8, ' ');
   std::string out(8, '\0');
   uint64_t n = text.size();
-  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
   return out + text;
 }
 

@@ -1,7 +1,8 @@
 // The safetensors file format (huggingface/safetensors), read and written without Python:
 //
 //   8 bytes   little-endian u64 N, the header's length
-//   N bytes   UTF-8 JSON object: {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [b, e]},
+//   N bytes   UTF-8 JSON object: {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [b,
+//   e]},
 //             ..., "__metadata__": {"key": "value"}}, padded with spaces to a multiple of 8
 //   the rest  the tensors' bytes, little-endian, row-major, at [b, e) from the data section's start
 //

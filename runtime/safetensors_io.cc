@@ -21,7 +21,8 @@ namespace lt::safetensors {
 namespace {
 
 // The format is little-endian and tensors are copied byte for byte.
-static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes a little-endian host");
+static_assert(std::endian::native == std::endian::little,
+              "safetensors I/O assumes a little-endian host");
 
 struct FileCloser {
   void operator()(std::FILE* f) const { std::fclose(f); }
@@ -34,7 +35,8 @@ std::string read_whole(const std::string& path) {
   if (fd < 0) fail(ErrorKind::Runtime, "lt.load: cannot open ", path, ": ", std::strerror(errno));
   std::unique_ptr<int, void (*)(int*)> closer(&fd, [](int* p) { ::close(*p); });
   struct stat st {};
-  if (::fstat(fd, &st) != 0) fail(ErrorKind::Runtime, "lt.load: cannot stat ", path, ": ", std::strerror(errno));
+  if (::fstat(fd, &st) != 0)
+    fail(ErrorKind::Runtime, "lt.load: cannot stat ", path, ": ", std::strerror(errno));
   if (!S_ISREG(st.st_mode)) fail(ErrorKind::Runtime, "lt.load: ", path, " is not a regular file");
   std::string data;
   data.reserve(static_cast<size_t>(st.st_size));
@@ -77,7 +79,8 @@ void write_file(const NamedTensors& tensors, const std::string& path,
   if (!pending.empty()) sync(pending, SyncReason::ToCpu);  // one graph for every pending tensor
 
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "wb"));
-  if (!f) fail(ErrorKind::Runtime, "lt.save: cannot open ", path, " for writing: ", std::strerror(errno));
+  if (!f)
+    fail(ErrorKind::Runtime, "lt.save: cannot open ", path, " for writing: ", std::strerror(errno));
   write_all(f.get(), header.data(), header.size(), path);
   std::vector<unsigned char> staging;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -92,10 +95,12 @@ void write_file(const NamedTensors& tensors, const std::string& path,
       write_all(f.get(), staging.data(), bytes, path);
     }
   }
-  if (std::fflush(f.get()) != 0) fail(ErrorKind::Runtime, "lt.save: cannot write ", path, ": ", std::strerror(errno));
+  if (std::fflush(f.get()) != 0)
+    fail(ErrorKind::Runtime, "lt.save: cannot write ", path, ": ", std::strerror(errno));
 }
 
-NamedTensors read_file(const std::string& path, const Device& device, std::map<std::string, std::string>* metadata) {
+NamedTensors read_file(const std::string& path, const Device& device,
+                       std::map<std::string, std::string>* metadata) {
   const std::string file = read_whole(path);
   Header h = parse(file, "lt.load: " + path);
   NamedTensors out;
@@ -120,12 +125,14 @@ namespace lt {
 
 void save(const std::map<std::string, Tensor>& tensors, const std::string& path,
           const std::map<std::string, std::string>& metadata) {
-  safetensors::write_file(safetensors::NamedTensors(tensors.begin(), tensors.end()), path, metadata);
+  safetensors::write_file(safetensors::NamedTensors(tensors.begin(), tensors.end()), path,
+                          metadata);
 }
 
 std::map<std::string, Tensor> load(const std::string& path, const Device& device) {
   safetensors::NamedTensors v = safetensors::read_file(path, device);
-  return std::map<std::string, Tensor>(std::make_move_iterator(v.begin()), std::make_move_iterator(v.end()));
+  return std::map<std::string, Tensor>(std::make_move_iterator(v.begin()),
+                                       std::make_move_iterator(v.end()));
 }
 
 }  // namespace lt

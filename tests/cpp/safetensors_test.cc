@@ -3,6 +3,7 @@
 // dtype on eager and lazy devices (bit-exact, with the file's bytes checked directly), and every
 // file of the fuzz corpus (tests/fuzz/corpus/safetensors), which holds the fuzzer's regressions.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -12,8 +13,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include "ir/half.h"
 #include "test_util.h"
@@ -25,16 +24,21 @@ using safetensors::Entry;
 using safetensors::Header;
 using safetensors::parse;
 
-// A file: the 8-byte length of `header`, the header (unpadded, as other writers may leave it), `body`.
-std::string file_bytes(const std::string& header, const std::string& body = "", uint64_t n = UINT64_MAX) {
+// A file: the 8-byte length of `header`, the header (unpadded, as other writers may leave it),
+// `body`.
+std::string file_bytes(const std::string& header, const std::string& body = "",
+                       uint64_t n = UINT64_MAX) {
   if (n == UINT64_MAX) n = header.size();
   std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
   return out + header + body;
 }
 
-std::string entry(const std::string& name, const std::string& dtype, const std::string& shape, const std::string& offs) {
-  return "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":" + offs + "}";
+std::string entry(const std::string& name, const std::string& dtype, const std::string& shape,
+                  const std::string& offs) {
+  return "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape +
+         ",\"data_offsets\":" + offs + "}";
 }
 
 struct Malformed {
@@ -48,61 +52,91 @@ std::vector<Malformed> malformed_cases() {
   return {
       {"empty file", "", "0 bytes, shorter than the 8-byte header length"},
       {"short length", std::string("\x01\x02", 2), "2 bytes"},
-      {"length past the end", file_bytes("{}", "", 1 << 20), "header length 1048576 exceeds the file"},
+      {"length past the end", file_bytes("{}", "", 1 << 20),
+       "header length 1048576 exceeds the file"},
       {"length over the format's limit", file_bytes("{}", "", 1ull << 62), "exceeds the file"},
       {"length of 2^64-1", file_bytes("{}", "", UINT64_MAX - 1), "exceeds the file"},
       {"not json", file_bytes("{not json"), "the header is not JSON"},
       {"not utf-8", file_bytes("{\"\xff\":1}"), "the header is not JSON"},
       {"array header", file_bytes("[1,2]"), "not a JSON object"},
       {"empty header", file_bytes(""), "the header is not JSON"},
-      {"duplicate tensor", file_bytes("{" + f32 + "," + f32 + "}", std::string(4, '\0')), "duplicate key \"a\""},
-      {"duplicate field", file_bytes("{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
-                                     std::string(4, '\0')),
+      {"duplicate tensor", file_bytes("{" + f32 + "," + f32 + "}", std::string(4, '\0')),
+       "duplicate key \"a\""},
+      {"duplicate field",
+       file_bytes(
+           "{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+           std::string(4, '\0')),
        "duplicate key \"dtype\""},
-      {"duplicate metadata", file_bytes("{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}"), "duplicate key \"k\""},
-      {"unknown dtype", file_bytes("{" + entry("a", "C64", "[1]", "[0,8]") + "}", std::string(8, '\0')),
+      {"duplicate metadata", file_bytes("{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}"),
+       "duplicate key \"k\""},
+      {"unknown dtype",
+       file_bytes("{" + entry("a", "C64", "[1]", "[0,8]") + "}", std::string(8, '\0')),
        "entry \"a\" has unsupported dtype \"C64\""},
-      {"dtype not a string", file_bytes("{\"a\":{\"dtype\":4,\"shape\":[1],\"data_offsets\":[0,4]}}", std::string(4, '\0')),
+      {"dtype not a string",
+       file_bytes("{\"a\":{\"dtype\":4,\"shape\":[1],\"data_offsets\":[0,4]}}",
+                  std::string(4, '\0')),
        "unsupported dtype 4"},
-      {"missing field", file_bytes("{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", std::string(4, '\0')),
+      {"missing field",
+       file_bytes("{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", std::string(4, '\0')),
        "entry \"a\" must be an object with exactly dtype, shape and data_offsets"},
-      {"extra field", file_bytes("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":1}}",
-                                 std::string(4, '\0')),
+      {"extra field",
+       file_bytes("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":1}}",
+                  std::string(4, '\0')),
        "exactly dtype, shape and data_offsets"},
       {"entry not an object", file_bytes("{\"a\":[1]}"), "exactly dtype, shape and data_offsets"},
-      {"empty name", file_bytes("{" + entry("", "F32", "[1]", "[0,4]") + "}", std::string(4, '\0')), "empty name"},
-      {"negative dim", file_bytes("{" + entry("a", "F32", "[-1]", "[0,4]") + "}", std::string(4, '\0')),
+      {"empty name", file_bytes("{" + entry("", "F32", "[1]", "[0,4]") + "}", std::string(4, '\0')),
+       "empty name"},
+      {"negative dim",
+       file_bytes("{" + entry("a", "F32", "[-1]", "[0,4]") + "}", std::string(4, '\0')),
        "entry \"a\" has an invalid dimension -1"},
-      {"float dim", file_bytes("{" + entry("a", "F32", "[1.0]", "[0,4]") + "}", std::string(4, '\0')),
+      {"float dim",
+       file_bytes("{" + entry("a", "F32", "[1.0]", "[0,4]") + "}", std::string(4, '\0')),
        "invalid dimension 1.0"},
-      {"bool dim", file_bytes("{" + entry("a", "F32", "[true]", "[0,4]") + "}", std::string(4, '\0')),
+      {"bool dim",
+       file_bytes("{" + entry("a", "F32", "[true]", "[0,4]") + "}", std::string(4, '\0')),
        "invalid dimension true"},
       {"dim over int64", file_bytes("{" + entry("a", "U8", "[9223372036854775808]", "[0,0]") + "}"),
        "invalid dimension 9223372036854775808"},
-      {"shape not a list", file_bytes("{" + entry("a", "F32", "4", "[0,4]") + "}", std::string(4, '\0')),
+      {"shape not a list",
+       file_bytes("{" + entry("a", "F32", "4", "[0,4]") + "}", std::string(4, '\0')),
        "shape that is not a list"},
-      {"element count overflows", file_bytes("{" + entry("a", "U8", "[4294967296,4294967296,0]", "[0,0]") + "}"),
+      {"element count overflows",
+       file_bytes("{" + entry("a", "U8", "[4294967296,4294967296,0]", "[0,0]") + "}"),
        "element count overflows"},
-      {"byte count overflows", file_bytes("{" + entry("a", "F64", "[2305843009213693952]", "[0,0]") + "}"),
+      {"byte count overflows",
+       file_bytes("{" + entry("a", "F64", "[2305843009213693952]", "[0,0]") + "}"),
        "byte count overflows"},
-      {"bytes do not match shape", file_bytes("{" + entry("a", "F32", "[2]", "[0,4]") + "}", std::string(4, '\0')),
+      {"bytes do not match shape",
+       file_bytes("{" + entry("a", "F32", "[2]", "[0,4]") + "}", std::string(4, '\0')),
        "shape [2] of F32 needs 8 bytes, data_offsets give 4"},
-      {"offsets out of range", file_bytes("{" + f32 + "}"), "data_offsets [0,4] outside the 0-byte data section"},
-      {"offsets reversed", file_bytes("{" + entry("a", "U8", "[0]", "[4,0]") + "}", std::string(4, '\0')),
+      {"offsets out of range", file_bytes("{" + f32 + "}"),
+       "data_offsets [0,4] outside the 0-byte data section"},
+      {"offsets reversed",
+       file_bytes("{" + entry("a", "U8", "[0]", "[4,0]") + "}", std::string(4, '\0')),
        "data_offsets [4,0]"},
-      {"offsets huge", file_bytes("{" + entry("a", "U8", "[1]", "[18446744073709551615,0]") + "}", "x"),
+      {"offsets huge",
+       file_bytes("{" + entry("a", "U8", "[1]", "[18446744073709551615,0]") + "}", "x"),
        "data_offsets"},
-      {"offsets negative", file_bytes("{" + entry("a", "U8", "[1]", "[-1,0]") + "}", "x"), "data_offsets [-1,0]"},
-      {"offsets of three", file_bytes("{" + entry("a", "U8", "[1]", "[0,1,1]") + "}", "x"), "data_offsets [0,1,1]"},
-      {"overlap", file_bytes("{" + f32 + "," + entry("b", "F32", "[1]", "[0,4]") + "}", std::string(4, '\0')),
+      {"offsets negative", file_bytes("{" + entry("a", "U8", "[1]", "[-1,0]") + "}", "x"),
+       "data_offsets [-1,0]"},
+      {"offsets of three", file_bytes("{" + entry("a", "U8", "[1]", "[0,1,1]") + "}", "x"),
+       "data_offsets [0,1,1]"},
+      {"overlap",
+       file_bytes("{" + f32 + "," + entry("b", "F32", "[1]", "[0,4]") + "}", std::string(4, '\0')),
        "overlaps another tensor"},
-      {"partial overlap", file_bytes("{" + entry("a", "U8", "[4]", "[0,4]") + "," + entry("b", "U8", "[4]", "[2,6]") + "}",
-                                     std::string(6, '\0')),
+      {"partial overlap",
+       file_bytes(
+           "{" + entry("a", "U8", "[4]", "[0,4]") + "," + entry("b", "U8", "[4]", "[2,6]") + "}",
+           std::string(6, '\0')),
        "starts at 2, expected 4"},
-      {"gap", file_bytes("{" + entry("a", "F32", "[1]", "[4,8]") + "}", std::string(8, '\0')), "a gap between tensors"},
-      {"trailing bytes", file_bytes("{" + f32 + "}", std::string(9, '\0')), "5 bytes after the last tensor"},
-      {"metadata not an object", file_bytes("{\"__metadata__\":[1]}"), "__metadata__ is not an object"},
-      {"metadata value not a string", file_bytes("{\"__metadata__\":{\"k\":1}}"), "__metadata__ value of \"k\""},
+      {"gap", file_bytes("{" + entry("a", "F32", "[1]", "[4,8]") + "}", std::string(8, '\0')),
+       "a gap between tensors"},
+      {"trailing bytes", file_bytes("{" + f32 + "}", std::string(9, '\0')),
+       "5 bytes after the last tensor"},
+      {"metadata not an object", file_bytes("{\"__metadata__\":[1]}"),
+       "__metadata__ is not an object"},
+      {"metadata value not a string", file_bytes("{\"__metadata__\":{\"k\":1}}"),
+       "__metadata__ value of \"k\""},
   };
 }
 
@@ -114,7 +148,8 @@ TEST(Safetensors, MalformedFilesGiveAValueErrorNamingTheFileAndTheProblem) {
     } catch (const Error& e) {
       std::string msg = e.what();
       EXPECT_EQ(e.kind(), ErrorKind::Value) << c.what;
-      EXPECT_EQ(msg.rfind("file.st: not a valid safetensors file: ", 0), 0u) << c.what << ": " << msg;
+      EXPECT_EQ(msg.rfind("file.st: not a valid safetensors file: ", 0), 0u)
+          << c.what << ": " << msg;
       EXPECT_NE(msg.find(c.message), std::string::npos) << c.what << ": " << msg;
     }
   }
@@ -122,9 +157,10 @@ TEST(Safetensors, MalformedFilesGiveAValueErrorNamingTheFileAndTheProblem) {
 
 TEST(Safetensors, ValidLayoutsParse) {
   // Spans in any header order, empty tensors anywhere, a 0-d tensor, metadata, padding spaces.
-  std::string header = "{" + entry("b", "U8", "[2]", "[2,4]") + "," + entry("a", "I8", "[2]", "[0,2]") + "," +
-                       entry("e", "F32", "[0,3]", "[4,4]") + "," + entry("z", "F64", "[0]", "[0,0]") + "," +
-                       entry("s", "F16", "[]", "[4,6]") + ",\"__metadata__\":{\"format\":\"pt\"}}   ";
+  std::string header =
+      "{" + entry("b", "U8", "[2]", "[2,4]") + "," + entry("a", "I8", "[2]", "[0,2]") + "," +
+      entry("e", "F32", "[0,3]", "[4,4]") + "," + entry("z", "F64", "[0]", "[0,0]") + "," +
+      entry("s", "F16", "[]", "[4,6]") + ",\"__metadata__\":{\"format\":\"pt\"}}   ";
   Header h = parse(file_bytes(header, "abcdef"), "ok.st");
   EXPECT_EQ(h.data_start, 8 + header.size());
   ASSERT_EQ(h.entries.size(), 5u);
@@ -145,7 +181,8 @@ TEST(Safetensors, ValidLayoutsParse) {
 }
 
 TEST(Safetensors, EncodedHeaderIsPaddedAndReadsBack) {
-  std::vector<Entry> es = {{"w", DType::BFloat16, {2, 3}, 0, 12}, {"caf\xc3\xa9", DType::Bool, {}, 12, 13}};
+  std::vector<Entry> es = {{"w", DType::BFloat16, {2, 3}, 0, 12},
+                           {"caf\xc3\xa9", DType::Bool, {}, 12, 13}};
   std::string head = safetensors::encode_header(es, {{"k", "v"}});
   EXPECT_EQ(head.size() % 8, 0u);
   Header h = parse(head + std::string(13, '\1'), "enc");
@@ -166,12 +203,14 @@ TEST(Safetensors, EncodedHeaderIsPaddedAndReadsBack) {
   };
   refuses({{"__metadata__", DType::UInt8, {}, 0, 1}}, "cannot be named \"__metadata__\"");
   refuses({{"", DType::UInt8, {}, 0, 1}}, "cannot be named \"\"");
-  refuses({{"a", DType::UInt8, {}, 0, 1}, {"a", DType::UInt8, {}, 1, 2}}, "two tensors named \"a\"");
+  refuses({{"a", DType::UInt8, {}, 0, 1}, {"a", DType::UInt8, {}, 1, 2}},
+          "two tensors named \"a\"");
   refuses({{"\xff", DType::UInt8, {}, 0, 1}}, "valid UTF-8");
 }
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("lt_safetensors_" + std::to_string(::getpid()) + "_" + name))
+  return (std::filesystem::temp_directory_path() /
+          ("lt_safetensors_" + std::to_string(::getpid()) + "_" + name))
       .string();
 }
 
@@ -221,7 +260,8 @@ TEST(Safetensors, SaveLoadRoundTripsEveryDtypeBitExactly) {
       if (e.name == "pending") continue;
       const auto& r = raw.at(e.name);
       ASSERT_EQ(e.end - e.begin, r.size()) << e.name;
-      EXPECT_EQ(std::memcmp(bytes.data() + h.data_start + e.begin, r.data(), r.size()), 0) << e.name;
+      EXPECT_EQ(std::memcmp(bytes.data() + h.data_start + e.begin, r.data(), r.size()), 0)
+          << e.name;
     }
 
     std::map<std::string, Tensor> back = load(path, d);
@@ -259,7 +299,8 @@ TEST(Safetensors, LoadNormalizesBoolsAndReportsBadFiles) {
     ADD_FAILURE() << "a truncated file loaded";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Value);
-    EXPECT_NE(std::string(e.what()).find("lt.load: " + path + ": not a valid safetensors file"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("lt.load: " + path + ": not a valid safetensors file"),
+              std::string::npos)
         << e.what();
   }
   std::remove(path.c_str());
@@ -274,14 +315,16 @@ TEST(Safetensors, LoadNormalizesBoolsAndReportsBadFiles) {
     save({{"a", ones({2})}}, "/nonexistent-dir/x.safetensors");
     ADD_FAILURE() << "saved into a missing directory";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("lt.save: cannot open /nonexistent-dir/x.safetensors"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("lt.save: cannot open /nonexistent-dir/x.safetensors"),
+              std::string::npos);
   }
 }
 
 // Every corpus file either parses (valid_*, which must) or is refused with lt::Error (bad_*, which
 // must); regression_* files are inputs that once crashed the reader: either outcome, no crash.
 TEST(Safetensors, FuzzCorpusAndRegressions) {
-  std::filesystem::path dir = std::filesystem::path(LT_SOURCE_DIR) / "tests/fuzz/corpus/safetensors";
+  std::filesystem::path dir =
+      std::filesystem::path(LT_SOURCE_DIR) / "tests/fuzz/corpus/safetensors";
   int files = 0;
   for (const auto& f : std::filesystem::directory_iterator(dir)) {
     std::string name = f.path().filename().string();
@@ -291,7 +334,8 @@ TEST(Safetensors, FuzzCorpusAndRegressions) {
       parse(bytes, name);
     } catch (const Error& e) {
       ok = false;
-      EXPECT_NE(std::string(e.what()).find("not a valid safetensors file"), std::string::npos) << name;
+      EXPECT_NE(std::string(e.what()).find("not a valid safetensors file"), std::string::npos)
+          << name;
     }
     if (name.rfind("valid_", 0) == 0) {
       EXPECT_TRUE(ok) << name;

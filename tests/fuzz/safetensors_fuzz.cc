@@ -45,7 +45,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(h2.entries.size() == h.entries.size() && h2.metadata == h.metadata);
   for (size_t i = 0; i < h.entries.size(); ++i) {
     const Entry &a = h.entries[i], &b = h2.entries[i];
-    check(a.name == b.name && a.dtype == b.dtype && a.shape == b.shape && a.begin == b.begin && a.end == b.end);
+    check(a.name == b.name && a.dtype == b.dtype && a.shape == b.shape && a.begin == b.begin &&
+          a.end == b.end);
   }
   return 0;
 }

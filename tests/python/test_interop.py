@@ -3,6 +3,8 @@ DLPack (Tensor.__dlpack__, __dlpack_device__, lt.from_dlpack) shares host memory
 is proven by writing through one side and reading through the other (and by data pointers where the
 peer gives a read-only view); lifetimes by dropping the producer and using the consumer."""
 import gc
+import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -117,6 +119,23 @@ def test_in_place_ops_give_the_tensor_new_memory():
     t.add_(1)
     assert t.tolist() == [1.0, 1.0, 1.0]
     np.testing.assert_array_equal(x, 0)
+
+
+def test_shared_memory_never_reaches_other_devices_or_copies(device):
+    # .to(another device) and copy_ copy (as in PyTorch), so writes through a NumPy view of cpu
+    # memory reach only the tensors that share it (detach(), as in PyTorch).
+    x = np.zeros(4, np.float32)
+    t = lt.from_numpy(x)
+    moved = t.to(device) if device != "cpu" else t.to("lazy:cpu")
+    dst = lt.ones(4)
+    dst.copy_(t)
+    view = t.detach()
+    back = moved.to("cpu")
+    x[0] = 5
+    back.numpy()[1] = 7
+    assert moved.tolist() == [0.0, 0.0, 0.0, 0.0]
+    assert dst.tolist() == [0.0, 0.0, 0.0, 0.0]
+    assert view.tolist()[0] == 5.0 and x[1] == 0
 
 
 # ---- DLPack ------------------------------------------------------------------------------------
@@ -263,3 +282,47 @@ def test_cuda_tensors_refuse_dlpack_export():
     assert t.__dlpack_device__() == (2, 0)
     with pytest.raises(BufferError, match="only host tensors"):
         t.__dlpack__()
+
+
+def test_memory_released_off_the_gil_reaches_python_later():
+    # The autograd graph holds the last reference to the array's memory (saved for mul's backward);
+    # backward frees it with the GIL released, so the array is released later on Python's main
+    # thread (queued, never taking the GIL there: no deadlock against a thread that holds it).
+    x = np.arange(8, dtype=np.float32)
+    alive = weakref.ref(x)
+    p = lt.ones(8, requires_grad=True)
+    loss = (p * lt.from_numpy(x)).sum()
+    del x
+    gc.collect()
+    assert alive() is not None
+    loss.backward()
+    assert p.grad.tolist() == [float(i) for i in range(8)]
+    del loss
+    for _ in range(1000):
+        if alive() is None:
+            break
+        sum(range(100))  # the interpreter runs pending calls between bytecodes
+    assert alive() is None
+
+
+def test_sharing_from_several_threads():
+    errors = []
+
+    def work(seed):
+        try:
+            r = np.random.default_rng(seed)
+            for _ in range(50):
+                x = r.standard_normal(64)
+                t = lt.from_numpy(x)
+                u = lt.from_dlpack(torch.from_dlpack(t))
+                np.testing.assert_array_equal((u * 2).numpy(), x * 2)
+                del t, u
+        except Exception as e:  # noqa: BLE001 (reported by the main thread)
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors

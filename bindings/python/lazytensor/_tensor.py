@@ -463,7 +463,10 @@ class _TensorMethods:
 
     def copy_(self, src):
         """Copies src's values (broadcast to this shape, moved to this device, cast to this dtype)."""
-        return self._set(src.to(self.device).to(self.dtype).expand(self.shape))
+        value = src.to(self.device).to(self.dtype).expand(self.shape)
+        if self.device.type == "cpu":  # own memory: cpu memory can be written through t.numpy()
+            value = value.clone()
+        return self._set(value)
 
     def masked_fill_(self, mask, value):
         return self._set(self.masked_fill(mask, value))

@@ -32,9 +32,9 @@ def save(obj, f, metadata=None):
                             "(nested state such as an optimizer's is not supported by safetensors)")
         items.append((name, t))
     meta = {str(k): str(v) for k, v in (metadata or {}).items()}
-    path = os.fspath(f)
-    open(path, "wb").close()  # the usual OSError (missing directory, permissions) before any work
-    _C._save_safetensors(items, path, meta)
+    # Names are checked before the file is opened, so a refused save leaves an existing file as it
+    # was; an unwritable path is a RuntimeError naming it (as torch.save's missing-directory error).
+    _C._save_safetensors(items, os.fspath(f), meta)
 
 
 def load(f, device="cpu"):

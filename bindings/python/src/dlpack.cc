@@ -24,15 +24,24 @@ namespace {
 
 std::optional<DLDataType> dl_dtype(DType t) {
   switch (t) {
-    case DType::Bool: return DLDataType{kDLBool, 8, 1};
-    case DType::UInt8: return DLDataType{kDLUInt, 8, 1};
-    case DType::Int8: return DLDataType{kDLInt, 8, 1};
-    case DType::Int32: return DLDataType{kDLInt, 32, 1};
-    case DType::Int64: return DLDataType{kDLInt, 64, 1};
-    case DType::Float16: return DLDataType{kDLFloat, 16, 1};
-    case DType::BFloat16: return DLDataType{kDLBfloat, 16, 1};
-    case DType::Float32: return DLDataType{kDLFloat, 32, 1};
-    case DType::Float64: return DLDataType{kDLFloat, 64, 1};
+    case DType::Bool:
+      return DLDataType{kDLBool, 8, 1};
+    case DType::UInt8:
+      return DLDataType{kDLUInt, 8, 1};
+    case DType::Int8:
+      return DLDataType{kDLInt, 8, 1};
+    case DType::Int32:
+      return DLDataType{kDLInt, 32, 1};
+    case DType::Int64:
+      return DLDataType{kDLInt, 64, 1};
+    case DType::Float16:
+      return DLDataType{kDLFloat, 16, 1};
+    case DType::BFloat16:
+      return DLDataType{kDLBfloat, 16, 1};
+    case DType::Float32:
+      return DLDataType{kDLFloat, 32, 1};
+    case DType::Float64:
+      return DLDataType{kDLFloat, 64, 1};
   }
   return std::nullopt;
 }
@@ -60,8 +69,9 @@ std::pair<int, int> dl_device(const Tensor& t) {
 // The tensor's materialized host storage (a sync point for pending lazy tensors, reason "numpy").
 std::shared_ptr<Storage> host_storage(const Tensor& t, const char* what) {
   if (!host_backend(t.device().backend_name()))
-    throw py::buffer_error(std::string(what) + ": only host tensors can be shared; this one is on " +
-                           t.device().str() + " (call .cpu() first)");
+    throw py::buffer_error(std::string(what) +
+                           ": only host tensors can be shared; this one is on " + t.device().str() +
+                           " (call .cpu() first)");
   if (t.is_pending()) {
     py::gil_scoped_release nogil;
     sync({t}, SyncReason::Numpy);
@@ -99,9 +109,11 @@ py::object to_dlpack(const Tensor& t, const py::object& stream) {
   std::optional<DLDataType> dt = dl_dtype(t.dtype());
   auto ctx = std::make_unique<ExportCtx>();
   ctx->storage = host_storage(t, "Tensor.__dlpack__");
-  if (auto* ext = dynamic_cast<const ExternalHostBuffer*>(ctx->storage->buffer.get()); ext && !ext->writable())
-    throw py::buffer_error("Tensor.__dlpack__: the tensor shares a read-only NumPy array's memory, and DLPack "
-                           "cannot mark data read-only (use .clone() first)");
+  if (auto* ext = dynamic_cast<const ExternalHostBuffer*>(ctx->storage->buffer.get());
+      ext && !ext->writable())
+    throw py::buffer_error(
+        "Tensor.__dlpack__: the tensor shares a read-only NumPy array's memory, and DLPack "
+        "cannot mark data read-only (use .clone() first)");
   ctx->shape.assign(t.shape().begin(), t.shape().end());
   ctx->strides.resize(ctx->shape.size());
   int64_t step = 1;
@@ -134,7 +146,8 @@ struct ManagedGuard {
 };
 
 // Copies a strided (or misaligned) producer element by element into row-major order.
-void gather(const char* base, const Shape& shape, const int64_t* strides, size_t item, unsigned char* out) {
+void gather(const char* base, const Shape& shape, const int64_t* strides, size_t item,
+            unsigned char* out) {
   const int64_t n = numel(shape);
   std::vector<int64_t> idx(shape.size(), 0);
   for (int64_t k = 0; k < n; ++k) {
@@ -156,40 +169,47 @@ Tensor from_dlpack(const py::object& obj) {
       int type = dev[0].cast<int>();
       if (type != kDLCPU && type != kDLCUDAHost)
         throw py::buffer_error("lt.from_dlpack: the producer's data is on DLPack device type " +
-                               std::to_string(type) + ", not host memory; only host (cpu) data can be shared");
+                               std::to_string(type) +
+                               ", not host memory; only host (cpu) data can be shared");
     }
     capsule = obj.attr("__dlpack__")();
   } else if (PyCapsule_CheckExact(obj.ptr())) {
     capsule = obj;
   } else {
-    throw py::type_error("lt.from_dlpack: expected an object with __dlpack__ or a DLPack capsule, got " +
-                         std::string(Py_TYPE(obj.ptr())->tp_name));
+    throw py::type_error(
+        "lt.from_dlpack: expected an object with __dlpack__ or a DLPack capsule, got " +
+        std::string(Py_TYPE(obj.ptr())->tp_name));
   }
   if (!PyCapsule_IsValid(capsule.ptr(), kDLTensorCapsule)) {
     const char* name = PyCapsule_GetName(capsule.ptr());
     PyErr_Clear();
     if (name && std::strcmp(name, kUsedDLTensorCapsule) == 0)
       throw py::value_error("lt.from_dlpack: this DLPack capsule was already consumed");
-    throw py::type_error(std::string("lt.from_dlpack: not a DLPack capsule (named '") + (name ? name : "") + "')");
+    throw py::type_error(std::string("lt.from_dlpack: not a DLPack capsule (named '") +
+                         (name ? name : "") + "')");
   }
   auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), kDLTensorCapsule));
   if (!m) throw py::error_already_set();
-  // Ours from here: renamed first, so neither the capsule's destructor nor a second import frees it.
+  // Ours from here: renamed first, so neither the capsule's destructor nor a second import frees
+  // it.
   if (PyCapsule_SetName(capsule.ptr(), kUsedDLTensorCapsule) != 0) throw py::error_already_set();
   ManagedGuard guard{m};
 
   const DLTensor& d = m->dl_tensor;
   if (d.device.device_type != kDLCPU && d.device.device_type != kDLCUDAHost)
-    throw py::buffer_error("lt.from_dlpack: DLPack device type " + std::to_string(d.device.device_type) +
+    throw py::buffer_error("lt.from_dlpack: DLPack device type " +
+                           std::to_string(d.device.device_type) +
                            " is not host memory; only host (cpu) data can be shared");
   std::optional<DType> t = from_dl_dtype(d.dtype);
   if (!t)
-    throw py::buffer_error("lt.from_dlpack: unsupported DLPack dtype (code " + std::to_string(d.dtype.code) +
-                           ", " + std::to_string(d.dtype.bits) + " bits, " + std::to_string(d.dtype.lanes) +
-                           " lanes); lazytensor has bool, uint8, int8, int32, int64, float16, bfloat16, "
-                           "float32 and float64");
+    throw py::buffer_error(
+        "lt.from_dlpack: unsupported DLPack dtype (code " + std::to_string(d.dtype.code) + ", " +
+        std::to_string(d.dtype.bits) + " bits, " + std::to_string(d.dtype.lanes) +
+        " lanes); lazytensor has bool, uint8, int8, int32, int64, float16, bfloat16, "
+        "float32 and float64");
   if (d.ndim < 0 || (d.ndim > 0 && !d.shape))
-    throw py::value_error("lt.from_dlpack: malformed DLTensor (ndim " + std::to_string(d.ndim) + ")");
+    throw py::value_error("lt.from_dlpack: malformed DLTensor (ndim " + std::to_string(d.ndim) +
+                          ")");
   Shape shape(d.shape, d.shape + d.ndim);
   int64_t count = 1;
   for (int64_t s : shape)
@@ -231,9 +251,11 @@ Tensor from_dlpack(const py::object& obj) {
 void init_dlpack(py::module_& m) {
   auto cls = py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));
   cls.def("__dlpack__", &to_dlpack, py::arg("stream") = py::none(),
-          "A DLPack capsule sharing this tensor's host memory (a pending lazy tensor is synced first).")
-      .def("__dlpack_device__", [](const Tensor& t) { return dl_device(t); },
-           "(DLPack device type, index): (1, 0) for host memory, (2, N) for cuda:N.")
+          "A DLPack capsule sharing this tensor's host memory (a pending lazy tensor is synced "
+          "first).")
+      .def(
+          "__dlpack_device__", [](const Tensor& t) { return dl_device(t); },
+          "(DLPack device type, index): (1, 0) for host memory, (2, N) for cuda:N.")
       .def(
           "data_ptr",
           [](const Tensor& t) -> uintptr_t {
@@ -245,9 +267,10 @@ void init_dlpack(py::module_& m) {
           },
           "Address of the first element (a sync point for pending lazy tensors). An in-place "
           "operation gives the tensor new memory, so the address can change.");
-  m.def("from_dlpack", &from_dlpack, py::arg("ext_tensor"),
-        "A cpu tensor sharing the host memory of a DLPack producer (an object with __dlpack__, or a "
-        "capsule); strided or misaligned data is copied, as lazytensor tensors are contiguous.");
+  m.def(
+      "from_dlpack", &from_dlpack, py::arg("ext_tensor"),
+      "A cpu tensor sharing the host memory of a DLPack producer (an object with __dlpack__, or a "
+      "capsule); strided or misaligned data is copied, as lazytensor tensors are contiguous.");
 }
 
 }  // namespace lt::python

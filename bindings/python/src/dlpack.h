@@ -62,7 +62,8 @@ struct DLManagedTensor {
 }  // extern "C"
 
 static_assert(sizeof(DLDevice) == 8 && sizeof(DLDataType) == 4, "DLPack ABI layout");
-static_assert(sizeof(DLTensor) == 48 && sizeof(DLManagedTensor) == 64, "DLPack ABI layout (64-bit)");
+static_assert(sizeof(DLTensor) == 48 && sizeof(DLManagedTensor) == 64,
+              "DLPack ABI layout (64-bit)");
 
 // The capsule names of the protocol: a fresh capsule, and one a consumer has taken ownership of.
 inline constexpr const char* kDLTensorCapsule = "dltensor";

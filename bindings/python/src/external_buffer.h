@@ -2,8 +2,6 @@
 // tensor's storage without a copy. The owner is kept alive by `release`, which runs once, when the
 // last tensor (or exported view) using the memory goes away.
 #pragma once
-#include <Python.h>
-
 #include <functional>
 #include <utility>
 
@@ -13,22 +11,16 @@ namespace lt::python {
 
 class ExternalHostBuffer : public Buffer {
  public:
-  // `release` may touch Python objects: it runs with the GIL held (taken here when the last
-  // reference drops on a thread without it), and is skipped once the interpreter is finalizing.
+  // `release` touches Python objects, so it runs with the GIL held: at once when the last
+  // reference drops on a thread holding the GIL, else queued for Python's main thread (taking the
+  // GIL here could deadlock against a thread that holds it and waits for the runtime's lock).
+  // Skipped once the interpreter is finalizing. `release` must capture no Python object by value.
   ExternalHostBuffer(void* data, size_t bytes, bool writable, std::function<void()> release)
       : writable_(writable), release_(std::move(release)) {
     data_ = data;
     bytes_ = bytes;
   }
-  ~ExternalHostBuffer() override {
-    if (!release_ || !Py_IsInitialized() || _Py_IsFinalizing()) return;
-    PyGILState_STATE g = PyGILState_Ensure();
-    PyObject *type, *value, *trace;  // an exception in flight survives the owner's finalizers
-    PyErr_Fetch(&type, &value, &trace);
-    release_();
-    PyErr_Restore(type, value, trace);
-    PyGILState_Release(g);
-  }
+  ~ExternalHostBuffer() override;
   ExternalHostBuffer(const ExternalHostBuffer&) = delete;
   ExternalHostBuffer& operator=(const ExternalHostBuffer&) = delete;
 

@@ -98,17 +98,19 @@ constexpr int kNpyWriteable = py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
 Tensor from_numpy_shared(const py::array& arr) {
   DType t = dtype_from_numpy(arr.dtype());  // TypeError for unsupported dtypes, as PyTorch
   char order = arr.dtype().attr("byteorder").cast<std::string>()[0];
-  bool native = order == '=' || order == '|' ||
-                (order == '<') == (py::module_::import("sys").attr("byteorder").cast<std::string>() == "little");
+  bool little = py::module_::import("sys").attr("byteorder").cast<std::string>() == "little";
+  bool native = order == '=' || order == '|' || (order == '<') == little;
   size_t bytes = static_cast<size_t>(arr.nbytes());
-  if (!native || !(arr.flags() & py::array::c_style) || !(arr.flags() & kNpyAligned) || bytes == 0)
+  int flags = arr.flags();
+  if (!native || !(flags & py::array::c_style) || !(flags & kNpyAligned) || bytes == 0)
     return from_numpy(arr, kCPU);
   Shape shape(arr.shape(), arr.shape() + arr.ndim());
   PyObject* owner = arr.inc_ref().ptr();  // dropped by the buffer's release, under the GIL
   auto s = std::make_shared<Storage>();
   s->backend = "cpu";
   s->buffer = std::make_shared<ExternalHostBuffer>(const_cast<void*>(arr.data()), bytes,
-                                                   (arr.flags() & kNpyWriteable) != 0, [owner] { Py_DECREF(owner); });
+                                                   (flags & kNpyWriteable) != 0,
+                                                   [owner] { Py_DECREF(owner); });
   return Tensor(make_data_tensor(std::move(s), t, std::move(shape), kCPU));
 }
 
@@ -117,8 +119,8 @@ Tensor from_numpy_shared(const py::array& arr) {
 // devices (a lazy tensor's memory belongs to the runtime's graphs) and for bfloat16 (TypeError).
 py::array numpy_view(const Tensor& t) {
   const std::shared_ptr<Storage>& s = t.impl()->storage;
-  if (t.device().type != Device::Type::CPU || t.dtype() == DType::BFloat16 || t.is_pending() || !s ||
-      !s->buffer->on_host() || t.numel() == 0)
+  if (t.device().type != Device::Type::CPU || t.dtype() == DType::BFloat16 || t.is_pending() ||
+      !s || !s->buffer->on_host() || t.numel() == 0)
     return to_numpy(t, SyncReason::Numpy, false);
   auto* keep = new std::shared_ptr<Storage>(s);
   py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<Storage>*>(p); });

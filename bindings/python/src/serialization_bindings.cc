@@ -8,7 +8,8 @@ namespace lt::python {
 void init_serialization(py::module_& m) {
   m.def("_save_safetensors", &safetensors::write_file, py::arg("tensors"), py::arg("path"),
         py::arg("metadata"), py::call_guard<PinSource, py::gil_scoped_release>(),
-        "Writes [(name, Tensor)] and string metadata to `path` as safetensors (syncs pending tensors).");
+        "Writes [(name, Tensor)] and string metadata to `path` as safetensors (syncs pending "
+        "tensors).");
   m.def(
       "_load_safetensors",
       [](const std::string& path, const Device& device) {
