@@ -47,23 +47,37 @@ test-asan: deps
 	  ctest --output-on-failure -j $(JOBS)
 	@echo "sanitizer reports: 0 (ASan+UBSan, every C++ test passed with -fno-sanitize-recover)"
 
-# libFuzzer (clang-14) on the trace-file loader, seeded from tests/fuzz/corpus; a crash fails the run.
+# libFuzzer (clang-14) on the two file readers, each seeded from tests/fuzz/corpus/<name> and run for
+# FUZZ_SECONDS: the trace-file loader (ir/) and the safetensors reader (runtime/safetensors.cc, which
+# needs only ir/). A crash fails the run; its input becomes a corpus file and a ctest case.
 FUZZ_DIR := $(BUILD)/fuzz
-$(FUZZ_DIR)/trace_loader_fuzz: tests/fuzz/trace_loader_fuzz.cc $(wildcard ir/*.cc ir/*.h ir/*.def) | deps
+FUZZ_CXX := clang++-14 -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I.
+IR_SRC := $(wildcard ir/*.cc ir/*.h ir/*.def)
+$(FUZZ_DIR)/trace_loader_fuzz: tests/fuzz/trace_loader_fuzz.cc $(IR_SRC) | deps
 	@mkdir -p $(FUZZ_DIR)
-	clang++-14 -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	  -I. ir/*.cc tests/fuzz/trace_loader_fuzz.cc -o $@
+	$(FUZZ_CXX) ir/*.cc tests/fuzz/trace_loader_fuzz.cc -o $@
+$(FUZZ_DIR)/safetensors_fuzz: tests/fuzz/safetensors_fuzz.cc runtime/safetensors.cc runtime/safetensors.h $(IR_SRC) | deps
+	@mkdir -p $(FUZZ_DIR)
+	$(FUZZ_CXX) ir/*.cc runtime/safetensors.cc tests/fuzz/safetensors_fuzz.cc -o $@
 
-test-fuzz: $(FUZZ_DIR)/trace_loader_fuzz
-	@rm -rf $(FUZZ_DIR)/trace-corpus && mkdir -p $(FUZZ_DIR)/trace-corpus
-	cp tests/fuzz/corpus/trace/* $(FUZZ_DIR)/trace-corpus/
-	@cd $(FUZZ_DIR) && if ./trace_loader_fuzz -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
-	    -print_final_stats=1 trace-corpus > trace_fuzz.log 2>&1; then \
-	  grep -E "stat::number_of_executed_units|^Done" trace_fuzz.log; echo "fuzz crashes: 0"; \
+# $(call run_fuzzer,<binary>,<corpus name>): fuzzes a copy of the corpus; prints the executions.
+define run_fuzzer
+	@rm -rf $(FUZZ_DIR)/$(2)-corpus && mkdir -p $(FUZZ_DIR)/$(2)-corpus
+	cp tests/fuzz/corpus/$(2)/* $(FUZZ_DIR)/$(2)-corpus/
+	@cd $(FUZZ_DIR) && if ./$(1) -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	    -print_final_stats=1 -artifact_prefix=$(2)- $(2)-corpus > $(2)_fuzz.log 2>&1; then \
+	  grep -E "stat::number_of_executed_units|^Done" $(2)_fuzz.log; \
+	  echo "fuzz $(2): $$(grep -oE 'stat::number_of_executed_units: *[0-9]+' $(2)_fuzz.log | grep -oE '[0-9]+$$') executions, 0 crashes"; \
 	else \
-	  grep -A40 -E "ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error" trace_fuzz.log | head -60; \
-	  echo "fuzz: a crash; the input is $(FUZZ_DIR)/crash-*: add it to tests/fuzz/corpus/trace as a regression"; exit 1; \
+	  grep -A40 -E "ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|deadly signal" $(2)_fuzz.log | head -60; \
+	  echo "fuzz $(2): a crash; the input is $(FUZZ_DIR)/$(2)-crash-*: add it to tests/fuzz/corpus/$(2) as a regression"; exit 1; \
 	fi
+endef
+
+test-fuzz: $(FUZZ_DIR)/trace_loader_fuzz $(FUZZ_DIR)/safetensors_fuzz
+	$(call run_fuzzer,trace_loader_fuzz,trace)
+	$(call run_fuzzer,safetensors_fuzz,safetensors)
+	@echo "fuzz crashes: 0"
 
 test: test-cpp test-python test-asan test-fuzz
 

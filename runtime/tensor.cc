@@ -79,8 +79,9 @@ Tensor Tensor::to(const Device& d) const {
   const Storage& s = *impl_->storage;
   std::string target = d.backend_name();
   bool host_src = s.buffer->on_host(), host_dst = target == "cpu" || target == "reference";
-  if (host_src && host_dst)  // storage is immutable once written: share it
-    return transfer.done(Tensor(make_data_tensor(impl_->storage, dtype(), shape(), d)));
+  // Host to host: one copy, no staging. Not shared: cpu memory can be written through NumPy views
+  // (Tensor.numpy(), lt.from_numpy) and DLPack, which must not reach another device's tensor.
+  if (host_src && host_dst) return transfer.done(from_host(s.buffer->data(), dtype(), shape(), d));
   std::vector<unsigned char> tmp(static_cast<size_t>(numel()) * dtype_size(dtype()));
   copy_to_host(tmp.data());
   return transfer.done(from_host(tmp.data(), dtype(), shape(), d));

@@ -9,6 +9,7 @@
 #include "runtime/nn.h"
 #include "runtime/optim.h"
 #include "runtime/ops.h"
+#include "runtime/safetensors.h"
 #include "runtime/sync.h"
 #include "runtime/tensor.h"
 #include "runtime/windows.h"

@@ -93,13 +93,76 @@ MALFORMED = {
     "gap": lambda p: _write(p, {"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, b"\0" * 8),
     "trailing bytes": lambda p: _write(p, {"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 9),
     "bad metadata": lambda p: _write(p, {"__metadata__": [1]}),
+    "metadata value not a string": lambda p: _write(p, {"__metadata__": {"k": 1}}),
+    "duplicate tensor name": lambda p: _write(
+        p, b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}',
+        b"x"),
+    "duplicate field": lambda p: _write(p, b'{"a":{"dtype":"U8","dtype":"I8","shape":[1],"data_offsets":[0,1]}}', b"x"),
+    "float dim": lambda p: _write(p, {"a": {"dtype": "F32", "shape": [1.0], "data_offsets": [0, 4]}}, b"\0" * 4),
+    "bool dim": lambda p: _write(p, {"a": {"dtype": "U8", "shape": [True], "data_offsets": [0, 1]}}, b"\0"),
+    "element count overflows": lambda p: _write(
+        p, {"a": {"dtype": "U8", "shape": [2**32, 2**32, 0], "data_offsets": [0, 0]}}),
+    "byte count overflows": lambda p: _write(p, {"a": {"dtype": "F64", "shape": [2**61], "data_offsets": [0, 0]}}),
+    "dim past int64": lambda p: _write(p, {"a": {"dtype": "U8", "shape": [2**63], "data_offsets": [0, 0]}}),
+    "offsets past u64": lambda p: _write(p, {"a": {"dtype": "U8", "shape": [1], "data_offsets": [2**64, 0]}}, b"x"),
+    "negative offset": lambda p: _write(p, {"a": {"dtype": "U8", "shape": [1], "data_offsets": [-1, 0]}}, b"x"),
+    "partial overlap": lambda p: _write(p, {"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},
+                                            "b": {"dtype": "U8", "shape": [4], "data_offsets": [2, 6]}}, b"\0" * 6),
+    "empty name": lambda p: _write(p, {"": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}, b"x"),
+    "length of 2**64-1": lambda p: _write(p, {}, n=2**64 - 1),
 }
 
 
 @pytest.mark.parametrize("case", list(MALFORMED))
 def test_malformed_files_are_a_clear_value_error(tmp_path, case):
     path = MALFORMED[case](tmp_path / "bad.safetensors")
-    with pytest.raises(ValueError, match="not a valid safetensors file"):
+    with pytest.raises(ValueError, match="not a valid safetensors file") as e:
         lt.load(path)
+    assert path in str(e.value)  # the message names the file (and is readable text)
     # The session keeps working.
     assert (lt.ones(3, device="lazy") * 2).sum().item() == 6
+
+
+def test_errors_name_the_entry_and_the_problem(tmp_path):
+    path = _write(tmp_path / "x.safetensors", {"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}}, b"\0" * 4)
+    with pytest.raises(ValueError, match=r"entry \"w\": shape \[2\] of F32 needs 8 bytes, data_offsets give 4"):
+        lt.load(path)
+    path = _write(tmp_path / "y.safetensors", {"w": {"dtype": "C64", "shape": [1], "data_offsets": [0, 8]}}, b"\0" * 8)
+    with pytest.raises(ValueError, match=r"entry \"w\" has unsupported dtype \"C64\""):
+        lt.load(path)
+
+
+def test_files_of_other_writers_load(tmp_path):
+    # Unpadded header, tensors listed out of data order, empty tensors sharing an offset, bool bytes
+    # other than 0/1 (read as true), a path object.
+    body = struct.pack("<2d", 1.5, -2.0) + b"\x00\x02\x01"
+    path = tmp_path / "other.safetensors"
+    _write(path, {"flags": {"dtype": "BOOL", "shape": [3], "data_offsets": [16, 19]},
+                  "e": {"dtype": "F32", "shape": [0, 2], "data_offsets": [16, 16]},
+                  "x": {"dtype": "F64", "shape": [2, 1], "data_offsets": [0, 16]}}, body)
+    back = lt.load(path)
+    assert list(back) == ["flags", "e", "x"]  # the file's order
+    assert back["flags"].tolist() == [False, True, True]
+    assert back["x"].tolist() == [[1.5], [-2.0]] and back["x"].dtype == lt.float64
+    assert tuple(back["e"].shape) == (0, 2)
+
+
+def test_save_keeps_dict_order_and_syncs_pending_tensors(tmp_path, device):
+    ts = {"z": lt.ones(2, device=device) * 3, "a": lt.arange(3, device=device)}
+    path = tmp_path / "order.safetensors"
+    lt.save(ts, path)
+    raw, meta, n = _parse(path)
+    assert list(raw) == ["z", "a"] and meta is None and n % 8 == 0
+    assert np.frombuffer(raw["z"][2], "<f4").tolist() == [3.0, 3.0]
+    assert list(lt.load(path, device=device)) == ["z", "a"]
+
+
+def test_io_errors_keep_their_python_types(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        lt.load(tmp_path / "missing.safetensors")
+    with pytest.raises(IsADirectoryError):
+        lt.load(tmp_path)
+    with pytest.raises(RuntimeError, match="cannot open"):
+        lt.save({"a": lt.ones(1)}, tmp_path / "no" / "such" / "dir.safetensors")
+    with pytest.raises(ValueError, match="__metadata__"):
+        lt.save({"__metadata__": lt.ones(1)}, tmp_path / "m.safetensors")

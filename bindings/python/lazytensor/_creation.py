@@ -1,7 +1,7 @@
 """Tensor creation with PyTorch's signatures and dtype inference.
 
 `tensor(data)` infers like torch.tensor: Python floats -> float32, ints -> int64, bools -> bool,
-NumPy arrays keep their dtype. Data is always copied (from_numpy too: the runtime owns its memory).
+NumPy arrays keep their dtype. Data is copied, except by from_numpy (shares memory, as in PyTorch).
 Random numbers come from one counter-based generator: the same seed gives the same numbers on
 every device.
 """
@@ -88,10 +88,13 @@ def as_tensor(data, dtype=None, device=None):
 
 
 def from_numpy(ndarray):
-    """A cpu tensor with a copy of `ndarray` (PyTorch shares the memory; here the data is copied)."""
+    """A cpu tensor sharing `ndarray`'s memory, as torch.from_numpy: a write through either is seen by
+    the other. Arrays that are not C-contiguous, aligned and in native byte order are copied
+    (lazytensor tensors are contiguous). In-place tensor ops give the tensor new memory, so they are
+    not seen by the array (writes through the array or t.numpy() are)."""
     if not isinstance(ndarray, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
-    return _C.from_numpy(ndarray, _C.device("cpu"))
+    return _C.from_numpy_shared(ndarray)
 
 
 def _float_dtype(dtype):

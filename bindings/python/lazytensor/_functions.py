@@ -1,7 +1,7 @@
 """Module-level functions mirroring Tensor methods (`lt.exp(x)` is `x.exp()`), as in PyTorch."""
 from . import _C
 from ._indexing import exact
-from ._utils import is_number, not_implemented
+from ._utils import is_number
 
 Tensor = _C.Tensor
 
@@ -114,7 +114,7 @@ def vstack(tensors):
     return cat(ts, 0)
 
 
-from_dlpack = not_implemented("from_dlpack")
+from_dlpack = _C.from_dlpack  # bindings/python/src/dlpack.cc
 
 __all__ = _MIRRORED + ["where", "maximum", "minimum", "is_tensor", "cat", "concat", "concatenate",
                        "stack", "hstack", "vstack", "from_dlpack"]

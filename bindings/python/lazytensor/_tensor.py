@@ -13,7 +13,7 @@ import operator
 import numpy as np
 
 from . import _C, _indexing, return_types
-from ._utils import (as_device, as_dtype, dims_arg, is_number, normalize_dim, not_implemented,
+from ._utils import (as_device, as_dtype, dims_arg, is_number, normalize_dim,
                      size_args)
 
 Tensor = _C.Tensor
@@ -463,7 +463,10 @@ class _TensorMethods:
 
     def copy_(self, src):
         """Copies src's values (broadcast to this shape, moved to this device, cast to this dtype)."""
-        return self._set(src.to(self.device).to(self.dtype).expand(self.shape))
+        value = src.to(self.device).to(self.dtype).expand(self.shape)
+        if self.device.type == "cpu":  # own memory: cpu memory can be written through t.numpy()
+            value = value.clone()
+        return self._set(value)
 
     def masked_fill_(self, mask, value):
         return self._set(self.masked_fill(mask, value))
@@ -558,8 +561,9 @@ class _TensorMethods:
     # ---- host reads (sync points) ------------------------------------------------------------
 
     def numpy(self, *, force=False):
-        """A NumPy array holding a copy of the values (a sync point, reason "numpy")."""
-        return self._numpy(_R.numpy, False)
+        """The values as a NumPy array: on cpu an array over the tensor's own memory (as in PyTorch,
+        writes through it are seen by the tensor); elsewhere a copy (a sync point, reason "numpy")."""
+        return self._numpy_view()
 
     def __array__(self, dtype=None, copy=None):
         a = self._numpy(_R.numpy, False)  # always a fresh array
@@ -756,10 +760,6 @@ class _TensorMethods:
     def triu(self, diagonal=0):
         k = operator.index(diagonal)
         return _indexing.exact(lambda a: _C.triu(a, k), self.dtype, self)
-
-    # ---- what the runtime cannot do yet ------------------------------------------------------
-
-    __dlpack__ = not_implemented("__dlpack__")
 
 
 def _index_arg(index, self, op):

@@ -52,6 +52,8 @@ void init_autograd(py::module_& m);
 void init_debug(py::module_& m);
 void init_source_locations(py::module_& m);
 void init_capture(py::module_& m);
+void init_serialization(py::module_& m);  // serialization_bindings.cc
+void init_dlpack(py::module_& m);         // dlpack.cc (after init_tensor: adds Tensor methods)
 
 }  // namespace lt::python
 

@@ -146,4 +146,6 @@ PYBIND11_MODULE(_C, m) {
   init_debug(m);
   init_source_locations(m);
   init_capture(m);
+  init_serialization(m);
+  init_dlpack(m);
 }

@@ -4,7 +4,9 @@
 #include <vector>
 
 #include "bindings.h"
+#include "external_buffer.h"
 #include "ir/half.h"
+#include "runtime/tensor_impl.h"
 
 namespace lt::python {
 namespace {
@@ -86,6 +88,49 @@ Tensor from_numpy(const py::array& arr, const Device& device) {
   return from_host(a.data(), t, std::move(shape), device);
 }
 
+constexpr int kNpyAligned = py::detail::npy_api::NPY_ARRAY_ALIGNED_;
+constexpr int kNpyWriteable = py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+
+// lt.from_numpy: a cpu tensor over the array's own memory (torch.from_numpy's semantics: a write
+// through either is seen by the other) when the array is C-contiguous, element-aligned, in native
+// byte order and of a supported dtype; otherwise a copy as from_numpy makes. The array stays alive
+// while any tensor (or view handed out again) uses its memory; a read-only array stays read-only.
+Tensor from_numpy_shared(const py::array& arr) {
+  DType t = dtype_from_numpy(arr.dtype());  // TypeError for unsupported dtypes, as PyTorch
+  char order = arr.dtype().attr("byteorder").cast<std::string>()[0];
+  bool little = py::module_::import("sys").attr("byteorder").cast<std::string>() == "little";
+  bool native = order == '=' || order == '|' || (order == '<') == little;
+  size_t bytes = static_cast<size_t>(arr.nbytes());
+  int flags = arr.flags();
+  if (!native || !(flags & py::array::c_style) || !(flags & kNpyAligned) || bytes == 0)
+    return from_numpy(arr, kCPU);
+  Shape shape(arr.shape(), arr.shape() + arr.ndim());
+  PyObject* owner = arr.inc_ref().ptr();  // dropped by the buffer's release, under the GIL
+  auto s = std::make_shared<Storage>();
+  s->backend = "cpu";
+  s->buffer = std::make_shared<ExternalHostBuffer>(const_cast<void*>(arr.data()), bytes,
+                                                   (flags & kNpyWriteable) != 0,
+                                                   [owner] { Py_DECREF(owner); });
+  return Tensor(make_data_tensor(std::move(s), t, std::move(shape), kCPU));
+}
+
+// Tensor.numpy(): for a cpu tensor, an array over the tensor's memory (writes are seen by the
+// tensor and every tensor sharing that storage), keeping the storage alive; a copy for other
+// devices (a lazy tensor's memory belongs to the runtime's graphs) and for bfloat16 (TypeError).
+py::array numpy_view(const Tensor& t) {
+  const std::shared_ptr<Storage>& s = t.impl()->storage;
+  if (t.device().type != Device::Type::CPU || t.dtype() == DType::BFloat16 || t.is_pending() ||
+      !s || !s->buffer->on_host() || t.numel() == 0)
+    return to_numpy(t, SyncReason::Numpy, false);
+  auto* keep = new std::shared_ptr<Storage>(s);
+  py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<Storage>*>(p); });
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+  py::array out(numpy_dtype(t.dtype()), shape, s->buffer->data(), base);
+  auto* ext = dynamic_cast<const ExternalHostBuffer*>(s->buffer.get());
+  if (ext && !ext->writable()) out.attr("setflags")(py::arg("write") = false);
+  return out;
+}
+
 }  // namespace
 
 DType dtype_from_numpy(const py::dtype& dt) {
@@ -123,10 +168,14 @@ void init_numpy(py::module_& m, py::class_<Tensor>& cls) {
   m.def("from_numpy", &from_numpy, py::arg("array"), py::arg("device"),
         "A tensor on `device` holding a copy of a NumPy array (bool, uint8, int8, int32, int64, float16, "
         "float32, float64).");
+  m.def("from_numpy_shared", &from_numpy_shared, py::arg("array"),
+        "A cpu tensor sharing the array's memory when it is C-contiguous, aligned and in native byte "
+        "order (else a copy).");
   m.def("numpy_dtype", &numpy_dtype, py::arg("dtype"));
   m.def("dtype_from_numpy", [](const py::object& dt) { return dtype_from_numpy(py::dtype::from_args(dt)); },
         py::arg("numpy_dtype"));
   cls.def("_numpy", &to_numpy, py::arg("reason") = SyncReason::Numpy, py::arg("upcast_bfloat16") = false)
+      .def("_numpy_view", &numpy_view, "numpy(): shares a cpu tensor's memory, copies otherwise")
       .def("_item", &item, py::arg("reason") = SyncReason::Item)
       .def("_tolist", [](const Tensor& t) {
         std::vector<unsigned char> raw = host_bytes(t, SyncReason::ToList);
