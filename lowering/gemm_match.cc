@@ -139,6 +139,12 @@ std::optional<GemmMatch> match_gemm(const PrimGraph& g, int reduce, const std::v
     }
     ext.push_back(full[d]), ta.push_back(sa[d]), tb.push_back(sb[d]);
   }
+  // A batch that B does not vary over, with A's rows stacked across it (x @ W for x [B, T, K]):
+  // one GEMM with M * batch rows instead of a strided batch of small ones.
+  while (!ext.empty() && tb.front() == 0 && gm.a_cs == 1 && gm.a_rs > 0 && ta.front() == gm.M * gm.a_rs) {
+    gm.M *= ext.front();
+    ext.erase(ext.begin()), ta.erase(ta.begin()), tb.erase(tb.begin());
+  }
   gm.batch.assign(ext.rbegin(), ext.rend());
   gm.a_batch_stride.assign(ta.rbegin(), ta.rend());
   gm.b_batch_stride.assign(tb.rbegin(), tb.rend());

@@ -47,7 +47,15 @@ Grads matmul_vjp(const VjpCtx& c, const Tensor& g) {
   Shape out2 = infer(Op::Matmul, {a2.node(), b2.node()}, Attrs{}).shape;
   Tensor g2 = g.reshape(to_vec(out2));
   Tensor ga = unbroadcast(matmul(g2, b2.transpose(-1, -2)), a2.shape()).reshape(to_vec(a.shape()));
-  Tensor gb = unbroadcast(matmul(a2.transpose(-1, -2), g2), b2.shape()).reshape(to_vec(b.shape()));
+  Tensor gb;
+  if (b2.dim() == 2 && a2.dim() > 2) {
+    // A weight shared by every row of a batched input (x [.., T, K] @ W [K, N]): its gradient is
+    // one GEMM over all rows, x^T [K, rows] @ g [rows, N], not a batch of products summed after.
+    const int64_t k = a2.size(-1);
+    gb = matmul(a2.reshape({-1, k}).transpose(0, 1), g2.reshape({-1, g2.size(-1)})).reshape(to_vec(b.shape()));
+  } else {
+    gb = unbroadcast(matmul(a2.transpose(-1, -2), g2), b2.shape()).reshape(to_vec(b.shape()));
+  }
   return {ga, gb};
 }
 

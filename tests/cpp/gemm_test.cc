@@ -70,12 +70,17 @@ TEST(GemmLowering, BatchesCollapseAndBroadcastWithZeroStride) {
   EXPECT_EQ(p.gemms[0].batch, (std::vector<int64_t>{4}));
   EXPECT_EQ(p.gemms[0].a_batch_stride, (std::vector<int64_t>{30}));
   EXPECT_EQ(p.gemms[0].b_batch_stride, (std::vector<int64_t>{15}));
-  // [3, 5] batch against one matrix: one batch of 15 with B's stride 0.
+  // [3, 5] batch against one matrix: A's rows stack, so one GEMM of 3*5*6 rows, no batch.
   Plan q = plan_of({mm(param({3, 5, 6, 4}), param({4, 2}))});
   ASSERT_EQ(q.gemms.size(), 1u) << q.grouping;
   EXPECT_TRUE(q.kernels.empty());
-  EXPECT_EQ(q.gemms[0].batch, (std::vector<int64_t>{15}));
-  EXPECT_EQ(q.gemms[0].b_batch_stride, (std::vector<int64_t>{0}));
+  EXPECT_TRUE(q.gemms[0].batch.empty());
+  EXPECT_EQ(q.gemms[0].M, 90);
+  // A transposed in each batch (x.mT @ W): rows do not stack; a batch of 15 with B's stride 0.
+  Plan t = plan_of({mm(tr(param({3, 5, 4, 6}), {0, 1, 3, 2}), param({4, 2}))});
+  ASSERT_EQ(t.gemms.size(), 1u) << t.grouping;
+  EXPECT_EQ(t.gemms[0].batch, (std::vector<int64_t>{15}));
+  EXPECT_EQ(t.gemms[0].b_batch_stride, (std::vector<int64_t>{0}));
   // [3, 5] against [5]: the dims do not merge (B repeats along the outer one).
   Plan r = plan_of({mm(param({3, 5, 6, 4}), param({5, 4, 2}))});
   ASSERT_EQ(r.gemms.size(), 1u) << r.grouping;
