@@ -290,6 +290,15 @@ struct Decoder {
 
 }  // namespace
 
+std::string kernel_code_key(const loop::Kernel& k) {
+  loop::Kernel anon = k;
+  anon.name.clear();
+  for (size_t i = 0; i < anon.args.size(); ++i) anon.args[i].buffer = static_cast<int>(i);
+  ByteWriter w;
+  put_kernel(w, anon);
+  return w.take();
+}
+
 std::string serialize_plan(const Plan& plan) {
   ByteWriter w;
   w.u32(kPlanFormat);

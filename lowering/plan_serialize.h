@@ -13,6 +13,10 @@
 namespace lt {
 
 // Little-endian fixed-width integers and length-prefixed strings appended to a string.
+// The bytes of a kernel's loop IR without its name and buffer ids: kernels with equal keys compile
+// to the same code (a stack of identical layers repeats its kernels), so backends compile one.
+std::string kernel_code_key(const loop::Kernel& k);
+
 class ByteWriter {
  public:
   void u8(uint8_t v) { out_.push_back(static_cast<char>(v)); }

@@ -1,10 +1,12 @@
 #include "backends/cpu/cpu_executable.h"
 
+#include <llvm/IR/GlobalAlias.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 
 #include "backends/cpu/codegen.h"
 #include "backends/cpu/kernel_prep.h"
@@ -92,9 +94,17 @@ CpuExecutable::CpuExecutable(const Plan& plan) : buffers_(plan.buffers), memory_
   auto ctx = std::make_unique<llvm::LLVMContext>();
   auto module = std::make_unique<llvm::Module>("lazytensor_plan", *ctx);
   std::vector<std::string> names;
+  std::map<std::string, llvm::Function*> by_code;  // identical kernels: one function, aliases
   for (size_t i = 0; i < merged.size(); ++i) {
-    emit_kernel(*module, merged[i], kernels_[i].name);
-    names.push_back(kernels_[i].name);
+    const std::string& name = kernels_[i].name;
+    auto [it, fresh] = by_code.emplace(kernel_code_key(merged[i]), nullptr);
+    if (fresh) {
+      emit_kernel(*module, merged[i], name);
+      it->second = module->getFunction(name);
+    } else {
+      llvm::GlobalAlias::create(it->second->getLinkage(), name, it->second);
+    }
+    names.push_back(name);
   }
   bind(jit_compile(*module, names, &sources_, &timings_, &object_));
 }
