@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "backends/cuda/cublas_gemm.h"
 #include "backends/cuda/cuda_codegen.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "lowering/memory_plan.h"
+#include "lowering/plan_serialize.h"
 #include "ir/error.h"
 
 namespace lt {
@@ -53,9 +55,18 @@ class CudaExecutable : public Executable {
     for (const PlanStep& st : steps_)
       if (st.index < 0 || st.index >= static_cast<int>(st.kind == PlanStep::Kind::Gemm ? gemms_.size() : kernels_.size()))
         fail(ErrorKind::Runtime, "internal: plan step names step ", st.index, " that does not exist");
-    CudaModuleSource gen = generate_cuda(plan.kernels);
+    // Identical kernels (repeated layers) are generated and compiled once and launched by each.
+    std::vector<loop::Kernel> distinct;
+    std::vector<size_t> code_of;
+    std::map<std::string, size_t> by_code;
+    for (const loop::Kernel& k : plan.kernels) {
+      auto [it, fresh] = by_code.emplace(kernel_code_key(k), distinct.size());
+      if (fresh) distinct.push_back(k);
+      code_of.push_back(it->second);
+    }
+    CudaModuleSource gen = generate_cuda(distinct);
     source_ = std::move(gen.source);
-    launches_ = std::move(gen.kernels);
+    for (size_t c : code_of) launches_.push_back(gen.kernels.at(c));
     if (kernels_.empty()) return;
     std::vector<char> image;
     if (cubin) {
