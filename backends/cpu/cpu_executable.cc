@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <map>
+#include <thread>
 
 #include "backends/cpu/codegen.h"
 #include "backends/cpu/kernel_prep.h"
@@ -91,26 +93,63 @@ CpuExecutable::CpuExecutable(const Plan& plan) : buffers_(plan.buffers), memory_
   prepare_gemms(plan);
   if (plan.kernels.empty()) return;
   std::vector<loop::Kernel> merged = prepare(plan);
-  auto ctx = std::make_unique<llvm::LLVMContext>();
-  auto module = std::make_unique<llvm::Module>("lazytensor_plan", *ctx);
-  std::vector<std::string> names;
-  std::map<std::string, llvm::Function*> by_code;  // identical kernels: one function, aliases
+  // Identical kernels (repeated layers) get one function and aliases. The distinct ones are
+  // split into groups compiled on separate threads, each in its own LLVMContext (LLVM's O3 and
+  // instruction selection are most of a cold compile), then linked into one JITDylib.
+  std::map<std::string, size_t> by_code;
+  std::vector<size_t> first_of;  // distinct code -> its first kernel
+  std::vector<size_t> code_of(merged.size());
   for (size_t i = 0; i < merged.size(); ++i) {
-    const std::string& name = kernels_[i].name;
-    auto [it, fresh] = by_code.emplace(kernel_code_key(merged[i]), nullptr);
-    if (fresh) {
-      emit_kernel(*module, merged[i], name);
-      it->second = module->getFunction(name);
-    } else {
-      llvm::GlobalAlias::create(it->second->getLinkage(), name, it->second);
-    }
-    names.push_back(name);
+    auto [it, fresh] = by_code.emplace(kernel_code_key(merged[i]), first_of.size());
+    if (fresh) first_of.push_back(i);
+    code_of[i] = it->second;
   }
-  bind(jit_compile(*module, names, &sources_, &timings_, &object_));
+  const size_t hw = std::max(1u, std::thread::hardware_concurrency());
+  const size_t groups = std::clamp<size_t>(first_of.size() / kKernelsPerCompileThread, 1, hw);
+  std::vector<std::vector<size_t>> members(groups);  // kernels of each group, code order kept
+  for (size_t i = 0; i < merged.size(); ++i) members[code_of[i] % groups].push_back(i);
+  std::vector<std::string> objects(groups);
+  std::vector<std::vector<std::string>> group_sources(groups);
+  std::vector<JitTimings> group_timings(groups);
+  std::vector<std::exception_ptr> errors(groups);
+  auto compile_group = [&](size_t g) {
+    try {
+      llvm::LLVMContext ctx;
+      llvm::Module module("lazytensor_plan_" + std::to_string(g), ctx);
+      std::vector<std::string> names;
+      for (size_t i : members[g]) {
+        const std::string& name = kernels_[i].name;
+        size_t first = first_of[code_of[i]];
+        if (first == i) emit_kernel(module, merged[i], name);
+        else if (llvm::Function* f = module.getFunction(kernels_[first].name))
+          llvm::GlobalAlias::create(f->getLinkage(), name, f);
+        names.push_back(name);
+      }
+      objects[g] = jit_compile_object(module, names, &group_sources[g], &group_timings[g]);
+    } catch (...) {
+      errors[g] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> workers;
+  for (size_t g = 1; g < groups; ++g) workers.emplace_back(compile_group, g);
+  compile_group(0);
+  for (auto& w : workers) w.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  sources_.assign(merged.size(), std::string());
+  for (size_t g = 0; g < groups; ++g) {
+    for (size_t j = 0; j < members[g].size(); ++j) sources_[members[g][j]] = std::move(group_sources[g][j]);
+    timings_.optimize_s = std::max(timings_.optimize_s, group_timings[g].optimize_s);
+    timings_.codegen_s = std::max(timings_.codegen_s, group_timings[g].codegen_s);
+  }
+  std::vector<std::string> names;
+  for (const auto& k : kernels_) names.push_back(k.name);
+  objects_ = std::move(objects);
+  bind(jit_load_objects(objects_, names));
 }
 
 // Layout of the CPU backend's part of a cache entry; bump kCachedFormat when it changes.
-constexpr uint32_t kCachedFormat = 1;
+constexpr uint32_t kCachedFormat = 2;  // 2: several object files
 
 CpuExecutable::CpuExecutable(const Plan& plan, std::string_view cached)
     : buffers_(plan.buffers), memory_(plan_memory(plan)) {
@@ -120,7 +159,8 @@ CpuExecutable::CpuExecutable(const Plan& plan, std::string_view cached)
   size_t nk = r.count(8);
   if (nk != plan.kernels.size())
     r.bad(std::to_string(nk) + " kernels, the plan has " + std::to_string(plan.kernels.size()));
-  object_ = std::string(r.bytes());
+  objects_.resize(r.count(8));
+  for (auto& obj : objects_) obj = std::string(r.bytes());
   sources_.resize(r.count(8));
   for (auto& src : sources_) src = std::string(r.bytes());
   if (!r.done()) r.bad("trailing bytes");
@@ -129,14 +169,15 @@ CpuExecutable::CpuExecutable(const Plan& plan, std::string_view cached)
   prepare(plan);
   std::vector<std::string> names;
   for (const auto& k : kernels_) names.push_back(k.name);
-  bind(jit_load(object_, names));
+  bind(jit_load_objects(objects_, names));
 }
 
 std::string CpuExecutable::serialize() const {
   ByteWriter w;
   w.u32(kCachedFormat);
   w.u64(kernels_.size());
-  w.bytes(object_);
+  w.u64(objects_.size());
+  for (const auto& obj : objects_) w.bytes(obj);
   w.u64(sources_.size());
   for (const auto& src : sources_) w.bytes(src);
   return w.take();

@@ -13,6 +13,9 @@
 
 namespace lt::cpu {
 
+// Distinct kernels per compile thread before a plan's compile is split across threads.
+constexpr size_t kKernelsPerCompileThread = 8;
+
 class CpuExecutable : public Executable {
  public:
   // Compiles the plan's kernels.
@@ -46,7 +49,7 @@ class CpuExecutable : public Executable {
   std::vector<BoundGemm> gemms_;
   std::vector<PlanStep> steps_;
   std::vector<std::string> sources_;
-  std::string object_;  // the linked object file, kept for serialize()
+  std::vector<std::string> objects_;  // the linked object files, kept for serialize()
   std::unique_ptr<JitCode> code_;
   JitTimings timings_;
 

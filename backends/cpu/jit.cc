@@ -8,6 +8,7 @@
 #include <llvm/IR/DiagnosticInfo.h>
 #include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/GlobalAlias.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/MC/TargetRegistry.h>
@@ -184,9 +185,9 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm) {
   mpm.run(m, mam);
 }
 
-// Links `object` into a fresh JITDylib and looks up `names` in it.
-std::unique_ptr<JitCode> link_object(llvm::StringRef object,
-                                     const std::vector<std::string>& names) {
+// Links `objects` into one fresh JITDylib and looks up `names` in it.
+std::unique_ptr<JitCode> link_objects(const std::vector<std::string>& objects,
+                                      const std::vector<std::string>& names) {
   Jit& J = jit();
   std::lock_guard<std::recursive_mutex> lk(J.mu);
   auto& es = J.lljit->getExecutionSession();
@@ -201,9 +202,11 @@ std::unique_ptr<JitCode> link_object(llvm::StringRef object,
   // recursive, so its destructor may run while an error unwinds through this scope).
   auto code = std::make_unique<JitCode>(&*dylib);
   if (!names.empty()) {
-    auto buffer = llvm::MemoryBuffer::getMemBufferCopy(object, dylib_name);
-    if (auto err = J.lljit->addObjectFile(*dylib, std::move(buffer)))
-      fail(ErrorKind::Runtime, "cpu backend: LLVM JIT: ", to_string(std::move(err)));
+    for (size_t i = 0; i < objects.size(); ++i) {
+      auto buffer = llvm::MemoryBuffer::getMemBufferCopy(objects[i], dylib_name + "." + std::to_string(i));
+      if (auto err = J.lljit->addObjectFile(*dylib, std::move(buffer)))
+        fail(ErrorKind::Runtime, "cpu backend: LLVM JIT: ", to_string(std::move(err)));
+    }
     std::vector<KernelFn> fns;
     for (const auto& name : names) {
       auto sym = J.lljit->lookup(*dylib, name);
@@ -236,7 +239,12 @@ std::string jit_target_description() {
 }
 
 std::unique_ptr<JitCode> jit_load(std::string_view object, const std::vector<std::string>& names) {
-  return link_object(llvm::StringRef(object.data(), object.size()), names);
+  return link_objects({std::string(object)}, names);
+}
+
+std::unique_ptr<JitCode> jit_load_objects(const std::vector<std::string>& objects,
+                                          const std::vector<std::string>& names) {
+  return link_objects(objects, names);
 }
 
 std::string jit_cache_target() {
@@ -256,9 +264,8 @@ void configure_for_host(llvm::Module& m) {
   m.setDataLayout(tm->createDataLayout());
 }
 
-std::unique_ptr<JitCode> jit_compile(llvm::Module& m, const std::vector<std::string>& names,
-                                     std::vector<std::string>* sources, JitTimings* timings,
-                                     std::string* object) {
+std::string jit_compile_object(llvm::Module& m, const std::vector<std::string>& names,
+                               std::vector<std::string>* sources, JitTimings* timings) {
   jit();  // fail early, before any work, when the JIT cannot be created
   auto tm = host_target_machine();
   m.setTargetTriple(host_target().triple);
@@ -286,6 +293,8 @@ std::unique_ptr<JitCode> jit_compile(llvm::Module& m, const std::vector<std::str
       std::string text;
       llvm::raw_string_ostream os(text);
       if (llvm::Function* f = m.getFunction(name)) f->print(os);
+      else if (llvm::GlobalAlias* a = m.getNamedAlias(name))
+        os << "; " << name << ": the same code as " << a->getAliasee()->getName() << "\n";
       sources->push_back(os.str());
     }
   }
@@ -303,10 +312,17 @@ std::unique_ptr<JitCode> jit_compile(llvm::Module& m, const std::vector<std::str
   if (!diag.empty()) fail(ErrorKind::Runtime, "cpu backend: LLVM error: ", diag);
   if (timings) timings->codegen_s = seconds_since(t0);
 
-  if (object) object->assign(object_code.data(), object_code.size());
-  t0 = Clock::now();
-  auto code = link_object(llvm::StringRef(object_code.data(), object_code.size()), names);
+  return std::string(object_code.data(), object_code.size());
+}
+
+std::unique_ptr<JitCode> jit_compile(llvm::Module& m, const std::vector<std::string>& names,
+                                     std::vector<std::string>* sources, JitTimings* timings,
+                                     std::string* object) {
+  std::string obj = jit_compile_object(m, names, sources, timings);
+  auto t0 = Clock::now();
+  auto code = link_objects({obj}, names);
   if (timings) timings->link_s = seconds_since(t0);
+  if (object) *object = std::move(obj);
   return code;
 }
 

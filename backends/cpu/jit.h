@@ -49,6 +49,14 @@ std::unique_ptr<JitCode> jit_compile(llvm::Module& m, const std::vector<std::str
                                      std::vector<std::string>* sources, JitTimings* timings,
                                      std::string* object = nullptr);
 
+// The first half of jit_compile: verify, optimize, print sources, emit the object file (no
+// linking). Modules in separate LLVMContexts may be compiled on several threads at once.
+std::string jit_compile_object(llvm::Module& m, const std::vector<std::string>& names,
+                               std::vector<std::string>* sources, JitTimings* timings);
+// Links object files (from jit_compile_object, possibly several) into one fresh JITDylib.
+std::unique_ptr<JitCode> jit_load_objects(const std::vector<std::string>& objects,
+                                          const std::vector<std::string>& names);
+
 // Links an object file that jit_compile emitted (in this or an earlier process on the same
 // target) into a fresh JITDylib. A malformed object or a missing symbol becomes lt::Error.
 std::unique_ptr<JitCode> jit_load(std::string_view object, const std::vector<std::string>& names);
