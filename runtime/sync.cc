@@ -57,7 +57,9 @@ void materialize(const std::vector<std::shared_ptr<TensorImpl>>& ts, SyncReason 
 }  // namespace
 
 void mark_step() {
-  auto ts = registry_snapshot();
+  // Each thread its own trace: materializing another thread's tensors would re-point them while
+  // that thread reads them (a data race ThreadSanitizer found; tests/cpp/threads_stress_test.cc).
+  auto ts = registry_snapshot(/*this_thread_only=*/true);
   if (ts.empty()) {
     metrics::record_sync(SyncReason::MarkStep);
     return;
