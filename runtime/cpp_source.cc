@@ -1,0 +1,185 @@
+#include "runtime/cpp_source.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <unwind.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/node.h"
+
+extern char** environ;
+
+namespace lt {
+namespace {
+
+struct Range {
+  uintptr_t lo, hi;
+};
+
+// The loaded segments of the object this file is linked into (liblazytensor.so): frames there are
+// the library's, the first frame outside is the caller.
+const std::vector<Range>& self_ranges() {
+  static const std::vector<Range> ranges = [] {
+    struct Search {
+      uintptr_t probe;
+      std::vector<Range> found;
+    } s{reinterpret_cast<uintptr_t>(&self_ranges), {}};
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* data) -> int {
+          auto* s = static_cast<Search*>(data);
+          std::vector<Range> segs;
+          bool mine = false;
+          for (int i = 0; i < info->dlpi_phnum; ++i) {
+            const auto& ph = info->dlpi_phdr[i];
+            if (ph.p_type != PT_LOAD) continue;
+            uintptr_t lo = info->dlpi_addr + ph.p_vaddr, hi = lo + ph.p_memsz;
+            segs.push_back({lo, hi});
+            mine |= s->probe >= lo && s->probe < hi;
+          }
+          if (!mine) return 0;
+          s->found = std::move(segs);
+          return 1;
+        },
+        &s);
+    return s.found;
+  }();
+  return ranges;
+}
+
+bool in_self(uintptr_t pc) {
+  for (const Range& r : self_ranges())
+    if (pc >= r.lo && pc < r.hi) return true;
+  return false;
+}
+
+struct Walk {
+  uintptr_t caller = 0;
+  int depth = 0;
+};
+
+_Unwind_Reason_Code step(_Unwind_Context* ctx, void* arg) {
+  auto* w = static_cast<Walk*>(arg);
+  uintptr_t pc = _Unwind_GetIP(ctx);
+  if (pc == 0 || ++w->depth > 128) return _URC_END_OF_STACK;
+  if (in_self(pc)) return _URC_NO_REASON;
+  w->caller = pc;
+  return _URC_END_OF_STACK;  // any reason other than NO_REASON ends the walk
+}
+
+// Runs `addr2line -e file addr` without a shell; its first output line, or "".
+std::string addr2line(const std::string& file, uintptr_t addr) {
+  int fds[2];
+  if (pipe(fds) != 0) return "";
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(addr));
+  std::string prog = "addr2line", e = "-e";
+  std::vector<char*> argv = {prog.data(), e.data(), const_cast<char*>(file.c_str()), hex, nullptr};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, "addr2line", &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  std::string out;
+  if (rc == 0) {
+    char buf[512];
+    ssize_t n;
+    while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+    int status = 0;
+    waitpid(pid, &status, 0);
+  }
+  close(fds[0]);
+  out = out.substr(0, out.find('\n'));
+  if (auto d = out.find(" (discriminator"); d != std::string::npos) out.resize(d);
+  return out;
+}
+
+// "file.cc:41" for a return address, or "binary+0x1a2b" when there is no debug information.
+std::string resolve(uintptr_t pc) {
+  Dl_info info{};
+  link_map* lm = nullptr;
+  if (!dladdr1(reinterpret_cast<void*>(pc), &info, reinterpret_cast<void**>(&lm),
+               RTLD_DL_LINKMAP) ||
+      !lm)
+    return "";
+  std::string file = lm->l_name ? lm->l_name : "";
+  if (file.empty()) {  // the program itself: its path (addr2line would read its own /proc/self/exe)
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    file = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "program";
+  }
+  const uintptr_t rel = pc - 1 - lm->l_addr;  // the call instruction, relative to the load bias
+  std::string loc = addr2line(file, rel);
+  const bool known = !loc.empty() && loc[0] != '?' && !loc.ends_with(":0") && !loc.ends_with(":?");
+  if (known) return loc;
+  char off[32];
+  std::snprintf(off, sizeof off, "+0x%llx", static_cast<unsigned long long>(rel));
+  return file.substr(file.rfind('/') + 1) + off;
+}
+
+std::mutex g_mu;  // guards g_sites; held while resolving a new call site
+std::unordered_map<uintptr_t, int32_t>& sites() {
+  static std::unordered_map<uintptr_t, int32_t> m;
+  return m;
+}
+thread_local std::unordered_map<uintptr_t, int32_t> t_sites;  // lock-free repeat lookups
+
+int32_t cpp_source_provider() {
+  Walk w;
+  _Unwind_Backtrace(step, &w);
+  if (!w.caller) return -1;
+  if (auto it = t_sites.find(w.caller); it != t_sites.end()) return it->second;
+  int32_t id;
+  {
+    std::lock_guard<std::mutex> g(g_mu);
+    auto it = sites().find(w.caller);
+    if (it == sites().end()) {
+      std::string loc = resolve(w.caller);
+      it = sites().emplace(w.caller, loc.empty() ? -1 : intern_source(loc)).first;
+    }
+    id = it->second;
+  }
+  t_sites.emplace(w.caller, id);
+  return id;
+}
+
+std::atomic<bool> g_on{false};
+
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+// On at load when debugging output is requested; off costs nothing (no provider).
+const bool g_initialized = [] {
+  if (env_on("LT_SOURCE_LOCATIONS") || env_on("LT_DUMP_DIR") || env_on("LT_DEBUG"))
+    set_cpp_source_locations(true);
+  return true;
+}();
+
+}  // namespace
+
+void set_cpp_source_locations(bool on) {
+  if (on == g_on.exchange(on)) return;
+  set_source_provider(on ? &cpp_source_provider : nullptr);
+}
+
+bool cpp_source_locations() { return g_on.load(); }
+
+}  // namespace lt
