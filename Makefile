@@ -56,10 +56,10 @@ test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLT_SANITIZE_THREAD=ON \
 	  -DLT_WITH_PYTHON=OFF -DPython3_EXECUTABLE=$(PY) >/dev/null
 	cmake --build $(TSAN_BUILD) -j $(JOBS) $(addprefix --target ,$(TSAN_TESTS))
-	@cd $(TSAN_BUILD) && for t in $(TSAN_TESTS); do \
-	  LT_CACHE_DIR=off TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" \
-	    ./tests/$$t --gtest_filter='$(TSAN_FILTER)' || exit 1; \
-	done
+	@cd $(TSAN_BUILD) && export LT_CACHE_DIR=off \
+	  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" && \
+	for t in $(TSAN_TESTS); do ./tests/$$t --gtest_filter='$(TSAN_FILTER)' || exit 1; done && \
+	LT_SOURCE_LOCATIONS=1 ./tests/threads_test  # again with C++ source capture (runtime/cpp_source.cc)
 	@echo "tsan reports: 0"
 
 # libFuzzer (clang-14) on the two file readers, each seeded from tests/fuzz/corpus/<name> and run for

@@ -4,7 +4,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <spawn.h>
-#include <sys/wait.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <unwind.h>
 
@@ -79,33 +79,68 @@ _Unwind_Reason_Code step(_Unwind_Context* ctx, void* arg) {
   return _URC_END_OF_STACK;  // any reason other than NO_REASON ends the walk
 }
 
-// Runs `addr2line -e file addr` without a shell; its first output line, or "".
-std::string addr2line(const std::string& file, uintptr_t addr) {
-  int fds[2];
-  if (pipe(fds) != 0) return "";
-  char hex[32];
-  std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(addr));
+// One `addr2line -e FILE` child per module, kept running and fed one address per line on its
+// stdin (binutils flushes each answer): the module's debug information is read once, not once per
+// call site. A socket pair rather than pipes, so a child that died makes send() fail instead of
+// raising SIGPIPE in the user's process. Guarded by g_mu.
+struct Addr2line {
+  int fd = -1;
+  bool failed = false;
+  std::string pending;  // bytes read past the last answer
+};
+
+std::unordered_map<std::string, Addr2line>& addr2line_children() {
+  static std::unordered_map<std::string, Addr2line> m;
+  return m;
+}
+
+bool start(Addr2line& c, const std::string& file) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return false;
   std::string prog = "addr2line", e = "-e";
-  std::vector<char*> argv = {prog.data(), e.data(), const_cast<char*>(file.c_str()), hex, nullptr};
+  std::vector<char*> argv = {prog.data(), e.data(), const_cast<char*>(file.c_str()), nullptr};
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  posix_spawn_file_actions_adddup2(&fa, sv[1], 0);  // dup2 clears close-on-exec on 0 and 1
+  posix_spawn_file_actions_adddup2(&fa, sv[1], 1);
   posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
   pid_t pid = 0;
   int rc = posix_spawnp(&pid, "addr2line", &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
-  close(fds[1]);
-  std::string out;
-  if (rc == 0) {
-    char buf[512];
-    ssize_t n;
-    while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
-    int status = 0;
-    waitpid(pid, &status, 0);
+  close(sv[1]);
+  if (rc != 0) {
+    close(sv[0]);
+    return false;
   }
-  close(fds[0]);
-  out = out.substr(0, out.find('\n'));
+  c.fd = sv[0];  // the child exits at EOF, when this process ends
+  return true;
+}
+
+// The first line addr2line prints for `addr` in `file`, or "".
+std::string addr2line(const std::string& file, uintptr_t addr) {
+  Addr2line& c = addr2line_children()[file];
+  if (c.failed || (c.fd < 0 && !start(c, file))) {
+    c.failed = true;
+    return "";
+  }
+  char hex[32];
+  int n = std::snprintf(hex, sizeof hex, "0x%llx\n", static_cast<unsigned long long>(addr));
+  if (send(c.fd, hex, static_cast<size_t>(n), MSG_NOSIGNAL) != n) {
+    c.failed = true;
+    return "";
+  }
+  size_t nl;
+  while ((nl = c.pending.find('\n')) == std::string::npos) {
+    char buf[512];
+    ssize_t got = recv(c.fd, buf, sizeof buf, 0);
+    if (got <= 0) {
+      c.failed = true;
+      return "";
+    }
+    c.pending.append(buf, static_cast<size_t>(got));
+  }
+  std::string out = c.pending.substr(0, nl);
+  c.pending.erase(0, nl + 1);
   if (auto d = out.find(" (discriminator"); d != std::string::npos) out.resize(d);
   return out;
 }

@@ -6,8 +6,9 @@
 // after set_cpp_source_locations(true). Off, tracing runs exactly as without this file (no source
 // provider is installed). On, each op walks the stack to the first frame outside the lazytensor
 // library and keys on that return address: a call site seen before costs a hash lookup; a new one
-// is resolved once to file:line with addr2line (binutils; needs the caller built with -g, else the
-// location reads "binary+0xoffset"). The Python bindings install their own provider (the Python
+// is resolved once to file:line by addr2line (binutils; one child per module, kept running, so the
+// debug information is read once; needs the caller built with -g, else the location reads
+// "binary+0xoffset"). The Python bindings install their own provider (the Python
 // frame), which replaces this one.
 #pragma once
 
