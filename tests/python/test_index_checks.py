@@ -54,8 +54,11 @@ def test_computed_out_of_range_index_raises_at_the_sync(op, bad):
     with pytest.raises(IndexError) as e:
         lt.mark_step()
     msg = str(e.value)
-    assert f"{op}: " in msg and str(bad) in msg, msg
-    assert f"index shape {list(vals.shape)}".replace(" ", "") in msg.replace(" ", ""), msg
+    # A lone integer-tensor index is an index_select of the flattened index.
+    name, shape = ("index_select", [vals.size]) if op == "indexing" else (op, list(vals.shape))
+    value = "class value" if op == "one_hot" else "index"
+    assert f"{name}: {value} {bad} is out of " in msg, msg
+    assert f"index shape {shape}" in msg, msg
     assert "test_index_checks.py" in msg, msg  # the op's source line
     # The results were assigned: nothing stays pending, and reading them is no error.
     out.numpy()
@@ -68,9 +71,12 @@ def test_computed_out_of_range_index_raises_at_the_sync(op, bad):
 def test_computed_in_range_indices_match_numpy(op):
     a_np = np.random.default_rng(1).standard_normal((10, 3)).astype(np.float32)
     run, oracle, good = _cases(a_np)[op]
-    for _ in range(2):  # the second run is a cache hit with the same check outputs
+    for step in range(2):  # the second run is a cache hit: the same graph, check included
         got = run(computed(good)).numpy()
         np.testing.assert_allclose(got, oracle(np.array(good)), rtol=1e-6, atol=1e-6)
+        assert lt.metrics.last_graph()["outputs"] == 2
+        if step:
+            assert lt.metrics.last_graph()["cache"] == "memory"
 
 
 def test_error_surfaces_at_item_and_optimizer_style_mark_step():

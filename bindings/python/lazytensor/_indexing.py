@@ -151,9 +151,10 @@ def _mask_to_indices(mask, x, dim):
     return list(np.nonzero(arr))
 
 
-def _index_tensor(idx, size, device, dim, shape):
+def _index_tensor(idx, size, device, dim, shape, alone):
     """An int64 index on `device` with negative values wrapped; host values are range-checked now,
-    values computed in a lazy graph at the sync (runtime/index_check.h). `shape`: the indexed tensor's."""
+    values computed in a lazy graph at the sync (runtime/index_check.h). `shape`: the indexed
+    tensor's; `alone`: the only advanced index (then index_select checks it)."""
     host = idx if isinstance(idx, np.ndarray) else idx._host_int_values()
     if host is not None:
         host = np.asarray(host, dtype=np.int64)
@@ -166,10 +167,12 @@ def _index_tensor(idx, size, device, dim, shape):
     t = idx if idx.device == device else idx.to(device)
     if t.dtype != _C.int64:
         t = t._cast(_C.int64)
-    wrapped = _C.where(_C.lt(t, 0), _C.add(t, size), t)
-    # Values computed in a lazy graph are range-checked at the sync that computes `wrapped` (an
-    # IndexError there); each index is checked on its own, before indices combine into one.
-    _C._check_index(t, -size, size, "indexing", dim, list(shape), wrapped)
+    # Only in-range negatives wrap, so an out-of-range value reaches the check unchanged. A lone
+    # index goes to index_select, whose own check (at the sync) names it; several combine into one
+    # linear index, where a bad component can land in range, so each is checked here first.
+    wrapped = _C.where(_C.logical_and(_C.lt(t, 0), _C.ge(t, -size)), _C.add(t, size), t)
+    if not alone:
+        _C._check_index(t, -size, size, "indexing", dim, list(shape), wrapped)
     return wrapped
 
 
@@ -240,7 +243,7 @@ def _advanced(x, adv):
         p = dims[0] if adjacent else 0
         shape = rest_sizes[:p] + list(bshape) + rest_sizes[p:]
         return _C.slice(x.reshape(-1), 0, 0, 0, 1).reshape(shape)
-    idxs = [_index_tensor(ix, x.shape[d], x.device, d, x.shape) for d, ix in adv]
+    idxs = [_index_tensor(ix, x.shape[d], x.device, d, x.shape, len(adv) == 1) for d, ix in adv]
     if len(idxs) == 1:
         d, idx = dims[0], idxs[0]
         out = exact(lambda a: _C.index_select(a, d, idx.reshape(-1)), x.dtype, x)
