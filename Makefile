@@ -9,9 +9,10 @@ DEB_PKGS := cmake ninja-build g++ llvm-19-dev libdnnl-dev nlohmann-json3-dev lib
             libopenblas0-pthread zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev \
             clang-14 libclang-rt-14-dev python3-matplotlib
 ASAN_BUILD ?= $(BUILD)-asan
+TSAN_BUILD ?= $(BUILD)-tsan
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps configure build test test-cpp test-python test-asan test-fuzz demo install clean
+.PHONY: all deps configure build test test-cpp test-python test-asan test-tsan test-fuzz demo install clean
 
 all: build
 
@@ -47,6 +48,20 @@ test-asan: deps
 	  ctest --output-on-failure -j $(JOBS)
 	@echo "sanitizer reports: 0 (ASan+UBSan, every C++ test passed with -fno-sanitize-recover)"
 
+# The multi-threaded tests under ThreadSanitizer (own build dir; only their targets are built).
+# halt_on_error=1: the first report fails the run. tests/tsan.supp names third-party frames only.
+TSAN_TESTS := threads_test threads_stress_test cpu_codegen_test
+TSAN_FILTER := Threads.*:ThreadsStress.*:CpuCodegen.Thread*
+test-tsan: deps
+	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLT_SANITIZE_THREAD=ON \
+	  -DLT_WITH_PYTHON=OFF -DPython3_EXECUTABLE=$(PY) >/dev/null
+	cmake --build $(TSAN_BUILD) -j $(JOBS) $(addprefix --target ,$(TSAN_TESTS))
+	@cd $(TSAN_BUILD) && export LT_CACHE_DIR=off \
+	  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" && \
+	for t in $(TSAN_TESTS); do ./tests/$$t --gtest_filter='$(TSAN_FILTER)' || exit 1; done && \
+	LT_SOURCE_LOCATIONS=1 ./tests/threads_test  # again with C++ source capture (runtime/cpp_source.cc)
+	@echo "tsan reports: 0"
+
 # libFuzzer (clang-14) on the two file readers, each seeded from tests/fuzz/corpus/<name> and run for
 # FUZZ_SECONDS: the trace-file loader (ir/) and the safetensors reader (runtime/safetensors.cc, which
 # needs only ir/). A crash fails the run; its input becomes a corpus file and a ctest case.
@@ -79,7 +94,7 @@ test-fuzz: $(FUZZ_DIR)/trace_loader_fuzz $(FUZZ_DIR)/safetensors_fuzz
 	$(call run_fuzzer,safetensors_fuzz,safetensors)
 	@echo "fuzz crashes: 0"
 
-test: test-cpp test-python test-asan test-fuzz
+test: test-cpp test-python test-asan test-tsan test-fuzz
 
 demo: build
 	PYTHONPATH=$(BUILD)/python $(PY) examples/python/demo.py

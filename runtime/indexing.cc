@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "ir/error.h"
+#include "runtime/index_check.h"
 #include "runtime/ops.h"
 #include "runtime/tensor_impl.h"
 
@@ -25,22 +26,23 @@ Scalar fill_of(DType t, double v) {
 // Sums of one-hot selections run in a dtype that can be summed exactly (bool as int64).
 DType sum_dtype(DType t) { return is_bool(t) ? DType::Int64 : t; }
 
-// Index values of a tensor whose data is already on the host (no sync); nullopt otherwise.
-std::optional<std::vector<int64_t>> host_values(const Tensor& t) {
-  if (t.is_pending() || !t.impl()->storage || !t.impl()->storage->buffer || !t.impl()->storage->buffer->on_host())
-    return std::nullopt;
-  return t.to_vector<int64_t>();
-}
-
-void check_index_tensor(const char* op, const Tensor& index, int64_t bound, const Shape& of) {
+void check_index_dtype(const char* op, const Tensor& index) {
   if (is_floating(index.dtype()) || is_bool(index.dtype()))
     fail(ErrorKind::Runtime, op, ": expected an integer index tensor, got ", dtype_name(index.dtype()), " (shape ",
          shape_str(index.shape()), ")");
-  if (auto v = host_values(index))
-    for (int64_t x : *v)
-      if (x < 0 || x >= bound)
-        fail(ErrorKind::Index, op, ": index ", x, " is out of bounds for dimension with size ", bound,
-             " (input shape ", shape_str(of), ", index shape ", shape_str(index.shape()), ")");
+}
+
+// Range-checks the index (runtime/index_check.h): host values before the op, anything else after
+// it, anchored on its result (deferred to the sync on a lazy device).
+template <class F>
+Tensor with_index_check(const char* op, const Tensor& index, int64_t bound, int64_t dim, const Shape& of, F&& compute) {
+  check_index_dtype(op, index);
+  IndexCheckSpec spec{op, 0, bound, dim, of};
+  const bool known = index_values_known(index);
+  if (known) check_index_values(spec, index, Tensor());
+  Tensor out = compute();
+  if (!known) check_index_values(spec, index, out);
+  return out;
 }
 
 // a with `dim` moved last.
@@ -270,12 +272,12 @@ Tensor one_hot(const Tensor& index, int64_t num_classes) {
     fail(ErrorKind::Runtime, "one_hot: one_hot is only applicable to index tensor of type int64, got ",
          dtype_name(index.dtype()));
   if (num_classes < 0) {
-    auto v = host_values(index.is_pending() ? Tensor() : index);
-    if (!v) v = index.to_vector<int64_t>();  // PyTorch reads the data too
-    num_classes = v->empty() ? 0 : *std::max_element(v->begin(), v->end()) + 1;
+    auto v = index.to_vector<int64_t>();  // PyTorch reads the data too (a sync on lazy)
+    num_classes = v.empty() ? 0 : *std::max_element(v.begin(), v.end()) + 1;
   }
-  check_index_tensor("one_hot", index, num_classes, index.shape());
-  return cast(eq(index.unsqueeze(-1), positions(num_classes, index.device())), DType::Int64);
+  return with_index_check("one_hot", index, num_classes, -1, index.shape(), [&] {
+    return cast(eq(index.unsqueeze(-1), positions(num_classes, index.device())), DType::Int64);
+  });
 }
 
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
@@ -287,17 +289,18 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
     if (d != dim && index.shape()[d] > a.shape()[d])
       fail(ErrorKind::Runtime, "gather: size of index ", shape_str(index.shape()), " does not fit input ",
            shape_str(a.shape()), " at dimension ", d);
-  check_index_tensor("gather", index, a.shape()[dim], a.shape());
   const int64_t k = a.shape()[dim];
-  // Restrict a to index's extent in the other dims, then out[.., j] = sum_k a[.., k] * (idx[.., j] == k).
-  std::vector<int64_t> sss;
-  for (int64_t d = 0; d < a.dim(); ++d) sss.insert(sss.end(), {0, 1, d == dim ? k : index.shape()[d]});
-  const DType wt = sum_dtype(a.dtype());
-  Tensor al = dim_last(slice_prim(a, sss), dim).to(wt);  // [..., K]
-  Tensor il = dim_last(index, dim);                       // [..., J]
-  Tensor hit = eq(il.unsqueeze(-1), positions(k, a.device()));  // [..., J, K]
-  Tensor picked = where(hit, al.unsqueeze(-2), fill_of(wt, 0)).sum({-1}).to(a.dtype());
-  return dim_back(picked, dim);
+  return with_index_check("gather", index, k, dim, a.shape(), [&] {
+    // Restrict a to index's extent in the other dims, then out[.., j] = sum_k a[.., k] * (idx[.., j] == k).
+    std::vector<int64_t> sss;
+    for (int64_t d = 0; d < a.dim(); ++d) sss.insert(sss.end(), {0, 1, d == dim ? k : index.shape()[d]});
+    const DType wt = sum_dtype(a.dtype());
+    Tensor al = dim_last(slice_prim(a, sss), dim).to(wt);  // [..., K]
+    Tensor il = dim_last(index, dim);                       // [..., J]
+    Tensor hit = eq(il.unsqueeze(-1), positions(k, a.device()));  // [..., J, K]
+    Tensor picked = where(hit, al.unsqueeze(-2), fill_of(wt, 0)).sum({-1}).to(a.dtype());
+    return dim_back(picked, dim);
+  });
 }
 
 Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src) {
@@ -309,41 +312,44 @@ Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tens
     if (index.shape()[d] > src.shape()[d] || (d != dim && index.shape()[d] > a.shape()[d]))
       fail(ErrorKind::Runtime, "scatter_add: index ", shape_str(index.shape()), " does not fit input ",
            shape_str(a.shape()), " and src ", shape_str(src.shape()), " at dimension ", d);
-  check_index_tensor("scatter_add", index, a.shape()[dim], a.shape());
   const int64_t k = a.shape()[dim];
-  std::vector<int64_t> sss;
-  for (int64_t d = 0; d < a.dim(); ++d) sss.insert(sss.end(), {0, 1, index.shape()[d]});
-  const DType wt = sum_dtype(a.dtype());
-  Tensor sl = dim_last(slice_prim(src.to(wt), sss), dim);       // [..., J]
-  Tensor il = dim_last(index, dim);                              // [..., J]
-  Tensor hit = eq(il.unsqueeze(-1), positions(k, a.device()));  // [..., J, K]
-  Tensor added = dim_back(where(hit, sl.unsqueeze(-1), fill_of(wt, 0)).sum({-2}), dim);  // [..., K]
-  // Rows of `a` beyond index's extent in the other dims receive nothing.
-  std::vector<int64_t> pads;
-  for (int64_t d = a.dim(); d-- > 0;) pads.insert(pads.end(), {0, d == dim ? 0 : a.shape()[d] - index.shape()[d]});
-  return (a.to(wt) + pad(added, pads)).to(a.dtype());
+  return with_index_check("scatter_add", index, k, dim, a.shape(), [&] {
+    std::vector<int64_t> sss;
+    for (int64_t d = 0; d < a.dim(); ++d) sss.insert(sss.end(), {0, 1, index.shape()[d]});
+    const DType wt = sum_dtype(a.dtype());
+    Tensor sl = dim_last(slice_prim(src.to(wt), sss), dim);       // [..., J]
+    Tensor il = dim_last(index, dim);                              // [..., J]
+    Tensor hit = eq(il.unsqueeze(-1), positions(k, a.device()));  // [..., J, K]
+    Tensor added = dim_back(where(hit, sl.unsqueeze(-1), fill_of(wt, 0)).sum({-2}), dim);  // [..., K]
+    // Rows of `a` beyond index's extent in the other dims receive nothing.
+    std::vector<int64_t> pads;
+    for (int64_t d = a.dim(); d-- > 0;) pads.insert(pads.end(), {0, d == dim ? 0 : a.shape()[d] - index.shape()[d]});
+    return (a.to(wt) + pad(added, pads)).to(a.dtype());
+  });
 }
 
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   dim = norm_dim(dim, a.dim(), "index_select");
   if (index.dim() > 1)
     fail(ErrorKind::Index, "index_select: index must be a vector, got shape ", shape_str(index.shape()));
-  check_index_tensor("index_select", index, a.shape()[dim], a.shape());
   const int64_t k = a.shape()[dim];
-  Tensor idx = index.reshape({-1});
-  const DType wt = sum_dtype(a.dtype());
-  Tensor al = dim_last(a, dim).to(wt);                           // [..., K]
-  Tensor hit = eq(idx.unsqueeze(-1), positions(k, a.device()));  // [J, K]
-  Tensor picked = where(hit, al.unsqueeze(-2), fill_of(wt, 0)).sum({-1}).to(a.dtype());  // [..., J]
-  return dim_back(picked, dim);
+  return with_index_check("index_select", index, k, dim, a.shape(), [&] {
+    Tensor idx = index.reshape({-1});
+    const DType wt = sum_dtype(a.dtype());
+    Tensor al = dim_last(a, dim).to(wt);                           // [..., K]
+    Tensor hit = eq(idx.unsqueeze(-1), positions(k, a.device()));  // [J, K]
+    Tensor picked = where(hit, al.unsqueeze(-2), fill_of(wt, 0)).sum({-1}).to(a.dtype());  // [..., J]
+    return dim_back(picked, dim);
+  });
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& index) {
   if (weight.dim() != 2) fail(ErrorKind::Runtime, "embedding: weight must be 2-D, got ", shape_str(weight.shape()));
-  check_index_tensor("embedding", index, weight.shape()[0], weight.shape());
-  // one_hot(index) @ weight: the backward is the transposed matmul (a dense scatter-add).
-  Tensor oh = cast(eq(index.unsqueeze(-1), positions(weight.shape()[0], weight.device())), weight.dtype());
-  return matmul(oh, weight);
+  return with_index_check("embedding", index, weight.shape()[0], 0, weight.shape(), [&] {
+    // one_hot(index) @ weight: the backward is the transposed matmul (a dense scatter-add).
+    Tensor oh = cast(eq(index.unsqueeze(-1), positions(weight.shape()[0], weight.device())), weight.dtype());
+    return matmul(oh, weight);
+  });
 }
 
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {

@@ -2,8 +2,9 @@
 // views as index arithmetic) and on position tensors (cached aranges) compared with indices.
 // gather/scatter_add/index_select/embedding/one_hot lower to a one-hot comparison fused into a
 // reduction: O(rows x classes) work, right for class counts and vocabularies up to a few thousand.
-// Index values are range-checked on the host when the index tensor already holds host data
-// (IndexError naming the op); indices computed inside a pending lazy graph are not checked.
+// Index values are range-checked (IndexError naming the op, the value and the shapes): at the op
+// when the index holds host data, at the sync computing the result when the index is computed in
+// a pending lazy graph (runtime/index_check.h).
 #pragma once
 #include <cstdint>
 #include <optional>

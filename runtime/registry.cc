@@ -19,6 +19,7 @@ void registry_add(TensorImpl* t) {
   std::lock_guard<std::recursive_mutex> g(runtime_mutex());
   if (t->registered) return;
   t->registered = true;
+  t->owner = std::this_thread::get_id();
   t->prev = g_tail;
   t->next = nullptr;
   if (g_tail) g_tail->next = t;
@@ -37,11 +38,14 @@ void registry_remove(TensorImpl* t) {
   t->prev = t->next = nullptr;
 }
 
-std::vector<std::shared_ptr<TensorImpl>> registry_snapshot() {
+std::vector<std::shared_ptr<TensorImpl>> registry_snapshot(bool this_thread_only) {
   std::lock_guard<std::recursive_mutex> g(runtime_mutex());
   std::vector<std::shared_ptr<TensorImpl>> out;
-  for (TensorImpl* t = g_head; t; t = t->next)
+  const std::thread::id me = std::this_thread::get_id();
+  for (TensorImpl* t = g_head; t; t = t->next) {
+    if (this_thread_only && t->owner != me) continue;
     if (auto sp = t->weak_from_this().lock(); sp && sp->pending) out.push_back(std::move(sp));
+  }
   return out;
 }
 

@@ -2,7 +2,9 @@
 
 #include <map>
 
+#include "ir/error.h"
 #include "runtime/executor.h"
+#include "runtime/index_check.h"
 #include "runtime/metrics_state.h"
 #include "runtime/profile.h"
 #include "runtime/tensor_impl.h"
@@ -30,12 +32,16 @@ namespace {
 void materialize(const std::vector<std::shared_ptr<TensorImpl>>& ts, SyncReason reason) {
   profile::end_trace_phase();
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  std::string index_error;  // the first failed index check, raised once every result is assigned
   std::map<std::string, std::vector<TensorImpl*>> by_backend;
   for (auto& t : ts)
     if (t && t->pending) by_backend[t->device.backend_name()].push_back(t.get());
   for (auto& [backend, group] : by_backend) {
     std::vector<const Node*> roots;
     for (auto* t : group) roots.push_back(t->pending.get());
+    // Deferred index checks of ops this graph computes ride along as extra outputs.
+    auto checks = index_checks::take_for(backend, roots);
+    for (auto& c : checks) roots.push_back(c.stats.get());
     auto outs = execute_graph(roots, backend, reason);
     for (size_t i = 0; i < group.size(); ++i) {
       group[i]->storage = outs[i];
@@ -43,13 +49,17 @@ void materialize(const std::vector<std::shared_ptr<TensorImpl>>& ts, SyncReason 
       group[i]->leaf.reset();
       registry_remove(group[i]);
     }
+    if (!checks.empty() && index_error.empty()) index_error = index_checks::first_failure(checks, outs, group.size());
   }
+  if (!index_error.empty()) fail(ErrorKind::Index, index_error);
 }
 
 }  // namespace
 
 void mark_step() {
-  auto ts = registry_snapshot();
+  // Each thread its own trace: materializing another thread's tensors would re-point them while
+  // that thread reads them (a data race ThreadSanitizer found; tests/cpp/threads_stress_test.cc).
+  auto ts = registry_snapshot(/*this_thread_only=*/true);
   if (ts.empty()) {
     metrics::record_sync(SyncReason::MarkStep);
     return;

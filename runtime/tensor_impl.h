@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "backends/backend.h"
 #include "ir/node.h"
@@ -40,6 +41,7 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   TensorImpl* next = nullptr;
   bool registered = false;
   uint64_t birth = next_birth();
+  std::thread::id owner;  // the thread that traced it: its mark_step() materializes it
 
   ~TensorImpl();
 };
@@ -47,7 +49,8 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
 // Registry of live lazy tensors with pending IR.
 void registry_add(TensorImpl* t);
 void registry_remove(TensorImpl* t);
-std::vector<std::shared_ptr<TensorImpl>> registry_snapshot();  // pending tensors, creation order
+// Pending tensors in creation order; with this_thread_only, those the calling thread traced.
+std::vector<std::shared_ptr<TensorImpl>> registry_snapshot(bool this_thread_only = false);
 std::recursive_mutex& runtime_mutex();  // serializes tracing state changes and syncs
 
 // Makes a tensor on `device` whose value is `node`: pending on a lazy device, executed at once

@@ -70,7 +70,7 @@ def test_getitem_index_tensors_and_masks(device, rng):
         _same(t[it], r[torch.tensor(idx)])
         _same(t[:, it], r[:, torch.tensor(idx)])
     _same(t[lt.tensor(2, device=device)], r[torch.tensor(2)])
-    # An index computed in a pending lazy graph (not range-checked, negatives still wrap).
+    # An index computed in a pending lazy graph (range-checked at the sync; negatives wrap).
     computed = lt.tensor([1, 2], device=device) - 2
     _same(t[computed], r[torch.tensor([-1, 0])])
     # Boolean masks: full shape, leading dims, trailing dims, with other indices, all False.

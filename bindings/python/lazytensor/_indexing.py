@@ -10,7 +10,8 @@ Reading:
   (after ints have been applied), else first.
 - Index values already on the host (lists, cpu tensors, materialized lazy data in host memory) are
   range-checked (IndexError) and negative values wrap; an index computed inside a pending lazy graph
-  is neither checked nor read back (negative values still wrap, on the device).
+  wraps on the device and is range-checked at the sync that computes the result (an IndexError
+  raised there, after the sync's results are assigned; runtime/index_check.h), never read back early.
 - A boolean mask has a data-dependent result shape: the mask is read to the host (a sync point on
   lazy, recorded as "control_flow", like torch.nonzero on CUDA) and turned into integer indices.
 
@@ -150,8 +151,10 @@ def _mask_to_indices(mask, x, dim):
     return list(np.nonzero(arr))
 
 
-def _index_tensor(idx, size, device, dim):
-    """An int64 index on `device` with negative values wrapped; host values are range-checked."""
+def _index_tensor(idx, size, device, dim, shape, alone):
+    """An int64 index on `device` with negative values wrapped; host values are range-checked now,
+    values computed in a lazy graph at the sync (runtime/index_check.h). `shape`: the indexed
+    tensor's; `alone`: the only advanced index (then index_select checks it)."""
     host = idx if isinstance(idx, np.ndarray) else idx._host_int_values()
     if host is not None:
         host = np.asarray(host, dtype=np.int64)
@@ -164,7 +167,13 @@ def _index_tensor(idx, size, device, dim):
     t = idx if idx.device == device else idx.to(device)
     if t.dtype != _C.int64:
         t = t._cast(_C.int64)
-    return _C.where(_C.lt(t, 0), _C.add(t, size), t)
+    # Only in-range negatives wrap, so an out-of-range value reaches the check unchanged. A lone
+    # index goes to index_select, whose own check (at the sync) names it; several combine into one
+    # linear index, where a bad component can land in range, so each is checked here first.
+    wrapped = _C.where(_C.logical_and(_C.lt(t, 0), _C.ge(t, -size)), _C.add(t, size), t)
+    if not alone:
+        _C._check_index(t, -size, size, "indexing", dim, list(shape), wrapped)
+    return wrapped
 
 
 def _basic(self, entries):
@@ -234,7 +243,7 @@ def _advanced(x, adv):
         p = dims[0] if adjacent else 0
         shape = rest_sizes[:p] + list(bshape) + rest_sizes[p:]
         return _C.slice(x.reshape(-1), 0, 0, 0, 1).reshape(shape)
-    idxs = [_index_tensor(ix, x.shape[d], x.device, d) for d, ix in adv]
+    idxs = [_index_tensor(ix, x.shape[d], x.device, d, x.shape, len(adv) == 1) for d, ix in adv]
     if len(idxs) == 1:
         d, idx = dims[0], idxs[0]
         out = exact(lambda a: _C.index_select(a, d, idx.reshape(-1)), x.dtype, x)

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "runtime/index_check.h"
 #include "runtime/windows.h"
 
 namespace lt::python {
@@ -103,6 +104,13 @@ void init_ops(py::module_& m) {
   m.def("scatter_add", &lt::scatter_add, py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("src"));
   m.def("index_select", &lt::index_select, py::arg("input"), py::arg("dim"), py::arg("index"));
   m.def("embedding", &lt::embedding, py::arg("weight"), py::arg("index"));
+  // Python indexing's range check of an index tensor, deferred to the sync on lazy (index_check.h).
+  m.def(
+      "_check_index",
+      [](const Tensor& index, int64_t lo, int64_t hi, const std::string& op, int64_t dim, const Shape& input_shape,
+         const Tensor& anchor) { check_index_values({op, lo, hi, dim, input_shape}, index, anchor); },
+      py::arg("index"), py::arg("lo"), py::arg("hi"), py::arg("op"), py::arg("dim"), py::arg("input_shape"),
+      py::arg("anchor"), py::call_guard<py::gil_scoped_release>());  // eager: reads the values
   m.def("masked_fill", &lt::masked_fill, py::arg("input"), py::arg("mask"), py::arg("value"));
   m.def("tril", &lt::tril, py::arg("input"), py::arg("diagonal") = 0);
   m.def("triu", &lt::triu, py::arg("input"), py::arg("diagonal") = 0);

@@ -1,0 +1,63 @@
+// Range checks of index values for gather/scatter_add/index_select/embedding/one_hot and Python's
+// integer-tensor indexing. The index ops lower to one-hot comparisons, where an out-of-range index
+// silently selects nothing (reads 0); these checks turn that into an IndexError.
+//
+// - Index data already in host memory: checked at once, at the op (no graph, no kernel).
+// - Eager device (data in device memory): the index's max and min are computed and read at once.
+// - Lazy device, index pending or in device memory: the op records a deferred check (one [2] int64
+//   reduction: the index's max and ~min, one kernel). The sync that computes the op's result adds
+//   them to the same graph as extra outputs (no extra sync, no extra compile per step), then raises
+//   lt::Error(ErrorKind::Index) naming the op, the bad value, the shapes and the op's source
+//   location. The sync's results are assigned before the error is raised (positions read through
+//   a bad index hold 0), so nothing stays half-done and the next step runs normally; a check whose
+//   result is never computed (the result tensor died pending) is dropped without raising.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/tensor.h"
+#include "runtime/tensor_impl.h"
+
+namespace lt {
+
+// What an index check needs to describe a failure.
+struct IndexCheckSpec {
+  std::string op;  // "gather", "index_select", ...
+  int64_t lo = 0;  // valid values are lo <= v < hi (lo = -hi where negatives wrap)
+  int64_t hi = 0;
+  int64_t dim = 0;    // the indexed dimension of the input
+  Shape input_shape;  // of the tensor being indexed
+};
+
+// Whether the index's values are in host memory now (checked at the op, before any work).
+bool index_values_known(const Tensor& index);
+
+// Checks `index` against spec: raises now when the values are known (host data, eager device),
+// else records a deferred check that runs with the sync computing `anchor` (the op's result; the
+// index itself where no result exists yet). Empty indices pass.
+void check_index_values(const IndexCheckSpec& spec, const Tensor& index, const Tensor& anchor);
+
+namespace index_checks {
+
+// One deferred check taken for a sync: its extra graph root ([max, ~min] of the index).
+struct Taken {
+  NodePtr stats;
+  IndexCheckSpec spec;
+  Shape index_shape;
+  int32_t source = -1;
+};
+
+// Removes and returns the pending checks of `backend` whose anchor is reachable from `roots`
+// (so the sync computes the op they guard). Cheap when none are pending. Caller holds
+// runtime_mutex().
+std::vector<Taken> take_for(const std::string& backend, const std::vector<const Node*>& roots);
+// The first failed check among `taken`, given the storages of their stats outputs in order;
+// an empty string when every index was in range.
+std::string first_failure(const std::vector<Taken>& taken,
+                          const std::vector<std::shared_ptr<Storage>>& outs, size_t first);
+// Pending deferred checks (tests).
+size_t pending_count();
+
+}  // namespace index_checks
+}  // namespace lt
