@@ -6,6 +6,7 @@
 
 #include "ir/error.h"
 #include "runtime/executor.h"
+#include "runtime/index_check.h"
 #include "runtime/rng.h"
 #include "runtime/sync.h"
 #include "runtime/tensor_impl.h"
@@ -269,6 +270,10 @@ Captured end(const std::vector<Tensor>& args, const std::vector<Tensor>& rets) {
   for (auto& t : pending)
     if (t->device.backend_name() != pending[0]->device.backend_name())
       return not_replayable("its pending tensors live on several backends");
+  // Range checks of indices computed in the step (runtime/index_check.h) ride along with a normal
+  // sync; a replay would skip them, so such a step runs as plain lazy, checked.
+  if (index_checks::pending_count() > 0)
+    return not_replayable("it indexes with values computed in the step (their range checks run at each sync)");
 
   // Which returned tensors are which.
   std::unordered_map<const TensorImpl*, int> root_of;

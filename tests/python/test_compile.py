@@ -274,6 +274,21 @@ def test_steps_that_read_values_run_plainly_and_stay_correct():
         g(lt.ones(2, device="lazy"))
 
 
+def test_steps_with_computed_indices_run_plainly_and_keep_their_range_checks():
+    table = lt.tensor(np.arange(12, dtype=np.float32).reshape(6, 2), device="lazy")
+
+    @lt.compile
+    def lookup(x):
+        return table.index_select(0, (x * 3).long())  # the index is computed in the step
+
+    for v, want in ((1.0, [6.0, 7.0]), (0.0, [0.0, 1.0]), (1.0, [6.0, 7.0])):
+        np.testing.assert_allclose(lookup(lt.full((1,), v, device="lazy")).numpy(), [want])
+    assert lookup.stats["replays"] == 0 and "indexes with values computed" in lookup.last_reason
+    with pytest.raises(IndexError, match="index_select"):
+        lookup(lt.full((1,), 5.0, device="lazy")).numpy()  # index 15 of 6 rows: checked, not replayed
+    np.testing.assert_allclose(lookup(lt.full((1,), 1.0, device="lazy")).numpy(), [[6.0, 7.0]])
+
+
 def test_cpu_device_just_calls_the_function():
     calls = []
 
