@@ -372,3 +372,23 @@ def test_parameter():
     assert not t.requires_grad  # the source tensor keeps its own autograd state
     assert repr(p).startswith("Parameter containing:")
     assert not nn.Parameter(t, requires_grad=False).requires_grad
+
+
+@pytest.mark.parametrize("name, kwargs", [("ReLU", {}), ("GELU", {}), ("SiLU", {}), ("Tanh", {}), ("Sigmoid", {}),
+                                          ("Softmax", {"dim": -1})])
+def test_activation_layers_match_torch(name, kwargs, device, rng):
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    lm, tm = getattr(nn, name)(**kwargs), getattr(torch.nn, name)(**kwargs)
+    xl = lt.tensor(x, device=device, requires_grad=True)
+    xt = torch.tensor(x, requires_grad=True)
+    yl, yt = lm(xl), tm(xt)
+    np.testing.assert_allclose(yl.detach().numpy(), yt.detach().numpy(), rtol=1e-5, atol=1e-6)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    yl.backward(lt.tensor(g, device=device))
+    yt.backward(torch.tensor(g))
+    np.testing.assert_allclose(xl.grad.numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-5)
+    # Tensor.neg (and -x) as a function of the same input, for good measure.
+    np.testing.assert_allclose(xl.detach().neg().numpy(), -x)
+    np.testing.assert_allclose(nn.SiLU()(lt.tensor(x)).numpy(), (x / (1 + np.exp(-x))), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(nn.Sigmoid()(lt.tensor(x)).numpy(), 1 / (1 + np.exp(-x)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(nn.Softmax(dim=1)(lt.tensor(x)).numpy().sum(1), np.ones(3), rtol=1e-5)
