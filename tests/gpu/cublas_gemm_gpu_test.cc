@@ -123,6 +123,24 @@ TEST_F(CublasGemm, VectorsAndFloat64) {
   same("float64", mm(g.p({31, 17}, DType::Float64), g.p({17, 9}, DType::Float64)), 1, 1e-12, 1e-12);
 }
 
+// bfloat16/float16 operands and output, float32 accumulation (CUBLAS_COMPUTE_32F). The reference
+// computes in float64 from the same rounded inputs and rounds once, so the bound is one output
+// rounding each side (bf16: 2^-8 relative, fp16: 2^-11) plus float32 accumulation error.
+TEST_F(CublasGemm, Bfloat16AndFloat16) {
+  for (DType t : {DType::BFloat16, DType::Float16}) {
+    G g;
+    const double tol = t == DType::BFloat16 ? 1e-2 : 2e-3;
+    const std::string n(dtype_name(t));
+    same(n + " x@w", mm(g.p({67, 33}, t), g.p({33, 129}, t)), 1, tol, tol);
+    same(n + " x@w.T", mm(g.p({67, 33}, t), tr(g.p({129, 33}, t), {1, 0})), 1, tol, tol);
+    same(n + " batched transposed", mm(g.p({2, 5, 7}, t), tr(g.p({2, 3, 7}, t), {0, 2, 1})), 1, tol, tol);
+    same(n + " 2-d batch", mm(g.p({3, 5, 6, 4}, t), g.p({5, 4, 2}, t)), 1, tol, tol);
+    same(n + " v@w", mm(g.p({16}, t), g.p({16, 8}, t)), 1, tol, tol);
+    // K=4096: a sum accumulated in the operand dtype would miss these bounds by far.
+    same(n + " K=4096", mm(g.p({16, 4096}, t), g.p({4096, 24}, t)), 1, tol, 4 * tol);
+  }
+}
+
 TEST_F(CublasGemm, PrologueAndEpilogueKernelsAroundIt) {
   G g;
   NodePtr x = g.p({64, 32}), w = g.p({16, 32}), b = g.p({16});
