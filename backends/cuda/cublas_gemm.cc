@@ -141,8 +141,8 @@ void CublasHandle::gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr
     }
   } guard{c, nullptr, own_mode};
   if (low && own_mode != CUBLAS_DEFAULT_MATH) {
-    check(c.set_math_mode(static_cast<cublasHandle_t>(handle_), CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
     guard.h = static_cast<cublasHandle_t>(handle_);
+    check(c.set_math_mode(guard.h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
   }
   for (int64_t o = 0; o < outer; ++o) {
     int64_t oa = g.a_offset, ob = g.b_offset, oc = o * count * sc, rest = o;

@@ -133,7 +133,8 @@ TEST_F(CublasGemm, Bfloat16AndFloat16) {
     const std::string n(dtype_name(t));
     same(n + " x@w", mm(g.p({67, 33}, t), g.p({33, 129}, t)), 1, tol, tol);
     same(n + " x@w.T", mm(g.p({67, 33}, t), tr(g.p({129, 33}, t), {1, 0})), 1, tol, tol);
-    same(n + " batched transposed", mm(g.p({2, 5, 7}, t), tr(g.p({2, 3, 7}, t), {0, 2, 1})), 1, tol, tol);
+    same(n + " batched transposed", mm(g.p({2, 5, 7}, t), tr(g.p({2, 3, 7}, t), {0, 2, 1})), 1, tol,
+         tol);
     same(n + " 2-d batch", mm(g.p({3, 5, 6, 4}, t), g.p({5, 4, 2}, t)), 1, tol, tol);
     same(n + " v@w", mm(g.p({16}, t), g.p({16, 8}, t)), 1, tol, tol);
     // K=4096: a sum accumulated in the operand dtype would miss these bounds by far.

@@ -92,7 +92,8 @@ class autocast:
 
     def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
         if not isinstance(device_type, str):
-            raise ValueError(f"autocast: expected device_type a str, got {type(device_type).__name__}")
+            raise ValueError(f"autocast: expected device_type a str, got "
+                             f"{type(device_type).__name__}")
         _check_device_type(device_type, "autocast")
         if dtype is not None and dtype not in _LOW_DTYPES:
             raise RuntimeError(f"autocast: dtype must be lazytensor.bfloat16 or lazytensor.float16 "
