@@ -196,6 +196,11 @@ def main():
         row = gpt_blocks_row(lt, cuda_ms, wall_ms, first_call_s, args.quick, max(5, args.repeats // 5))
         results.append(row)
         print(json.dumps(row), flush=True)
+        from gpu_gpt import gpt_blocks_bf16_row
+        row = gpt_blocks_bf16_row(lt, cuda_ms, wall_ms, first_call_s, args.quick,
+                                  max(5, args.repeats // 5))
+        results.append(row)
+        print(json.dumps(row), flush=True)
     for name, make in ROWS.items():
         if args.only and args.only not in name:
             continue

@@ -1,6 +1,8 @@
-"""ANCHORS' GPT row: 4 GPT-2-small blocks (d 768, 12 heads, T 512, B 8), forward + backward, fp32,
-in PyTorch eager, torch.compile and lazytensor lazy:cuda with the same weights and input.
-The bf16-autocast row is not run: lazytensor has no lt.autocast yet (reported as such)."""
+"""ANCHORS' GPT rows: 4 GPT-2-small blocks (d 768, 12 heads, T 512, B 8), forward + backward, in
+PyTorch eager, torch.compile and lazytensor lazy:cuda with the same weights and input: in fp32
+(gpt_blocks_row) and the same under bf16 autocast (gpt_blocks_bf16_row: the forward inside
+torch.autocast("cuda", bfloat16) / lt.autocast("lazy", bfloat16), backward outside, as usual)."""
+import contextlib
 import time
 
 import numpy as np
@@ -49,8 +51,22 @@ def _lt_model(lt, d, heads, n_blocks):
 
 
 def gpt_blocks_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats):
+    return _gpt_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats, bf16=False)
+
+
+def gpt_blocks_bf16_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats):
+    """ANCHORS' "same, bf16 autocast" row."""
+    return _gpt_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats, bf16=True)
+
+
+def _gpt_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats, bf16):
     d, heads, n_blocks, T, B = (128, 4, 2, 64, 2) if quick else (768, 12, 4, 512, 8)
-    row = {"workload": f"gpt2_blocks{n_blocks}_d{d}_T{T}_B{B}_fwd_bwd"}
+    suffix = "_bf16_autocast" if bf16 else ""
+    row = {"workload": f"gpt2_blocks{n_blocks}_d{d}_T{T}_B{B}_fwd_bwd{suffix}"}
+    torch_amp = contextlib.nullcontext
+    if bf16:
+        torch_amp = lambda: torch.autocast("cuda", dtype=torch.bfloat16)  # noqa: E731
+    lt_amp = (lambda: lt.autocast("lazy", dtype=lt.bfloat16)) if bf16 else contextlib.nullcontext
     torch.manual_seed(0)
     tm = _torch_model(d, heads, n_blocks).cuda()
     state = {k: v.detach().cpu().numpy() for k, v in tm.state_dict().items()}
@@ -60,7 +76,8 @@ def gpt_blocks_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats):
     def torch_step(m):
         def step():
             m.zero_grad(set_to_none=True)
-            loss = m(x).square().mean()
+            with torch_amp():
+                loss = m(x).square().mean()
             loss.backward()
             return loss
         return step
@@ -83,7 +100,8 @@ def gpt_blocks_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats):
 
         def lt_step():
             lm.zero_grad(set_to_none=True)
-            loss = lm(lx).square().mean()
+            with lt_amp():
+                loss = lm(lx).square().mean()
             loss.backward()
             lt.mark_step()  # forward + backward: one graph
             return loss

@@ -105,6 +105,10 @@ void CublasHandle::gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr
     alpha = &one32, beta = &zero32;
   } else if (g.dtype == DType::Float64) {
     type = CUDA_R_64F, compute = CUBLAS_COMPUTE_64F, alpha = &one64, beta = &zero64;
+  } else if (g.dtype == DType::BFloat16 || g.dtype == DType::Float16) {
+    // 16-bit operands and output, float32 accumulation (alpha/beta are then float), as PyTorch.
+    type = g.dtype == DType::BFloat16 ? CUDA_R_16BF : CUDA_R_16F, compute = CUBLAS_COMPUTE_32F;
+    alpha = &one32, beta = &zero32;
   } else {
     fail(ErrorKind::NotImplemented, "not implemented: gemm in ", dtype_name(g.dtype), " on cuda");
   }
@@ -124,6 +128,22 @@ void CublasHandle::gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr
   const long long sc = static_cast<long long>(g.M) * g.N;
   int64_t outer = 1;
   for (size_t d = 0; d + 1 < nb; ++d) outer *= g.batch[d];
+  // Pedantic math (set on the handle for float32) would keep 16-bit GEMMs off the tensor cores;
+  // they run in the default math mode and the handle goes back to its own mode afterwards.
+  const bool low = g.dtype == DType::BFloat16 || g.dtype == DType::Float16;
+  const cublasMath_t own_mode = tf32_ ? CUBLAS_DEFAULT_MATH : CUBLAS_PEDANTIC_MATH;
+  struct ModeGuard {  // restores the handle's mode even when a call below throws
+    const Cublas& c;
+    cublasHandle_t h;
+    cublasMath_t mode;
+    ~ModeGuard() {
+      if (h) c.set_math_mode(h, mode);
+    }
+  } guard{c, nullptr, own_mode};
+  if (low && own_mode != CUBLAS_DEFAULT_MATH) {
+    guard.h = static_cast<cublasHandle_t>(handle_);
+    check(c.set_math_mode(guard.h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  }
   for (int64_t o = 0; o < outer; ++o) {
     int64_t oa = g.a_offset, ob = g.b_offset, oc = o * count * sc, rest = o;
     for (size_t d = nb ? nb - 1 : 0; d-- > 0;) {

@@ -1,6 +1,7 @@
 // Gemm plan steps on CUDA through cuBLAS, loaded with dlopen like NVRTC and the driver, so the
 // library builds and loads without it. float32 runs with CUBLAS_COMPUTE_32F in pedantic math mode
-// (no TF32) unless LT_ALLOW_TF32=1; float64 with CUBLAS_COMPUTE_64F.
+// (no TF32) unless LT_ALLOW_TF32=1; float64 with CUBLAS_COMPUTE_64F; bfloat16 and float16 operands
+// and output with CUBLAS_COMPUTE_32F accumulation in the default math mode (tensor cores).
 #pragma once
 #include <cuda.h>
 

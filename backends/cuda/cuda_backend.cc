@@ -259,10 +259,12 @@ class CudaBackendImpl : public CudaBackend {
     return std::make_unique<CudaExecutable>(alloc_, plan, target_, cubin_, std::move(blas));
   }
 
-  // cuBLAS computes float32 and float64 matmuls when it loads; otherwise they stay loop kernels.
+  // cuBLAS computes float32, float64, bfloat16 and float16 matmuls when it loads; otherwise they
+  // stay loop kernels.
   LowerOptions lower_options() const override {
     LowerOptions o;
-    if (gemm_enabled() && cublas_available()) o.gemm_dtypes = {DType::Float32, DType::Float64};
+    if (gemm_enabled() && cublas_available())
+      o.gemm_dtypes = {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16};
     return o;
   }
 

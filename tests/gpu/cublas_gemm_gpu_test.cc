@@ -46,8 +46,12 @@ class CublasGemm : public ::testing::Test {
   }
 
   // Lowers `root` for the cuda backend, checks it has `gemms` Gemm steps, runs it there and on the
-  // reference interpreter with the same random inputs, and compares.
-  void same(const std::string& what, const NodePtr& root, int gemms, double rtol = 1e-4, double atol = 1e-4) {
+  // reference interpreter with the same random inputs, and compares. With `f64_root` (the same
+  // graph over float64 parameters) the reference runs that instead, on the same input values, and
+  // its result is rounded once to root's dtype: the reference interpreter decomposes a matmul in
+  // the operand dtype, rounding each 16-bit product, which a float32-accumulating GEMM does not.
+  void same(const std::string& what, const NodePtr& root, int gemms, double rtol = 1e-4, double atol = 1e-4,
+            const NodePtr& f64_root = nullptr) {
     SCOPED_TRACE(what);
     Graph g = collect_graph({root.get()});
     Plan plan = lower(g, cuda_->lower_options());
@@ -60,7 +64,7 @@ class CublasGemm : public ::testing::Test {
       for (int64_t i = 0; i < numel(n->shape); ++i) store_from_double(bytes.data() + i * dtype_size(n->dtype), n->dtype, normal(rng));
       data.push_back(std::move(bytes));
     }
-    auto run = [&](Backend& be) {
+    auto run = [&](Backend& be, const Graph& g, const Plan& plan, const std::vector<std::vector<char>>& data) {
       std::vector<BufferPtr> keep;
       std::vector<RunInput> in(g.inputs.size());
       for (size_t i = 0; i < g.inputs.size(); ++i) {
@@ -78,10 +82,29 @@ class CublasGemm : public ::testing::Test {
       for (size_t i = 0; i < v.size(); ++i) v[i] = load_as_double(host.data() + i * dtype_size(spec.dtype), spec.dtype);
       return v;
     };
-    auto want = run(*ref_);
+    std::vector<double> want;
+    if (f64_root) {
+      Graph g64 = collect_graph({f64_root.get()});
+      ASSERT_EQ(g64.inputs.size(), g.inputs.size());
+      std::vector<std::vector<char>> data64;
+      for (size_t j = 0; j < g.inputs.size(); ++j) {
+        const Node* n = g.inputs[j];
+        ASSERT_EQ(g64.inputs[j]->dtype, DType::Float64);
+        ASSERT_EQ(g64.inputs[j]->shape, n->shape);
+        std::vector<char> bytes(static_cast<size_t>(numel(n->shape)) * sizeof(double));
+        for (int64_t i = 0; i < numel(n->shape); ++i)
+          store_from_double(bytes.data() + i * sizeof(double), DType::Float64,
+                            load_as_double(data[j].data() + i * dtype_size(n->dtype), n->dtype));
+        data64.push_back(std::move(bytes));
+      }
+      want = run(*ref_, g64, lower(g64, ref_->lower_options()), data64);
+      for (double& v : want) v = round_to_dtype(v, root->dtype);
+    } else {
+      want = run(*ref_, g, plan, data);
+    }
     std::vector<double> got;
     try {
-      got = run(*cuda_);
+      got = run(*cuda_, g, plan, data);
     } catch (const Error& e) {
       FAIL() << e.what();
     }
@@ -121,6 +144,29 @@ TEST_F(CublasGemm, VectorsAndFloat64) {
   same("x@v", mm(g.p({8, 16}), g.p({16})), 1);
   same("dot", mm(g.p({16}), g.p({16})), 1);
   same("float64", mm(g.p({31, 17}, DType::Float64), g.p({17, 9}, DType::Float64)), 1, 1e-12, 1e-12);
+}
+
+// bfloat16/float16 operands and output, float32 accumulation (CUBLAS_COMPUTE_32F). The reference
+// computes in float64 from the same rounded inputs and rounds once, so the bound is one output
+// rounding each side (bf16: 2^-8 relative, fp16: 2^-11) plus float32 accumulation error.
+TEST_F(CublasGemm, Bfloat16AndFloat16) {
+  for (DType t : {DType::BFloat16, DType::Float16}) {
+    const double tol = t == DType::BFloat16 ? 1e-2 : 2e-3;
+    const std::string n(dtype_name(t));
+    // Builds the graph twice: in t for cuda, in float64 for the reference.
+    auto both = [&](const std::string& what, auto make, double atol) {
+      G g, g64;
+      same(n + " " + what, make(g, t), 1, tol, atol, make(g64, DType::Float64));
+    };
+    both("x@w", [](G& g, DType d) { return mm(g.p({67, 33}, d), g.p({33, 129}, d)); }, tol);
+    both("x@w.T", [](G& g, DType d) { return mm(g.p({67, 33}, d), tr(g.p({129, 33}, d), {1, 0})); }, tol);
+    both("batched transposed",
+         [](G& g, DType d) { return mm(g.p({2, 5, 7}, d), tr(g.p({2, 3, 7}, d), {0, 2, 1})); }, tol);
+    both("2-d batch", [](G& g, DType d) { return mm(g.p({3, 5, 6, 4}, d), g.p({5, 4, 2}, d)); }, tol);
+    both("v@w", [](G& g, DType d) { return mm(g.p({16}, d), g.p({16, 8}, d)); }, tol);
+    // K=4096: a sum accumulated in the operand dtype would miss these bounds by far.
+    both("K=4096", [](G& g, DType d) { return mm(g.p({16, 4096}, d), g.p({4096, 24}, d)); }, 4 * tol);
+  }
 }
 
 TEST_F(CublasGemm, PrologueAndEpilogueKernelsAroundIt) {

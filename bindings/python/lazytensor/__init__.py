@@ -32,6 +32,8 @@ from ._sync import mark_step, set_lazy_backend, sync
 from . import autograd, debug
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from . import nn, optim
+from . import amp
+from .amp import autocast, get_autocast_dtype, is_autocast_enabled
 from .compile import compile  # noqa: A004  (lt.compile, as torch.compile)
 from .serialization import load, save
 

@@ -12,7 +12,7 @@ import operator
 
 import numpy as np
 
-from . import _C, _indexing, return_types
+from . import _C, _indexing, amp, return_types
 from ._utils import (as_device, as_dtype, dims_arg, is_number, normalize_dim,
                      size_args)
 
@@ -154,11 +154,21 @@ class _TensorMethods:
         """Tensors have no strides here (movement is index arithmetic in kernels): itself."""
         return self
 
+    @amp.lower_precision
+    def matmul(self, other):
+        return _C.matmul(self, other)
+
+    @amp.lower_precision
+    def __matmul__(self, other):
+        return _C.matmul(self, other)
+
+    @amp.lower_precision
     def mm(self, mat2):
         if self.ndim != 2 or mat2.ndim != 2:
             raise RuntimeError(f"mm: expected 2-D tensors, got {self.ndim}-D and {mat2.ndim}-D")
         return self.matmul(mat2)
 
+    @amp.lower_precision
     def bmm(self, mat2):
         if self.ndim != 3 or mat2.ndim != 3:
             raise RuntimeError(f"bmm: expected 3-D tensors, got {self.ndim}-D and {mat2.ndim}-D")
@@ -166,6 +176,7 @@ class _TensorMethods:
 
     # ---- reductions --------------------------------------------------------------------------
 
+    @amp.float32
     def sum(self, dim=None, keepdim=False, *, dtype=None):
         x = self if dtype is None else self.to(dtype)
         return x._sum(dims_arg(dim), keepdim)
@@ -174,6 +185,7 @@ class _TensorMethods:
         x = self if dtype is None else self.to(dtype)
         return x._mean(dims_arg(dim), keepdim)
 
+    @amp.float32
     def prod(self, dim=None, keepdim=False, *, dtype=None):
         x = self if dtype is None else self.to(dtype)
         return x._prod(dims_arg(dim), keepdim)
@@ -210,6 +222,7 @@ class _TensorMethods:
         """int64 index of the first minimum along dim (of the flattened tensor when dim is None)."""
         return _C.argmin(self, None if dim is None else operator.index(dim), keepdim)
 
+    @amp.float32
     def cumsum(self, dim, *, dtype=None):
         """Running sums along dim; integer and bool inputs sum in int64, as in PyTorch."""
         x = self if dtype is None else self.to(dtype)
@@ -236,10 +249,12 @@ class _TensorMethods:
     def logsumexp(self, dim, keepdim=False):
         return self._logsumexp(dims_arg(dim), keepdim)
 
+    @amp.float32
     def softmax(self, dim, dtype=None):
         x = self if dtype is None else self.to(dtype)
         return x._softmax(dim)
 
+    @amp.float32
     def log_softmax(self, dim, dtype=None):
         x = self if dtype is None else self.to(dtype)
         return x._log_softmax(dim)

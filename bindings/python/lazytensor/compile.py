@@ -10,7 +10,7 @@ tensors are updated in place, and return values are fresh tensors on each call.
 The signature (guard) of a call is:
   * the pytree structure of args/kwargs, and per tensor its shape, dtype, device, requires_grad;
     Python numbers, strings, None and NumPy arrays by value; other objects by identity;
-  * grad mode (`lt.no_grad()`);
+  * grad mode (`lt.no_grad()`) and the autocast state (`lt.autocast`: enabled device types, dtypes);
   * for every module among the arguments, the compiled module, and the modules and numbers that
     the function names as globals or closure variables: parameter/buffer identities, their
     requires_grad, and each submodule's `training` flag;
@@ -51,7 +51,7 @@ import weakref
 
 import numpy as np
 
-from . import _C
+from . import _C, amp
 from .nn.module import Module
 from .optim import optimizer as _optimizer
 
@@ -225,7 +225,7 @@ class _CompiledFunction:
             return self._fn(*args, **kwargs)
         tensors = []
         key = (_sig(args, tensors), _sig(dict(sorted(kwargs.items())), tensors) if kwargs else None,
-               _C.is_grad_enabled(), self._scope.key())
+               _C.is_grad_enabled(), amp.state_key(), self._scope.key())
         entries = self._entries.get(key)
         if entries:
             for e in entries:

@@ -6,7 +6,7 @@ neighbours. Functions the runtime cannot express yet raise NotImplementedError n
 """
 import math
 
-from .. import _C
+from .. import _C, amp
 
 Tensor = _C.Tensor
 
@@ -23,6 +23,7 @@ def _check_tensor(x, fn, name="input"):
         raise TypeError(f"{fn}(): argument '{name}' must be Tensor, not {type(x).__name__}")
 
 
+@amp.lower_precision
 def linear(input, weight, bias=None):
     """input @ weight.T + bias."""
     _check_tensor(input, "linear")
@@ -61,6 +62,7 @@ def elu(input, alpha=1.0, inplace=False):
     return input._set(out) if inplace else out
 
 
+@amp.float32
 def softplus(input, beta=1.0, threshold=20.0):
     bx = input * beta
     soft = (bx.clamp(max=threshold).exp() + 1).log() / beta
@@ -96,12 +98,14 @@ def _softmax_dim(ndim):
     return 0 if ndim in (0, 1, 3) else 1
 
 
+@amp.float32
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
     if dim is None:
         dim = _softmax_dim(input.ndim)
     return input.softmax(dim, dtype=dtype)
 
 
+@amp.float32
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     if dim is None:
         dim = _softmax_dim(input.ndim)
@@ -212,6 +216,7 @@ def _nll_core(logp, target, weight, ignore_index, reduction, label_smoothing, fn
     return _reduce(loss, reduction, fn)
 
 
+@amp.float32
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                   reduction="mean", label_smoothing=0.0):
     """log_softmax over dim 1 of (N, C) or (N, C, d1, ...) scores, then nll_loss; targets are
@@ -230,6 +235,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     return _nll_core(logp, tgt, weight, ignore_index, reduction, label_smoothing, "cross_entropy")
 
 
+@amp.float32
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     """Negative log-likelihood of class-index targets, given log-probabilities (N, C[, d1, ...])."""
@@ -248,23 +254,27 @@ def _same_shape(input, target, fn):
                       f"input size ({tuple(input.shape)}); it will be broadcast.", stacklevel=3)
 
 
+@amp.float32
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     _same_shape(input, target, "mse_loss")
     d = input - target
     return _reduce(d * d, reduction, "mse_loss")
 
 
+@amp.float32
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     _same_shape(input, target, "l1_loss")
     return _reduce((input - target).abs(), reduction, "l1_loss")
 
 
+@amp.float32
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     d = (input - target).abs()
     loss = _C.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta)
     return _reduce(loss, reduction, "huber_loss")
 
 
+@amp.float32
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     d = (input - target).abs()
     if beta == 0:
@@ -280,6 +290,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return _reduce(loss, reduction, "binary_cross_entropy")
 
 
+@amp.float32
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None):
     # log(sigmoid(x)) = -softplus(-x), computed stably.
@@ -294,12 +305,14 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
 
 
+@amp.float32
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     if isinstance(normalized_shape, int):
         normalized_shape = [normalized_shape]
     return _C.layer_norm(input, list(normalized_shape), weight, bias, float(eps))
 
 
+@amp.float32
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     if p == 2:
         n = (input * input).sum(dim, keepdim=True).sqrt()
@@ -374,6 +387,7 @@ def _same_padding(input, weight, dilation, fn):
     return pads
 
 
+@amp.lower_precision
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D convolution (cross-correlation, as PyTorch): an im2col window view (movement ops only,
     fused as index arithmetic) times the weight as a GEMM step; the backward is the movement ops'
@@ -396,6 +410,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _C.conv2d(input, weight, bias, stride, _pair(padding, "padding", "conv2d"), dilation, int(groups))
 
 
+@amp.lower_precision
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """1-D convolution: conv2d over a height-1 image."""
     _check_tensor(input, "conv1d")
@@ -490,6 +505,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     return out
 
 
+@amp.lower_precision
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
                                  scale=None, enable_gqa=False):
     """softmax(q @ k^T * scale + mask) @ v, PyTorch's semantics: a bool mask keeps True
