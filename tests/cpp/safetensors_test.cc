@@ -260,9 +260,10 @@ TEST(Safetensors, SaveLoadRoundTripsEveryDtypeBitExactly) {
       if (e.name == "pending") continue;
       const auto& r = raw.at(e.name);
       ASSERT_EQ(e.end - e.begin, r.size()) << e.name;
-      if (!r.empty())  // memcmp with an empty vector's null data() is undefined behaviour
+      if (!r.empty()) {  // memcmp with an empty vector's null data() is undefined behaviour
         EXPECT_EQ(std::memcmp(bytes.data() + h.data_start + e.begin, r.data(), r.size()), 0)
             << e.name;
+      }
     }
 
     std::map<std::string, Tensor> back = load(path, d);
