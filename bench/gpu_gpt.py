@@ -9,29 +9,9 @@ import numpy as np
 import torch
 
 
-def _torch_model(d, heads, n_blocks):
-    import torch.nn as tnn
-    import torch.nn.functional as TF
-
-    class Block(tnn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln1, self.ln2 = tnn.LayerNorm(d), tnn.LayerNorm(d)
-            self.qkv, self.proj = tnn.Linear(d, 3 * d), tnn.Linear(d, d)
-            self.fc, self.out = tnn.Linear(d, 4 * d), tnn.Linear(4 * d, d)
-
-        def forward(self, x):
-            B, T, C = x.shape
-            q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
-            q, k, v = (t.reshape(B, T, heads, C // heads).transpose(1, 2) for t in (q, k, v))
-            y = TF.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
-            return x + self.out(TF.gelu(self.fc(self.ln2(x))))
-    return tnn.Sequential(*[Block() for _ in range(n_blocks)])
-
-
-def _lt_model(lt, d, heads, n_blocks):
-    nn, F = lt.nn, lt.nn.functional
+def _model(nn, F, d, heads, n_blocks):
+    """The same GPT-2 blocks in either framework: nn/F are torch.nn and torch.nn.functional or
+    lazytensor.nn and lazytensor.nn.functional (the APIs match)."""
 
     class Block(nn.Module):
         def __init__(self):
@@ -48,6 +28,14 @@ def _lt_model(lt, d, heads, n_blocks):
             x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
             return x + self.out(F.gelu(self.fc(self.ln2(x))))
     return nn.Sequential(*[Block() for _ in range(n_blocks)])
+
+
+def _torch_model(d, heads, n_blocks):
+    return _model(torch.nn, torch.nn.functional, d, heads, n_blocks)
+
+
+def _lt_model(lt, d, heads, n_blocks):
+    return _model(lt.nn, lt.nn.functional, d, heads, n_blocks)
 
 
 def gpt_blocks_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats):
