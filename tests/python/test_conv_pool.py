@@ -83,12 +83,10 @@ def test_max_pool2d_matches_torch(case, device, rng):
     pair_run(lambda x: F.max_pool2d(x, k, s, p, d, ceil), lambda x: TF.max_pool2d(x, k, s, p, d, ceil), [x], device)
 
 
-@pytest.mark.parametrize("case", POOL_CASES)
+@pytest.mark.parametrize("case", [c for c in POOL_CASES if c[3] == 1])  # avg_pool2d has no dilation
 @pytest.mark.parametrize("include_pad", [True, False])
 def test_avg_pool2d_matches_torch(case, include_pad, device, rng):
     k, s, p, d, ceil = case
-    if d != 1:
-        pytest.skip("avg_pool2d has no dilation")
     x = rng.standard_normal((2, 3, 9, 8)).astype(np.float32)
     pair_run(lambda x: F.avg_pool2d(x, k, s, p, ceil, include_pad),
              lambda x: TF.avg_pool2d(x, k, s, p, ceil, include_pad), [x], device)
