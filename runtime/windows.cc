@@ -9,8 +9,6 @@
 namespace lt {
 namespace {
 
-std::vector<int64_t> dims_of(const Shape& s) { return std::vector<int64_t>(s.begin(), s.end()); }
-
 // A 1- or 2-element size argument as two values (PyTorch's _pair), checked to be >= lo.
 std::vector<int64_t> pair(const char* op, const char* what, std::vector<int64_t> v, int64_t lo) {
   if (v.size() == 1) v.push_back(v[0]);
@@ -28,16 +26,6 @@ Tensor batched4(const char* op, const Tensor& x) {
     fail(ErrorKind::Runtime, op, ": expected 3-D (unbatched) or 4-D (batched) input, got input of shape ",
          shape_str(x.shape()));
   return x;
-}
-
-// x[.., start + step*i, ..] for i < size along dim (the Slice primitive, other dims whole).
-Tensor slice_prim_along(const Tensor& x, int64_t dim, int64_t start, int64_t step, int64_t size) {
-  std::vector<int64_t> sss;
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    if (d == dim) sss.insert(sss.end(), {start, step, size});
-    else sss.insert(sss.end(), {0, 1, x.shape()[d]});
-  }
-  return slice_prim(x, std::move(sss));
 }
 
 // Output length of a window over n (already padded) and the extra right padding ceil_mode needs.
@@ -98,14 +86,14 @@ Tensor sliding_window(const Tensor& x, int64_t dim, int64_t kernel, int64_t stri
     fail(ErrorKind::Runtime, "sliding_window: dimension ", dim, " of size ", n, " (shape ", shape_str(x.shape()),
          ") is smaller than the kernel extent ", span);
   const int64_t out = (n - span) / stride + 1;
-  std::vector<int64_t> shape = dims_of(x.shape());
+  const Shape& shape = x.shape();
   auto with = [&](std::vector<int64_t> mid) {  // `shape` with dim replaced by `mid`
     std::vector<int64_t> r(shape.begin(), shape.begin() + dim);
     r.insert(r.end(), mid.begin(), mid.end());
     r.insert(r.end(), shape.begin() + dim + 1, shape.end());
     return r;
   };
-  if (kernel == 1) return slice_prim_along(x, dim, 0, stride, out).unsqueeze(dim + 1);
+  if (kernel == 1) return slice(x, dim, 0, (out - 1) * stride + 1, stride).unsqueeze(dim + 1);
   if (dilation == 1 && stride == kernel)  // non-overlapping windows: a plain reshape
     return narrow(x, dim, 0, out * kernel).reshape(with({out, kernel}));
   // Overlapping windows (tinygrad's trick): repeat x R times along dim, read it as rows of length
@@ -115,7 +103,7 @@ Tensor sliding_window(const Tensor& x, int64_t dim, int64_t kernel, int64_t stri
   std::vector<int64_t> rep = with({reps, n});
   Tensor t = x.unsqueeze(dim).expand(rep).reshape(with({reps * n}));
   t = narrow(t, dim, 0, total).reshape(with({kernel, row}));
-  t = slice_prim_along(t, dim + 1, 0, stride, out);  // [.., kernel, out, ..]
+  t = slice(t, dim + 1, 0, (out - 1) * stride + 1, stride);  // [.., kernel, out, ..]
   return t.transpose(dim, dim + 1);
 }
 
@@ -175,12 +163,12 @@ Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
 Tensor max_pool2d(const Tensor& input, std::vector<int64_t> kernel, std::vector<int64_t> stride,
                   std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode) {
   const char* op = "max_pool2d";
-  auto [x, k, st, pd] = pool_args(op, input, std::move(kernel), std::move(stride), std::move(padding));
-  kernel = k, stride = st, padding = pd;
+  const PoolArgs a = pool_args(op, input, std::move(kernel), std::move(stride), std::move(padding));
+  const Tensor& x = a.x;
   dilation = pair(op, "dilation", dilation, 1);
-  Extent eh = pool_extent(op, x.size(2), kernel[0], stride[0], padding[0], dilation[0], ceil_mode);
-  Extent ew = pool_extent(op, x.size(3), kernel[1], stride[1], padding[1], dilation[1], ceil_mode);
-  Tensor win = windows2d(x, kernel, stride, padding, dilation, eh, ew, -std::numeric_limits<double>::infinity());
+  Extent eh = pool_extent(op, x.size(2), a.kernel[0], a.stride[0], a.padding[0], dilation[0], ceil_mode);
+  Extent ew = pool_extent(op, x.size(3), a.kernel[1], a.stride[1], a.padding[1], dilation[1], ceil_mode);
+  Tensor win = windows2d(x, a.kernel, a.stride, a.padding, dilation, eh, ew, -std::numeric_limits<double>::infinity());
   Tensor out = win.amax({3, 5});
   return input.dim() == 3 ? out.squeeze(0) : out;
 }
@@ -189,29 +177,29 @@ Tensor avg_pool2d(const Tensor& input, std::vector<int64_t> kernel, std::vector<
                   std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad,
                   std::optional<int64_t> divisor_override) {
   const char* op = "avg_pool2d";
-  auto [x, k, st, pd] = pool_args(op, input, std::move(kernel), std::move(stride), std::move(padding));
-  kernel = k, stride = st, padding = pd;
+  const PoolArgs a = pool_args(op, input, std::move(kernel), std::move(stride), std::move(padding));
+  const Tensor& x = a.x;
   if (divisor_override && *divisor_override == 0) fail(ErrorKind::Runtime, op, ": divisor must be not zero");
   const std::vector<int64_t> one = {1, 1};
-  Extent eh = pool_extent(op, x.size(2), kernel[0], stride[0], padding[0], 1, ceil_mode);
-  Extent ew = pool_extent(op, x.size(3), kernel[1], stride[1], padding[1], 1, ceil_mode);
-  Tensor sum = windows2d(x, kernel, stride, padding, one, eh, ew, 0.0).sum({3, 5});
+  Extent eh = pool_extent(op, x.size(2), a.kernel[0], a.stride[0], a.padding[0], 1, ceil_mode);
+  Extent ew = pool_extent(op, x.size(3), a.kernel[1], a.stride[1], a.padding[1], 1, ceil_mode);
+  Tensor sum = windows2d(x, a.kernel, a.stride, a.padding, one, eh, ew, 0.0).sum({3, 5});
   Tensor out;
   if (divisor_override) {
     out = sum / static_cast<double>(*divisor_override);
-  } else if ((count_include_pad || (!padding[0] && !padding[1])) && !eh.extra && !ew.extra) {
-    out = sum / static_cast<double>(kernel[0] * kernel[1]);
+  } else if ((count_include_pad || (!a.padding[0] && !a.padding[1])) && !eh.extra && !ew.extra) {
+    out = sum / static_cast<double>(a.kernel[0] * a.kernel[1]);
   } else {
     // Per-window element counts: 1 over the input (and over the padding when it counts), 0 over
     // the ceil-mode overhang; windowed and summed like the data (constants, folded by lowering).
     Tensor inside = ones({x.size(2), x.size(3)}, x.dtype(), x.device());
-    Tensor counted = count_include_pad ? pad(inside, {padding[1], padding[1], padding[0], padding[0]}, 1.0) : inside;
+    Tensor counted = count_include_pad ? pad(inside, {a.padding[1], a.padding[1], a.padding[0], a.padding[0]}, 1.0) : inside;
     std::vector<int64_t> rest_pad = count_include_pad ? std::vector<int64_t>{0, ew.extra, 0, eh.extra}
-                                                      : std::vector<int64_t>{padding[1], padding[1] + ew.extra,
-                                                                             padding[0], padding[0] + eh.extra};
-    counted = pad(counted, rest_pad, 0.0).reshape({1, 1, x.size(2) + 2 * padding[0] + eh.extra,
-                                                    x.size(3) + 2 * padding[1] + ew.extra});
-    Tensor counts = sliding_window(sliding_window(counted, 2, kernel[0], stride[0], 1), 4, kernel[1], stride[1], 1);
+                                                      : std::vector<int64_t>{a.padding[1], a.padding[1] + ew.extra,
+                                                                             a.padding[0], a.padding[0] + eh.extra};
+    counted = pad(counted, rest_pad, 0.0).reshape({1, 1, x.size(2) + 2 * a.padding[0] + eh.extra,
+                                                    x.size(3) + 2 * a.padding[1] + ew.extra});
+    Tensor counts = windows2d(counted, a.kernel, a.stride, {0, 0}, one, {}, {}, 0.0);
     out = sum / counts.sum({3, 5});
   }
   return input.dim() == 3 ? out.squeeze(0) : out;
