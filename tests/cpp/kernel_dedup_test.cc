@@ -22,12 +22,15 @@ size_t count(const std::string& s, const std::string& needle) {
 
 TEST(KernelDedup, RepeatedLayersCompileOneFunction) {
   Device d = Device::parse("lazy:cpu");
-  auto va = testing::random_floats(4096, 1), vb = testing::random_floats(4096, 2), vc = testing::random_floats(4096, 3);
-  Tensor a = from_host(va.data(), DType::Float32, {64, 64}, d), b = from_host(vb.data(), DType::Float32, {64, 64}, d);
+  auto va = testing::random_floats(4096, 1), vb = testing::random_floats(4096, 2),
+       vc = testing::random_floats(4096, 3);
+  Tensor a = from_host(va.data(), DType::Float32, {64, 64}, d),
+         b = from_host(vb.data(), DType::Float32, {64, 64}, d);
   Tensor c = from_host(vc.data(), DType::Float32, {64, 64}, d);
   mark_step();
   // Three separate outputs of the same shape of computation: three kernels, one code.
-  Tensor ya = softmax(a.sin() * 2.0, 1), yb = softmax(b.sin() * 2.0, 1), yc = softmax(c.sin() * 2.0, 1);
+  Tensor ya = softmax(a.sin() * 2.0, 1), yb = softmax(b.sin() * 2.0, 1),
+         yc = softmax(c.sin() * 2.0, 1);
   mark_step();
   EXPECT_EQ(metrics::last_graph().kernels, 3);
   std::string src;

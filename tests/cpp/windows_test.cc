@@ -1,6 +1,8 @@
 // Sliding windows, conv2d and pooling against direct nested loops on eager cpu, lazy:cpu and
 // lazy:reference; gradients flow to input, weight and bias; kernel counts pinned on lazy:cpu; the
 // C++ nn layers train a tiny CNN step.
+#include "runtime/windows.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,10 +10,9 @@
 
 #include "ir/error.h"
 #include "runtime/metrics.h"
+#include "runtime/nn.h"
 #include "runtime/optim.h"
 #include "runtime/sync.h"
-#include "runtime/nn.h"
-#include "runtime/windows.h"
 #include "test_util.h"
 
 namespace lt {
@@ -23,10 +24,12 @@ Tensor rand_t(Shape s, uint32_t seed, const Device& d) {
 }
 
 // Direct convolution: out[n,o,y,x] = b[o] + sum_{c,i,j} in[n,c,y*s+i*dl-p, x*s+j*dl-p] w[o,c,i,j].
-std::vector<double> conv_loops(const std::vector<float>& in, Shape is, const std::vector<float>& w, Shape ws,
-                               const std::vector<float>& b, int64_t s, int64_t p, int64_t dl, Shape* os) {
+std::vector<double> conv_loops(const std::vector<float>& in, Shape is, const std::vector<float>& w,
+                               Shape ws, const std::vector<float>& b, int64_t s, int64_t p,
+                               int64_t dl, Shape* os) {
   const int64_t N = is[0], C = is[1], H = is[2], W = is[3], O = ws[0], K = ws[2];
-  const int64_t OH = (H + 2 * p - dl * (K - 1) - 1) / s + 1, OW = (W + 2 * p - dl * (K - 1) - 1) / s + 1;
+  const int64_t OH = (H + 2 * p - dl * (K - 1) - 1) / s + 1,
+                OW = (W + 2 * p - dl * (K - 1) - 1) / s + 1;
   *os = {N, O, OH, OW};
   std::vector<double> out;
   for (int64_t n = 0; n < N; ++n)
@@ -39,7 +42,8 @@ std::vector<double> conv_loops(const std::vector<float>& in, Shape is, const std
               for (int64_t j = 0; j < K; ++j) {
                 int64_t yy = y * s + i * dl - p, xx = x * s + j * dl - p;
                 if (yy < 0 || yy >= H || xx < 0 || xx >= W) continue;
-                acc += static_cast<double>(in[((n * C + c) * H + yy) * W + xx]) * w[((o * C + c) * K + i) * K + j];
+                acc += static_cast<double>(in[((n * C + c) * H + yy) * W + xx]) *
+                       w[((o * C + c) * K + i) * K + j];
               }
           out.push_back(acc);
         }
@@ -63,7 +67,8 @@ class Windows : public ::testing::TestWithParam<const char*> {
 };
 
 TEST_P(Windows, SlidingWindowReadsTheRightElements) {
-  for (auto [n, k, s, dl] : std::vector<std::array<int64_t, 4>>{{9, 3, 1, 1}, {9, 3, 2, 2}, {10, 2, 2, 1}, {8, 2, 5, 1}, {7, 1, 3, 1}}) {
+  for (auto [n, k, s, dl] : std::vector<std::array<int64_t, 4>>{
+           {9, 3, 1, 1}, {9, 3, 2, 2}, {10, 2, 2, 1}, {8, 2, 5, 1}, {7, 1, 3, 1}}) {
     std::vector<float> v(static_cast<size_t>(2 * n));
     for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
     Tensor w = sliding_window(from_host(v.data(), DType::Float32, {2, n}, dev()), 1, k, s, dl);
@@ -73,15 +78,18 @@ TEST_P(Windows, SlidingWindowReadsTheRightElements) {
     for (int64_t r = 0; r < 2; ++r)
       for (int64_t o = 0; o < out; ++o)
         for (int64_t j = 0; j < k; ++j)
-          EXPECT_EQ(got[(r * out + o) * k + j], static_cast<float>(r * n + o * s + j * dl)) << n << " " << k << " " << s;
+          EXPECT_EQ(got[(r * out + o) * k + j], static_cast<float>(r * n + o * s + j * dl))
+              << n << " " << k << " " << s;
   }
 }
 
 TEST_P(Windows, Conv2dMatchesDirectLoops) {
-  for (auto [s, p, dl] : std::vector<std::array<int64_t, 3>>{{1, 0, 1}, {1, 1, 1}, {2, 1, 1}, {2, 2, 2}}) {
+  for (auto [s, p, dl] :
+       std::vector<std::array<int64_t, 3>>{{1, 0, 1}, {1, 1, 1}, {2, 1, 1}, {2, 2, 2}}) {
     Shape is = {2, 3, 9, 8}, ws = {4, 3, 3, 3}, os;
     Tensor x = rand_t(is, 1, dev()), w = rand_t(ws, 2, dev()), b = rand_t({4}, 3, dev());
-    auto want = conv_loops(x.to_vector<float>(), is, w.to_vector<float>(), ws, b.to_vector<float>(), s, p, dl, &os);
+    auto want = conv_loops(x.to_vector<float>(), is, w.to_vector<float>(), ws, b.to_vector<float>(),
+                           s, p, dl, &os);
     Tensor y = conv2d(x, w, b, {s, s}, {p, p}, {dl, dl});
     ASSERT_EQ(y.shape(), os);
     testing::expect_close(y.to_vector<double>(), want, 1e-4, 1e-4, "conv2d");
@@ -131,7 +139,11 @@ TEST_P(Windows, GradientsReachInputWeightAndBias) {
 
 TEST_P(Windows, BadInputIsAClearError) {
   Tensor x = rand_t({1, 3, 5, 5}, 8, dev());
-  expect_error([&] { conv2d(x, rand_t({4, 2, 3, 3}, 9, dev())); }, "conv2d: input [1, 3, 5, 5] and weight [4, 2, 3, 3]");
+  expect_error(
+      [&] {
+        conv2d(x, rand_t({4, 2, 3, 3}, 9, dev()));
+      },
+      "conv2d: input [1, 3, 5, 5] and weight [4, 2, 3, 3]");
   expect_error([&] { max_pool2d(x, {2, 2}, {}, {2, 2}); }, "pad should be at most half");
   expect_error([&] { sliding_window(x, 2, 7, 1, 1); }, "smaller than the kernel extent");
 }
