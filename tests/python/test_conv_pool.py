@@ -64,6 +64,11 @@ def test_conv1d_matches_torch(device, rng):
     b = rng.standard_normal((6,)).astype(np.float32)
     pair_run(lambda x, w, b: F.conv1d(x, w, b, 2, 1, 1, 2), lambda x, w, b: TF.conv1d(x, w, b, 2, 1, 1, 2),
              [x, w, b], device, rtol=1e-4, atol=1e-4)
+    w4 = rng.standard_normal((3, 4, 4)).astype(np.float32)  # even kernel: the odd pad goes at the end
+    pair_run(lambda x, w: F.conv1d(x, w, padding="same", dilation=2),
+             lambda x, w: TF.conv1d(x, w, padding="same", dilation=2), [x, w4], device, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="strided"):
+        F.conv1d(lt.tensor(x), lt.tensor(w4), padding="same", stride=2)
 
 
 POOL_CASES = [  # (kernel, stride, padding, dilation, ceil_mode)

@@ -141,6 +141,12 @@ void init_ops(py::module_& m) {
       },
       py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride"), py::arg("padding"),
       py::arg("dilation"), py::arg("groups") = 1);
+  m.def(
+      "conv1d",
+      [](const Tensor& x, const Tensor& w, const std::optional<Tensor>& b, int64_t stride, int64_t padding,
+         int64_t dilation, int64_t groups) { return conv1d(x, w, or_undefined(b), stride, padding, dilation, groups); },
+      py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride"), py::arg("padding"),
+      py::arg("dilation"), py::arg("groups") = 1);
   m.def("max_pool2d", &lt::max_pool2d, py::arg("input"), py::arg("kernel_size"), py::arg("stride"),
         py::arg("padding"), py::arg("dilation"), py::arg("ceil_mode") = false);
   m.def("avg_pool2d", &lt::avg_pool2d, py::arg("input"), py::arg("kernel_size"), py::arg("stride"),

@@ -377,14 +377,25 @@ def _pair(v, name, fn):
     return v
 
 
-def _same_padding(input, weight, dilation, fn):
-    """padding='same': PyTorch pads (dilation * (k - 1)) in total per spatial dim, the odd one at
-    the end; returned as F.pad amounts (last dim first)."""
+def _string_padding(fn, input, weight, padding, stride, dilation):
+    """PyTorch's padding='valid' / 'same' as (input, numeric padding): 'same' pads
+    dilation * (k - 1) in total per spatial dim, the odd one at the end (with F.pad, before the
+    convolution), as PyTorch does."""
+    if not isinstance(padding, str):
+        return input, padding
+    if padding == "valid":
+        return input, 0
+    if padding != "same":
+        raise ValueError(f"Invalid padding string {padding!r}, should be one of ('valid', 'same')")
+    if any(s != 1 for s in stride):
+        raise ValueError("padding='same' is not supported for strided convolutions")
+    if weight.ndim != len(dilation) + 2:  # its kernel sizes are weight.shape[2:]
+        raise RuntimeError(f"{fn}: expected a {len(dilation) + 2}-D weight, got shape {list(weight.shape)}")
     pads = []
     for k, d in reversed(list(zip(weight.shape[2:], dilation))):
         total = d * (k - 1)
         pads += [total // 2, total - total // 2]
-    return pads
+    return _C.pad(input, pads, 0.0), 0
 
 
 @amp.lower_precision
@@ -395,38 +406,19 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     _check_tensor(input, "conv2d")
     _check_tensor(weight, "conv2d", "weight")
     stride, dilation = _pair(stride, "stride", "conv2d"), _pair(dilation, "dilation", "conv2d")
-    if isinstance(padding, str):
-        if padding == "valid":
-            padding = 0
-        elif padding == "same":
-            if any(s != 1 for s in stride):
-                raise ValueError("padding='same' is not supported for strided convolutions")
-            if weight.ndim != 4:
-                raise RuntimeError(f"conv2d: expected a 4-D weight, got shape {list(weight.shape)}")
-            input = _C.pad(input, _same_padding(input, weight, dilation, "conv2d"), 0.0)
-            padding = 0
-        else:
-            raise ValueError(f"Invalid padding string {padding!r}, should be one of ('valid', 'same')")
+    input, padding = _string_padding("conv2d", input, weight, padding, stride, dilation)
     return _C.conv2d(input, weight, bias, stride, _pair(padding, "padding", "conv2d"), dilation, int(groups))
 
 
 @amp.lower_precision
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """1-D convolution: conv2d over a height-1 image."""
+    """1-D convolution (the runtime's conv1d: conv2d over a height-1 image)."""
     _check_tensor(input, "conv1d")
     _check_tensor(weight, "conv1d", "weight")
-    if input.ndim not in (2, 3) or weight.ndim != 3:
-        raise RuntimeError(f"conv1d: expected 2-D or 3-D input and a 3-D weight, got input "
-                           f"{list(input.shape)} and weight {list(weight.shape)}")
-    one = lambda v: v if isinstance(v, (int, str)) else int(v[0])
-    pad = one(padding)
-    w2 = weight.unsqueeze(-2)
-    if pad == "same":
-        pad = "same"
-    elif pad != "valid":
-        pad = (0, pad)
-    out = conv2d(input.unsqueeze(-2), w2, bias, (1, one(stride)), pad, (1, one(dilation)), groups)
-    return out.squeeze(-2)
+    one = lambda v: int(v) if isinstance(v, int) else int(v[0])
+    stride, dilation = one(stride), one(dilation)
+    input, padding = _string_padding("conv1d", input, weight, padding, [stride], [dilation])
+    return _C.conv1d(input, weight, bias, stride, one(padding), dilation, int(groups))
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
