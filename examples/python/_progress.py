@@ -30,6 +30,19 @@ class Progress:
         self.stream.flush()
 
 
+def steady_rate(steps, seconds, first_step_s):
+    """Steps per second after the first step (which includes the compile on "lazy")."""
+    if steps > 1 and seconds > first_step_s:
+        return (steps - 1) / (seconds - first_step_s)
+    return float("nan")
+
+
+def timing_line(device, steps, r):
+    """The run's one-line timing summary from train()'s result dict."""
+    return (f"{device}: {steps} steps in {r['seconds']:.2f} s (first step {r['first_step_s'] * 1e3:.0f} ms "
+            f"incl. compile; then {r['steps_per_s']:.1f} steps/s)")
+
+
 def save_loss_curve(losses, path, title):
     """Writes a PNG of the loss per step; returns the path, or None when matplotlib is missing
     (the Makefile installs python3-matplotlib; a message says so otherwise)."""

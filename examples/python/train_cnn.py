@@ -22,7 +22,7 @@ import lazytensor.nn as nn
 import lazytensor.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _progress import Progress, save_loss_curve  # noqa: E402
+from _progress import Progress, save_loss_curve, steady_rate, timing_line  # noqa: E402
 
 SIZE, CLASSES = 16, 10
 # Segments a..g of a seven-segment display per digit.
@@ -103,7 +103,7 @@ def train(device="lazy", steps=250, batch_size=64, lr=3e-3, seed=0, plot=None, q
     with lt.no_grad():
         logits = model(lt.tensor(xt_np, device=device)).numpy()
     accuracy = float((logits.argmax(1) == yt_np).mean())
-    steps_per_s = (steps - 1) / (seconds - t_first) if steps > 1 and seconds > t_first else float("nan")
+    steps_per_s = steady_rate(steps, seconds, t_first)
     if plot:
         save_loss_curve(losses, plot, f"SmallCNN on drawn digits ({device})")
     return {"device": device, "losses": losses, "accuracy": accuracy, "seconds": seconds,
@@ -123,8 +123,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     r = train(args.device, args.steps, args.batch_size, args.lr, args.seed, args.plot or None)
-    print(f"\n{args.device}: {args.steps} steps in {r['seconds']:.2f} s (first step "
-          f"{r['first_step_s'] * 1e3:.0f} ms incl. compile; then {r['steps_per_s']:.1f} steps/s)")
+    print("\n" + timing_line(args.device, args.steps, r))
     print(f"final loss {r['losses'][-1]:.4f}, held-out accuracy {r['accuracy']:.3f} "
           f"(required: {args.min_accuracy:.2f})" + (f"; loss curve: {args.plot}" if args.plot else ""))
     print("\n" + r["report"])

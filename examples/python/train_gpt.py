@@ -27,7 +27,7 @@ import lazytensor.nn as nn
 import lazytensor.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _progress import Progress, save_loss_curve  # noqa: E402
+from _progress import Progress, save_loss_curve, steady_rate, timing_line  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -152,7 +152,7 @@ def train(device="lazy", steps=300, batch_size=16, block=64, lr=3e-3, seed=0, pl
                       np.random.default_rng(seed)) if sample_chars else ""
     if plot:
         save_loss_curve(losses, plot, f"char-level GPT on the repository ({device})")
-    steps_per_s = (steps - 1) / (seconds - t_first) if steps > 1 and seconds > t_first else float("nan")
+    steps_per_s = steady_rate(steps, seconds, t_first)
     return {"device": device, "losses": losses, "val_loss": val, "sample": text_out,
             "seconds": seconds, "first_step_s": t_first, "steps_per_s": steps_per_s,
             "graph_compiles": counters["graph_compiles"], "report": report}
@@ -175,8 +175,7 @@ def main(argv=None):
     r = train(args.device, args.steps, args.batch_size, args.block, args.lr, args.seed,
               args.plot or None, args.sample_chars)
     final = float(np.mean(r["losses"][-10:]))
-    print(f"\n{args.device}: {args.steps} steps in {r['seconds']:.2f} s (first step "
-          f"{r['first_step_s'] * 1e3:.0f} ms incl. compile; then {r['steps_per_s']:.1f} steps/s)")
+    print("\n" + timing_line(args.device, args.steps, r))
     print(f"final training loss {final:.3f} (mean of the last 10 steps; required <= {args.max_loss}), "
           f"validation loss {r['val_loss']:.3f}" + (f"; loss curve: {args.plot}" if args.plot else ""))
     if r["sample"]:

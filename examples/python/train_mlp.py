@@ -26,7 +26,7 @@ import lazytensor.nn as nn
 import lazytensor.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _progress import Progress, save_loss_curve  # noqa: E402
+from _progress import Progress, save_loss_curve, steady_rate, timing_line  # noqa: E402
 
 FEATURES, CLASSES, BLOBS = 16, 8, 3
 
@@ -100,8 +100,7 @@ def train(device="lazy", steps=300, batch_size=128, lr=3e-3, log_every=50, seed=
     with lt.no_grad():
         logits = model(lt.tensor(xt_np, device=device)).numpy()
     accuracy = float((logits.argmax(1) == yt_np).mean())
-    later = steps - 1
-    steps_per_s = later / (seconds - t_first) if later > 0 and seconds > t_first else float("nan")
+    steps_per_s = steady_rate(steps, seconds, t_first)
     if plot:
         save_loss_curve(losses, plot, f"MLP on synthetic blobs ({device})")
     return {"device": device, "losses": losses, "accuracy": accuracy, "seconds": seconds,
@@ -124,8 +123,7 @@ def main(argv=None):
 
     r = train(args.device, args.steps, args.batch_size, args.lr, args.log_every, args.seed,
               progress=True, plot=args.plot or None)
-    print(f"\n{args.device}: {args.steps} steps in {r['seconds']:.2f} s "
-          f"(first step {r['first_step_s'] * 1e3:.0f} ms incl. compile; then {r['steps_per_s']:.1f} steps/s)")
+    print("\n" + timing_line(args.device, args.steps, r))
     print(f"final loss {r['losses'][-1]:.4f}, held-out accuracy {r['accuracy']:.3f} "
           f"(required: {args.min_accuracy:.2f})")
     print("\n" + r["report"])
