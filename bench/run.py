@@ -146,46 +146,32 @@ def cnn_train_step(batch=64, size=28):
     shapes = [(8, 1, 3, 3), (8,), (16, 8, 3, 3), (16,), (10, flat), (10,)]
     w0 = [(rng.standard_normal(s) * 0.1).astype(np.float32) for s in shapes]
 
-    def build(conv, pool, relu, linear):
-        def forward(ws, x):
-            h = pool(relu(conv(x, ws[0], ws[1])))
-            h = pool(relu(conv(h, ws[2], ws[3])))
-            return linear(h.reshape(h.shape[0], -1), ws[4], ws[5])
-        return forward
-
-    def lt_run(dev):
-        F = lt.nn.functional
-        ws = [lt.tensor(w, device=dev, requires_grad=True) for w in w0]
-        x, y = lt.tensor(x0, device=dev), lt.tensor(y0, device=dev)
-        fwd = build(lambda a, w, b: F.conv2d(a, w, b, padding=1), lambda a: F.max_pool2d(a, 2), F.relu, F.linear)
-        def f():
+    def step_fn(ws, x, y, F, no_grad, sync=lambda: None):
+        """One SGD step in either framework: F is its functional module, ws its weight tensors."""
+        def step():
             for w in ws:
                 w.grad = None
-            loss = F.cross_entropy(fwd(ws, x), y)
+            h = F.max_pool2d(F.relu(F.conv2d(x, ws[0], ws[1], padding=1)), 2)
+            h = F.max_pool2d(F.relu(F.conv2d(h, ws[2], ws[3], padding=1)), 2)
+            loss = F.cross_entropy(F.linear(h.reshape(h.shape[0], -1), ws[4], ws[5]), y)
             loss.backward()
-            with lt.no_grad():
+            with no_grad():
                 for w in ws:
                     w -= w.grad * 0.01
-            lt.mark_step()
+            sync()  # lt.mark_step on lazytensor: the step is one graph
             return loss
-        return f
+        return step
+
+    def lt_run(dev):
+        ws = [lt.tensor(w, device=dev, requires_grad=True) for w in w0]
+        return step_fn(ws, lt.tensor(x0, device=dev), lt.tensor(y0, device=dev), lt.nn.functional, lt.no_grad,
+                       lt.mark_step)
 
     impls = {"lazy": lt_run("lazy"), "cpu": lt_run("cpu")}
     if torch is not None:
-        TF = torch.nn.functional
         tws = [torch.tensor(w, requires_grad=True) for w in w0]
-        xt, yt = torch.from_numpy(x0), torch.from_numpy(y0)
-        tfwd = build(lambda a, w, b: TF.conv2d(a, w, b, padding=1), lambda a: TF.max_pool2d(a, 2), TF.relu, TF.linear)
-        def torch_run():
-            for w in tws:
-                w.grad = None
-            loss = TF.cross_entropy(tfwd(tws, xt), yt)
-            loss.backward()
-            with torch.no_grad():
-                for w in tws:
-                    w -= w.grad * 0.01
-            return loss
-        impls["torch"] = torch_run
+        impls["torch"] = step_fn(tws, torch.from_numpy(x0), torch.from_numpy(y0), torch.nn.functional,
+                                 torch.no_grad)
     return impls
 
 
