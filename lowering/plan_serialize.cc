@@ -1,5 +1,7 @@
 #include "lowering/plan_serialize.h"
 
+#include <map>
+
 #include <cstdint>
 #include <cstring>
 
@@ -290,13 +292,20 @@ struct Decoder {
 
 }  // namespace
 
-std::string kernel_code_key(const loop::Kernel& k) {
-  loop::Kernel anon = k;
-  anon.name.clear();
-  for (size_t i = 0; i < anon.args.size(); ++i) anon.args[i].buffer = static_cast<int>(i);
-  ByteWriter w;
-  put_kernel(w, anon);
-  return w.take();
+DistinctKernels distinct_kernels(const std::vector<loop::Kernel>& kernels) {
+  DistinctKernels d;
+  std::map<std::string, size_t> by_code;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    loop::Kernel anon = kernels[i];  // its bytes without name and buffer ids are its code
+    anon.name.clear();
+    for (size_t a = 0; a < anon.args.size(); ++a) anon.args[a].buffer = static_cast<int>(a);
+    ByteWriter w;
+    put_kernel(w, anon);
+    auto [it, fresh] = by_code.emplace(w.take(), d.first.size());
+    if (fresh) d.first.push_back(i);
+    d.code_of.push_back(it->second);
+  }
+  return d;
 }
 
 std::string serialize_plan(const Plan& plan) {

@@ -7,15 +7,21 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "lowering/plan.h"
 
 namespace lt {
 
 // Little-endian fixed-width integers and length-prefixed strings appended to a string.
-// The bytes of a kernel's loop IR without its name and buffer ids: kernels with equal keys compile
-// to the same code (a stack of identical layers repeats its kernels), so backends compile one.
-std::string kernel_code_key(const loop::Kernel& k);
+// Kernels whose loop IR is equal but for name and buffer ids compile to the same code (a stack of
+// identical layers repeats its kernels), so backends compile one of each. first[c] is the first
+// kernel with code c; code_of[i] is kernel i's code.
+struct DistinctKernels {
+  std::vector<size_t> first;
+  std::vector<size_t> code_of;
+};
+DistinctKernels distinct_kernels(const std::vector<loop::Kernel>& kernels);
 
 class ByteWriter {
  public:

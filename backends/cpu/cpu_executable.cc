@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
-#include <map>
 #include <thread>
 
 #include "backends/cpu/codegen.h"
@@ -96,14 +95,8 @@ CpuExecutable::CpuExecutable(const Plan& plan) : buffers_(plan.buffers), memory_
   // Identical kernels (repeated layers) get one function and aliases. The distinct ones are
   // split into groups compiled on separate threads, each in its own LLVMContext (LLVM's O3 and
   // instruction selection are most of a cold compile), then linked into one JITDylib.
-  std::map<std::string, size_t> by_code;
-  std::vector<size_t> first_of;  // distinct code -> its first kernel
-  std::vector<size_t> code_of(merged.size());
-  for (size_t i = 0; i < merged.size(); ++i) {
-    auto [it, fresh] = by_code.emplace(kernel_code_key(merged[i]), first_of.size());
-    if (fresh) first_of.push_back(i);
-    code_of[i] = it->second;
-  }
+  const DistinctKernels codes = distinct_kernels(merged);
+  const std::vector<size_t>&first_of = codes.first, &code_of = codes.code_of;
   const size_t hw = std::max(1u, std::thread::hardware_concurrency());
   const size_t groups = std::clamp<size_t>(first_of.size() / kKernelsPerCompileThread, 1, hw);
   std::vector<std::vector<size_t>> members(groups);  // kernels of each group, code order kept
@@ -145,7 +138,9 @@ CpuExecutable::CpuExecutable(const Plan& plan) : buffers_(plan.buffers), memory_
   std::vector<std::string> names;
   for (const auto& k : kernels_) names.push_back(k.name);
   objects_ = std::move(objects);
+  const auto t0 = std::chrono::steady_clock::now();
   bind(jit_load_objects(objects_, names));
+  timings_.link_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // Layout of the CPU backend's part of a cache entry; bump kCachedFormat when it changes.

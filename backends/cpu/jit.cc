@@ -238,10 +238,6 @@ std::string jit_target_description() {
   return h.cpu + " " + h.triple;
 }
 
-std::unique_ptr<JitCode> jit_load(std::string_view object, const std::vector<std::string>& names) {
-  return link_objects({std::string(object)}, names);
-}
-
 std::unique_ptr<JitCode> jit_load_objects(const std::vector<std::string>& objects,
                                           const std::vector<std::string>& names) {
   return link_objects(objects, names);
@@ -313,17 +309,6 @@ std::string jit_compile_object(llvm::Module& m, const std::vector<std::string>& 
   if (timings) timings->codegen_s = seconds_since(t0);
 
   return std::string(object_code.data(), object_code.size());
-}
-
-std::unique_ptr<JitCode> jit_compile(llvm::Module& m, const std::vector<std::string>& names,
-                                     std::vector<std::string>* sources, JitTimings* timings,
-                                     std::string* object) {
-  std::string obj = jit_compile_object(m, names, sources, timings);
-  auto t0 = Clock::now();
-  auto code = link_objects({obj}, names);
-  if (timings) timings->link_s = seconds_since(t0);
-  if (object) *object = std::move(obj);
-  return code;
 }
 
 }  // namespace lt::cpu

@@ -42,24 +42,15 @@ struct JitTimings {
 void configure_for_host(llvm::Module& m);
 
 // Verifies `m`, runs the O3 pipeline for the host CPU, prints the optimized IR of each function
-// in `names` into (*sources)[i], emits an object file (copied into *object when given, for the
-// disk cache) and links it into a fresh JITDylib. functions()[i] is `names[i]`. LLVM failures
-// become lt::Error.
-std::unique_ptr<JitCode> jit_compile(llvm::Module& m, const std::vector<std::string>& names,
-                                     std::vector<std::string>* sources, JitTimings* timings,
-                                     std::string* object = nullptr);
-
-// The first half of jit_compile: verify, optimize, print sources, emit the object file (no
-// linking). Modules in separate LLVMContexts may be compiled on several threads at once.
+// (or alias) in `names` into (*sources)[i] and emits an object file. Modules in separate
+// LLVMContexts may be compiled on several threads at once. LLVM failures become lt::Error.
 std::string jit_compile_object(llvm::Module& m, const std::vector<std::string>& names,
                                std::vector<std::string>* sources, JitTimings* timings);
-// Links object files (from jit_compile_object, possibly several) into one fresh JITDylib.
+// Links object files (from jit_compile_object, in this or an earlier process on the same target)
+// into one fresh JITDylib; functions()[i] is `names[i]`. A malformed object or a missing symbol
+// becomes lt::Error.
 std::unique_ptr<JitCode> jit_load_objects(const std::vector<std::string>& objects,
                                           const std::vector<std::string>& names);
-
-// Links an object file that jit_compile emitted (in this or an earlier process on the same
-// target) into a fresh JITDylib. A malformed object or a missing symbol becomes lt::Error.
-std::unique_ptr<JitCode> jit_load(std::string_view object, const std::vector<std::string>& names);
 
 // Everything the object code depends on: triple, CPU name, CPU features, LLVM version.
 std::string jit_cache_target();

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <mutex>
 
 #include "backends/cuda/cublas_gemm.h"
@@ -56,17 +55,12 @@ class CudaExecutable : public Executable {
       if (st.index < 0 || st.index >= static_cast<int>(st.kind == PlanStep::Kind::Gemm ? gemms_.size() : kernels_.size()))
         fail(ErrorKind::Runtime, "internal: plan step names step ", st.index, " that does not exist");
     // Identical kernels (repeated layers) are generated and compiled once and launched by each.
+    const DistinctKernels codes = distinct_kernels(plan.kernels);
     std::vector<loop::Kernel> distinct;
-    std::vector<size_t> code_of;
-    std::map<std::string, size_t> by_code;
-    for (const loop::Kernel& k : plan.kernels) {
-      auto [it, fresh] = by_code.emplace(kernel_code_key(k), distinct.size());
-      if (fresh) distinct.push_back(k);
-      code_of.push_back(it->second);
-    }
+    for (size_t i : codes.first) distinct.push_back(plan.kernels[i]);
     CudaModuleSource gen = generate_cuda(distinct);
     source_ = std::move(gen.source);
-    for (size_t c : code_of) launches_.push_back(gen.kernels.at(c));
+    for (size_t c : codes.code_of) launches_.push_back(gen.kernels.at(c));
     if (kernels_.empty()) return;
     std::vector<char> image;
     if (cubin) {
