@@ -110,7 +110,7 @@ std::pair<int64_t, int64_t> SymCtx::range(const Lin& a) const {
   return {lo, hi};
 }
 
-std::optional<std::pair<Lin, int64_t>> SymCtx::split_at_coefficient(const Lin& r, int64_t d) const {
+std::optional<SymCtx::Split> SymCtx::split_at_coefficient(const Lin& r, int64_t d) const {
   for (auto [id, k] : r.terms) {
     const int64_t c = k < 0 ? -k : k;
     if (c <= 1 || d % c != 0) continue;
@@ -120,7 +120,7 @@ std::optional<std::pair<Lin, int64_t>> SymCtx::split_at_coefficient(const Lin& r
       else rest.terms.push_back(t);
     }
     auto [lo, hi] = range(rest);
-    if (lo >= 0 && hi < c) return std::make_pair(x, c);
+    if (lo >= 0 && hi < c) return Split{x, rest, c};
   }
   return std::nullopt;
 }
@@ -138,7 +138,7 @@ Lin SymCtx::floordiv(const Lin& a, int64_t d) {
   if (floor_div(lo, d) == floor_div(hi, d)) return add(q, constant(floor_div(lo, d)));
   // floor((c*X + R) / d) == floor(X / (d/c)) when c divides d and 0 <= R < c: a merged dim split
   // at a coarser boundary ((27*i + j) // 108 with j < 27 is i // 4).
-  if (auto xr = split_at_coefficient(r, d)) return add(q, floordiv(xr->first, d / xr->second));
+  if (auto sp = split_at_coefficient(r, d)) return add(q, floordiv(sp->x, d / sp->c));
   // x // d // e == x // (d*e): fold nested divisions.
   if (r.c == 0 && r.terms.size() == 1 && r.terms[0].second == 1 && atoms_[r.terms[0].first].kind == Atom::Div) {
     const Atom& in = atoms_[r.terms[0].first];
@@ -160,13 +160,7 @@ Lin SymCtx::mod(const Lin& a, int64_t d) {
   if (lo >= 0 && hi < d) return r;
   if (floor_div(lo, d) == floor_div(hi, d)) return add(r, constant(-floor_div(lo, d) * d));
   // (c*X + R) % d == c*(X % (d/c)) + R when c divides d and 0 <= R < c.
-  if (auto xr = split_at_coefficient(r, d)) {
-    auto [x, c] = *xr;
-    Lin rest{r.c - x.c * c, {}};
-    for (auto t : r.terms)
-      if (t.second % c) rest.terms.push_back(t);
-    return add(mul(mod(x, d / c), c), rest);
-  }
+  if (auto sp = split_at_coefficient(r, d)) return add(mul(mod(sp->x, d / sp->c), sp->c), sp->rest);
   int id = atom({Atom::Mod, d, r, 0, d - 1});
   return Lin{0, {{id, 1}}};
 }

@@ -55,8 +55,12 @@ class SymCtx {
   };
   int atom(Atom a);
   Lin fold_divmod(Lin r) const;
-  // r as c*X + R with c dividing d and R in [0, c) (c one of r's coefficients): (X, c).
-  std::optional<std::pair<Lin, int64_t>> split_at_coefficient(const Lin& r, int64_t d) const;
+  // r as c*x + rest with c dividing d and rest in [0, c) (c one of r's coefficients).
+  struct Split {
+    Lin x, rest;
+    int64_t c;
+  };
+  std::optional<Split> split_at_coefficient(const Lin& r, int64_t d) const;
   int emit(const Lin& a, std::vector<loop::IExpr>& out) const;
   int emit_atom(int id, std::vector<loop::IExpr>& out) const;
   std::vector<int64_t> extents_;
