@@ -269,7 +269,9 @@ loop::Kernel KernelBuilder::build(std::vector<int>* touched) {
 
   enum { Plain, Row, Epilogue } shape_kind = Plain;
   if (!hosted.empty()) {
-    int first = root_reduce ? root_ : *hosted.begin();
+    // The reduction nearest the root sets the row; one with another shape that feeds it is
+    // realized (realizing the consumer instead would only move the conflict into its own kernel).
+    int first = root_reduce ? root_ : *hosted.rbegin();
     sig_ = sig_of(g_.nodes[first], g_.nodes[g_.nodes[first].inputs[0]]);
     for (int r : hosted)
       if (!(sig_of(g_.nodes[r], g_.nodes[g_.nodes[r].inputs[0]]) == sig_)) throw Unhostable{r};
@@ -318,6 +320,42 @@ loop::Kernel KernelBuilder::build(std::vector<int>* touched) {
   return std::move(k_);
 }
 
+// A value read by several consumers is recomputed by each of them while that is cheap. What makes
+// it costly is rarely arithmetic but loads: a residual stream x0 + a1 + b1 + ... recomputed in
+// every kernel that reads it (layer norm statistics, its gradient's row and column reductions, the
+// loss) re-reads every branch's buffer there, several times the traffic of reading it once.
+// So a shared value whose computation reads kMaxSharedLoads or more distinct buffers is realized:
+// one write, then one load per consumer. Reads of 1-2 buffers (softmax's exp(x - max), a
+// 20-step x + sin(x) chain over one input) stay fused.
+void realize_shared_wide_values(const PrimGraph& g, const std::vector<int>& users, std::vector<bool>& realized) {
+  constexpr size_t kMaxSharedLoads = 3;
+  const int n = static_cast<int>(g.nodes.size());
+  // Per node: up to kMaxSharedLoads of the buffers its inline computation reads. A capped set is
+  // enough: the union of two sets is at least kMaxSharedLoads exactly when the true union is.
+  std::vector<std::vector<int>> loads(n);
+  for (int i = 0; i < n; ++i) {
+    const PNode& p = g.nodes[i];
+    auto& mine = loads[i];
+    if (p.op == Op::Scalar || p.op == Op::Constant) continue;
+    if (realized[i] || op_info(p.op).cls == OpClass::Reduce) {
+      mine.push_back(i);  // a load (a reduction hosted here is computed once per kernel as well)
+      continue;
+    }
+    // Only reads about as large as the value count: a broadcast vector (a layer norm's weight, a
+    // row statistic) stays in cache whoever reads it.
+    const int64_t size = numel(p.shape);
+    for (int c : p.inputs)
+      for (int b : loads[c])
+        if (mine.size() < kMaxSharedLoads && 2 * numel(g.nodes[b].shape) > size &&
+            std::find(mine.begin(), mine.end(), b) == mine.end())
+          mine.push_back(b);
+    if (users[i] >= 2 && mine.size() >= kMaxSharedLoads) {
+      realized[i] = true;
+      mine.assign(1, i);
+    }
+  }
+}
+
 }  // namespace
 
 Plan fuse(PrimGraph g, const LowerOptions& opts) {
@@ -354,6 +392,7 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
     gemm_at[root] = static_cast<int>(gemms.size());
     gemms.push_back(std::move(*m));
   }
+  realize_shared_wide_values(g, users, realized);
   // Kernel emission recurses through inlined operands: bound the inlined depth by materializing.
   // After GEMM matching (whose operands are realized already), and never at a broadcast: a node
   // bigger than its deepest operand (a matmul's [.., M, N, K] product) realizes that operand instead.

@@ -3,9 +3,10 @@
 #include "lowering/decompose.h"
 #include "lowering/fuse.h"
 #include "lowering/simplify.h"
+#include "lowering/split_reduce.h"
 
 namespace lt {
 
-Plan lower(const Graph& g, const LowerOptions& opts) { return fuse(simplify(decompose(g)), opts); }
+Plan lower(const Graph& g, const LowerOptions& opts) { return fuse(split_wide_reductions(simplify(decompose(g))), opts); }
 
 }  // namespace lt

@@ -186,6 +186,47 @@ TEST(Fusion, OutputsOfOneNodeShareOneBuffer) {
   EXPECT_EQ(p.kernels.size(), 1u);
 }
 
+// Two-stage reductions (lowering/split_reduce.cc): few outputs over a long reduced space.
+int64_t outer_points(const loop::Kernel& k) {
+  int64_t n = 1;
+  for (auto e : k.outer) n *= e;
+  return n;
+}
+
+TEST(Fusion, WholeTensorSumIsTwoWideStages) {
+  auto x = param({8, 512, 768});
+  auto p = plan_of({op(Op::Mul, {op(Op::ReduceSum, {op(Op::Mul, {x, x})}, {0, 1, 2}), param({})})});
+  ASSERT_EQ(p.kernels.size(), 2u) << p.grouping;
+  EXPECT_EQ(outer_points(p.kernels[0]), 8192) << p.grouping;  // the square fused, 8192 rows of 384
+  EXPECT_EQ(outer_points(p.kernels[1]), 1) << p.grouping;     // the partials, with the epilogue
+}
+
+TEST(Fusion, ColumnSumGetsMoreColumns) {
+  // A bias gradient: [4096, 768] summed down the rows. 768 columns alone are too few rows.
+  auto p = plan_of({op(Op::ReduceSum, {param({4096, 768})}, {0})});
+  ASSERT_EQ(p.kernels.size(), 2u) << p.grouping;
+  EXPECT_EQ(outer_points(p.kernels[0]), 8 * 768) << p.grouping;
+  // Two reduced runs ([64, 100, 300] over axes 0 and 2): the outer run (64) is too short to split.
+  EXPECT_EQ(plan_of({op(Op::ReduceSum, {param({64, 100, 300})}, {0, 2})}).kernels.size(), 1u);
+  // Many outputs already: one kernel.
+  EXPECT_EQ(plan_of({op(Op::ReduceSum, {param({4096, 8192})}, {0})}).kernels.size(), 1u);
+}
+
+TEST(Fusion, SmallReductionsAndMatmulsAreNotSplit) {
+  EXPECT_EQ(plan_of({op(Op::ReduceSum, {param({4, 1000})}, {1})}).kernels.size(), 1u);
+  // A [1, 65536] @ [65536, 4] product is a matmul's sum: left whole for GEMM matching.
+  auto a = param({1, 65536}), b = param({65536, 4});
+  auto dot = plan_of({op(Op::Matmul, {a, b})});
+  int sums = 0;
+  for (const auto& n : dot.prims.nodes) sums += n.op == Op::ReduceSum;
+  EXPECT_EQ(sums, 1) << dot.grouping;
+  // The same length as a plain sum is split.
+  auto plain = plan_of({op(Op::ReduceSum, {a}, {1})});
+  sums = 0;
+  for (const auto& n : plain.prims.nodes) sums += n.op == Op::ReduceSum;
+  EXPECT_EQ(sums, 2) << plain.grouping;
+}
+
 TEST(Fusion, VeryDeepChainIsSplitNotCrashing) {
   NodePtr x = param({16});
   for (int i = 0; i < 5000; ++i) x = op(Op::Sin, {x});

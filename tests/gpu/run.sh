@@ -24,7 +24,8 @@
 # Environment: OUT (default ./gpu-out), BUILD (default ./build-gpu), LT_DEPS (default ./.deps),
 # JOBS (default nproc), BENCH_ARGS (extra arguments to bench/gpu.py, e.g. --quick), STAGES (default
 # "build cpp py bench"; a later call on the same machine may run e.g. STAGES="bench" alone, reusing
-# the build, to stay within a command's time limit).
+# the build, to stay within a command's time limit; "profile" adds tests/gpu/profile_gpt.py, the
+# per-kernel GPU time of the GPT rows, under $OUT/profile).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -214,6 +215,13 @@ if [ "$built" -eq 1 ] && [ -d "$BUILD/python/lazytensor" ]; then
     rc=$?
     tail -n 30 "$OUT/bench_gpu.log"
     record "benchmark (bench/gpu.py)" "$rc"
+  fi
+  if stage profile; then
+    # Not in the default stages: per-kernel GPU time of the GPT rows (tests/gpu/profile_gpt.py).
+    LD_PRELOAD="$TRACE_SO" timeout 300 "$PY" -u -X faulthandler tests/gpu/profile_gpt.py --out "$OUT/profile" >"$OUT/profile_gpt.log" 2>&1
+    rc=$?
+    tail -n 5 "$OUT/profile_gpt.log"
+    record "profile (tests/gpu/profile_gpt.py)" "$rc"
   fi
 elif [ "$built" -eq 1 ]; then
   say "Python module: FAIL: not built (pybind11 missing?): ops check and benchmark NOT RUN"

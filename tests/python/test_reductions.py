@@ -84,6 +84,33 @@ def test_sum_large_reduction_accuracy(device, rng):
     assert_close(t.mean(0), x.astype(np.float64).mean(0), rtol=1e-5, atol=1e-5)
 
 
+# Few outputs over a long reduced space are reduced in two stages (lowering/split_reduce.cc): a
+# whole-tensor sum, column sums (bias gradients), reduced runs of several axes, keepdim, half types.
+@pytest.mark.parametrize("shape,dim", [((8, 64, 96), None), ((4096, 24), 0), ((2, 6, 1024, 3), (1, 2)),
+                                       ((8, 512, 4), (0, 1)), ((3, 20000), 1)], ids=str)
+@pytest.mark.parametrize("name", ["sum", "amax", "amin", "mean"])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_wide_reductions_in_two_stages(device, rng, shape, dim, name, keepdim):
+    x = rng.standard_normal(shape).astype(np.float32)
+    t = lt.tensor(x, device=device)
+    axes = dim if dim is not None else tuple(range(len(shape)))
+    want = REDUCTIONS[name](x.astype(np.float64) ** 2, axis=axes, keepdims=keepdim)
+    got = getattr(t * t, name)(axes, keepdim)
+    assert_close(got, want, dtype=lt.float32, rtol=2e-5, atol=1e-4)
+    if device == "lazy":
+        assert lt.metrics.last_graph()["kernels"] == 2
+
+
+def test_wide_bfloat16_sum_accumulates_in_float32(device, rng):
+    x = rng.uniform(0.5, 1.5, (64, 4096)).astype(np.float32)
+    t = lt.tensor(x, device=device).to(lt.bfloat16)
+    exact = t.float().numpy().astype(np.float64).sum()
+    got = t.sum()
+    assert got.dtype == lt.bfloat16
+    # Within the final rounding to bfloat16 (8 bits): a bfloat16 running sum would be far off.
+    assert abs(got.float().item() - exact) <= exact * 2 ** -8
+
+
 @pytest.mark.parametrize("dim", [None, 1, (0, 2)], ids=str)
 def test_var_std(device, rng, dim):
     x = rng.standard_normal((3, 5, 4)).astype(np.float32)
