@@ -73,6 +73,9 @@ class Backend {
   virtual std::unique_ptr<Executable> compile(const Plan& plan) = 0;
   // The library steps compile() can run (lowering emits only those): GEMM dtypes for matmul.
   virtual LowerOptions lower_options() const { return {}; }
+  // Waits until every run and copy issued so far has finished (CUDA runs are asynchronous; host
+  // backends finish before run() returns). Device faults of earlier runs are reported here.
+  virtual void synchronize() {}
 
   // On-disk compile cache (runtime/disk_cache.h). Optional: the defaults say "not cacheable".
   // Identifies the code compile() generates (CPU name + features, GPU architecture + toolkit);

@@ -95,10 +95,11 @@ def _gpt_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats, bf16):
             return loss
         t0 = time.perf_counter()
         first = lt_step()
+        lt.cuda.synchronize()
         row["lt_first_s"] = time.perf_counter() - t0
         for _ in range(3):
             lt_step()
-        row["lt_ms"] = wall_ms(lt_step, repeats)
+        row["lt_ms"] = wall_ms(lt_step, max(repeats, 9), rounds=3)
         row["max_abs_err_vs_torch"] = abs(float(first.item()) - want)
         row["lt_backend"] = lt.metrics.last_graph()["backend"]
         row["lt_kernels"] = lt.metrics.last_graph()["kernels"]

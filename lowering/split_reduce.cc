@@ -25,6 +25,26 @@ bool is_matmul_product(const PrimGraph& g, const PNode& r) {
          g.nodes[static_cast<size_t>(in.inputs[1])].op == Op::Expand;
 }
 
+// A reduction whose result is read back over its rows (softmax's max and sum, layer norm's
+// statistics: used at a larger shape, directly or through same-size ops) belongs to a row
+// kernel that computes it and its consumers in one pass; splitting it would break that kernel up.
+bool read_back_over_rows(const PrimGraph& g, const std::vector<std::vector<int>>& users, int r) {
+  const int64_t size = numel(g.nodes[static_cast<size_t>(r)].shape);
+  std::vector<int> todo{r};
+  std::vector<bool> seen(g.nodes.size(), false);
+  while (!todo.empty()) {
+    int n = todo.back();
+    todo.pop_back();
+    for (int u : users[static_cast<size_t>(n)]) {
+      if (seen[static_cast<size_t>(u)]) continue;
+      seen[static_cast<size_t>(u)] = true;
+      if (numel(g.nodes[static_cast<size_t>(u)].shape) > size) return true;
+      todo.push_back(u);  // same size (1 / sum, a reshape): what reads that counts too
+    }
+  }
+  return false;
+}
+
 // The largest divisor of n not above cap (1 if none).
 int64_t largest_divisor_upto(int64_t n, int64_t cap) {
   for (int64_t c = std::min(n, cap); c >= 2; --c)
@@ -37,6 +57,9 @@ int64_t largest_divisor_upto(int64_t n, int64_t cap) {
 PrimGraph split_wide_reductions(const PrimGraph& g) {
   PrimGraph out;
   out.num_inputs = g.num_inputs;
+  std::vector<std::vector<int>> users(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (int c : g.nodes[i].inputs) users[static_cast<size_t>(c)].push_back(static_cast<int>(i));
   std::vector<int> remap(g.nodes.size());
   auto add = [&](PNode p) {
     out.nodes.push_back(std::move(p));
@@ -46,7 +69,8 @@ PrimGraph split_wide_reductions(const PrimGraph& g) {
     PNode p = g.nodes[i];
     for (int& c : p.inputs) c = remap[static_cast<size_t>(c)];
     remap[i] = -1;
-    if (is_reduce(p.op) && !is_matmul_product(g, g.nodes[i])) {
+    if (is_reduce(p.op) && !is_matmul_product(g, g.nodes[i]) &&
+        !read_back_over_rows(g, users, static_cast<int>(i))) {
       const Shape& in = g.nodes[static_cast<size_t>(g.nodes[i].inputs[0])].shape;
       const int64_t rank = static_cast<int64_t>(in.size());
       std::vector<bool> red(in.size(), false);

@@ -35,6 +35,7 @@ CudaCachingAllocator::~CudaCachingAllocator() {
   } catch (...) {
     return;
   }
+  d.cuStreamSynchronize(dev_->stream());  // cached blocks may still be used by queued work
   for (auto& [size, blocks] : bins_)
     for (CUdeviceptr p : blocks) d.cuMemFree_v2(p);
   bins_.clear();
@@ -90,7 +91,8 @@ void CudaCachingAllocator::empty_cache() {
 
 void CudaCachingAllocator::empty_cache_locked() {
   const CudaDriver& d = dev_->driver();
-  dev_->bind();
+  dev_->synchronize();  // a cached block may still be read or written by queued work
+
   for (auto& [size, blocks] : bins_) {
     for (CUdeviceptr p : blocks) {
       d.cuMemFree_v2(p);

@@ -3,8 +3,10 @@
 // them. Sizes round up to 512 bytes below 1 MiB and to 2 MiB above. When cuMemAlloc runs out of
 // memory the cache is released and the allocation retried once before a clear lt::Error.
 //
-// Blocks are returned when their Buffer dies, on the host's timeline: that is safe because every
-// executable synchronizes its stream before returning (revisit when runs become asynchronous).
+// Blocks are returned when their Buffer dies, on the host's timeline, while queued work may still
+// use them: that is safe because the backend issues all work on one stream (cuda_device.h), so
+// the next user of a block is ordered after the last one. Freeing to the driver (empty_cache,
+// the out-of-memory retry) synchronizes the stream first.
 #pragma once
 #include <cstddef>
 #include <cstdint>

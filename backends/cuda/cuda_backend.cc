@@ -86,6 +86,7 @@ class CudaExecutable : public Executable {
     if (d.cuCtxSetCurrent) {
       try {
         dev_->bind();
+        d.cuStreamSynchronize(dev_->stream());  // its kernels may still be running
         d.cuModuleUnload(module_);
       } catch (...) {
       }
@@ -186,7 +187,9 @@ class CudaExecutable : public Executable {
       if (stats) ++stats->kernel_launches;
       if (timed) stats->on_kernel(kern.name + " (launch)", t0, std::chrono::steady_clock::now());
     }
-    d.check(d.cuStreamSynchronize(stream), "cuStreamSynchronize");
+    // Asynchronous: the outputs are valid for later work on the stream, and host reads wait
+    // (copy_to_host). Temporaries go back to the cache now; only later stream work reuses them.
+    if (CudaDevice::synchronous_runs()) dev_->synchronize();
     std::vector<BufferPtr> out(buffers_.size());
     for (size_t b = 0; b < buffers_.size(); ++b)
       if (buffers_[b].kind == BufferSpec::Kind::Output) out[b] = std::move(owned[b]);
@@ -234,7 +237,14 @@ class CudaBackendImpl : public CudaBackend {
     if (!bytes) return;
     dev_->bind();
     const CudaDriver& d = dev_->driver();
-    d.check(d.cuMemcpyHtoD_v2(cb.ptr(), src, bytes), "cuMemcpyHtoD");
+    // In stream order, so a recycled block is written only after the runs that read it before.
+    // From pageable memory (numpy's) the driver stages the data before returning; from pinned
+    // memory the DMA may still be reading `src` on return, so that case waits.
+    d.check(d.cuMemcpyHtoDAsync_v2(cb.ptr(), src, bytes, dev_->stream()), "cuMemcpyHtoDAsync");
+    unsigned int type = 0;
+    if (d.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, reinterpret_cast<CUdeviceptr>(src)) ==
+        CUDA_SUCCESS)
+      dev_->synchronize();
   }
 
   void copy_to_host(void* dst, const Buffer& src, size_t bytes) override {
@@ -242,10 +252,12 @@ class CudaBackendImpl : public CudaBackend {
     if (bytes > cb.bytes())
       fail(ErrorKind::Runtime, "cuda copy_to_host: ", bytes, " bytes from a buffer of ", cb.bytes());
     if (!bytes) return;
-    dev_->bind();
+    dev_->synchronize();  // the runs that write `src` may still be in flight
     const CudaDriver& d = dev_->driver();
     d.check(d.cuMemcpyDtoH_v2(dst, cb.ptr(), bytes), "cuMemcpyDtoH");
   }
+
+  void synchronize() override { dev_->synchronize(); }
 
   std::unique_ptr<Executable> compile(const Plan& plan) override {
     std::shared_ptr<const CublasHandle> blas;

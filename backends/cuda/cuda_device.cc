@@ -1,5 +1,7 @@
 #include "backends/cuda/cuda_device.h"
 
+#include <cstdlib>
+
 #include "ir/error.h"
 
 namespace lt {
@@ -37,5 +39,18 @@ CudaDevice::~CudaDevice() {
 }
 
 void CudaDevice::bind() const { drv_->check(drv_->cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"); }
+
+void CudaDevice::synchronize() const {
+  bind();
+  drv_->check(drv_->cuStreamSynchronize(stream_), "cuStreamSynchronize");
+}
+
+bool CudaDevice::synchronous_runs() {
+  static const bool on = [] {
+    const char* e = std::getenv("LT_CUDA_SYNC");
+    return e && *e && *e != '0';
+  }();
+  return on;
+}
 
 }  // namespace lt

@@ -1,5 +1,9 @@
 // One CUDA device as the backend uses it: its primary context, one stream, and the attributes
 // that code generation and launches need.
+//
+// Work is asynchronous: runs launch their kernels on the stream and return; host copies and
+// synchronize() wait. Everything the backend does goes through this one stream, so a block the
+// caching allocator hands out again is only touched after the work that used it before.
 #pragma once
 #include <memory>
 #include <string>
@@ -21,6 +25,11 @@ class CudaDevice {
   void bind() const;
   const CudaDriver& driver() const { return *drv_; }
   CUstream stream() const { return stream_; }
+  // Waits for everything issued on the stream (binds the context first); throws on a device fault.
+  void synchronize() const;
+  // LT_CUDA_SYNC=1: every run waits for its kernels, so a fault is reported by the run that caused
+  // it (for debugging; read once).
+  static bool synchronous_runs();
   int ordinal() const { return ordinal_; }
   int cc_major() const { return cc_major_; }
   int cc_minor() const { return cc_minor_; }

@@ -258,8 +258,8 @@ TEST(CudaCodegen, RowMappingFollowsTheRowLength) {
   };
   const Case cases[] = {{{4096, 8}, CudaKernelMode::Thread},
                         {{4096, 100}, CudaKernelMode::Warp},
-                        {{64, 4096}, CudaKernelMode::Block},
-                        {{4, 1 << 16}, CudaKernelMode::Block}};
+                        {{512, 2048}, CudaKernelMode::Block},
+                        {{256, 4000}, CudaKernelMode::Block}};
   for (const auto& c : cases) {
     auto m = compile_ok(plan_of({op(Op::ReduceMax, {param(c.shape)}, {1})}), 1);
     EXPECT_EQ(m.kernels[0].mode, c.mode) << shape_str(c.shape);
@@ -272,6 +272,10 @@ TEST(CudaCodegen, RowMappingFollowsTheRowLength) {
       EXPECT_EQ(count(m.source, "= lt_block_reduce(acc"), 1u);
     }
   }
+  // Few long rows are reduced in two stages (lowering/split_reduce.cc): [4, 65536] becomes
+  // [4 x 256] rows of 256 (warps), then the 256 partials of each row.
+  auto wide = compile_ok(plan_of({op(Op::ReduceMax, {param({4, 1 << 16})}, {1})}), 2);
+  EXPECT_EQ(wide.kernels[0].mode, CudaKernelMode::Warp);
   // Column sums read contiguously along the outer index: lanes take adjacent columns.
   auto cols = compile_ok(plan_of({op(Op::ReduceSum, {param({512, 4096})}, {0})}), 1);
   EXPECT_EQ(cols.kernels[0].mode, CudaKernelMode::Tile);

@@ -128,6 +128,10 @@ void init_sync(py::module_& m) {
   m.def("set_lazy_backend", &lt::set_lazy_backend, py::arg("name"));
   m.def("default_lazy_backend", &lt::default_lazy_backend);
   m.def("backend_available", &lt::backend_available, py::arg("name"));
+  m.def(
+      "synchronize_backend", [](const std::string& name) { lt::get_backend(name).synchronize(); },
+      py::arg("name"), py::call_guard<py::gil_scoped_release>(),
+      "Waits for the backend's queued work (CUDA runs are asynchronous).");
 }
 
 }  // namespace lt::python
