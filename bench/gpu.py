@@ -257,6 +257,9 @@ def main():
         lt_first = f"{r['lt_first_s']:.3f}" if "lt_first_s" in r else "n/a"
         print(f"{r['workload']:32}{r['eager_ms']:10.3f}{r['compile_ms']:12.3f}{(f'{lt_ms:.3f}' if lt_ms else 'n/a'):>10}"
               f"{ratio:>12}{r['compile_first_s']:15.2f}{lt_first:>10}")
+        if "lt_compile_ms" in r:
+            print(f"    lt.compile (replay, no re-tracing): {r['lt_compile_ms']:.3f} ms, "
+                  f"{r['lt_compile_ms'] / r['compile_ms']:.2f}x torch.compile")
         if "lt_error" in r:
             print(f"    lazytensor: {r['lt_error']}")
     if args.json:
