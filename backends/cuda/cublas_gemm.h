@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lowering/gemm.h"
 
@@ -16,6 +17,12 @@ namespace lt {
 bool cublas_available();
 // Why not, when !cublas_available().
 std::string cublas_error();
+
+// Device memory for a batched GEMM's A, B and C address arrays, and the host vector staged into it.
+struct CublasPointerArrays {
+  CUdeviceptr device = 0;
+  std::vector<uint64_t>* host = nullptr;
+};
 
 // One cuBLAS handle bound to a stream; created once per device and reused by every executable.
 // The device's context must be current when it is created, used and destroyed.
@@ -27,10 +34,18 @@ class CublasHandle {
   CublasHandle(const CublasHandle&) = delete;
   CublasHandle& operator=(const CublasHandle&) = delete;
   // Enqueues out = A @ B on the handle's stream (asynchronous); pointers are the plan's buffers.
-  void gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out) const;
+  // A batch whose dims do not collapse into one stride (attention's [B, H] over a fused qkv
+  // buffer) runs as one pointer-array call when `arrays` is given (pointer_array_bytes(g) bytes of
+  // device memory the caller keeps for this step; its host copy is staged into it on the stream),
+  // else as a host loop of strided-batched calls, one per outer batch point.
+  using PointerArrays = CublasPointerArrays;
+  void gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out, PointerArrays arrays = {}) const;
+  // Device bytes the pointer-array form of g needs; 0 when g's batch collapses into one call.
+  static size_t pointer_array_bytes(const Gemm& g);
 
  private:
   void* handle_ = nullptr;
+  CUstream stream_ = nullptr;
   bool tf32_ = false;
 };
 

@@ -144,7 +144,14 @@ class CudaExecutable : public Executable {
       const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       if (step.kind == PlanStep::Kind::Gemm) {
         const Gemm& g = gemms_[step.index];
-        blas_->gemm(g, ptrs[g.a], ptrs[g.b], ptrs[g.out]);
+        if (const size_t bytes = CublasHandle::pointer_array_bytes(g)) {
+          std::lock_guard<std::mutex> lock(arrays_mu_);  // one host staging vector per step
+          GemmArrays& ga = gemm_arrays_[static_cast<size_t>(step.index)];
+          if (!ga.device) ga.device = std::make_shared<CudaBuffer>(alloc_, bytes);  // kept with the executable
+          blas_->gemm(g, ptrs[g.a], ptrs[g.b], ptrs[g.out], {ga.device->ptr(), &ga.host});
+        } else {
+          blas_->gemm(g, ptrs[g.a], ptrs[g.b], ptrs[g.out]);
+        }
         if (stats) ++stats->kernel_launches;
         if (timed) stats->on_kernel("gemm " + g.name + " (launch)", t0, std::chrono::steady_clock::now());
         continue;
@@ -204,6 +211,13 @@ class CudaExecutable : public Executable {
   std::vector<Gemm> gemms_;
   std::vector<PlanStep> steps_;
   std::shared_ptr<const CublasHandle> blas_;
+  // Per gemm: device and host copies of its pointer arrays (cublas_gemm.h), when it needs them.
+  struct GemmArrays {
+    std::shared_ptr<CudaBuffer> device;
+    std::vector<uint64_t> host;
+  };
+  std::vector<GemmArrays> gemm_arrays_ = std::vector<GemmArrays>(gemms_.size());
+  std::mutex arrays_mu_;
   MemoryPlan memory_;  // which temporaries share an allocation
   std::string source_;
   std::vector<CudaKernelLaunch> launches_;

@@ -133,7 +133,7 @@ TEST_F(CublasGemm, BatchedAndBroadcast) {
   same("batched", mm(g.p({4, 6, 5}), g.p({4, 5, 3})), 1);
   same("broadcast B", mm(g.p({3, 5, 6, 4}), g.p({4, 2})), 1);
   same("broadcast A", mm(g.p({6, 4}), g.p({3, 4, 2})), 1);
-  // Two batch dims that do not collapse into one stride: a host loop of strided-batched calls.
+  // Two batch dims that do not collapse into one stride: one pointer-array call (cublasGemmBatchedEx).
   same("2-d batch", mm(g.p({3, 5, 6, 4}), g.p({5, 4, 2})), 1);
   same("batched transposed", mm(g.p({2, 5, 7}), tr(g.p({2, 3, 7}), {0, 2, 1})), 1);
 }
