@@ -1,11 +1,16 @@
 #include "lowering/lower.h"
 
 #include "lowering/decompose.h"
+#include "lowering/donation.h"
 #include "lowering/fuse.h"
 #include "lowering/simplify.h"
 
 namespace lt {
 
-Plan lower(const Graph& g, const LowerOptions& opts) { return fuse(simplify(decompose(g)), opts); }
+Plan lower(const Graph& g, const LowerOptions& opts) {
+  Plan plan = fuse(simplify(decompose(g)), opts);
+  find_donations(plan);
+  return plan;
+}
 
 }  // namespace lt
