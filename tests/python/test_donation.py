@@ -114,3 +114,30 @@ def test_numpy_memory_is_never_written():
     lt.mark_step()
     np.testing.assert_array_equal(arr, np.arange(6, dtype=np.float32))
     np.testing.assert_allclose(t.numpy(), np.arange(6) + 100.0)
+
+
+def test_compiled_step_replays_update_in_place():
+    lt.manual_seed(4)
+    model = nn.Sequential(nn.Linear(11, 30), nn.ReLU(), nn.Linear(30, 3)).to("lazy")
+    opt = lt.optim.AdamW(model.parameters(), lr=0.01)
+    rng = np.random.default_rng(0)
+    x = lt.tensor(rng.standard_normal((8, 11)).astype(np.float32), device="lazy")
+    y = lt.tensor(np.arange(8) % 3, device="lazy")
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    fn = lt.compile(step)
+    lt.mark_step()
+    fn(x, y)  # the capture
+    ptrs = [p.data_ptr() for p in model.parameters()]
+    lt.metrics.reset()
+    for _ in range(4):
+        fn(x, y)
+        assert [p.data_ptr() for p in model.parameters()] == ptrs
+    assert fn.stats["replays"] == 4
+    assert lt.metrics.counters()["donated_buffers"] >= 3 * len(ptrs) * 4
