@@ -49,7 +49,8 @@ class KernelEmitter {
   llvm::Function* emit_body_function(const std::string& name, bool aliased) {
     const size_t nargs = k_.args.size();
     std::vector<bool> paired(nargs, false);
-    std::vector<int> read_through(nargs, -1);  // aliased: the output whose pointer an input is read by
+    // Aliased body: per paired input, the output whose pointer reads it.
+    std::vector<int> read_through(nargs, -1);
     for (auto [in, out] : k_.inplace) {
       paired[static_cast<size_t>(in)] = paired[static_cast<size_t>(out)] = true;
       if (aliased) read_through[static_cast<size_t>(in)] = out;

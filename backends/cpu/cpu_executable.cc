@@ -223,7 +223,8 @@ std::vector<BufferPtr> CpuExecutable::run(const std::vector<RunInput>& inputs, R
         }
         [[fallthrough]];
       case BufferSpec::Kind::Output:
-        if (spec.kind == BufferSpec::Kind::Output && donated[b] >= 0) {  // in place: nothing to allocate
+        // A donated output is written in place: nothing to allocate.
+        if (spec.kind == BufferSpec::Kind::Output && donated[b] >= 0) {
           const Buffer* in = inputs[static_cast<size_t>(donated[b])].buffer;
           LT_CHECK(in->on_host(), ErrorKind::Value, "cpu executable: donated input ", donated[b],
                    " is not in host memory");

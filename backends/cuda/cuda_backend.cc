@@ -132,7 +132,8 @@ class CudaExecutable : public Executable {
           }
           [[fallthrough]];
         case BufferSpec::Kind::Output: {
-          if (spec.kind == BufferSpec::Kind::Output && donated[b] >= 0) {  // in place: nothing to allocate
+          // A donated output is written in place: nothing to allocate.
+          if (spec.kind == BufferSpec::Kind::Output && donated[b] >= 0) {
             ptrs[b] = as_cuda(*inputs[static_cast<size_t>(donated[b])].buffer, "cuda executable donated input").ptr();
             break;
           }
