@@ -99,7 +99,8 @@ class Backend {
 // pairs whose kernels were generated for it may share memory) and the input's size; returns, per
 // plan buffer, the graph input whose memory an Output is written into this run, or -1. Throws
 // lt::Error naming `who` on a pair the plan does not allow.
-std::vector<int> donated_outputs(const std::vector<BufferSpec>& buffers, const std::vector<Donation>& donations,
+std::vector<int> donated_outputs(const std::vector<BufferSpec>& buffers,
+                                 const std::vector<Donation>& donations,
                                  const std::vector<RunInput>& inputs, const char* who);
 
 // False when LT_GEMM=0: backends then offer no library GEMM and every matmul stays a loop kernel

@@ -16,7 +16,9 @@ std::vector<int64_t> stage_extents(const loop::Kernel& k, const loop::Stage& st)
   return e;
 }
 
-int64_t stride_of(const loop::Index& ix, size_t v) { return v < ix.strides.size() ? ix.strides[v] : 0; }
+int64_t stride_of(const loop::Index& ix, size_t v) {
+  return v < ix.strides.size() ? ix.strides[v] : 0;
+}
 
 // Whether two affine indices address the same element at every point of the stage.
 bool same_index(const loop::Index& a, const loop::Index& b, const std::vector<int64_t>& extents) {
@@ -72,7 +74,8 @@ bool same_index_update(const loop::Kernel& k, int in, int out) {
   const int nargs = static_cast<int>(k.args.size());
   if (in < 0 || out < 0 || in >= nargs || out >= nargs || in == out) return false;
   const loop::Arg &ai = k.args[in], &ao = k.args[out];
-  if (ai.output || !ao.output || ai.scalar || ao.scalar || ai.dtype != ao.dtype || ai.numel != ao.numel)
+  if (ai.output || !ao.output || ai.scalar || ao.scalar || ai.dtype != ao.dtype ||
+      ai.numel != ao.numel)
     return false;
   const loop::Stage* writer = nullptr;
   const loop::Store* store = nullptr;
@@ -84,15 +87,19 @@ bool same_index_update(const loop::Kernel& k, int in, int out) {
       store = &s;
     }
     for (const loop::Instr& i : st.body)
-      if ((i.kind == loop::IKind::Load || i.kind == loop::IKind::LoadScalar) && i.arg == out) return false;
+      if ((i.kind == loop::IKind::Load || i.kind == loop::IKind::LoadScalar) && i.arg == out)
+        return false;
   }
   if (!store || writer->kind == loop::StageKind::Reduce) return false;
   const std::vector<int64_t> extents = stage_extents(k, *writer);
   if (!visits_each_once(store->index, extents, ao.numel)) return false;
   for (const loop::Stage& st : k.stages)
     for (const loop::Instr& i : st.body) {
-      if (i.arg != in || (i.kind != loop::IKind::Load && i.kind != loop::IKind::LoadScalar)) continue;
-      if (&st != writer || i.kind != loop::IKind::Load || !same_index(i.index, store->index, extents)) return false;
+      if (i.arg != in || (i.kind != loop::IKind::Load && i.kind != loop::IKind::LoadScalar))
+        continue;
+      if (&st != writer || i.kind != loop::IKind::Load ||
+          !same_index(i.index, store->index, extents))
+        return false;
     }
   return true;
 }
@@ -118,10 +125,12 @@ void find_donations(Plan& plan) {
       read(g.a, s);
       read(g.b, s);
       write(g.out, s);
-      write(g.out, s);  // counted twice: a GEMM's output is never donated (libraries assume no alias)
+      write(g.out,
+            s);  // counted twice: a GEMM's output is never donated (libraries assume no alias)
       continue;
     }
-    for (const loop::Arg& a : plan.kernels.at(steps[s].index).args) a.output ? write(a.buffer, s) : read(a.buffer, s);
+    for (const loop::Arg& a : plan.kernels.at(steps[s].index).args)
+      a.output ? write(a.buffer, s) : read(a.buffer, s);
   }
   std::vector<bool> is_root(nb, false);
   for (int b : plan.output_buffers)
@@ -155,7 +164,8 @@ void find_donations(Plan& plan) {
       if (!ok) continue;
       const int root = root_of[o];
       const bool have_prims = root < static_cast<int>(plan.prims.outputs.size());
-      pairs.push_back({have_prims ? leaf_distance(plan.prims, plan.prims.outputs[root], in.input) : 0, o, i});
+      pairs.push_back(
+          {have_prims ? leaf_distance(plan.prims, plan.prims.outputs[root], in.input) : 0, o, i});
     }
   }
   std::sort(pairs.begin(), pairs.end(), [](const Pair& a, const Pair& b) {
@@ -170,7 +180,8 @@ void find_donations(Plan& plan) {
     for (size_t ia = 0; ia < k.args.size(); ++ia)
       if (k.args[ia].buffer == p.input)
         for (size_t oa = 0; oa < k.args.size(); ++oa)
-          if (k.args[oa].buffer == p.output) k.inplace.push_back({static_cast<int>(ia), static_cast<int>(oa)});
+          if (k.args[oa].buffer == p.output)
+            k.inplace.push_back({static_cast<int>(ia), static_cast<int>(oa)});
   }
   std::sort(plan.donations.begin(), plan.donations.end(),
             [](const Donation& a, const Donation& b) { return a.output < b.output; });

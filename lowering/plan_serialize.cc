@@ -296,7 +296,8 @@ struct Decoder {
       in = id(0, nargs, "inplace input arg");
       out = id(0, nargs, "inplace output arg");
       if (k.args[in].output || !k.args[out].output || k.args[in].scalar || k.args[out].scalar)
-        r.bad("kernel " + k.name + " pairs args " + std::to_string(in) + " and " + std::to_string(out) +
+        r.bad("kernel " + k.name + " pairs args " + std::to_string(in) + " and " +
+              std::to_string(out) +
               " for an in-place update, which are not an input and an output");
     }
     return k;
@@ -397,9 +398,10 @@ Plan deserialize_plan(std::string_view bytes) {
     dn.output = d.id(0, nbuffers, "donated output buffer");
     dn.input = d.id(0, nbuffers, "donated input buffer");
     const BufferSpec &o = plan.buffers[dn.output], &i = plan.buffers[dn.input];
-    if (o.kind != BufferSpec::Kind::Output || i.kind != BufferSpec::Kind::Input || o.dtype != i.dtype ||
-        o.numel != i.numel)
-      r.bad("donation of buffer " + std::to_string(dn.input) + " to buffer " + std::to_string(dn.output) +
+    if (o.kind != BufferSpec::Kind::Output || i.kind != BufferSpec::Kind::Input ||
+        o.dtype != i.dtype || o.numel != i.numel)
+      r.bad("donation of buffer " + std::to_string(dn.input) + " to buffer " +
+            std::to_string(dn.output) +
             " does not pair an input with an output of its dtype and size");
   }
   if (!r.done()) r.bad("trailing bytes");

@@ -509,9 +509,10 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
     if ((o.kind != Dst::Arg && o.kind != Dst::State) || !targets[j]) continue;
     for (size_t i = 0; i < p.inputs.size(); ++i) {
       BoundInput& b = bound[i];
-      if (src[i] != targets[j] || (p.inputs[i].kind != Src::Arg && p.inputs[i].kind != Src::State) || !b.storage ||
-          b.storage != src[i]->storage || b.storage.use_count() != 2 || b.storage->buffer.use_count() != 1 ||
-          !b.storage->buffer->runtime_owned())
+      if (src[i] != targets[j] ||
+          (p.inputs[i].kind != Src::Arg && p.inputs[i].kind != Src::State) || !b.storage ||
+          b.storage != src[i]->storage || b.storage.use_count() != 2 ||
+          b.storage->buffer.use_count() != 1 || !b.storage->buffer->runtime_owned())
         continue;
       b.owner_root = static_cast<int>(j);
     }

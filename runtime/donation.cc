@@ -19,7 +19,8 @@ std::vector<DonationCandidate> donation_candidates(const Plan& plan) {
 std::vector<int> choose_donations(const Graph& g, const std::vector<DonationCandidate>& candidates,
                                   const RootRefs& roots) {
   std::vector<int> choice(g.inputs.size(), -1);
-  if (candidates.empty() || roots.use_count.size() != g.roots.size() || roots.released.size() != g.roots.size())
+  if (candidates.empty() || roots.use_count.size() != g.roots.size() ||
+      roots.released.size() != g.roots.size())
     return choice;
   // The data: held by the one leaf, the memory by that Storage alone and owned by the runtime.
   std::vector<const DonationCandidate*> viable;
@@ -58,7 +59,8 @@ std::vector<int> choose_donations(const Graph& g, const std::vector<DonationCand
       for (const NodePtr& e : g.order[i]->inputs) held[pos.at(e.get())] = 1;
   }
   for (const DonationCandidate* c : viable)
-    if (!held[pos.at(g.inputs[static_cast<size_t>(c->input)])]) choice[static_cast<size_t>(c->input)] = c->output;
+    if (!held[pos.at(g.inputs[static_cast<size_t>(c->input)])])
+      choice[static_cast<size_t>(c->input)] = c->output;
   return choice;
 }
 

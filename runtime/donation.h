@@ -14,9 +14,9 @@ namespace lt {
 
 // Which of a cached graph's candidates a run may use, as (output buffer, graph input) pairs.
 struct DonationCandidate {
-  int output;       // plan buffer (an Output)
-  int input;        // graph input index
-  size_t bytes;     // the output's size
+  int output;    // plan buffer (an Output)
+  int input;     // graph input index
+  size_t bytes;  // the output's size
 };
 std::vector<DonationCandidate> donation_candidates(const Plan& plan);
 

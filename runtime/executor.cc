@@ -56,8 +56,10 @@ struct InputView {
 
 // One Storage per root from the executable's output buffers (shared by syncs and replays).
 // `donated`: per graph input, the output buffer written into its memory (or -1).
-std::vector<std::shared_ptr<Storage>> make_outputs(const CachedGraph& entry, const std::vector<BufferPtr>& outs,
-                                                   Backend& backend, const std::string& backend_name, size_t roots,
+std::vector<std::shared_ptr<Storage>> make_outputs(const CachedGraph& entry,
+                                                   const std::vector<BufferPtr>& outs,
+                                                   Backend& backend,
+                                                   const std::string& backend_name, size_t roots,
                                                    const std::function<InputView(int)>& input,
                                                    const std::vector<int>& donated) {
   std::vector<std::shared_ptr<Storage>> result(roots);
@@ -68,7 +70,8 @@ std::vector<std::shared_ptr<Storage>> make_outputs(const CachedGraph& entry, con
     if (entry.output_kinds[i] == BufferSpec::Kind::Output) {
       s->buffer = outs.at(b);
       for (size_t j = 0; j < donated.size() && !s->buffer; ++j)
-        if (donated[j] == b) s->buffer = input(static_cast<int>(j)).storage->buffer;  // updated in place
+        if (donated[j] == b)
+          s->buffer = input(static_cast<int>(j)).storage->buffer;  // updated in place
     } else if (entry.output_kinds[i] == BufferSpec::Kind::Scalar) {
       // The root is a runtime scalar (lt::full({}, 2.5)): it has no buffer yet, so write one.
       InputView n = input(b);
@@ -112,7 +115,8 @@ namespace {
 
 // Marks the chosen donations on the run's inputs and counts them (lt.metrics donated_buffers,
 // donated_bytes).
-void apply_donations(const std::vector<int>& donated, const std::vector<DonationCandidate>& candidates,
+void apply_donations(const std::vector<int>& donated,
+                     const std::vector<DonationCandidate>& candidates,
                      std::vector<RunInput>& inputs) {
   for (size_t j = 0; j < donated.size(); ++j) {
     if (donated[j] < 0) continue;
@@ -129,8 +133,9 @@ void apply_donations(const std::vector<int>& donated, const std::vector<Donation
 }  // namespace
 
 std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node*>& roots,
-                                                    const std::string& backend_name, SyncReason reason,
-                                                    GraphRecord* record, const RootRefs* root_refs) {
+                                                    const std::string& backend_name,
+                                                    SyncReason reason, GraphRecord* record,
+                                                    const RootRefs* root_refs) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   if (capture::active()) capture::note_execution(reason);  // a value computed mid-capture
   auto t0 = Clock::now();
@@ -217,11 +222,13 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
   metrics::record_sync(reason);
 
   g_last_key = key;
-  std::vector<std::shared_ptr<Storage>> result =
-      make_outputs(*entry, outs, backend, backend_name, roots.size(), [&](int b) {
+  std::vector<std::shared_ptr<Storage>> result = make_outputs(
+      *entry, outs, backend, backend_name, roots.size(),
+      [&](int b) {
         const Node* n = g.inputs.at(b);
         return InputView{static_cast<const Storage*>(n->data.get()), n->dtype, n->scalar, n->scalar_i};
-      }, donated);
+      },
+      donated);
 
   if (!hit)
     if (const char* dir = env("LT_DUMP_DIR"))
@@ -297,10 +304,13 @@ std::optional<std::vector<std::shared_ptr<Storage>>> run_cached(const Hash128& k
   metrics::bump(metrics::Counter::KernelLaunches, stats.kernel_launches);
   metrics::record_sync(SyncReason::MarkStep);
   g_last_key = key;
-  auto result = make_outputs(*entry, outs, backend, backend_name, roots, [&](int b) {
-    const BoundInput& in = inputs.at(b);
-    return InputView{in.storage.get(), in.dtype, in.scalar, in.scalar_i};
-  }, donated);
+  auto result = make_outputs(
+      *entry, outs, backend, backend_name, roots,
+      [&](int b) {
+        const BoundInput& in = inputs.at(b);
+        return InputView{in.storage.get(), in.dtype, in.scalar, in.scalar_i};
+      },
+      donated);
   metrics::GraphInfo info;
   info.hash = key.hex();
   info.nodes = entry->nodes;

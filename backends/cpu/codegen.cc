@@ -29,7 +29,8 @@ class KernelEmitter {
   // comparing the pointers.
   void emit(const std::string& name) {
     llvm::Function* apart = emit_body_function(name + ".body", /*aliased=*/false);
-    llvm::Function* same = k_.inplace.empty() ? nullptr : emit_body_function(name + ".inplace", true);
+    llvm::Function* same =
+        k_.inplace.empty() ? nullptr : emit_body_function(name + ".inplace", true);
     emit_wrapper(apart, same, name);
   }
 
@@ -72,7 +73,8 @@ class KernelEmitter {
       // again the only pointer to that memory, and it is read as well as written.
       const bool may_alias = paired[i] && !aliased;
       const bool also_read = loaded[i] || (aliased && paired[i] && out);
-      if (!(out && loaded[i]) && !may_alias && read_through[i] < 0) fn_->addParamAttr(a, llvm::Attribute::NoAlias);
+      if (!(out && loaded[i]) && !may_alias && read_through[i] < 0)
+        fn_->addParamAttr(a, llvm::Attribute::NoAlias);
       fn_->addParamAttr(a, llvm::Attribute::NoCapture);
       if (!out) fn_->addParamAttr(a, llvm::Attribute::ReadOnly);
       if (out && !also_read) fn_->addParamAttr(a, llvm::Attribute::WriteOnly);
@@ -118,7 +120,7 @@ class KernelEmitter {
     Value* all_same = b_.getTrue();
     for (auto [in, out] : k_.inplace)
       all_same = b_.CreateAnd(all_same, b_.CreateICmpEQ(call_args[static_cast<size_t>(in)],
-                                                         call_args[static_cast<size_t>(out)]));
+                                                        call_args[static_cast<size_t>(out)]));
     BasicBlock* in_place = BasicBlock::Create(ctx_, "in_place", fn);
     BasicBlock* distinct = BasicBlock::Create(ctx_, "distinct", fn);
     b_.CreateCondBr(all_same, in_place, distinct);

@@ -33,8 +33,8 @@ const CudaBuffer& as_cuda(const Buffer& b, const char* what) {
 
 class CudaExecutable : public Executable {
  public:
-  CudaExecutable(std::shared_ptr<CudaCachingAllocator> alloc, const Plan& plan, std::string target, bool cubin,
-                 std::shared_ptr<const CublasHandle> blas)
+  CudaExecutable(std::shared_ptr<CudaCachingAllocator> alloc, const Plan& plan, std::string target,
+                 bool cubin, std::shared_ptr<const CublasHandle> blas)
       : alloc_(std::move(alloc)),
         dev_(alloc_->device()),
         buffers_(plan.buffers),
@@ -102,7 +102,8 @@ class CudaExecutable : public Executable {
     // Bind every plan buffer: inputs from the caller, temps and outputs from the allocator.
     std::vector<BufferPtr> owned(buffers_.size());
     std::vector<CUdeviceptr> ptrs(buffers_.size(), 0);
-    const std::vector<int> donated = donated_outputs(buffers_, donations_, inputs, "cuda executable");
+    const std::vector<int> donated =
+        donated_outputs(buffers_, donations_, inputs, "cuda executable");
     std::vector<std::shared_ptr<CudaBuffer>> slot_bufs(memory_.slot_bytes.size());
     for (size_t s = 0; s < slot_bufs.size(); ++s)
       slot_bufs[s] = std::make_shared<CudaBuffer>(alloc_, std::max<size_t>(memory_.slot_bytes[s], 1));
@@ -134,7 +135,9 @@ class CudaExecutable : public Executable {
         case BufferSpec::Kind::Output: {
           // A donated output is written in place: nothing to allocate.
           if (spec.kind == BufferSpec::Kind::Output && donated[b] >= 0) {
-            ptrs[b] = as_cuda(*inputs[static_cast<size_t>(donated[b])].buffer, "cuda executable donated input").ptr();
+            ptrs[b] = as_cuda(*inputs[static_cast<size_t>(donated[b])].buffer,
+                              "cuda executable donated input")
+                          .ptr();
             break;
           }
           auto buf = std::make_shared<CudaBuffer>(alloc_, bytes);

@@ -821,7 +821,9 @@ void KernelGen::emit_signature(int threads) {
       sig << (is_floating(a.dtype) ? "double" : "long long") << " a" << j;
     else
       sig << (a.output || stored.count(static_cast<int>(j)) ? "" : "const ") << stype(a.dtype)
-          << (uses_of_buffer[a.buffer] == 1 && !paired.count(static_cast<int>(j)) ? "* __restrict__ a" : "* a")
+          << (uses_of_buffer[a.buffer] == 1 && !paired.count(static_cast<int>(j))
+                  ? "* __restrict__ a"
+                  : "* a")
           << j;
   }
   sig << ")";

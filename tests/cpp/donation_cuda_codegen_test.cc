@@ -21,7 +21,8 @@ TEST(DonationCudaCodegen, InPlacePairDropsRestrictAndCompiles) {
   NodePtr p = make_param(DType::Float32, {256, 64}, std::make_shared<FakeData>());
   NodePtr g = make_param(DType::Float32, {256, 64}, std::make_shared<FakeData>());
   NodePtr lr = make_scalar(DType::Float32, 0.1);
-  NodePtr root = make_node(Op::Sub, {p, make_node(Op::Mul, {g, make_node(Op::Expand, {lr}, {{256, 64}})})});
+  NodePtr root =
+      make_node(Op::Sub, {p, make_node(Op::Mul, {g, make_node(Op::Expand, {lr}, {{256, 64}})})});
   Plan plan = lower(collect_graph({root.get()}));
   ASSERT_EQ(plan.donations.size(), 1u);
   ASSERT_EQ(plan.kernels.size(), 1u);
@@ -33,7 +34,8 @@ TEST(DonationCudaCodegen, InPlacePairDropsRestrictAndCompiles) {
   for (size_t a = 0; a < k.args.size(); ++a) {
     if (k.args[a].scalar) continue;
     const std::string name = "a" + std::to_string(a);
-    const bool restricted = std::regex_search(m.source, std::regex("__restrict__ " + name + "[,)]"));
+    const bool restricted =
+        std::regex_search(m.source, std::regex("__restrict__ " + name + "[,)]"));
     const bool paired = static_cast<int>(a) == in || static_cast<int>(a) == out;
     EXPECT_EQ(restricted, !paired) << name << " in\n" << m.source.substr(0, 4000);
   }

@@ -62,7 +62,8 @@ TEST(DonationLowering, ElementwiseUpdateTakesItsOwnInput) {
 
 TEST(DonationLowering, AdamUpdateKeepsEachTensorInItsOwnBuffer) {
   Tensor p = testing::random_tensor({16, 8}, 1, kLz), m = testing::random_tensor({16, 8}, 2, kLz);
-  Tensor v = testing::random_tensor({16, 8}, 3, kLz, 0.f, 1.f), g = testing::random_tensor({16, 8}, 4, kLz);
+  Tensor v = testing::random_tensor({16, 8}, 3, kLz, 0.f, 1.f),
+         g = testing::random_tensor({16, 8}, 4, kLz);
   Tensor m2 = m * 0.9 + g * 0.1;
   Tensor v2 = v * 0.999 + g * g * 0.001;
   Tensor p2 = p - m2 / ((v2 * 1.5).sqrt() + 1e-8) * 0.01;
@@ -94,12 +95,13 @@ TEST(DonationLowering, InputThatIsAlsoAResultIsNotDonated) {
 }
 
 // Hand-built loop IR: out[i] = in[i] * 2 over n elements, reading `in` at `load`.
-loop::Kernel scale_kernel(int in_buffer, int out_buffer, int64_t n, loop::Index load, loop::Index store,
-                          Shape outer) {
+loop::Kernel scale_kernel(int in_buffer, int out_buffer, int64_t n, loop::Index load,
+                          loop::Index store, Shape outer) {
   loop::Kernel k;
   k.name = "scale";
   k.outer = std::move(outer);
-  k.args = {{in_buffer, DType::Float32, n, false, false}, {out_buffer, DType::Float32, n, false, true}};
+  k.args = {{in_buffer, DType::Float32, n, false, false},
+            {out_buffer, DType::Float32, n, false, true}};
   loop::Stage st;
   st.kind = loop::StageKind::MapOuter;
   loop::Instr ld{loop::IKind::Load};
@@ -131,14 +133,18 @@ TEST(DonationLowering, SameIndexUpdateRules) {
   EXPECT_TRUE(same_index_update(scale_kernel(0, 1, 12, affine({1}), affine({1}), {12}), 0, 1));
   EXPECT_FALSE(same_index_update(scale_kernel(0, 1, 12, affine({1}), affine({1}), {12}), 1, 0));
   // [3,4] row-major and the same order written as a permuted traversal: still each element once.
-  EXPECT_TRUE(same_index_update(scale_kernel(0, 1, 12, affine({4, 1}), affine({4, 1}), {3, 4}), 0, 1));
-  EXPECT_TRUE(same_index_update(scale_kernel(0, 1, 12, affine({1, 3}), affine({1, 3}), {3, 4}), 0, 1));
+  EXPECT_TRUE(
+      same_index_update(scale_kernel(0, 1, 12, affine({4, 1}), affine({4, 1}), {3, 4}), 0, 1));
+  EXPECT_TRUE(
+      same_index_update(scale_kernel(0, 1, 12, affine({1, 3}), affine({1, 3}), {3, 4}), 0, 1));
   // Read transposed relative to the write.
-  EXPECT_FALSE(same_index_update(scale_kernel(0, 1, 9, affine({1, 3}), affine({3, 1}), {3, 3}), 0, 1));
+  EXPECT_FALSE(
+      same_index_update(scale_kernel(0, 1, 9, affine({1, 3}), affine({3, 1}), {3, 3}), 0, 1));
   // Read shifted by one element.
   EXPECT_FALSE(same_index_update(scale_kernel(0, 1, 12, affine({1}, 1), affine({1}), {11}), 0, 1));
   // A store that revisits elements (stride 0: a broadcast write) is not a permutation.
-  EXPECT_FALSE(same_index_update(scale_kernel(0, 1, 4, affine({0, 1}), affine({0, 1}), {3, 4}), 0, 1));
+  EXPECT_FALSE(
+      same_index_update(scale_kernel(0, 1, 4, affine({0, 1}), affine({0, 1}), {3, 4}), 0, 1));
   // Read in a reduction stage before the write.
   loop::Kernel red = scale_kernel(0, 1, 12, affine({1}), affine({1}), {12});
   loop::Stage r;

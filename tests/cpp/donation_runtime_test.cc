@@ -32,7 +32,7 @@ int64_t donated() { return metrics::counters().at("donated_buffers"); }
 struct TrainRun {
   std::vector<std::vector<const void*>> ptrs;  // per step (0 = before training): each parameter's
   std::vector<double> losses;
-  std::vector<std::vector<double>> params;     // after the last step
+  std::vector<std::vector<double>> params;  // after the last step
   int64_t donated = 0;
 };
 
@@ -47,9 +47,12 @@ TrainRun train(const Device& d, const std::string& opt, int steps, bool hold) {
   for (auto& p : ps) p.requires_grad_();
   Tensor x = testing::random_tensor({16, 12}, 15, d), y = testing::random_tensor({16, 4}, 16, d);
   std::unique_ptr<optim::Optimizer> o;
-  if (opt == "sgd") o = std::make_unique<optim::SGD>(ps, 0.05, 0.9, 1e-3);
-  else if (opt == "adam") o = std::make_unique<optim::Adam>(ps, 1e-2);
-  else o = std::make_unique<optim::AdamW>(ps, 1e-2, 0.9, 0.999, 1e-8, 0.05);
+  if (opt == "sgd")
+    o = std::make_unique<optim::SGD>(ps, 0.05, 0.9, 1e-3);
+  else if (opt == "adam")
+    o = std::make_unique<optim::Adam>(ps, 1e-2);
+  else
+    o = std::make_unique<optim::AdamW>(ps, 1e-2, 0.9, 0.999, 1e-8, 0.05);
   TrainRun r;
   auto record_ptrs = [&] {
     r.ptrs.emplace_back();
@@ -73,17 +76,20 @@ TrainRun train(const Device& d, const std::string& opt, int steps, bool hold) {
     if (!d.is_lazy()) mark_step();
     r.losses.push_back(loss.to_vector<double>()[0]);
     record_ptrs();
-    for (size_t i = 0; i < held.size(); ++i) EXPECT_EQ(held[i].to_vector<double>(), old[i]) << "held param " << i;
+    for (size_t i = 0; i < held.size(); ++i)
+      EXPECT_EQ(held[i].to_vector<double>(), old[i]) << "held param " << i;
   }
   r.donated = donated() - before;
   for (auto& p : ps) r.params.push_back(p.to_vector<double>());
   return r;
 }
 
-void expect_same_training(const TrainRun& got, const TrainRun& want, double rtol, const std::string& what) {
+void expect_same_training(const TrainRun& got, const TrainRun& want, double rtol,
+                          const std::string& what) {
   testing::expect_close(got.losses, want.losses, rtol, 1e-7, what + " losses");
   for (size_t i = 0; i < want.params.size(); ++i)
-    testing::expect_close(got.params[i], want.params[i], rtol, 1e-7, what + " param " + std::to_string(i));
+    testing::expect_close(got.params[i], want.params[i], rtol, 1e-7,
+                          what + " param " + std::to_string(i));
 }
 
 class OptimizerDonation : public ::testing::TestWithParam<const char*> {};
@@ -100,7 +106,8 @@ TEST_P(OptimizerDonation, StepUpdatesParametersInPlace) {
   TrainRun kept = train(kLz, opt, steps, true);
   // The parameters are held, so only the optimizer state (in the same kernels) is donated.
   EXPECT_EQ(kept.donated, (per_param - 1) * 4 * steps) << opt;
-  for (size_t i = 0; i < 4; ++i) EXPECT_NE(kept.ptrs[1][i], kept.ptrs[0][i]) << opt << " param " << i;
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_NE(kept.ptrs[1][i], kept.ptrs[0][i]) << opt << " param " << i;
   expect_same_training(lazy, kept, 1e-6, opt + " donated vs kept");
 
   TrainRun eager = train(kCPU, opt, steps, false);
@@ -140,7 +147,8 @@ TEST(Donation, PendingViewLeftForALaterSyncKeepsOldValues) {
   EXPECT_NE(data_ptr(p), before);
   std::vector<double> want(64);
   for (int i = 0; i < 8; ++i)
-    for (int j = 0; j < 8; ++j) want[static_cast<size_t>(j * 8 + i)] = old[static_cast<size_t>(i * 8 + j)];
+    for (int j = 0; j < 8; ++j)
+      want[static_cast<size_t>(j * 8 + i)] = old[static_cast<size_t>(i * 8 + j)];
   EXPECT_EQ(view.to_vector<double>(), want);
 }
 
@@ -162,7 +170,8 @@ TEST(Donation, ReferenceBackendUpdatesInPlace) {
   mark_step();
   EXPECT_EQ(data_ptr(p), before);
   std::vector<double> want;
-  for (double v : old) want.push_back(static_cast<double>(static_cast<float>(static_cast<float>(v * 0.5) - 2.0f)));
+  for (double v : old)
+    want.push_back(static_cast<double>(static_cast<float>(static_cast<float>(v * 0.5) - 2.0f)));
   testing::expect_close(p.to_vector<double>(), want, 1e-6, 1e-6, "p");
 }
 
@@ -200,7 +209,8 @@ TEST(Donation, ExecutablesAgreeForEverySubsetOfDonations) {
         in[j].buffer = bufs[j].get();
       }
       for (size_t d = 0; d < 3; ++d)
-        if (mask & (1 << d)) in[plan.buffers[plan.donations[d].input].input].donated_output = plan.donations[d].output;
+        if (mask & (1 << d))
+          in[plan.buffers[plan.donations[d].input].input].donated_output = plan.donations[d].output;
       auto outs = exe->run(in, nullptr);
       std::vector<std::vector<double>> got;
       for (int b : plan.output_buffers) {
@@ -215,7 +225,8 @@ TEST(Donation, ExecutablesAgreeForEverySubsetOfDonations) {
         got.emplace_back(f, f + n);
       }
       if (mask == 0) want = got;
-      for (size_t r = 0; r < 3; ++r) EXPECT_EQ(got[r], want[r]) << name << " mask " << mask << " root " << r;
+      for (size_t r = 0; r < 3; ++r)
+        EXPECT_EQ(got[r], want[r]) << name << " mask " << mask << " root " << r;
     }
   }
 }
