@@ -48,24 +48,41 @@ bool visits_each_once(const loop::Index& ix, const std::vector<int64_t>& extents
   return expect == numel;
 }
 
-// Distance (in prim edges) from each output's node to each Param leaf's graph input it reaches.
-int64_t leaf_distance(const PrimGraph& g, int from, int input_index) {
-  if (from < 0 || from >= static_cast<int>(g.nodes.size())) return 0;
-  std::vector<int64_t> dist(g.nodes.size(), -1);
+// Distances (in prim edges) from an output's prim node to the Param leaves of `inputs` (graph
+// input indices), by one breadth-first walk that stops once all are found or beyond kMaxDepth
+// (an optimizer update reads its own state within a few ops; farther leaves rank last). `seen`
+// is scratch shared across calls: stamps of the walk that last visited each node.
+constexpr int64_t kMaxDepth = 32;
+constexpr int64_t kUnreached = std::numeric_limits<int64_t>::max();
+
+std::vector<int64_t> leaf_distances(const PrimGraph& g, int from, const std::vector<int>& inputs,
+                                    std::vector<std::pair<int, int64_t>>& seen, int stamp) {
+  std::vector<int64_t> out(inputs.size(), kUnreached);
+  const int nn = static_cast<int>(g.nodes.size());
+  if (from < 0 || from >= nn) return out;
+  seen.resize(g.nodes.size(), {-1, 0});
+  size_t found = 0;
   std::deque<int> q{from};
-  dist[from] = 0;
-  while (!q.empty()) {
-    int n = q.front();
+  seen[from] = {stamp, 0};
+  while (!q.empty() && found < inputs.size()) {
+    const int n = q.front();
     q.pop_front();
     const PNode& p = g.nodes[n];
-    if (p.op == Op::Param && p.input_index == input_index) return dist[n];
+    const int64_t d = seen[n].second;
+    if (p.op == Op::Param)
+      for (size_t k = 0; k < inputs.size(); ++k)
+        if (inputs[k] == p.input_index && out[k] == kUnreached) {
+          out[k] = d;
+          ++found;
+        }
+    if (d >= kMaxDepth) continue;
     for (int i : p.inputs)
-      if (i >= 0 && i < static_cast<int>(g.nodes.size()) && dist[i] < 0) {
-        dist[i] = dist[n] + 1;
+      if (i >= 0 && i < nn && seen[i].first != stamp) {
+        seen[i] = {stamp, d + 1};
         q.push_back(i);
       }
   }
-  return std::numeric_limits<int64_t>::max();  // not reached: any pairing is as good
+  return out;
 }
 
 }  // namespace
@@ -145,10 +162,12 @@ void find_donations(Plan& plan) {
     int output, input;
   };
   std::vector<Pair> pairs;
+  std::vector<std::pair<int, int64_t>> seen;  // leaf_distances' scratch
   for (int o = 0; o < nb; ++o) {
     if (plan.buffers[o].kind != BufferSpec::Kind::Output || !is_root[o] || writes[o] != 1) continue;
     const int s = writer[o];
     const loop::Kernel& k = plan.kernels.at(steps[s].index);
+    std::vector<int> feasible;  // input buffers
     for (int i = 0; i < nb; ++i) {
       const BufferSpec& in = plan.buffers[i];
       // An input that is itself a result of the graph keeps its values (another tensor gets them).
@@ -161,12 +180,16 @@ void find_donations(Plan& plan) {
           for (size_t oa = 0; oa < k.args.size() && ok; ++oa)
             if (k.args[oa].buffer == o)
               ok = same_index_update(k, static_cast<int>(ia), static_cast<int>(oa));
-      if (!ok) continue;
-      const int root = root_of[o];
-      const bool have_prims = root < static_cast<int>(plan.prims.outputs.size());
-      pairs.push_back(
-          {have_prims ? leaf_distance(plan.prims, plan.prims.outputs[root], in.input) : 0, o, i});
+      if (ok) feasible.push_back(i);
     }
+    if (feasible.empty()) continue;
+    std::vector<int> indices;
+    for (int i : feasible) indices.push_back(plan.buffers[i].input);
+    const int root = root_of[o];
+    std::vector<int64_t> dist(feasible.size(), 0);  // hand-built plans have no prims: ids decide
+    if (root < static_cast<int>(plan.prims.outputs.size()))
+      dist = leaf_distances(plan.prims, plan.prims.outputs[root], indices, seen, o);
+    for (size_t f = 0; f < feasible.size(); ++f) pairs.push_back({dist[f], o, feasible[f]});
   }
   std::sort(pairs.begin(), pairs.end(), [](const Pair& a, const Pair& b) {
     return std::tie(a.distance, a.output, a.input) < std::tie(b.distance, b.output, b.input);
