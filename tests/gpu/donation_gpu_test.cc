@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "../cpp/test_util.h"
 #include "backends/backend.h"
 #include "ir/graph.h"
 #include "lowering/lower.h"
@@ -14,7 +15,6 @@
 #include "runtime/optim.h"
 #include "runtime/sync.h"
 #include "runtime/tensor_impl.h"
-#include "../cpp/test_util.h"
 
 namespace lt {
 namespace {
@@ -36,8 +36,10 @@ Trained train(const Device& d, const std::string& opt, bool hold) {
   for (auto& p : ps) p.requires_grad_();
   Tensor x = testing::random_tensor({32, 24}, 15, d), y = testing::random_tensor({32, 4}, 16, d);
   std::unique_ptr<optim::Optimizer> o;
-  if (opt == "sgd") o = std::make_unique<optim::SGD>(ps, 0.05, 0.9, 1e-3);
-  else o = std::make_unique<optim::AdamW>(ps, 1e-2, 0.9, 0.999, 1e-8, 0.05);
+  if (opt == "sgd")
+    o = std::make_unique<optim::SGD>(ps, 0.05, 0.9, 1e-3);
+  else
+    o = std::make_unique<optim::AdamW>(ps, 1e-2, 0.9, 0.999, 1e-8, 0.05);
   Trained r;
   for (auto& p : ps) r.before.push_back(d.is_lazy() ? data_ptr(p) : nullptr);
   const int64_t start = donated();
@@ -47,7 +49,8 @@ Trained train(const Device& d, const std::string& opt, bool hold) {
     nn::mse_loss(matmul(h, ps[2].transpose(0, 1)) + ps[3], y).backward();
     std::vector<Tensor> held;
     if (hold)
-      for (auto& p : ps) held.emplace_back(make_data_tensor(p.impl()->storage, p.dtype(), p.shape(), d));
+      for (auto& p : ps)
+        held.emplace_back(make_data_tensor(p.impl()->storage, p.dtype(), p.shape(), d));
     o->step();
     if (!d.is_lazy()) mark_step();
   }
