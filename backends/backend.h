@@ -21,6 +21,9 @@ class Buffer {
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
   virtual bool on_host() const = 0;
+  // False for memory that others own too (a NumPy array, a DLPack producer's tensor): the runtime
+  // never writes a graph output into it in place (RunInput::donated_output).
+  virtual bool runtime_owned() const { return true; }
 
  protected:
   void* data_ = nullptr;
@@ -37,10 +40,14 @@ class HostBuffer : public Buffer {
 };
 
 // One runtime input of an executable: a buffer, or a scalar value (Scalar leaves).
+// With donated_output >= 0 the executable writes that plan buffer (an Output paired with this
+// input in Plan::donations) into this input's memory instead of allocating it, and returns null
+// in its place: the caller's buffer holds the result, and the input's old values are gone.
 struct RunInput {
   const Buffer* buffer = nullptr;
   double scalar = 0;
   int64_t scalar_i = 0;
+  int donated_output = -1;
 };
 
 struct RunStats {
@@ -56,7 +63,7 @@ class Executable {
  public:
   virtual ~Executable() = default;
   // Runs the plan; returns one buffer per distinct Output buffer, indexed like Plan::buffers
-  // (entries of non-output buffers are null).
+  // (entries of non-output buffers, and of outputs written into a donated input, are null).
   virtual std::vector<BufferPtr> run(const std::vector<RunInput>& inputs, RunStats* stats) = 0;
   virtual int num_kernels() const = 0;
   // Generated source of each kernel (LLVM IR, CUDA C), for lt.debug.kernel_sources and dumps.
@@ -90,6 +97,14 @@ class Backend {
     return nullptr;
   }
 };
+
+// Checks each input's donated_output against the plan (its buffers and Plan::donations: only
+// pairs whose kernels were generated for it may share memory) and the input's size; returns, per
+// plan buffer, the graph input whose memory an Output is written into this run, or -1. Throws
+// lt::Error naming `who` on a pair the plan does not allow.
+std::vector<int> donated_outputs(const std::vector<BufferSpec>& buffers,
+                                 const std::vector<Donation>& donations,
+                                 const std::vector<RunInput>& inputs, const char* who);
 
 // False when LT_GEMM=0: backends then offer no library GEMM and every matmul stays a loop kernel
 // (to compare the two paths, or to rule out a library bug). Read once.

@@ -13,6 +13,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/dtype.h"
@@ -91,6 +92,10 @@ struct Kernel {
   std::vector<Arg> args;
   std::vector<Stage> stages;
   std::vector<IExpr> iexprs;
+  // (input arg, output arg) pairs that the runtime may bind to one buffer (a donated input updated
+  // in place, lowering/donation.h). Each such input is read only where its output is written, at
+  // the same index; code generators must still not assume the two pointers are distinct.
+  std::vector<std::pair<int, int>> inplace;
   int64_t outer_numel() const { return numel(outer); }
 };
 

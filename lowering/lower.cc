@@ -1,12 +1,17 @@
 #include "lowering/lower.h"
 
 #include "lowering/decompose.h"
+#include "lowering/donation.h"
 #include "lowering/fuse.h"
 #include "lowering/simplify.h"
 #include "lowering/split_reduce.h"
 
 namespace lt {
 
-Plan lower(const Graph& g, const LowerOptions& opts) { return fuse(split_wide_reductions(simplify(decompose(g))), opts); }
+Plan lower(const Graph& g, const LowerOptions& opts) {
+  Plan plan = fuse(split_wide_reductions(simplify(decompose(g))), opts);
+  find_donations(plan);
+  return plan;
+}
 
 }  // namespace lt

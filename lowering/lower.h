@@ -1,4 +1,5 @@
-// The lowering pipeline run on a cache miss: decompose -> simplify -> fuse into a Plan.
+// The lowering pipeline run on a cache miss: decompose -> simplify -> fuse into a Plan, then find
+// the outputs that may update an input in place (lowering/donation.h).
 #pragma once
 #include "ir/graph.h"
 #include "lowering/plan.h"

@@ -17,6 +17,13 @@ struct BufferSpec {
   int input = -1;   // Input/Scalar: graph input index
 };
 
+// A graph output that may be written into the memory of a graph input (both plan buffer ids, an
+// Output and an Input of the same dtype and size): see lowering/donation.h.
+struct Donation {
+  int output;
+  int input;
+};
+
 // Which library steps lowering may emit (a backend's capabilities); the default emits none, so
 // every matmul stays a fused loop kernel.
 struct LowerOptions {
@@ -37,6 +44,7 @@ struct Plan {
   std::vector<int> output_buffers;   // per graph root: the buffer holding its value
   std::vector<Shape> output_shapes;  // per graph root
   std::string grouping;              // human-readable kernel grouping (LT_DEBUG=2)
+  std::vector<Donation> donations;   // outputs that may update an input in place (find_donations)
 
   // Plans built by hand (tests) may leave steps empty: then the kernels run in order.
   std::vector<PlanStep> ordered_steps() const {

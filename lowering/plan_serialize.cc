@@ -90,7 +90,7 @@ size_t ByteReader::count(size_t min_item_bytes) {
 namespace {
 
 // Bumped whenever the layout below changes; a reader rejects other versions.
-constexpr uint32_t kPlanFormat = 2;  // 2: Gemm steps and the step order
+constexpr uint32_t kPlanFormat = 3;  // 2: Gemm steps and the step order; 3: donations, inplace
 
 void put_shape(ByteWriter& w, const Shape& s) {
   w.u64(s.size());
@@ -148,6 +148,11 @@ void put_kernel(ByteWriter& w, const loop::Kernel& k) {
       put_index(w, s.index);
       w.i64(s.value);
     }
+  }
+  w.u64(k.inplace.size());
+  for (auto [in, out] : k.inplace) {
+    w.i64(in);
+    w.i64(out);
   }
 }
 
@@ -286,6 +291,15 @@ struct Decoder {
         s2.value = id(0, nbody, "store value");
       }
     }
+    k.inplace.resize(r.count(16));
+    for (auto& [in, out] : k.inplace) {
+      in = id(0, nargs, "inplace input arg");
+      out = id(0, nargs, "inplace output arg");
+      if (k.args[in].output || !k.args[out].output || k.args[in].scalar || k.args[out].scalar)
+        r.bad("kernel " + k.name + " pairs args " + std::to_string(in) + " and " +
+              std::to_string(out) +
+              " for an in-place update, which are not an input and an output");
+    }
     return k;
   }
 };
@@ -332,6 +346,11 @@ std::string serialize_plan(const Plan& plan) {
   w.u64(plan.output_shapes.size());
   for (const auto& s : plan.output_shapes) put_shape(w, s);
   w.bytes(plan.grouping);
+  w.u64(plan.donations.size());
+  for (const Donation& d : plan.donations) {
+    w.i64(d.output);
+    w.i64(d.input);
+  }
   return w.take();
 }
 
@@ -374,6 +393,17 @@ Plan deserialize_plan(std::string_view bytes) {
   plan.output_shapes.resize(r.count(8));
   for (auto& s : plan.output_shapes) s = d.shape();
   plan.grouping = std::string(r.bytes());
+  plan.donations.resize(r.count(16));
+  for (Donation& dn : plan.donations) {
+    dn.output = d.id(0, nbuffers, "donated output buffer");
+    dn.input = d.id(0, nbuffers, "donated input buffer");
+    const BufferSpec &o = plan.buffers[dn.output], &i = plan.buffers[dn.input];
+    if (o.kind != BufferSpec::Kind::Output || i.kind != BufferSpec::Kind::Input ||
+        o.dtype != i.dtype || o.numel != i.numel)
+      r.bad("donation of buffer " + std::to_string(dn.input) + " to buffer " +
+            std::to_string(dn.output) +
+            " does not pair an input with an output of its dtype and size");
+  }
   if (!r.done()) r.bad("trailing bytes");
   return plan;
 }

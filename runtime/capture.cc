@@ -501,6 +501,22 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
       }
     }
   }
+  // Donation: a state or argument tensor that this replay re-points at a result may have that
+  // result written into its memory, when its storage has no holder but the tensor and `bound`
+  // (no view, export or leaf) and the memory is the runtime's own.
+  for (size_t j = 0; j < p.outputs.size(); ++j) {
+    const OutputSpec& o = p.outputs[j];
+    if ((o.kind != Dst::Arg && o.kind != Dst::State) || !targets[j]) continue;
+    for (size_t i = 0; i < p.inputs.size(); ++i) {
+      BoundInput& b = bound[i];
+      if (src[i] != targets[j] ||
+          (p.inputs[i].kind != Src::Arg && p.inputs[i].kind != Src::State) || !b.storage ||
+          b.storage != src[i]->storage || b.storage.use_count() != 2 ||
+          b.storage->buffer.use_count() != 1 || !b.storage->buffer->runtime_owned())
+        continue;
+      b.owner_root = static_cast<int>(j);
+    }
+  }
   std::vector<std::shared_ptr<Storage>> outs;
   if (p.has_graph) {
     auto r = run_cached(p.key, p.backend, bound, p.outputs.size());

@@ -55,9 +55,13 @@ struct InputView {
 };
 
 // One Storage per root from the executable's output buffers (shared by syncs and replays).
-std::vector<std::shared_ptr<Storage>> make_outputs(const CachedGraph& entry, const std::vector<BufferPtr>& outs,
-                                                   Backend& backend, const std::string& backend_name, size_t roots,
-                                                   const std::function<InputView(int)>& input) {
+// `donated`: per graph input, the output buffer written into its memory (or -1).
+std::vector<std::shared_ptr<Storage>> make_outputs(const CachedGraph& entry,
+                                                   const std::vector<BufferPtr>& outs,
+                                                   Backend& backend,
+                                                   const std::string& backend_name, size_t roots,
+                                                   const std::function<InputView(int)>& input,
+                                                   const std::vector<int>& donated) {
   std::vector<std::shared_ptr<Storage>> result(roots);
   for (size_t i = 0; i < roots; ++i) {
     int b = entry.output_buffers[i];
@@ -65,6 +69,9 @@ std::vector<std::shared_ptr<Storage>> make_outputs(const CachedGraph& entry, con
     s->backend = backend_name;
     if (entry.output_kinds[i] == BufferSpec::Kind::Output) {
       s->buffer = outs.at(b);
+      for (size_t j = 0; j < donated.size() && !s->buffer; ++j)
+        if (donated[j] == b)
+          s->buffer = input(static_cast<int>(j)).storage->buffer;  // updated in place
     } else if (entry.output_kinds[i] == BufferSpec::Kind::Scalar) {
       // The root is a runtime scalar (lt::full({}, 2.5)): it has no buffer yet, so write one.
       InputView n = input(b);
@@ -104,9 +111,31 @@ size_t graph_cache_size() {
   return cache().size();
 }
 
+namespace {
+
+// Marks the chosen donations on the run's inputs and counts them (lt.metrics donated_buffers,
+// donated_bytes).
+void apply_donations(const std::vector<int>& donated,
+                     const std::vector<DonationCandidate>& candidates,
+                     std::vector<RunInput>& inputs) {
+  for (size_t j = 0; j < donated.size(); ++j) {
+    if (donated[j] < 0) continue;
+    inputs[j].donated_output = donated[j];
+    for (const DonationCandidate& c : candidates)
+      if (c.output == donated[j]) {
+        metrics::bump(metrics::Counter::DonatedBuffers);
+        metrics::bump(metrics::Counter::DonatedBytes, static_cast<int64_t>(c.bytes));
+        break;
+      }
+  }
+}
+
+}  // namespace
+
 std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node*>& roots,
-                                                    const std::string& backend_name, SyncReason reason,
-                                                    GraphRecord* record) {
+                                                    const std::string& backend_name,
+                                                    SyncReason reason, GraphRecord* record,
+                                                    const RootRefs* root_refs) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   if (capture::active()) capture::note_execution(reason);  // a value computed mid-capture
   auto t0 = Clock::now();
@@ -130,6 +159,7 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
       for (int b : plan.output_buffers) cg->output_kinds.push_back(plan.buffers[b].kind);
       cg->nodes = nodes;
       cg->grouping = plan.grouping;
+      cg->donations = donation_candidates(plan);
       return cg;
     };
     if (auto loaded = disk_cache::load(backend, key)) {
@@ -174,6 +204,11 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
            s->backend, "; move it with .to(device) first");
     inputs[i].buffer = s->buffer.get();
   }
+  std::vector<int> donated;
+  if (root_refs && !entry->donations.empty()) {
+    donated = choose_donations(g, entry->donations, *root_refs);
+    apply_donations(donated, entry->donations, inputs);
+  }
   auto tr = Clock::now();
   RunStats stats;
   if (profile::tracing())
@@ -187,11 +222,13 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
   metrics::record_sync(reason);
 
   g_last_key = key;
-  std::vector<std::shared_ptr<Storage>> result =
-      make_outputs(*entry, outs, backend, backend_name, roots.size(), [&](int b) {
+  std::vector<std::shared_ptr<Storage>> result = make_outputs(
+      *entry, outs, backend, backend_name, roots.size(),
+      [&](int b) {
         const Node* n = g.inputs.at(b);
         return InputView{static_cast<const Storage*>(n->data.get()), n->dtype, n->scalar, n->scalar_i};
-      });
+      },
+      donated);
 
   if (!hit)
     if (const char* dir = env("LT_DUMP_DIR"))
@@ -247,6 +284,14 @@ std::optional<std::vector<std::shared_ptr<Storage>>> run_cached(const Hash128& k
            in.storage->backend);
     run[i].buffer = in.storage->buffer.get();
   }
+  std::vector<int> donated(inputs.size(), -1);
+  for (const DonationCandidate& c : entry->donations) {
+    const BoundInput& in = inputs.at(static_cast<size_t>(c.input));
+    if (in.owner_root >= 0 && static_cast<size_t>(in.owner_root) < roots &&
+        entry->output_buffers.at(static_cast<size_t>(in.owner_root)) == c.output)
+      donated[static_cast<size_t>(c.input)] = c.output;
+  }
+  apply_donations(donated, entry->donations, run);
   auto tr = Clock::now();
   RunStats stats;
   if (profile::tracing())
@@ -259,10 +304,13 @@ std::optional<std::vector<std::shared_ptr<Storage>>> run_cached(const Hash128& k
   metrics::bump(metrics::Counter::KernelLaunches, stats.kernel_launches);
   metrics::record_sync(SyncReason::MarkStep);
   g_last_key = key;
-  auto result = make_outputs(*entry, outs, backend, backend_name, roots, [&](int b) {
-    const BoundInput& in = inputs.at(b);
-    return InputView{in.storage.get(), in.dtype, in.scalar, in.scalar_i};
-  });
+  auto result = make_outputs(
+      *entry, outs, backend, backend_name, roots,
+      [&](int b) {
+        const BoundInput& in = inputs.at(b);
+        return InputView{in.storage.get(), in.dtype, in.scalar, in.scalar_i};
+      },
+      donated);
   metrics::GraphInfo info;
   info.hash = key.hex();
   info.nodes = entry->nodes;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "runtime/donation.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_impl.h"
 
@@ -20,9 +21,13 @@ struct GraphRecord {
 };
 
 // Computes `roots` on `backend`; returns one Storage per root. With `record`, also fills it.
+// With `root_refs` (a sync that re-points tensors at the results), outputs may be written into
+// the memory of inputs nothing else can see any more (runtime/donation.h); a donated output's
+// Storage then shares the input's buffer.
 std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node*>& roots,
                                                     const std::string& backend, SyncReason reason,
-                                                    GraphRecord* record = nullptr);
+                                                    GraphRecord* record = nullptr,
+                                                    const RootRefs* root_refs = nullptr);
 
 // One bound input of a replayed graph: a buffer (with the Storage owning it) or a runtime scalar.
 struct BoundInput {
@@ -30,6 +35,9 @@ struct BoundInput {
   DType dtype = DType::Float32;
   double scalar = 0;
   int64_t scalar_i = 0;
+  // The root whose result replaces this input's tensor, when that tensor is the storage's only
+  // other holder: the input may then be donated to the root's output (runtime/donation.h).
+  int owner_root = -1;
 };
 // Runs the executable cached under `key` (from a GraphRecord) on `inputs`, skipping collection
 // and hashing; returns one Storage per root, or nullopt when the executable left the cache.

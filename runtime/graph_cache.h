@@ -7,6 +7,7 @@
 
 #include "backends/backend.h"
 #include "ir/hash.h"
+#include "runtime/donation.h"
 
 namespace lt {
 
@@ -14,6 +15,7 @@ struct CachedGraph {
   std::unique_ptr<Executable> exe;
   std::vector<int> output_buffers;  // per graph root
   std::vector<BufferSpec::Kind> output_kinds;
+  std::vector<DonationCandidate> donations;  // outputs a run may write into an input's memory
   int64_t nodes = 0;                // prim nodes after lowering
   std::string grouping;
   std::vector<std::string> sources;

@@ -1,5 +1,6 @@
 #include <array>
 #include <cstdio>
+#include <iterator>
 #include <mutex>
 #include <sstream>
 
@@ -8,8 +9,12 @@
 
 namespace lt::metrics {
 namespace {
-const char* kCounterNames[] = {"traced_ops",    "syncs",           "graph_compiles",  "graph_cache_hits",
-                               "disk_cache_hits", "kernels_compiled", "kernel_launches", "fallbacks"};
+// donated_buffers counts graph outputs written in place into a donated input's buffer (one per
+// output per run); donated_bytes is their size: memory those runs did not allocate.
+const char* kCounterNames[] = {
+    "traced_ops",       "syncs",           "graph_compiles", "graph_cache_hits", "disk_cache_hits",
+    "kernels_compiled", "kernel_launches", "fallbacks",      "donated_buffers",  "donated_bytes"};
+static_assert(std::size(kCounterNames) == static_cast<size_t>(Counter::kCount));
 constexpr int kReasons = static_cast<int>(SyncReason::ControlFlow) + 1;
 std::array<std::atomic<int64_t>, static_cast<size_t>(Counter::kCount)> g_counters{};
 std::array<std::atomic<int64_t>, kReasons> g_reasons{};

@@ -8,8 +8,19 @@
 
 namespace lt::metrics {
 
-enum class Counter { TracedOps, Syncs, GraphCompiles, GraphCacheHits, DiskCacheHits, KernelsCompiled,
-                     KernelLaunches, Fallbacks, kCount };
+enum class Counter {
+  TracedOps,
+  Syncs,
+  GraphCompiles,
+  GraphCacheHits,
+  DiskCacheHits,
+  KernelsCompiled,
+  KernelLaunches,
+  Fallbacks,
+  DonatedBuffers,
+  DonatedBytes,
+  kCount
+};
 void bump(Counter c, int64_t by = 1);
 void record_sync(SyncReason r);
 void set_last_graph(GraphInfo g);

@@ -38,11 +38,22 @@ void materialize(const std::vector<std::shared_ptr<TensorImpl>>& ts, SyncReason 
     if (t && t->pending) by_backend[t->device.backend_name()].push_back(t.get());
   for (auto& [backend, group] : by_backend) {
     std::vector<const Node*> roots;
-    for (auto* t : group) roots.push_back(t->pending.get());
+    // The references this sync drops once it re-points the tensors: inputs that only these
+    // roots' IR reads may be updated in place (runtime/donation.h).
+    RootRefs refs;
+    for (auto* t : group) {
+      roots.push_back(t->pending.get());
+      refs.use_count.push_back(t->pending.use_count());
+      refs.released.push_back(1);
+    }
     // Deferred index checks of ops this graph computes ride along as extra outputs.
     auto checks = index_checks::take_for(backend, roots);
-    for (auto& c : checks) roots.push_back(c.stats.get());
-    auto outs = execute_graph(roots, backend, reason);
+    for (auto& c : checks) {
+      roots.push_back(c.stats.get());
+      refs.use_count.push_back(c.stats.use_count());
+      refs.released.push_back(1);
+    }
+    auto outs = execute_graph(roots, backend, reason, nullptr, &refs);
     for (size_t i = 0; i < group.size(); ++i) {
       group[i]->storage = outs[i];
       group[i]->pending.reset();

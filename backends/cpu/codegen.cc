@@ -22,9 +22,16 @@ class KernelEmitter {
   KernelEmitter(llvm::Module& m, const loop::Kernel& k)
       : m_(m), k_(k), ctx_(m.getContext()), b_(ctx_) {}
 
+  // A kernel with in-place pairs (lowering/donation.h) gets two bodies: one for distinct buffers
+  // (no noalias on the paired args, so LLVM guards its vector loop with overlap checks) and one
+  // for the donated case, which reads each paired input through its output's pointer so the
+  // loop is a plain same-index update that vectorizes without checks. The wrapper picks by
+  // comparing the pointers.
   void emit(const std::string& name) {
-    llvm::Function* body = emit_body_function(name + ".body");
-    emit_wrapper(body, name);
+    llvm::Function* apart = emit_body_function(name + ".body", /*aliased=*/false);
+    llvm::Function* same =
+        k_.inplace.empty() ? nullptr : emit_body_function(name + ".inplace", true);
+    emit_wrapper(apart, same, name);
   }
 
  private:
@@ -40,8 +47,16 @@ class KernelEmitter {
     return r;
   }
 
-  llvm::Function* emit_body_function(const std::string& name) {
+  llvm::Function* emit_body_function(const std::string& name, bool aliased) {
     const size_t nargs = k_.args.size();
+    std::vector<bool> paired(nargs, false);
+    // Aliased body: per paired input, the output whose pointer reads it.
+    std::vector<int> read_through(nargs, -1);
+    for (auto [in, out] : k_.inplace) {
+      paired[static_cast<size_t>(in)] = paired[static_cast<size_t>(out)] = true;
+      if (aliased) read_through[static_cast<size_t>(in)] = out;
+    }
+    args_.clear();
     std::vector<llvm::Type*> params(nargs, b_.getPtrTy());
     params.push_back(i64());
     params.push_back(i64());
@@ -53,12 +68,20 @@ class KernelEmitter {
     for (size_t i = 0; i < nargs; ++i) {
       const bool out = k_.args[i].output;
       unsigned a = static_cast<unsigned>(i);
-      if (!(out && loaded[i])) fn_->addParamAttr(a, llvm::Attribute::NoAlias);
+      // Apart: a paired arg may share memory with its partner, so it promises nothing. Aliased:
+      // a paired input is never dereferenced (its output's pointer reads it), so the output is
+      // again the only pointer to that memory, and it is read as well as written.
+      const bool may_alias = paired[i] && !aliased;
+      const bool also_read = loaded[i] || (aliased && paired[i] && out);
+      if (!(out && loaded[i]) && !may_alias && read_through[i] < 0)
+        fn_->addParamAttr(a, llvm::Attribute::NoAlias);
       fn_->addParamAttr(a, llvm::Attribute::NoCapture);
       if (!out) fn_->addParamAttr(a, llvm::Attribute::ReadOnly);
-      if (out && !loaded[i]) fn_->addParamAttr(a, llvm::Attribute::WriteOnly);
+      if (out && !also_read) fn_->addParamAttr(a, llvm::Attribute::WriteOnly);
       args_.push_back(fn_->getArg(a));
     }
+    for (size_t i = 0; i < nargs; ++i)
+      if (read_through[i] >= 0) args_[i] = fn_->getArg(static_cast<unsigned>(read_through[i]));
     Value* begin = fn_->getArg(static_cast<unsigned>(nargs));
     Value* end = fn_->getArg(static_cast<unsigned>(nargs + 1));
 
@@ -76,7 +99,8 @@ class KernelEmitter {
     return fn_;
   }
 
-  void emit_wrapper(llvm::Function* body, const std::string& name) {
+  // `same` (may be null): the body for every in-place pair sharing one buffer.
+  void emit_wrapper(llvm::Function* apart, llvm::Function* same, const std::string& name) {
     auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {b_.getPtrTy(), i64(), i64()}, false);
     auto* fn = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, name, m_);
     fn->addFnAttr(llvm::Attribute::NoUnwind);
@@ -88,7 +112,23 @@ class KernelEmitter {
     }
     call_args.push_back(fn->getArg(1));
     call_args.push_back(fn->getArg(2));
-    b_.CreateCall(body, call_args);
+    if (!same) {
+      b_.CreateCall(apart, call_args);
+      b_.CreateRetVoid();
+      return;
+    }
+    Value* all_same = b_.getTrue();
+    for (auto [in, out] : k_.inplace)
+      all_same = b_.CreateAnd(all_same, b_.CreateICmpEQ(call_args[static_cast<size_t>(in)],
+                                                        call_args[static_cast<size_t>(out)]));
+    BasicBlock* in_place = BasicBlock::Create(ctx_, "in_place", fn);
+    BasicBlock* distinct = BasicBlock::Create(ctx_, "distinct", fn);
+    b_.CreateCondBr(all_same, in_place, distinct);
+    b_.SetInsertPoint(in_place);
+    b_.CreateCall(same, call_args);
+    b_.CreateRetVoid();
+    b_.SetInsertPoint(distinct);
+    b_.CreateCall(apart, call_args);
     b_.CreateRetVoid();
   }
 

@@ -11,7 +11,9 @@
 // each partial sum is loop-invariant one level down (LICM and strength reduction finish the job)
 // and the innermost access is a plain induction the vectorizer recognizes. The buffer pointers
 // are noalias parameters of an always-inlined body function, which becomes scoped-noalias
-// metadata once inlined into the wrapper.
+// metadata once inlined into the wrapper. Except for a kernel's in-place pairs (an input the
+// runtime may donate to an output, Kernel::inplace): they get a body without that promise, and a
+// second body, chosen when the pointers are equal, that reads the input through the output's.
 #pragma once
 #include <string>
 

@@ -88,7 +88,8 @@ void CpuExecutable::bind(std::unique_ptr<JitCode> code) {
   for (size_t i = 0; i < kernels_.size(); ++i) kernels_[i].fn = code_->functions()[i];
 }
 
-CpuExecutable::CpuExecutable(const Plan& plan) : buffers_(plan.buffers), memory_(plan_memory(plan)) {
+CpuExecutable::CpuExecutable(const Plan& plan)
+    : buffers_(plan.buffers), donations_(plan.donations), memory_(plan_memory(plan)) {
   prepare_gemms(plan);
   if (plan.kernels.empty()) return;
   std::vector<loop::Kernel> merged = prepare(plan);
@@ -147,7 +148,7 @@ CpuExecutable::CpuExecutable(const Plan& plan) : buffers_(plan.buffers), memory_
 constexpr uint32_t kCachedFormat = 2;  // 2: several object files
 
 CpuExecutable::CpuExecutable(const Plan& plan, std::string_view cached)
-    : buffers_(plan.buffers), memory_(plan_memory(plan)) {
+    : buffers_(plan.buffers), donations_(plan.donations), memory_(plan_memory(plan)) {
   ByteReader r(cached, "cached cpu code");
   uint32_t format = r.u32();
   if (format != kCachedFormat) r.bad("format " + std::to_string(format));
@@ -186,6 +187,7 @@ std::vector<BufferPtr> CpuExecutable::run(const std::vector<RunInput>& inputs, R
   for (size_t s = 0; s < slot_bufs.size(); ++s) slot_bufs[s] = std::make_shared<HostBuffer>(memory_.slot_bytes[s]);
   std::vector<void*> data(nb, nullptr);
   std::vector<uint64_t> slots(nb, 0);  // 8-byte, 8-aligned homes of scalar inputs
+  const std::vector<int> donated = donated_outputs(buffers_, donations_, inputs, "cpu executable");
   for (size_t b = 0; b < nb; ++b) {
     const BufferSpec& spec = buffers_[b];
     const size_t bytes = static_cast<size_t>(spec.numel) * dtype_size(spec.dtype);
@@ -221,6 +223,14 @@ std::vector<BufferPtr> CpuExecutable::run(const std::vector<RunInput>& inputs, R
         }
         [[fallthrough]];
       case BufferSpec::Kind::Output:
+        // A donated output is written in place: nothing to allocate.
+        if (spec.kind == BufferSpec::Kind::Output && donated[b] >= 0) {
+          const Buffer* in = inputs[static_cast<size_t>(donated[b])].buffer;
+          LT_CHECK(in->on_host(), ErrorKind::Value, "cpu executable: donated input ", donated[b],
+                   " is not in host memory");
+          data[b] = in->data();
+          break;
+        }
         owned[b] = std::make_shared<HostBuffer>(bytes);
         data[b] = owned[b]->data();
         break;

@@ -40,6 +40,7 @@ class CpuExecutable : public Executable {
     KernelFn fn = nullptr;
   };
   std::vector<BufferSpec> buffers_;
+  std::vector<Donation> donations_;  // outputs a run may write into an input's memory
   MemoryPlan memory_;  // which temporaries share an allocation
   std::vector<CompiledKernel> kernels_;
   struct BoundGemm {

@@ -33,8 +33,8 @@ const CudaBuffer& as_cuda(const Buffer& b, const char* what) {
 
 class CudaExecutable : public Executable {
  public:
-  CudaExecutable(std::shared_ptr<CudaCachingAllocator> alloc, const Plan& plan, std::string target, bool cubin,
-                 std::shared_ptr<const CublasHandle> blas)
+  CudaExecutable(std::shared_ptr<CudaCachingAllocator> alloc, const Plan& plan, std::string target,
+                 bool cubin, std::shared_ptr<const CublasHandle> blas)
       : alloc_(std::move(alloc)),
         dev_(alloc_->device()),
         buffers_(plan.buffers),
@@ -42,6 +42,7 @@ class CudaExecutable : public Executable {
         gemms_(plan.gemms),
         steps_(plan.ordered_steps()),
         blas_(std::move(blas)),
+        donations_(plan.donations),
         memory_(plan_memory(plan)) {
     for (const Gemm& g : gemms_) {
       for (int buf : {g.a, g.b, g.out})
@@ -102,6 +103,8 @@ class CudaExecutable : public Executable {
     // Bind every plan buffer: inputs from the caller, temps and outputs from the allocator.
     std::vector<BufferPtr> owned(buffers_.size());
     std::vector<CUdeviceptr> ptrs(buffers_.size(), 0);
+    const std::vector<int> donated =
+        donated_outputs(buffers_, donations_, inputs, "cuda executable");
     std::vector<std::shared_ptr<CudaBuffer>> slot_bufs(memory_.slot_bytes.size());
     for (size_t s = 0; s < slot_bufs.size(); ++s)
       slot_bufs[s] = std::make_shared<CudaBuffer>(alloc_, std::max<size_t>(memory_.slot_bytes[s], 1));
@@ -131,6 +134,13 @@ class CudaExecutable : public Executable {
           }
           [[fallthrough]];
         case BufferSpec::Kind::Output: {
+          // A donated output is written in place: nothing to allocate.
+          if (spec.kind == BufferSpec::Kind::Output && donated[b] >= 0) {
+            ptrs[b] = as_cuda(*inputs[static_cast<size_t>(donated[b])].buffer,
+                              "cuda executable donated input")
+                          .ptr();
+            break;
+          }
           auto buf = std::make_shared<CudaBuffer>(alloc_, bytes);
           ptrs[b] = buf->ptr();
           owned[b] = std::move(buf);
@@ -218,6 +228,7 @@ class CudaExecutable : public Executable {
   };
   std::vector<GemmArrays> gemm_arrays_ = std::vector<GemmArrays>(gemms_.size());
   std::mutex arrays_mu_;
+  std::vector<Donation> donations_;  // outputs a run may write into an input's memory
   MemoryPlan memory_;  // which temporaries share an allocation
   std::string source_;
   std::vector<CudaKernelLaunch> launches_;

@@ -806,9 +806,14 @@ void KernelGen::emit_signature(int threads) {
   for (const auto& st : k_.stages)
     for (const auto& store : st.stores) stored.insert(store.arg);
   // __restrict__ (and const, which lets loads take the read-only path) only where no other
-  // argument names the same buffer: an in-place update may pass one buffer twice.
+  // argument names the same buffer: an in-place update may pass one buffer twice, and the args of
+  // an in-place pair (a donated input and its output, Kernel::inplace) may be one buffer at run
+  // time. Such a pair is read and written at the same index by the same thread, so it needs no
+  // more than dropping the promise.
   std::map<int, int> uses_of_buffer;
   for (const auto& a : k_.args) ++uses_of_buffer[a.buffer];
+  std::set<int> paired;
+  for (auto [in, out] : k_.inplace) paired.insert({in, out});
   for (size_t j = 0; j < k_.args.size(); ++j) {
     const loop::Arg& a = k_.args[j];
     if (j) sig << ", ";
@@ -816,7 +821,10 @@ void KernelGen::emit_signature(int threads) {
       sig << (is_floating(a.dtype) ? "double" : "long long") << " a" << j;
     else
       sig << (a.output || stored.count(static_cast<int>(j)) ? "" : "const ") << stype(a.dtype)
-          << (uses_of_buffer[a.buffer] == 1 ? "* __restrict__ a" : "* a") << j;
+          << (uses_of_buffer[a.buffer] == 1 && !paired.count(static_cast<int>(j))
+                  ? "* __restrict__ a"
+                  : "* a")
+          << j;
   }
   sig << ")";
   open(sig.str());

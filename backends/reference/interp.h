@@ -97,5 +97,7 @@ void finalize(Value& v, bool exact = false);
 // Host buffer <-> value conversions. load_buffer fills v (dtype and shape set) from a buffer.
 void load_buffer(const Buffer& b, Value& v);
 BufferPtr value_to_buffer(const Value& v);
+// Writes v's elements in its dtype's storage format to dst (numel * dtype_size bytes).
+void value_to_memory(const Value& v, void* dst);
 
 }  // namespace lt::ref

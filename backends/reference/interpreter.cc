@@ -146,17 +146,21 @@ void load_buffer(const Buffer& b, Value& v) {
   }
 }
 
-BufferPtr value_to_buffer(const Value& v) {
+void value_to_memory(const Value& v, void* dst) {
   const int64_t n = numel(v.shape);
   const size_t w = dtype_size(v.dtype);
-  auto b = std::make_shared<HostBuffer>(static_cast<size_t>(n) * w);
-  auto* p = static_cast<unsigned char*>(b->data());
+  auto* p = static_cast<unsigned char*>(dst);
   if (v.dtype == DType::Float32)
-    for (int64_t k = 0; k < n; ++k) static_cast<float*>(b->data())[k] = static_cast<float>(v.f[k]);
+    for (int64_t k = 0; k < n; ++k) static_cast<float*>(dst)[k] = static_cast<float>(v.f[k]);
   else if (v.floating())
     for (int64_t k = 0; k < n; ++k) store_from_double(p + k * w, v.dtype, v.f[k]);
   else
     for (int64_t k = 0; k < n; ++k) store_from_int(p + k * w, v.dtype, v.i[k]);
+}
+
+BufferPtr value_to_buffer(const Value& v) {
+  auto b = std::make_shared<HostBuffer>(static_cast<size_t>(numel(v.shape)) * dtype_size(v.dtype));
+  value_to_memory(v, b->data());
   return b;
 }
 

@@ -18,7 +18,11 @@ void check_copy(const Buffer& b, size_t bytes, const char* what) {
 class ReferenceExecutable : public Executable {
  public:
   explicit ReferenceExecutable(const Plan& plan)
-      : prims_(plan.prims), num_buffers_(plan.buffers.size()), output_buffers_(plan.output_buffers) {
+      : prims_(plan.prims),
+        num_buffers_(plan.buffers.size()),
+        buffers_(plan.buffers),
+        donations_(plan.donations),
+        output_buffers_(plan.output_buffers) {
     ref::validate_graph(prims_);
     if (output_buffers_.size() != prims_.outputs.size())
       fail(ErrorKind::Runtime, "reference: plan has ", output_buffers_.size(), " output buffers for ",
@@ -31,13 +35,23 @@ class ReferenceExecutable : public Executable {
     for (int o : prims_.outputs) keep_[static_cast<size_t>(o)] = true;
   }
 
-  // Every output gets a fresh buffer (never an input's), so callers may update outputs in place.
+  // Every output gets a fresh buffer (never an input's), so callers may update outputs in place;
+  // a donated output is written into its input's memory once every value is computed (the
+  // interpreter reads its inputs first, so any donation is safe here).
   std::vector<BufferPtr> run(const std::vector<RunInput>& inputs, RunStats* stats) override {
+    const std::vector<int> donated = donated_outputs(buffers_, donations_, inputs, "reference");
     auto vals = ref::evaluate(prims_, inputs, keep_, nullptr);
     std::vector<BufferPtr> out(num_buffers_);
+    std::vector<bool> written(num_buffers_, false);
     for (size_t i = 0; i < output_buffers_.size(); ++i) {
       auto b = static_cast<size_t>(output_buffers_[i]);
-      if (!out[b]) out[b] = ref::value_to_buffer(*vals[static_cast<size_t>(prims_.outputs[i])]);
+      if (written[b]) continue;
+      written[b] = true;
+      const ref::Value& v = *vals[static_cast<size_t>(prims_.outputs[i])];
+      if (b < donated.size() && donated[b] >= 0)
+        ref::value_to_memory(v, inputs[static_cast<size_t>(donated[b])].buffer->data());
+      else
+        out[b] = ref::value_to_buffer(v);
     }
     return out;  // stats->kernel_launches stays 0: the interpreter launches no kernels
   }
@@ -47,6 +61,8 @@ class ReferenceExecutable : public Executable {
  private:
   PrimGraph prims_;
   size_t num_buffers_;
+  std::vector<BufferSpec> buffers_;
+  std::vector<Donation> donations_;
   std::vector<int> output_buffers_;
   std::vector<bool> keep_;
 };

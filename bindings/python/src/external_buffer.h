@@ -25,6 +25,7 @@ class ExternalHostBuffer : public Buffer {
   ExternalHostBuffer& operator=(const ExternalHostBuffer&) = delete;
 
   bool on_host() const override { return true; }
+  bool runtime_owned() const override { return false; }  // its owner may still read it
   // False for read-only producers (np.frombuffer over bytes, a read-only mmap): views handed out
   // again (Tensor.numpy()) stay read-only.
   bool writable() const { return writable_; }

@@ -1,0 +1,67 @@
+#include "runtime/donation.h"
+
+#include <unordered_map>
+
+#include "runtime/tensor_impl.h"
+
+namespace lt {
+
+std::vector<DonationCandidate> donation_candidates(const Plan& plan) {
+  std::vector<DonationCandidate> out;
+  for (const Donation& d : plan.donations) {
+    const BufferSpec& o = plan.buffers.at(static_cast<size_t>(d.output));
+    out.push_back({d.output, plan.buffers.at(static_cast<size_t>(d.input)).input,
+                   static_cast<size_t>(o.numel) * dtype_size(o.dtype)});
+  }
+  return out;
+}
+
+std::vector<int> choose_donations(const Graph& g, const std::vector<DonationCandidate>& candidates,
+                                  const RootRefs& roots) {
+  std::vector<int> choice(g.inputs.size(), -1);
+  if (candidates.empty() || roots.use_count.size() != g.roots.size() ||
+      roots.released.size() != g.roots.size())
+    return choice;
+  // The data: held by the one leaf, the memory by that Storage alone and owned by the runtime.
+  std::vector<const DonationCandidate*> viable;
+  for (const DonationCandidate& c : candidates) {
+    if (c.input < 0 || c.input >= static_cast<int>(g.inputs.size())) continue;
+    const Node* leaf = g.inputs[static_cast<size_t>(c.input)];
+    if (leaf->op != Op::Param || !leaf->data || leaf->data.use_count() != 1) continue;
+    const auto* s = static_cast<const Storage*>(leaf->data.get());
+    if (!s->buffer || s->buffer.use_count() != 1 || !s->buffer->runtime_owned()) continue;
+    viable.push_back(&c);
+  }
+  if (viable.empty()) return choice;
+  // The nodes: each held only by its users in this graph and by the tensors this sync re-points.
+  // A node held elsewhere (a pending tensor not in this sync, a deferred index check) may be
+  // evaluated later, so every leaf under it must keep its values.
+  const size_t n = g.order.size();
+  std::unordered_map<const Node*, size_t> pos;
+  pos.reserve(n);
+  for (size_t i = 0; i < n; ++i) pos.emplace(g.order[i], i);
+  std::vector<long> use_count(n, 0), expected(n, 0);
+  for (size_t i = 0; i < n; ++i)
+    for (const NodePtr& e : g.order[i]->inputs) {
+      const size_t p = pos.at(e.get());
+      use_count[p] = e.use_count();
+      ++expected[p];
+    }
+  for (size_t r = 0; r < g.roots.size(); ++r) {
+    const size_t p = pos.at(g.roots[r]);
+    use_count[p] = roots.use_count[r];
+    expected[p] += roots.released[r];
+  }
+  std::vector<char> held(n, 0);
+  for (size_t i = n; i-- > 0;) {  // users before their operands
+    if (use_count[i] != expected[i]) held[i] = 1;
+    if (held[i])
+      for (const NodePtr& e : g.order[i]->inputs) held[pos.at(e.get())] = 1;
+  }
+  for (const DonationCandidate* c : viable)
+    if (!held[pos.at(g.inputs[static_cast<size_t>(c->input)])])
+      choice[static_cast<size_t>(c->input)] = c->output;
+  return choice;
+}
+
+}  // namespace lt
