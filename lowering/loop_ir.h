@@ -115,7 +115,8 @@ inline bool uses_value(const Kernel& k, const Index& ix) {
     const IExpr& e = k.iexprs.at(static_cast<size_t>(todo.back()));
     todo.pop_back();
     if (e.kind == IExpr::Kind::Value) return true;
-    if (e.kind != IExpr::Kind::Const && e.kind != IExpr::Kind::Var) todo.insert(todo.end(), {e.a, e.b});
+    if (e.kind != IExpr::Kind::Const && e.kind != IExpr::Kind::Var)
+      todo.insert(todo.end(), {e.a, e.b});
   }
   return false;
 }

@@ -254,9 +254,10 @@ class KernelEmitter {
         r = vars_[e.value];
         break;
       case K::Value:  // a gathered index, already clamped into range by the kernel
-        LT_CHECK(e.value >= 0 && e.value < static_cast<int64_t>(vals_->size()) && (*vals_)[e.value],
-                 ErrorKind::Runtime, "internal: kernel ", k_.name, " indexes by instruction ", e.value,
-                 " before computing it");
+        LT_CHECK(e.value >= 0 && e.value < static_cast<int64_t>(vals_->size()) &&
+                     (*vals_)[e.value],
+                 ErrorKind::Runtime, "internal: kernel ", k_.name, " indexes by instruction ",
+                 e.value, " before computing it");
         r = convert(b_, (*vals_)[e.value], (*body_)[e.value].dtype, DType::Int64);
         break;
       case K::Add:
