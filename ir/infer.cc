@@ -42,6 +42,29 @@ Shape reduce_shape(Op op, const Shape& s, const Attrs& a) {
   return r;
 }
 
+// gather/scatter_add: one normalized axis, an int64 index of the data's rank that fits it in every
+// other dim (and, along the axis, a non-empty dim to index whenever there is an index).
+int64_t check_indexed(Op op, const Attrs& a, const Node& data, const Node& index, const std::string& shapes) {
+  const std::string name(op_name(op));
+  const auto rank = static_cast<int64_t>(data.shape.size());
+  if (a.ints.size() != 1) fail(ErrorKind::Runtime, name, ": expected one axis attribute, got ", a.ints.size());
+  if (index.dtype != DType::Int64)
+    fail(ErrorKind::Runtime, name, ": expected an int64 index, got ", dtype_name(index.dtype), " (", shapes, ")");
+  if (rank == 0 || static_cast<int64_t>(index.shape.size()) != rank)
+    fail(ErrorKind::Runtime, name, ": index must have the rank of the input, which must be at least 1 (", shapes, ")");
+  if (a.ints[0] < -rank || a.ints[0] >= rank)
+    fail(ErrorKind::Index, name, ": dimension out of range (expected to be in range of [", -rank, ", ", rank - 1,
+         "], but got ", a.ints[0], ") (", shapes, ")");
+  const int64_t axis = a.ints[0] < 0 ? a.ints[0] + rank : a.ints[0];
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis && index.shape[d] > data.shape[d])
+      fail(ErrorKind::Runtime, name, ": index ", shape_str(index.shape), " is larger than input ",
+           shape_str(data.shape), " at dimension ", d, " (", shapes, ")");
+  if (data.shape[axis] == 0 && numel(index.shape) > 0)
+    fail(ErrorKind::Index, name, ": index into dimension ", axis, " of size 0 (", shapes, ")");
+  return axis;
+}
+
 }  // namespace
 
 Inferred infer(Op op, const std::vector<NodePtr>& in, const Attrs& a) {
@@ -157,6 +180,25 @@ Inferred infer(Op op, const std::vector<NodePtr>& in, const Attrs& a) {
         r[d] = size;
       }
       return {in[0]->dtype, r};
+    }
+    case OpClass::Gather: {
+      check_indexed(op, a, *in[0], *in[1], "input " + shape_str(in[0]->shape) + ", index " + shape_str(in[1]->shape));
+      return {in[0]->dtype, in[1]->shape};
+    }
+    case OpClass::ScatterAdd: {
+      const std::string shapes = "input " + shape_str(in[0]->shape) + ", index " + shape_str(in[1]->shape) + ", src " +
+                                 shape_str(in[2]->shape);
+      check_indexed(op, a, *in[0], *in[1], shapes);
+      if (in[2]->dtype != in[0]->dtype)
+        fail(ErrorKind::Runtime, name, ": src dtype ", dtype_name(in[2]->dtype), " differs from input dtype ",
+             dtype_name(in[0]->dtype), " (", shapes, ")");
+      if (is_bool(in[0]->dtype)) fail(ErrorKind::Type, name, ": bool is summed as int64 by the runtime (", shapes, ")");
+      if (in[2]->shape.size() != in[1]->shape.size())
+        fail(ErrorKind::Runtime, name, ": src must have the rank of the index (", shapes, ")");
+      for (size_t d = 0; d < in[1]->shape.size(); ++d)
+        if (in[1]->shape[d] > in[2]->shape[d])
+          fail(ErrorKind::Runtime, name, ": index is larger than src at dimension ", d, " (", shapes, ")");
+      return {in[0]->dtype, in[0]->shape};
     }
     case OpClass::AxisUnary: {
       if (!is_floating(in[0]->dtype))

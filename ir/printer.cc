@@ -14,7 +14,7 @@ std::string attrs_text(const Node& n) {
     case OpClass::Reshape: case OpClass::Expand: os << "shape=" << shape_str(n.attrs.ints); break;
     case OpClass::Permute: os << "perm=" << shape_str(n.attrs.ints); break;
     case OpClass::Slice: os << "start,step,size=" << shape_str(n.attrs.ints); break;
-    case OpClass::AxisUnary: os << "axis=" << n.attrs.ints.at(0); break;
+    case OpClass::AxisUnary: case OpClass::Gather: case OpClass::ScatterAdd: os << "axis=" << n.attrs.ints.at(0); break;
     case OpClass::Cast: os << "dtype=" << dtype_name(n.attrs.dtype); break;
     case OpClass::Rand: os << "stream=" << n.attrs.stream; break;
     case OpClass::LayerNorm: os << "dims=" << n.attrs.ints.at(0) << ", eps=" << n.attrs.value; break;

@@ -26,7 +26,7 @@ json attrs_json(const Node& n) {
     case OpClass::Reshape: case OpClass::Expand: a["shape"] = n.attrs.ints; break;
     case OpClass::Permute: a["perm"] = n.attrs.ints; break;
     case OpClass::Slice: a["slices"] = n.attrs.ints; break;
-    case OpClass::AxisUnary: a["axis"] = n.attrs.ints.at(0); break;
+    case OpClass::AxisUnary: case OpClass::Gather: case OpClass::ScatterAdd: a["axis"] = n.attrs.ints.at(0); break;
     case OpClass::Cast: a["dtype"] = std::string(dtype_name(n.attrs.dtype)); break;
     case OpClass::Rand:
       a["shape"] = n.attrs.ints;
@@ -110,7 +110,9 @@ Attrs attrs_from(Op op, const json& a, const std::string& where) {
     case OpClass::Reshape: case OpClass::Expand: r.ints = get_shape(a, "shape", where); break;
     case OpClass::Permute: r.ints = get<std::vector<int64_t>>(a, "perm", where); break;
     case OpClass::Slice: r.ints = get<std::vector<int64_t>>(a, "slices", where); break;
-    case OpClass::AxisUnary: r.ints = {get<int64_t>(a, "axis", where)}; break;
+    case OpClass::AxisUnary: case OpClass::Gather: case OpClass::ScatterAdd:
+      r.ints = {get<int64_t>(a, "axis", where)};
+      break;
     case OpClass::Cast: r.dtype = get_dtype(a, "dtype", where); break;
     case OpClass::Rand:
       r.ints = get_shape(a, "shape", where);

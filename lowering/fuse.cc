@@ -49,6 +49,9 @@ class KernelBuilder {
       : g_(g), realized_(realized), buffer_of_(buffer_of), buffers_(buffers), root_(root) {}
 
   loop::Kernel build(std::vector<int>* touched);
+  // scatter_add's two kernels: `init` copies base into the output buffer; the other runs over the
+  // index's shape and adds src into it at the indexed positions (accumulating stores).
+  loop::Kernel build_scatter(bool init, std::vector<int>* touched);
 
  private:
   int emit(int stage, int node, const std::vector<Lin>& idx, bool compute_root = false);
@@ -63,6 +66,10 @@ class KernelBuilder {
     return push(stage, c);
   }
   int arg_for(int buffer, bool output);
+  // A data-dependent index (int64 instruction iv) checked against [0, hi]: returns the index
+  // clamped into range (every address stays in bounds) and whether it was in range.
+  std::pair<int, int> clamp_index(int stage, int iv, int64_t hi);
+  std::string name_of(const char* suffix) const;
   std::vector<Lin> outer_vars();
   std::vector<Lin> reduce_input_index(const ReduceSig& s);
   void collect_reductions(int node, std::set<int>& out, std::set<int>& seen);
@@ -127,6 +134,18 @@ int KernelBuilder::arg_for(int buffer, bool output) {
   int id = static_cast<int>(k_.args.size()) - 1;
   arg_of_.emplace(buffer, id);
   return id;
+}
+
+std::pair<int, int> KernelBuilder::clamp_index(int stage, int iv, int64_t hi) {
+  Instr zero{IKind::Const, Op::Add, DType::Int64};
+  Instr top{IKind::Const, Op::Add, DType::Int64};
+  top.value = static_cast<double>(hi);
+  const int z = push(stage, zero), t = push(stage, top);
+  const int ge = push(stage, Instr{IKind::Op, Op::Ge, DType::Bool, iv, z});
+  const int le = push(stage, Instr{IKind::Op, Op::Le, DType::Bool, iv, t});
+  const int ok = push(stage, Instr{IKind::Op, Op::And, DType::Bool, ge, le});
+  const int lo = push(stage, Instr{IKind::Op, Op::Maximum, DType::Int64, iv, z});
+  return {push(stage, Instr{IKind::Op, Op::Minimum, DType::Int64, lo, t}), ok};
 }
 
 std::vector<Lin> KernelBuilder::outer_vars() {
@@ -238,6 +257,20 @@ int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool c
     for (size_t d = 0; d < idx.size(); ++d)
       ci[d] = sym_->add(sym_->mul(idx[d], p.attrs.ints[3 * d + 1]), SymCtx::constant(p.attrs.ints[3 * d]));
     result = emit(stage, p.inputs[0], ci);
+  } else if (info.cls == OpClass::Gather) {
+    // An indexed load: the index element is computed (or loaded) first, clamped, and becomes the
+    // axis coordinate of the source read; an out-of-range index reads 0 (the runtime's index
+    // check reports it at the sync). The source is emitted inline like any operand.
+    const PNode& src = g_.nodes[p.inputs[0]];
+    const auto axis = static_cast<size_t>(normalize_axis(p.attrs.ints[0], static_cast<int64_t>(src.shape.size()), "gather"));
+    const int64_t hi = src.shape[axis] - 1;
+    const int iv = cast_to(stage, emit(stage, p.inputs[1], idx), DType::Int64);
+    auto [at, ok] = clamp_index(stage, iv, hi);
+    std::vector<Lin> ci = idx;
+    ci[axis] = sym_->value(stage, at, hi);
+    const int v = emit(stage, p.inputs[0], ci);
+    Instr zero{IKind::Const, Op::Add, p.dtype};
+    result = push(stage, Instr{IKind::Op, Op::Where, p.dtype, ok, v, push(stage, zero)});
   } else if (info.cls == OpClass::Reduce) {
     auto st = stage_of_.find(node);
     if (st == stage_of_.end()) throw Unhostable{node};
@@ -254,18 +287,55 @@ int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool c
   return result;
 }
 
+std::string KernelBuilder::name_of(const char* suffix) const {
+  // Built piecewise: GCC 12 at -O3 warns falsely (-Wrestrict, PR105329) on string literal assignment here.
+  std::string name(1, 'k');
+  name += std::to_string(root_);
+  name += '_';
+  name += op_name(g_.nodes[root_].op);
+  name += suffix;
+  return name;
+}
+
+loop::Kernel KernelBuilder::build_scatter(bool init, std::vector<int>* touched) {
+  const PNode& root = g_.nodes[root_];
+  const PNode& index = g_.nodes[root.inputs[1]];
+  k_.name = name_of(init ? "_init" : "");
+  k_.outer = init ? root.shape : index.shape;
+  sym_ = std::make_unique<SymCtx>(k_.outer);
+  k_.stages.push_back(Stage{StageKind::MapOuter});
+  memo_.clear();
+  const std::vector<Lin> idx = outer_vars();
+  loop::Store store{arg_for(buffer_of_[root_], true), {}, -1};
+  if (init) {
+    store.value = cast_to(0, emit(0, root.inputs[0], idx), root.dtype);
+    store.index = sym_->to_index(sym_->flatten(idx, root.shape), k_.iexprs);
+  } else {
+    // out[.., clamp(index[i]), ..] += index[i] in range ? src[i] : 0 (src is at least index's size).
+    const auto axis = static_cast<size_t>(normalize_axis(root.attrs.ints[0], static_cast<int64_t>(root.shape.size()), "scatter_add"));
+    const int64_t hi = root.shape[axis] - 1;
+    const int iv = cast_to(0, emit(0, root.inputs[1], idx), DType::Int64);
+    auto [at, ok] = clamp_index(0, iv, hi);
+    const int v = cast_to(0, emit(0, root.inputs[2], idx), root.dtype);
+    Instr zero{IKind::Const, Op::Add, root.dtype};
+    store.value = push(0, Instr{IKind::Op, Op::Where, root.dtype, ok, v, push(0, zero)});
+    std::vector<Lin> ci = idx;
+    ci[axis] = sym_->value(0, at, hi);
+    store.index = sym_->to_index(sym_->flatten(ci, root.shape), k_.iexprs);
+    store.accumulate = true;
+  }
+  k_.stages[0].stores.push_back(std::move(store));
+  touched->assign(touched_.begin(), touched_.end());
+  return std::move(k_);
+}
+
 loop::Kernel KernelBuilder::build(std::vector<int>* touched) {
   const PNode& root = g_.nodes[root_];
   bool root_reduce = op_info(root.op).cls == OpClass::Reduce;
   std::set<int> hosted, seen;
   collect_reductions(root_, hosted, seen);
   if (root_reduce) hosted.insert(root_);
-  // Built piecewise: GCC 12 at -O3 warns falsely (-Wrestrict, PR105329) on string literal assignment here.
-  std::string name(1, 'k');
-  name += std::to_string(root_);
-  name += '_';
-  name += op_name(root.op);
-  k_.name = std::move(name);
+  k_.name = name_of("");
 
   enum { Plain, Row, Epilogue } shape_kind = Plain;
   if (!hosted.empty()) {
@@ -369,6 +439,7 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
     const PNode& p = g.nodes[i];
     if (p.op == Op::Param || p.op == Op::Scalar) realized[i] = true;
     if (op_info(p.op).cls == OpClass::Reduce && users[i] != 1) realized[i] = true;
+    if (p.op == Op::ScatterAdd) realized[i] = true;  // written by its own two kernels
   }
   // Matrix products the backend's library computes: the sum and its operands get buffers; the
   // GEMM writes the sum's buffer (or, when the sum only feeds an output reshape, that one's).
@@ -456,15 +527,18 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
                    << " @ %" << m.b_node << "\n";
           continue;
         }
-        plan.steps.push_back({PlanStep::Kind::Kernel, static_cast<int>(plan.kernels.size())});
-        std::vector<int> touched;
-        KernelBuilder kb(g, realized, buffer_of, plan.buffers, i);
-        plan.kernels.push_back(kb.build(&touched));
-        const auto& k = plan.kernels.back();
-        grouping << k.name << ": outer " << shape_str(k.outer) << " inner " << shape_str(k.inner) << ", "
-                 << k.stages.size() << " stage(s), nodes";
-        for (int t : touched) grouping << " %" << t << ":" << op_name(g.nodes[t].op);
-        grouping << "\n";
+        const bool scatter = g.nodes[i].op == Op::ScatterAdd;
+        for (int part = scatter ? 0 : 1; part < 2; ++part) {
+          plan.steps.push_back({PlanStep::Kind::Kernel, static_cast<int>(plan.kernels.size())});
+          std::vector<int> touched;
+          KernelBuilder kb(g, realized, buffer_of, plan.buffers, i);
+          plan.kernels.push_back(scatter ? kb.build_scatter(part == 0, &touched) : kb.build(&touched));
+          const auto& k = plan.kernels.back();
+          grouping << k.name << ": outer " << shape_str(k.outer) << " inner " << shape_str(k.inner) << ", "
+                   << k.stages.size() << " stage(s)" << (k.accumulates() ? ", accumulating" : "") << ", nodes";
+          for (int t : touched) grouping << " %" << t << ":" << op_name(g.nodes[t].op);
+          grouping << "\n";
+        }
       }
     } catch (const Unhostable& u) {
       realized[u.node] = true;

@@ -23,11 +23,15 @@
 namespace lt::loop {
 
 // Integer index expressions. All values they produce are non-negative, so FloorDiv/Mod may be
-// emitted as unsigned division.
+// emitted as unsigned division. Value is a data-dependent index (gather/scatter_add): the int64
+// result of an instruction of the stage body that evaluates the index, which lowering has already
+// clamped to [0, hi], so every address it forms is in bounds; it must precede the instruction
+// (or be in the body of the store) using the index.
 struct IExpr {
-  enum class Kind : uint8_t { Const, Var, Add, Mul, FloorDiv, Mod } kind;
-  int64_t value = 0;  // Const: the constant; Var: loop variable number
+  enum class Kind : uint8_t { Const, Var, Add, Mul, FloorDiv, Mod, Value } kind;
+  int64_t value = 0;  // Const: the constant; Var: loop variable number; Value: instruction id
   int a = -1, b = -1;  // operands (indices into Kernel::iexprs)
+  int64_t hi = 0;      // Value: the largest value the instruction can hold
 };
 
 // A flat element offset into a buffer: offset + sum(strides[v] * var[v]) when affine (general < 0),
@@ -63,6 +67,9 @@ struct Store {
   int arg;     // kernel arg to write
   Index index;
   int value;   // instruction id in the stage body; converted to the arg's dtype by a Cast instr
+  // scatter_add: add the value to the element instead of overwriting it. Several points of the
+  // outer space may hit one element, so backends make the add atomic or run the kernel serially.
+  bool accumulate = false;
 };
 
 enum class StageKind : uint8_t { Reduce, MapInner, MapOuter };
@@ -97,7 +104,27 @@ struct Kernel {
   // the same index; code generators must still not assume the two pointers are distinct.
   std::vector<std::pair<int, int>> inplace;
   int64_t outer_numel() const { return numel(outer); }
+  bool accumulates() const {
+    for (const auto& st : stages)
+      for (const auto& s : st.stores)
+        if (s.accumulate) return true;
+    return false;
+  }
 };
+
+// Whether an index reads a data-dependent value (IExpr::Value) anywhere in its tree.
+inline bool uses_value(const Kernel& k, const Index& ix) {
+  if (ix.affine()) return false;
+  std::vector<int> todo{ix.general};
+  while (!todo.empty()) {
+    const IExpr& e = k.iexprs.at(static_cast<size_t>(todo.back()));
+    todo.pop_back();
+    if (e.kind == IExpr::Kind::Value) return true;
+    if (e.kind != IExpr::Kind::Const && e.kind != IExpr::Kind::Var)
+      todo.insert(todo.end(), {e.a, e.b});
+  }
+  return false;
+}
 
 // The counter-based generator shared by every backend, so one seed gives the same numbers on
 // every device: SplitMix64's finalizer over (seed, offset + 2*counter + stream), top 24 bits

@@ -90,7 +90,7 @@ size_t ByteReader::count(size_t min_item_bytes) {
 namespace {
 
 // Bumped whenever the layout below changes; a reader rejects other versions.
-constexpr uint32_t kPlanFormat = 3;  // 2: Gemm steps and the step order; 3: donations, inplace
+constexpr uint32_t kPlanFormat = 4;  // 2: Gemm steps and the step order; 3: donations, inplace; 4: gather/scatter indices
 
 void put_shape(ByteWriter& w, const Shape& s) {
   w.u64(s.size());
@@ -122,6 +122,7 @@ void put_kernel(ByteWriter& w, const loop::Kernel& k) {
     w.i64(e.value);
     w.i64(e.a);
     w.i64(e.b);
+    w.i64(e.hi);
   }
   w.u64(k.stages.size());
   for (const auto& st : k.stages) {
@@ -147,6 +148,7 @@ void put_kernel(ByteWriter& w, const loop::Kernel& k) {
       w.i64(s.arg);
       put_index(w, s.index);
       w.i64(s.value);
+      w.u8(s.accumulate);
     }
   }
   w.u64(k.inplace.size());
@@ -254,10 +256,12 @@ struct Decoder {
     k.iexprs.resize(r.count(25));
     for (size_t i = 0; i < k.iexprs.size(); ++i) {
       auto& e = k.iexprs[i];
-      e.kind = enumeration<loop::IExpr::Kind>(6, "iexpr kind");
+      e.kind = enumeration<loop::IExpr::Kind>(7, "iexpr kind");
       e.value = r.i64();
       e.a = id(-1, static_cast<int64_t>(i), "iexpr operand");
       e.b = id(-1, static_cast<int64_t>(i), "iexpr operand");
+      e.hi = r.i64();
+      if (e.kind == loop::IExpr::Kind::Value && (e.value < 0 || e.hi < 0)) r.bad("bad value index");
     }
     const int niexprs = static_cast<int>(k.iexprs.size());
     k.stages.resize(r.count(18));
@@ -289,6 +293,7 @@ struct Decoder {
         s2.arg = id(0, nargs, "store arg");
         s2.index = index(niexprs);
         s2.value = id(0, nbody, "store value");
+        s2.accumulate = flag();
       }
     }
     k.inplace.resize(r.count(16));

@@ -29,9 +29,16 @@ Lin SymCtx::var(int v) {
   return Lin{0, {{atom({Atom::Var, v, {}, 0, ext - 1}), 1}}};
 }
 
+Lin SymCtx::value(int stage, int instr, int64_t hi) {
+  if (hi <= 0) return constant(0);
+  // Keyed by stage too: instruction ids are per stage body.
+  return Lin{0, {{atom({Atom::Value, instr, constant(stage), 0, hi}), 1}}};
+}
+
 bool SymCtx::depends_on(const Lin& a, int v) const {
   for (const auto& [id, k] : a.terms) {
     const Atom& at = atoms_[id];
+    if (at.kind == Atom::Value) return true;  // data may vary along any loop
     if (at.kind == Atom::Var ? at.var_or_d == v : depends_on(at.arg, v)) return true;
   }
   return false;
@@ -43,7 +50,7 @@ std::optional<int64_t> SymCtx::var_stride(const Lin& a, int v) const {
     const Atom& at = atoms_[id];
     if (at.kind == Atom::Var) {
       if (at.var_or_d == v) s += k;
-    } else if (depends_on(at.arg, v)) {
+    } else if (at.kind == Atom::Value || depends_on(at.arg, v)) {
       return std::nullopt;
     }
   }
@@ -192,6 +199,10 @@ int SymCtx::emit_atom(int id, std::vector<loop::IExpr>& out) const {
   using K = loop::IExpr::Kind;
   if (t.kind == Atom::Var) {
     out.push_back({K::Var, t.var_or_d});
+    return static_cast<int>(out.size()) - 1;
+  }
+  if (t.kind == Atom::Value) {
+    out.push_back({K::Value, t.var_or_d, -1, -1, t.hi});
     return static_cast<int>(out.size()) - 1;
   }
   int a = emit(t.arg, out);

@@ -25,6 +25,9 @@ class SymCtx {
  public:
   explicit SymCtx(std::vector<int64_t> extents);  // one extent per loop variable
   Lin var(int v);
+  // The data-dependent index held by instruction `instr` of stage `stage`, known to be in [0, hi]
+  // (gather/scatter_add clamp it first). Emitted as IExpr::Value; never folded into strides.
+  Lin value(int stage, int instr, int64_t hi);
   static Lin constant(int64_t c) { return Lin{c, {}}; }
   Lin add(const Lin& a, const Lin& b) const;
   Lin mul(const Lin& a, int64_t k) const;
@@ -48,8 +51,8 @@ class SymCtx {
 
  private:
   struct Atom {
-    enum Kind { Var, Div, Mod } kind;
-    int64_t var_or_d;  // Var: variable number; Div/Mod: the divisor
+    enum Kind { Var, Div, Mod, Value } kind;
+    int64_t var_or_d;  // Var: variable number; Div/Mod: the divisor; Value: instruction id
     Lin arg;
     int64_t lo, hi;
   };

@@ -1,6 +1,7 @@
 // Range checks of index values for gather/scatter_add/index_select/embedding/one_hot and Python's
-// integer-tensor indexing. The index ops lower to one-hot comparisons, where an out-of-range index
-// silently selects nothing (reads 0); these checks turn that into an IndexError.
+// integer-tensor indexing. In compiled code an out-of-range index reads 0 (gather: the address is
+// clamped, the value masked) or adds nothing (scatter_add), and one_hot's comparison selects
+// nothing; these checks turn that into an IndexError.
 //
 // - Index data already in host memory: checked at once, at the op (no graph, no kernel).
 // - Eager device (data in device memory): the index's max and min are computed and read at once.

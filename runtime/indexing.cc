@@ -280,8 +280,33 @@ Tensor one_hot(const Tensor& index, int64_t num_classes) {
   });
 }
 
+namespace {
+
+// torch.gather/scatter_add take int64 indices only (index_select and embedding also take int32).
+void require_int64(const char* op, const Tensor& a, const Tensor& index) {
+  if (index.dtype() != DType::Int64)
+    fail(ErrorKind::Runtime, op, "(): expected dtype int64 for index, got ", dtype_name(index.dtype()), " (input ",
+         shape_str(a.shape()), ", index ", shape_str(index.shape()), ")");
+}
+
+// `index` (a vector of J positions along `dim` of a) spread to the shape of the selection: a's
+// shape with J at dim. A view (expand), so the gather reads index[j] once per element.
+Tensor spread_index(const Tensor& a, int64_t dim, const Tensor& index) {
+  const int64_t j = index.numel();
+  std::vector<int64_t> one(static_cast<size_t>(a.dim()), 1), full = a.shape();
+  one[dim] = full[dim] = j;
+  return cast(index, DType::Int64).reshape(one).expand(full);
+}
+
+}  // namespace
+
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
+  if (a.dim() == 0 && index.dim() == 0) {  // PyTorch treats 0-d tensors as 1-element vectors here
+    normalize_axis(dim, 1, "gather");
+    return gather(a.reshape({1}), 0, index.reshape({1})).reshape({});
+  }
   dim = norm_dim(dim, a.dim(), "gather");
+  require_int64("gather", a, index);
   if (index.dim() != a.dim())
     fail(ErrorKind::Runtime, "gather: index tensor must have the same number of dimensions as input tensor (input ",
          shape_str(a.shape()), ", index ", shape_str(index.shape()), ")");
@@ -289,22 +314,16 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
     if (d != dim && index.shape()[d] > a.shape()[d])
       fail(ErrorKind::Runtime, "gather: size of index ", shape_str(index.shape()), " does not fit input ",
            shape_str(a.shape()), " at dimension ", d);
-  const int64_t k = a.shape()[dim];
-  return with_index_check("gather", index, k, dim, a.shape(), [&] {
-    // Restrict a to index's extent in the other dims, then out[.., j] = sum_k a[.., k] * (idx[.., j] == k).
-    std::vector<int64_t> sss;
-    for (int64_t d = 0; d < a.dim(); ++d) sss.insert(sss.end(), {0, 1, d == dim ? k : index.shape()[d]});
-    const DType wt = sum_dtype(a.dtype());
-    Tensor al = dim_last(slice_prim(a, sss), dim).to(wt);  // [..., K]
-    Tensor il = dim_last(index, dim);                       // [..., J]
-    Tensor hit = eq(il.unsqueeze(-1), positions(k, a.device()));  // [..., J, K]
-    Tensor picked = where(hit, al.unsqueeze(-2), fill_of(wt, 0)).sum({-1}).to(a.dtype());
-    return dim_back(picked, dim);
-  });
+  return with_index_check("gather", index, a.shape()[dim], dim, a.shape(), [&] { return gather_node(a, dim, index); });
 }
 
 Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src) {
+  if (a.dim() == 0 && index.dim() == 0 && src.dim() <= 1) {
+    normalize_axis(dim, 1, "scatter_add");
+    return scatter_add(a.reshape({1}), 0, index.reshape({1}), src.reshape({-1})).reshape({});
+  }
   dim = norm_dim(dim, a.dim(), "scatter_add");
+  require_int64("scatter_add", a, index);
   if (index.dim() != a.dim() || src.dim() != a.dim())
     fail(ErrorKind::Runtime, "scatter_add: index and src must have the rank of input (input ", shape_str(a.shape()),
          ", index ", shape_str(index.shape()), ", src ", shape_str(src.shape()), ")");
@@ -312,43 +331,32 @@ Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tens
     if (index.shape()[d] > src.shape()[d] || (d != dim && index.shape()[d] > a.shape()[d]))
       fail(ErrorKind::Runtime, "scatter_add: index ", shape_str(index.shape()), " does not fit input ",
            shape_str(a.shape()), " and src ", shape_str(src.shape()), " at dimension ", d);
-  const int64_t k = a.shape()[dim];
-  return with_index_check("scatter_add", index, k, dim, a.shape(), [&] {
-    std::vector<int64_t> sss;
-    for (int64_t d = 0; d < a.dim(); ++d) sss.insert(sss.end(), {0, 1, index.shape()[d]});
+  return with_index_check("scatter_add", index, a.shape()[dim], dim, a.shape(), [&] {
+    // bool sums as int64 (any hit makes it true); other dtypes add in their own type.
     const DType wt = sum_dtype(a.dtype());
-    Tensor sl = dim_last(slice_prim(src.to(wt), sss), dim);       // [..., J]
-    Tensor il = dim_last(index, dim);                              // [..., J]
-    Tensor hit = eq(il.unsqueeze(-1), positions(k, a.device()));  // [..., J, K]
-    Tensor added = dim_back(where(hit, sl.unsqueeze(-1), fill_of(wt, 0)).sum({-2}), dim);  // [..., K]
-    // Rows of `a` beyond index's extent in the other dims receive nothing.
-    std::vector<int64_t> pads;
-    for (int64_t d = a.dim(); d-- > 0;) pads.insert(pads.end(), {0, d == dim ? 0 : a.shape()[d] - index.shape()[d]});
-    return (a.to(wt) + pad(added, pads)).to(a.dtype());
+    return scatter_add_node(a.to(wt), dim, index, src.to(wt)).to(a.dtype());
   });
 }
 
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
-  dim = norm_dim(dim, a.dim(), "index_select");
   if (index.dim() > 1)
     fail(ErrorKind::Index, "index_select: index must be a vector, got shape ", shape_str(index.shape()));
-  const int64_t k = a.shape()[dim];
-  return with_index_check("index_select", index, k, dim, a.shape(), [&] {
-    Tensor idx = index.reshape({-1});
-    const DType wt = sum_dtype(a.dtype());
-    Tensor al = dim_last(a, dim).to(wt);                           // [..., K]
-    Tensor hit = eq(idx.unsqueeze(-1), positions(k, a.device()));  // [J, K]
-    Tensor picked = where(hit, al.unsqueeze(-2), fill_of(wt, 0)).sum({-1}).to(a.dtype());  // [..., J]
-    return dim_back(picked, dim);
-  });
+  if (a.dim() == 0) {
+    normalize_axis(dim, 1, "index_select");
+    return index_select(a.reshape({1}), 0, index).reshape(std::vector<int64_t>(static_cast<size_t>(index.dim()), 1));
+  }
+  dim = norm_dim(dim, a.dim(), "index_select");
+  return with_index_check("index_select", index, a.shape()[dim], dim, a.shape(),
+                          [&] { return gather_node(a, dim, spread_index(a, dim, index)); });
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& index) {
   if (weight.dim() != 2) fail(ErrorKind::Runtime, "embedding: weight must be 2-D, got ", shape_str(weight.shape()));
   return with_index_check("embedding", index, weight.shape()[0], 0, weight.shape(), [&] {
-    // one_hot(index) @ weight: the backward is the transposed matmul (a dense scatter-add).
-    Tensor oh = cast(eq(index.unsqueeze(-1), positions(weight.shape()[0], weight.device())), weight.dtype());
-    return matmul(oh, weight);
+    // Rows of weight gathered by the flattened index; the gradient scatters back (gather's VJP).
+    std::vector<int64_t> shape = index.shape();
+    shape.push_back(weight.shape()[1]);
+    return gather_node(weight, 0, spread_index(weight, 0, index.reshape({-1}))).reshape(shape);
   });
 }
 

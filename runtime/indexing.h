@@ -1,7 +1,8 @@
 // Slicing, padding, concatenation and index-driven ops, built on the Slice primitive (strided
-// views as index arithmetic) and on position tensors (cached aranges) compared with indices.
-// gather/scatter_add/index_select/embedding/one_hot lower to a one-hot comparison fused into a
-// reduction: O(rows x classes) work, right for class counts and vocabularies up to a few thousand.
+// views as index arithmetic), on the Gather/ScatterAdd primitives (data-dependent indexing: work
+// proportional to the elements read or added, whatever the size of the indexed dimension), and on
+// position tensors (cached aranges) compared with indices (one_hot, tril/triu, cumsum, argmax).
+// index_select and embedding are gathers with a broadcast index; their gradients scatter_adds.
 // Index values are range-checked (IndexError naming the op, the value and the shapes): at the op
 // when the index holds host data, at the sync computing the result when the index is computed in
 // a pending lazy graph (runtime/index_check.h).

@@ -4,6 +4,7 @@
 
 #include "ir/error.h"
 #include "runtime/autograd.h"
+#include "runtime/indexing.h"
 #include "runtime/sync.h"
 #include "runtime/windows.h"
 
@@ -105,11 +106,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
     fail(ErrorKind::Value, "cross_entropy: expected logits [N, C] and target [N], got ", shape_str(logits.shape()),
          " and ", shape_str(target.shape()));
   if (is_floating(target.dtype())) fail(ErrorKind::Type, "cross_entropy: target must hold class indices (int64), got ", dtype_name(target.dtype()));
-  int64_t C = logits.size(1);
-  // The target picks its class through a one-hot comparison: it fuses into the row kernel.
-  Tensor classes = arange(0, static_cast<double>(C), 1, DType::Int64, logits.device()).reshape({1, C});
-  Tensor onehot = cast(eq(cast(target, DType::Int64).reshape({-1, 1}), classes), logits.dtype());
-  return -(log_softmax(logits, 1) * onehot).sum({1}).mean();
+  // The target's log-probability is gathered (an indexed load inside the loss kernel).
+  Tensor picked = gather(log_softmax(logits, 1), 1, cast(target, DType::Int64).reshape({-1, 1}));
+  return -picked.mean();
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target) {

@@ -291,6 +291,20 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return op_out(Op::Matmul, {a.node(), b.node()}, {}, d, {a, b});
 }
 
+Tensor gather_node(const Tensor& src, int64_t axis, const Tensor& index) {
+  const Device& d = common_device("gather", {&src, &index});
+  Attrs at;
+  at.ints = {axis};
+  return op_out(Op::Gather, {src.node(), index.node()}, at, d, {src, Tensor()});
+}
+
+Tensor scatter_add_node(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) {
+  const Device& d = common_device("scatter_add", {&base, &index, &src});
+  Attrs at;
+  at.ints = {axis};
+  return op_out(Op::ScatterAdd, {base.node(), index.node(), src.node()}, at, d, {base, Tensor(), src});
+}
+
 Tensor slice_node(const Tensor& a, std::vector<int64_t> start_step_size) {
   const Device& d = common_device("slice", {&a});
   Attrs at;

@@ -80,6 +80,10 @@ Tensor expand(const Tensor& a, std::vector<int64_t> shape);
 Tensor matmul(const Tensor& a, const Tensor& b);
 // The Slice primitive ({start, step, size} per dim); runtime/indexing.h builds the PyTorch forms.
 Tensor slice_node(const Tensor& a, std::vector<int64_t> start_step_size);
+// The Gather/ScatterAdd primitives (int64 index of the data's rank, axis normalized; no range
+// check): runtime/indexing.h builds gather, scatter_add, index_select and embedding on them.
+Tensor gather_node(const Tensor& src, int64_t axis, const Tensor& index);
+Tensor scatter_add_node(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src);
 
 Tensor operator+(const Tensor& a, const Tensor& b); Tensor operator+(const Tensor& a, Scalar b);
 Tensor operator+(Scalar a, const Tensor& b);

@@ -77,6 +77,41 @@ Grads layer_norm_vjp(const VjpCtx& c, const Tensor& g) {
   return r;
 }
 
+// gather's gradient: g added back at the positions it was read from. When each output row picks
+// one element of a full row (index of size 1 along the axis and the source's size elsewhere: a
+// loss's target pick), that is a one-hot select, elementwise and fused into its consumers; the
+// general case is a scatter_add into zeros (accumulating duplicates, e.g. embedding rows).
+Grads gather_vjp(const VjpCtx& c, const Tensor& g) {
+  const Shape& in = c.inputs[0].node()->shape;
+  const int64_t axis = normalize_axis(c.attrs.ints.at(0), static_cast<int64_t>(in.size()), "gather");
+  Tensor index = c.x(1);
+  bool pick = index.shape()[axis] == 1;
+  for (size_t d = 0; d < in.size(); ++d) pick &= static_cast<int64_t>(d) == axis || index.shape()[d] == in[d];
+  if (pick) {
+    std::vector<int64_t> along(in.size(), 1);
+    along[axis] = in[axis];
+    Tensor hit = eq(index, positions(in[axis], g.device()).reshape(along));
+    return {where(hit, g, zeros_like(g)), Tensor()};
+  }
+  return {scatter_add_node(zeros(in, g.dtype(), g.device()), axis, index, g), Tensor()};
+}
+
+// scatter_add's gradient: g itself for the base; for src, g read back where src was added (src
+// positions beyond the index's extent were not added: zero).
+Grads scatter_add_vjp(const VjpCtx& c, const Tensor& g) {
+  const Shape& src = c.inputs[2].node()->shape;
+  const int64_t axis = normalize_axis(c.attrs.ints.at(0), static_cast<int64_t>(src.size()), "scatter_add");
+  Tensor index = c.x(1);
+  Tensor gs = gather_node(g, axis, index);
+  std::vector<int64_t> pads;
+  bool padded = false;
+  for (size_t d = src.size(); d-- > 0;) {
+    pads.insert(pads.end(), {0, src[d] - index.shape()[d]});
+    padded |= src[d] != index.shape()[d];
+  }
+  return {g, Tensor(), padded ? pad(gs, pads) : gs};
+}
+
 // The gradient of a strided slice: g placed back at the positions it was read from, zeros elsewhere.
 Grads slice_vjp(const VjpCtx& c, const Tensor& g) {
   const Shape& in = c.inputs[0].node()->shape;
@@ -189,6 +224,8 @@ const std::map<Op, VjpRule>& rules() {
        }},
       {Op::Expand, [](C c, G g) { return Grads{unbroadcast(g, c.inputs[0].node()->shape)}; }},
       {Op::Slice, slice_vjp},
+      {Op::Gather, gather_vjp},
+      {Op::ScatterAdd, scatter_add_vjp},
       {Op::Matmul, matmul_vjp},
       {Op::Relu, [](C c, G g) { return Grads{g * mask(gt(c.x(0), 0.0), g.dtype())}; }},
       {Op::Sigmoid, [](C c, G g) { Tensor y = c.y(); return Grads{g * y * (1.0 - y)}; }},

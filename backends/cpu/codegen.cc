@@ -44,6 +44,9 @@ class KernelEmitter {
     for (const auto& st : k_.stages)
       for (const auto& in : st.body)
         if (in.kind == IKind::Load || in.kind == IKind::LoadScalar) r[in.arg] = true;
+    for (const auto& st : k_.stages)
+      for (const auto& s : st.stores)
+        if (s.accumulate) r[s.arg] = true;  // read-modify-write
     return r;
   }
 
@@ -290,6 +293,13 @@ class KernelEmitter {
       case K::Var:
         r = vars_[e.value];
         break;
+      case K::Value:  // a gathered index, already clamped into range by the kernel
+        LT_CHECK(e.value >= 0 && e.value < static_cast<int64_t>(vals_->size()) &&
+                     (*vals_)[e.value],
+                 ErrorKind::Runtime, "internal: kernel ", k_.name, " indexes by instruction ",
+                 e.value, " before computing it");
+        r = convert(b_, (*vals_)[e.value], (*body_)[e.value].dtype, DType::Int64);
+        break;
       case K::Add:
         r = b_.CreateAdd(iexpr(e.a), iexpr(e.b), "", false, true);
         break;
@@ -337,6 +347,8 @@ class KernelEmitter {
   std::vector<Value*> emit_body(const loop::Stage& st) {
     memo_.assign(k_.iexprs.size(), nullptr);
     std::vector<Value*> vals(st.body.size(), nullptr);
+    vals_ = &vals;
+    body_ = &st.body;
     auto dt = [&](int i) { return st.body[i].dtype; };
     for (size_t i = 0; i < st.body.size(); ++i) {
       const loop::Instr& in = st.body[i];
@@ -390,10 +402,20 @@ class KernelEmitter {
   }
 
   void emit_stores(const loop::Stage& st, const std::vector<Value*>& vals) {
+    vals_ = &vals;
+    body_ = &st.body;
     for (const loop::Store& s : st.stores) {
       const DType t = k_.args[s.arg].dtype;
+      Value* ptr = element_ptr(s.arg, index(s.index));
       Value* v = convert(b_, vals[s.value], st.body[s.value].dtype, t);
-      b_.CreateStore(to_storage(b_, v, t), element_ptr(s.arg, index(s.index)));
+      if (s.accumulate) {
+        // scatter_add: read-modify-write, rounded to the element's dtype like any op. Safe without
+        // atomics: an accumulating kernel runs on one thread (CpuExecutable).
+        Value* old = load_arg(s.arg, ptr, t);
+        Value* sum = emit_elementwise(b_, m_, Op::Add, t, t, old, v, nullptr);
+        v = round_to(b_, sum, t);
+      }
+      b_.CreateStore(to_storage(b_, v, t), ptr);
     }
   }
 
@@ -403,6 +425,9 @@ class KernelEmitter {
   llvm::IRBuilder<> b_;
   llvm::Function* fn_ = nullptr;
   std::vector<Value*> args_, vars_, results_, memo_;
+  // The stage body being emitted and its values, for IExpr::Value indices.
+  const std::vector<Value*>* vals_ = nullptr;
+  const std::vector<loop::Instr>* body_ = nullptr;
   std::vector<llvm::AllocaInst*> accs_;
 };
 

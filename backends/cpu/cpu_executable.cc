@@ -56,6 +56,10 @@ std::vector<loop::Kernel> CpuExecutable::prepare(const Plan& plan) {
     ck.outer_numel = merged.outer_numel();
     ck.inner_numel = numel(merged.inner);
     ck.inner_contiguous = merged.inner.empty() ? 16 : 1;
+    // scatter_add's accumulating kernel runs on one thread: points of its outer space may add
+    // into one element, and a serial loop needs no atomics (LLVM has none for float16/bfloat16)
+    // and sums in a fixed order, so results do not vary from run to run.
+    ck.serial = k.accumulates();
     kernels_.push_back(std::move(ck));
     merged_kernels.push_back(std::move(merged));
   }
@@ -253,7 +257,7 @@ std::vector<BufferPtr> CpuExecutable::run(const std::vector<RunInput>& inputs, R
     const int64_t n = k.outer_numel;
     const int64_t per_point = std::max<int64_t>(1, k.inner_numel);
     if (n <= 0) continue;
-    if (n < 2 || n * per_point < kParallelWork) {
+    if (n < 2 || n * per_point < kParallelWork || k.serial) {
       k.fn(args.data(), 0, n);
     } else {
       void** a = args.data();

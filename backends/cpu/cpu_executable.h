@@ -37,6 +37,7 @@ class CpuExecutable : public Executable {
     int64_t outer_numel = 1;       // the range the function is called over
     int64_t inner_numel = 1;
     int64_t inner_contiguous = 1;  // chunk alignment along the outer range (whole vectors)
+    bool serial = false;           // accumulating stores (scatter_add): one thread
     KernelFn fn = nullptr;
   };
   std::vector<BufferSpec> buffers_;

@@ -20,11 +20,24 @@ void for_each_index(loop::Kernel& k, F f) {
   }
 }
 
-void check_index(const loop::Kernel& k, const Index& ix, int nvars, const std::string& where) {
+// `before`: the instructions an IExpr::Value in the index may name (those computed earlier).
+void check_index(const loop::Kernel& k, const Index& ix, int nvars, const std::string& where,
+                 int before) {
   if (!ix.affine()) {
     LT_CHECK(ix.general < static_cast<int>(k.iexprs.size()), ErrorKind::Runtime,
              "internal: ", where, " of kernel ", k.name, " names iexpr ", ix.general, " of ",
              k.iexprs.size());
+    std::vector<int> todo{ix.general};
+    while (!todo.empty()) {
+      const auto& e = k.iexprs[static_cast<size_t>(todo.back())];
+      todo.pop_back();
+      using K = loop::IExpr::Kind;
+      if (e.kind == K::Value)
+        LT_CHECK(e.value < before, ErrorKind::Runtime, "internal: ", where, " of kernel ", k.name,
+                 " is indexed by instruction ", e.value, ", not computed before it");
+      else if (e.kind != K::Const && e.kind != K::Var)
+        todo.insert(todo.end(), {e.a, e.b});
+    }
   } else {
     LT_CHECK(static_cast<int>(ix.strides.size()) <= nvars, ErrorKind::Runtime, "internal: ", where,
              " of kernel ", k.name, " has ", ix.strides.size(), " strides for ", nvars,
@@ -47,6 +60,9 @@ void validate_kernel(const loop::Kernel& k) {
     if (e.kind == K::Var) {
       LT_CHECK(e.value >= 0 && e.value < nvars, ErrorKind::Runtime, "internal: iexpr ", i, " of ",
                k.name, " names loop variable ", e.value, " of ", nvars);
+    } else if (e.kind == K::Value) {
+      LT_CHECK(e.value >= 0 && e.hi >= 0, ErrorKind::Runtime, "internal: iexpr ", i, " of ",
+               k.name, " names instruction ", e.value, " with bound ", e.hi);
     } else if (e.kind != K::Const) {
       // Operands come first, so evaluation never recurses into a cycle.
       LT_CHECK(e.a >= 0 && e.b >= 0 && e.a < static_cast<int>(i) && e.b < static_cast<int>(i),
@@ -70,12 +86,12 @@ void validate_kernel(const loop::Kernel& k) {
         case IKind::LoadScalar:
           LT_CHECK(in.arg >= 0 && in.arg < nargs, ErrorKind::Runtime, "internal: ", where, " of ",
                    k.name, " loads arg ", in.arg, " of ", nargs);
-          if (in.kind == IKind::Load) check_index(k, in.index, nvars, where);
+          if (in.kind == IKind::Load) check_index(k, in.index, nvars, where, i);
           break;
         case IKind::RandUniform:
           LT_CHECK(in.a >= 0 && in.b >= 0, ErrorKind::Runtime, "internal: ", where,
                    " lacks seed/offset");
-          check_index(k, in.index, nvars, where);
+          check_index(k, in.index, nvars, where, i);
           break;
         case IKind::ReduceResult:
           LT_CHECK(in.arg >= 0 && in.arg < static_cast<int>(s) &&
@@ -100,7 +116,7 @@ void validate_kernel(const loop::Kernel& k) {
                ErrorKind::Runtime, "internal: bad store in stage ", s, " of ", k.name);
       LT_CHECK(!k.args[store.arg].scalar, ErrorKind::Runtime, "internal: store to a scalar arg in ",
                k.name);
-      check_index(k, store.index, nvars, "a store");
+      check_index(k, store.index, nvars, "a store", n);
     }
   }
 }

@@ -111,6 +111,50 @@ template <class T> __device__ __forceinline__ T lt_min(T a, T b) { return (a != 
 
 )CUDA";
 
+// When a kernel accumulates (scatter_add): atomic adds into global memory. float, double, int and
+// long long use the hardware atomics; 8-bit integers (and, below, 16-bit floats) update their
+// element inside its aligned 32-bit word with atomicCAS, rounding each sum to the element type as
+// every other op does. (The word may extend past a buffer's last element: allocations are padded.)
+constexpr char kPreambleAtomic[] = R"CUDA(// scatter_add's accumulating stores.
+__device__ __forceinline__ void lt_atomic_add(float* p, float v) { atomicAdd(p, v); }
+__device__ __forceinline__ void lt_atomic_add(double* p, double v) { atomicAdd(p, v); }
+__device__ __forceinline__ void lt_atomic_add(int* p, int v) { atomicAdd(p, v); }
+__device__ __forceinline__ void lt_atomic_add(long long* p, long long v) {
+  atomicAdd(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v);
+}
+// Replaces the bits b of the 1- or 2-byte element at p with f(b), atomically.
+template <class T, class F>
+__device__ __forceinline__ void lt_atomic_update(T* p, F f) {
+  const unsigned long long addr = reinterpret_cast<unsigned long long>(p);
+  unsigned* word = reinterpret_cast<unsigned*>(addr & ~3ull);
+  const unsigned shift = (unsigned)(addr & 3ull) * 8u;
+  const unsigned mask = (sizeof(T) == 1 ? 0xffu : 0xffffu) << shift;
+  unsigned old = *word, assumed;
+  do {
+    assumed = old;
+    const unsigned bits = ((unsigned)f((assumed & mask) >> shift) << shift) & mask;
+    old = atomicCAS(word, assumed, (assumed & ~mask) | bits);
+  } while (old != assumed);
+}
+__device__ __forceinline__ void lt_atomic_add(signed char* p, signed char v) {
+  lt_atomic_update(p, [v](unsigned b) { return (unsigned)(unsigned char)(signed char)((signed char)b + v); });
+}
+__device__ __forceinline__ void lt_atomic_add(unsigned char* p, unsigned char v) {
+  lt_atomic_update(p, [v](unsigned b) { return (unsigned)(unsigned char)(b + v); });
+}
+
+)CUDA";
+
+// When a kernel accumulates into float16/bfloat16 (after kPreambleHalf).
+constexpr char kPreambleAtomicHalf[] = R"CUDA(__device__ __forceinline__ void lt_atomic_add_f16(unsigned short* p, float v) {
+  lt_atomic_update(p, [v](unsigned b) { return (unsigned)lt_f2h(lt_h2f((unsigned short)b) + v); });
+}
+__device__ __forceinline__ void lt_atomic_add_bf16(unsigned short* p, float v) {
+  lt_atomic_update(p, [v](unsigned b) { return (unsigned)lt_f2bf(lt_bf2f((unsigned short)b) + v); });
+}
+
+)CUDA";
+
 // When a kernel reduces across threads (warp/block modes).
 constexpr char kPreambleReduce[] = R"CUDA(// Reduction operators, and reductions across the threads of a warp or a block.
 struct LtSum {
@@ -500,6 +544,7 @@ class KernelGen {
   // What the kernel needs from the preamble.
   bool uses_half() const { return uses_half_; }
   bool uses_rand() const { return uses_rand_; }
+  bool uses_atomic() const { return k_.accumulates(); }
 
  private:
   // Emission.
@@ -562,6 +607,7 @@ std::string KernelGen::iexpr(int id) const {
   switch (e.kind) {
     case IExpr::Kind::Const: return ilit(e.value);
     case IExpr::Kind::Var: return "i" + std::to_string(e.value);
+    case IExpr::Kind::Value: return std::string(i32_ ? "(unsigned)" : "") + "v" + std::to_string(e.value);
     case IExpr::Kind::Add: return "(" + iexpr(e.a) + " + " + iexpr(e.b) + ")";
     case IExpr::Kind::Mul: return "(" + iexpr(e.a) + " * " + iexpr(e.b) + ")";
     case IExpr::Kind::FloorDiv: return "(" + iexpr(e.a) + " / " + iexpr(e.b) + ")";
@@ -588,6 +634,7 @@ Interval KernelGen::range(int id) const {
   const IExpr& e = k_.iexprs.at(static_cast<size_t>(id));
   switch (e.kind) {
     case IExpr::Kind::Const: return {double(e.value), double(e.value)};
+    case IExpr::Kind::Value: return {0, double(e.hi)};
     case IExpr::Kind::Var: {
       int64_t ext = ext_.at(static_cast<size_t>(e.value));
       return {0, double(std::max<int64_t>(ext - 1, 0))};
@@ -794,8 +841,19 @@ void KernelGen::emit_stores(int s, const Hooks& h) {
   for (const auto& store : st.stores) {
     const loop::Arg& arg = k_.args[static_cast<size_t>(store.arg)];
     std::string v = cast_expr(st.body[static_cast<size_t>(store.value)].dtype, arg.dtype, "v" + std::to_string(store.value));
+    const std::string at = "a" + std::to_string(store.arg) + "[" + index_expr(store.index) + "]";
+    if (store.accumulate) {
+      const char* fn = arg.dtype == DType::Float16    ? "lt_atomic_add_f16"
+                       : arg.dtype == DType::BFloat16 ? "lt_atomic_add_bf16"
+                                                      : "lt_atomic_add";
+      if (arg.dtype == DType::Bool)
+        fail(ErrorKind::NotImplemented, "not implemented: accumulating into bool on cuda (kernel ", k_.name, ")");
+      std::string val = is_half(arg.dtype) ? v : "(" + std::string(stype(arg.dtype)) + ")" + v;
+      line(std::string(fn) + "(&" + at + ", " + val + ");");
+      continue;
+    }
     if (h.store && h.store(s, store, v)) continue;
-    line("a" + std::to_string(store.arg) + "[" + index_expr(store.index) + "] = " + to_storage(arg.dtype, v) + ";");
+    line(at + " = " + to_storage(arg.dtype, v) + ";");
   }
 }
 
@@ -876,7 +934,8 @@ void KernelGen::gen_elementwise(CudaKernelLaunch& launch) {
     for (const auto& st : k_.stages)
       for (const auto& store : st.stores) ++stores_of[store.arg], the_store[store.arg] = &store;
     for (const auto& [arg, count] : stores_of)
-      if (count == 1 && vtype(k_.args[arg].dtype) && flat_access(the_store[arg]->index)) {
+      if (count == 1 && vtype(k_.args[arg].dtype) && flat_access(the_store[arg]->index) &&
+          !the_store[arg]->accumulate) {
         vec_store[arg] = "y" + std::to_string(arg);
         aligned_args.insert(arg);
       }
@@ -1019,7 +1078,8 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
       std::set<std::string> seen;
       for (size_t i = 0; i < k_.stages[s].body.size(); ++i) {
         const Instr& in = k_.stages[s].body[i];
-        if (in.kind != IKind::Load || k_.args[in.arg].scalar) continue;
+        // A data-dependent index names a value of its own stage: never shared across stages.
+        if (in.kind != IKind::Load || k_.args[in.arg].scalar || uses_value(k_, in.index)) continue;
         std::string key = std::to_string(in.arg) + ":" + index_expr(in.index);
         if (seen.insert(key).second) uses[key].push_back({int(s), int(i)});
       }
@@ -1214,7 +1274,7 @@ const char* cuda_kernel_mode_name(CudaKernelMode m) {
 CudaModuleSource generate_cuda(const std::vector<loop::Kernel>& kernels, const CudaCodegenOptions& options) {
   CudaModuleSource out;
   std::ostringstream os;
-  bool half = false, rand = false, reduce = false;
+  bool half = false, rand = false, reduce = false, atomic = false, atomic_half = false;
   std::set<std::string> names;
   for (size_t i = 0; i < kernels.size(); ++i) {
     std::string name = sanitize(kernels[i].name.empty() ? "kernel" + std::to_string(i) : kernels[i].name);
@@ -1228,6 +1288,9 @@ CudaModuleSource generate_cuda(const std::vector<loop::Kernel>& kernels, const C
     out.kernels.push_back(gen.generate());
     half |= gen.uses_half();
     rand |= gen.uses_rand();
+    atomic |= gen.uses_atomic();
+    for (const auto& st : k.stages)
+      for (const auto& store : st.stores) atomic_half |= store.accumulate && is_half(k.args[store.arg].dtype);
     reduce |= out.kernels.back().mode == CudaKernelMode::Warp || out.kernels.back().mode == CudaKernelMode::Block ||
               out.kernels.back().mode == CudaKernelMode::Tile;
   }
@@ -1236,6 +1299,8 @@ CudaModuleSource generate_cuda(const std::vector<loop::Kernel>& kernels, const C
   pre += kPreambleBase;
   if (reduce) pre += kPreambleReduce;
   if (rand) pre += kPreambleRand;
+  if (atomic) pre += kPreambleAtomic;
+  if (atomic_half) pre += kPreambleAtomicHalf;
   out.source = pre + os.str();
   return out;
 }

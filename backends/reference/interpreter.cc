@@ -38,6 +38,7 @@ bool copies_operands(Op op) {
     case OpClass::Permute:
     case OpClass::Expand:
     case OpClass::Slice:
+    case OpClass::Gather:
     case OpClass::Where:
     case OpClass::Compare:
     case OpClass::Logical:

@@ -253,3 +253,73 @@ void eval_slice(Ctx& c) {
 }
 
 }  // namespace lt::ref
+
+namespace lt::ref {
+namespace {
+
+// Walks the index of gather/scatter_add in row-major order, calling f(o, data_off, other_off, ok):
+// o the index element, data_off the offset in `data` (the indexed tensor) of o's coordinates with
+// the axis coordinate replaced by the index value (clamped, as the compiled kernels do), other_off
+// the offset of o's own coordinates in `other` (src of scatter_add; gather passes the index's own
+// shape), ok whether the value was in
+// range. Out-of-range values never reach memory: the runtime's index check reports them.
+template <class F>
+void for_each_indexed(const Ctx& c, const Value& index, const Shape& data, const Shape& other, F&& f) {
+  const auto rank = static_cast<int64_t>(data.size());
+  if (c.node.attrs.ints.size() != 1 || static_cast<int64_t>(index.shape.size()) != rank ||
+      static_cast<int64_t>(other.size()) != rank || index.floating())
+    fail(ErrorKind::Runtime, where_am_i(c), ": malformed index ", shape_str(index.shape), " for ", shape_str(data));
+  const int64_t axis = normalize_axis(c.node.attrs.ints[0], rank, "gather");
+  const Strides ds = contiguous_strides(data), os = contiguous_strides(other);
+  for (int64_t d = 0; d < rank; ++d)
+    if (index.shape[d] > other[d] || (d != axis && index.shape[d] > data[d]))
+      fail(ErrorKind::Runtime, where_am_i(c), ": index ", shape_str(index.shape), " does not fit ", shape_str(data));
+  const int64_t n = numel(index.shape), hi = data[axis] - 1;
+  std::vector<int64_t> at(static_cast<size_t>(rank), 0);
+  for (int64_t o = 0; o < n; ++o) {
+    const int64_t v = index.i[o];
+    const bool ok = v >= 0 && v <= hi;
+    int64_t doff = 0, ooff = 0;
+    for (int64_t d = 0; d < rank; ++d) {
+      doff += (d == axis ? (ok ? v : 0) : at[d]) * ds[d];
+      ooff += at[d] * os[d];
+    }
+    f(o, doff, ooff, ok);
+    for (int64_t d = rank; d-- > 0;)
+      if (++at[d] < index.shape[d]) break;
+      else at[d] = 0;
+  }
+}
+
+}  // namespace
+
+void eval_gather(Ctx& c) {
+  const Value &src = *c.in[0], &index = *c.in[1];
+  auto run = [&](const auto& s, auto& out) {
+    out.assign(static_cast<size_t>(numel(index.shape)), 0);
+    for_each_indexed(c, index, src.shape, index.shape, [&](int64_t o, int64_t at, int64_t, bool ok) {
+      if (ok) out[o] = s[at];
+    });
+  };
+  if (src.floating()) run(src.f, c.out.f);
+  else run(src.i, c.out.i);
+}
+
+void eval_scatter_add(Ctx& c) {
+  const Value &base = *c.in[0], &index = *c.in[1], &src = *c.in[2];
+  if (base.floating() != src.floating()) wrong_dtype(c, src);
+  // Sums in double (floats, rounded once by the interpreter) or wrapping int64.
+  if (base.floating()) {
+    c.out.f.assign(base.f.begin(), base.f.end());
+    for_each_indexed(c, index, base.shape, src.shape, [&](int64_t, int64_t at, int64_t from, bool ok) {
+      if (ok) c.out.f[at] += src.f[from];
+    });
+  } else {
+    c.out.i.assign(base.i.begin(), base.i.end());
+    for_each_indexed(c, index, base.shape, src.shape, [&](int64_t, int64_t at, int64_t from, bool ok) {
+      if (ok) c.out.i[at] = wrap_add(c.out.i[at], src.i[from]);
+    });
+  }
+}
+
+}  // namespace lt::ref

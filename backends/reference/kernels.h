@@ -24,6 +24,9 @@ void eval_reshape(Ctx& c);
 void eval_permute(Ctx& c);
 void eval_expand(Ctx& c);
 void eval_slice(Ctx& c);
+// Data-dependent indexing (out-of-range index values read 0 / add nothing).
+void eval_gather(Ctx& c);
+void eval_scatter_add(Ctx& c);
 // Cast and logical_not (any dtype in; no scalar function to plug in).
 void eval_cast(Ctx& c);
 void eval_not(Ctx& c);

@@ -70,6 +70,9 @@ const std::pair<Op, EvalFn> kRules[] = {
     {Op::Permute, eval_permute},
     {Op::Expand, eval_expand},
     {Op::Slice, eval_slice},
+    // Data-dependent indexing.
+    {Op::Gather, eval_gather},
+    {Op::ScatterAdd, eval_scatter_add},
 };
 
 const std::array<EvalFn, kNumOps>& table() {

@@ -455,6 +455,57 @@ TEST(Nvrtc, CompileErrorCarriesTheLog) {
   }
 }
 
+// ---- gather / scatter_add --------------------------------------------------------------------
+
+NodePtr indexed(Op o, std::vector<NodePtr> in, int64_t axis) {
+  Attrs a;
+  a.ints = {axis};
+  return make_node(o, std::move(in), a);
+}
+
+TEST(CudaCodegen, GatherOfEveryDtypeIsAnIndexedLoadInOneKernel) {
+  for (DType t : kAllDTypes) {
+    // embedding(w, idx) * 2 + pos: the index is loaded, clamped and used in the address of w.
+    NodePtr w = param({50000, 64}, t), idx = param({512, 1}, DType::Int64);
+    NodePtr rows = indexed(Op::Gather, {w, op(Op::Expand, {idx}, {512, 64})}, 0);
+    NodePtr y = t == DType::Bool ? bin(Op::Or, rows, param({512, 64}, t))
+                                 : bin(Op::Add, bin(Op::Mul, rows, cast(make_scalar(DType::Float64, 2), t)),
+                                       param({512, 64}, t));
+    SCOPED_TRACE(dtype_name(t));
+    auto m = compile_ok(plan_of({y}), 1);
+    EXPECT_NE(m.source.find("(unsigned)v"), std::string::npos) << m.source;  // 32-bit indexed address
+  }
+}
+
+TEST(CudaCodegen, GatherInsideRowReductionsAndAlongInnerAxes) {
+  // A target pick inside a loss reduction, and a gather along the last axis of a permuted source.
+  NodePtr x = param({256, 1000}), t = param({256, 1}, DType::Int64);
+  NodePtr picked = indexed(Op::Gather, {op(Op::LogSoftmax, {x}, {1}), t}, 1);
+  compile_ok(plan_of({op(Op::ReduceSum, {picked}, {0, 1})}));
+  NodePtr xt = op(Op::Permute, {param({40, 30})}, {1, 0});
+  compile_ok(plan_of({op(Op::ReduceMax, {indexed(Op::Gather, {xt, param({30, 70}, DType::Int64)}, 1)}, {1})}), 1);
+}
+
+TEST(CudaCodegen, ScatterAddOfEveryDtypeUsesAtomics) {
+  for (DType t : kAllDTypes) {
+    if (t == DType::Bool) continue;  // the runtime sums bool as int64
+    NodePtr base = param({1000, 48}, t), idx = param({4096, 48}, DType::Int64), src = param({4096, 48}, t);
+    SCOPED_TRACE(dtype_name(t));
+    auto m = compile_ok(plan_of({indexed(Op::ScatterAdd, {base, idx, src}, 0)}), 2);
+    const char* fn = t == DType::Float16 ? "lt_atomic_add_f16(&a" : t == DType::BFloat16 ? "lt_atomic_add_bf16(&a"
+                                                                                         : "lt_atomic_add(&a";
+    EXPECT_NE(m.source.find(fn), std::string::npos) << m.source;
+  }
+  // Scatter along an inner axis with src larger than the index, and 64-bit indexing of a big output.
+  compile_ok(plan_of({indexed(Op::ScatterAdd, {param({8, 100}), param({8, 30}, DType::Int64), param({9, 40})}, 1)}),
+             2);
+  NodePtr big = indexed(Op::ScatterAdd, {param({1 << 16, 1 << 15}), param({64, 1 << 15}, DType::Int64),
+                                         param({64, 1 << 15})},
+                        0);
+  auto m = compile_ok(plan_of({big}), 2);
+  EXPECT_NE(m.source.find("long long i0"), std::string::npos);
+}
+
 TEST(Nvrtc, ArchIsAnOptionAndTargetSelectionFollowsTheDevice) {
   const std::string src = generate_cuda(plan_of({op(Op::Softmax, {param({8, 300})}, {-1})}).kernels).source;
   auto sm80 = nvrtc_compile_cubin(src, "sm_80");

@@ -20,9 +20,9 @@ Writing (`__setitem__`) is functional: the new value is built with pad/where (in
 index (integer index tensors), and the tensor is rebound to it as in-place ops are (`_assign`).
 With duplicate indices the written values are averaged (PyTorch leaves the winner unspecified).
 
-Cost model: index_select, gather and scatter compare indices with positions (a one-hot comparison
-fused into a reduction): O(selected x indexed-dim size) work, fine for the sizes of embeddings and
-class counts; slicing and ints are views with no such cost.
+Cost model: index_select, gather and scatter_add are IR primitives (an indexed load fused into
+its kernel; an accumulating store): work proportional to the elements selected or written,
+whatever the indexed dimension's size; slicing and ints are views.
 """
 import numbers
 import operator

@@ -101,6 +101,8 @@ void init_ops(py::module_& m) {
   m.def("positions", &lt::positions, py::arg("n"), py::arg("device"));
   m.def("one_hot", &lt::one_hot, py::arg("input"), py::arg("num_classes") = -1);
   m.def("gather", &lt::gather, py::arg("input"), py::arg("dim"), py::arg("index"));
+  // The primitive without the index range check (callers that make every index valid).
+  m.def("_gather_prim", &lt::gather_node, py::arg("input"), py::arg("dim"), py::arg("index"));
   m.def("scatter_add", &lt::scatter_add, py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("src"));
   m.def("index_select", &lt::index_select, py::arg("input"), py::arg("dim"), py::arg("index"));
   m.def("embedding", &lt::embedding, py::arg("weight"), py::arg("index"));

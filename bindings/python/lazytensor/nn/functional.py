@@ -130,15 +130,10 @@ def one_hot(tensor, num_classes=-1):
     return _C.one_hot(tensor, num_classes)
 
 
-def _one_hot_float(target, num_classes, dtype):
-    classes = _C.arange(0, num_classes, 1, _C.int64, target.device)
-    return _C.eq(target.to(_C.int64).unsqueeze(-1), classes).to(dtype)
-
-
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
               sparse=False):
-    """Rows of `weight` picked by `input` (the runtime's embedding: one_hot(input) @ weight, whose
-    backward is a dense scatter-add; O(num_embeddings) work per index). Host indices are
+    """Rows of `weight` picked by `input` (the runtime's embedding: a gather, an indexed load that
+    fuses with elementwise neighbours; its backward is one scatter_add). Host indices are
     range-checked (IndexError). With padding_idx, that row is returned as it is but receives no
     gradient, as in PyTorch."""
     _check_tensor(input, "embedding")
@@ -200,10 +195,18 @@ def _nll_core(logp, target, weight, ignore_index, reduction, label_smoothing, fn
     if tuple(target.shape) != tuple(logp.shape[:-1]):
         raise ValueError(f"{fn}: expected target of shape {tuple(logp.shape[:-1])}, got "
                          f"{tuple(target.shape)}")
-    oh = _one_hot_float(target, C, logp.dtype)
-    valid = _C.ne(target, ignore_index).to(logp.dtype)
-    picked = (logp * oh).sum(-1)
-    wt = valid if weight is None else (oh * weight).sum(-1) * valid
+    # The target's class is picked with a gather (an indexed load fused into the loss kernel);
+    # ignored positions pick class 0 and are masked out. The primitive is used unchecked: `safe`
+    # is computed, so a range check would cost a kernel per step, and as before (one-hot pick) a
+    # target outside [0, C) picks 0 (generated code clamps, never reading outside logp).
+    valid_mask = _C.ne(target, ignore_index)
+    valid = valid_mask.to(logp.dtype)
+    safe = _C.where(valid_mask, target.to(_C.int64), 0)
+    picked = _C._gather_prim(logp, logp.ndim - 1, safe.unsqueeze(-1)).squeeze(-1)
+    if weight is None:
+        wt = valid
+    else:
+        wt = _C._gather_prim(weight, 0, safe.reshape(-1)).reshape(safe.shape) * valid
     loss = -picked * wt
     if label_smoothing > 0:
         if weight is None:
