@@ -24,6 +24,14 @@ Tensor place(const Tensor& t, int64_t dim, int64_t start, int64_t step, int64_t 
   return pad_dim(r, dim, start, n - start - r.size(dim));
 }
 
+// Window offsets 0 .. kH*kW-1 in row-major (kH, kW) order, [1, 1, 1, kH, 1, kW], as floats: the
+// first-maximum search runs in floating point like the max (int64 made it 2x slower on the CPU):
+// float64 for float64 data, else float32 (exact for any kernel area below 2^24).
+Tensor offsets(int64_t kh, int64_t kw, DType data, const Device& device) {
+  DType t = data == DType::Float64 ? DType::Float64 : DType::Float32;
+  return cast(positions(kh * kw, device), t).reshape({1, 1, 1, kh, 1, kw});
+}
+
 }  // namespace
 
 Tensor col2im(const Tensor& g6, const Shape& input, const WindowGeometry& w) {
@@ -50,13 +58,13 @@ Tensor window_max(const Tensor& x, const Tensor& win, const WindowGeometry& w) {
   const bool track = grad_enabled() && x.requires_grad();
   Tensor out, first;
   {
-    NoGradGuard no_grad;                   // one node: the rule recorded below is the gradient
+    NoGradGuard no_grad;     // one node: the rule recorded below is the gradient
     out = win.amax({3, 5});  // materialized as the output; read back below as a view
     Tensor peak = out.reshape({n, c, oh, 1, ow, 1});
     if (!track) return out;
     // Window offsets in row-major (kH, kW) order; the first maximum has the smallest.
-    Tensor pos = positions(kh * kw, win.device()).reshape({1, 1, 1, kh, 1, kw});
-    first = where(eq(win, peak), pos, Scalar(kh * kw)).amin({3, 5}, true);
+    Tensor pos = offsets(kh, kw, win.dtype(), win.device());
+    first = where(eq(win, peak), pos, Scalar(static_cast<double>(kh * kw))).amin({3, 5}, true);
   }
   // Saved, not a captured tensor: a live pending tensor would become an output of every graph.
   auto saved = std::make_shared<Saved>(first.node(), win.device());
@@ -64,7 +72,7 @@ Tensor window_max(const Tensor& x, const Tensor& win, const WindowGeometry& w) {
   const std::vector<int64_t> keep = {n, c, oh, 1, ow, 1};
   const bool via_view = w.is_reshape();
   auto rule = [saved, keep, kh, kw, in, w, via_view](const Tensor& g) {
-    Tensor at = positions(kh * kw, g.device()).reshape({1, 1, 1, kh, 1, kw});
+    Tensor at = offsets(kh, kw, g.dtype(), g.device());
     Tensor g6 = where(eq(at, saved->get()), g.reshape(keep), Scalar(0.0));  // g at the first max
     return std::vector<Tensor>{via_view ? g6 : col2im(g6, in, w)};
   };
