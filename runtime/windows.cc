@@ -5,6 +5,7 @@
 #include "ir/error.h"
 #include "runtime/indexing.h"
 #include "runtime/ops.h"
+#include "runtime/pool_grad.h"
 
 namespace lt {
 namespace {
@@ -57,6 +58,17 @@ Tensor windows2d(const Tensor& x, const std::vector<int64_t>& k, const std::vect
   if (p[0] || p[1] || eh.extra || ew.extra)
     xp = pad(x, {p[1], p[1] + ew.extra, p[0], p[0] + eh.extra}, pad_value);
   return sliding_window(sliding_window(xp, 2, k[0], s[0], dl[0]), 4, k[1], s[1], dl[1]);
+}
+
+// Where windows2d's view reads x (pool_grad.h), for the pooling ops' gradients.
+WindowGeometry geometry(const Tensor& x, const std::vector<int64_t>& k,
+                        const std::vector<int64_t>& s, const std::vector<int64_t>& p,
+                        const std::vector<int64_t>& dl, const Extent& eh, const Extent& ew) {
+  return {{k[0], k[1]},
+          {s[0], s[1]},
+          {p[0], p[1]},
+          {dl[0], dl[1]},
+          {x.size(2) + 2 * p[0] + eh.extra, x.size(3) + 2 * p[1] + ew.extra}};
 }
 
 // The checked, pair-expanded arguments of a pooling op over a floating [N, C, H, W] input.
@@ -192,7 +204,8 @@ Tensor max_pool2d(const Tensor& input, std::vector<int64_t> kernel, std::vector<
       pool_extent(op, x.size(3), a.kernel[1], a.stride[1], a.padding[1], dilation[1], ceil_mode);
   Tensor win = windows2d(x, a.kernel, a.stride, a.padding, dilation, eh, ew,
                          -std::numeric_limits<double>::infinity());
-  Tensor out = win.amax({3, 5});
+  // One node: the gradient goes to the first maximum of each window (PyTorch's rule).
+  Tensor out = window_max(x, win, geometry(x, a.kernel, a.stride, a.padding, dilation, eh, ew));
   return input.dim() == 3 ? out.squeeze(0) : out;
 }
 
@@ -207,7 +220,8 @@ Tensor avg_pool2d(const Tensor& input, std::vector<int64_t> kernel, std::vector<
   const std::vector<int64_t> one = {1, 1};
   Extent eh = pool_extent(op, x.size(2), a.kernel[0], a.stride[0], a.padding[0], 1, ceil_mode);
   Extent ew = pool_extent(op, x.size(3), a.kernel[1], a.stride[1], a.padding[1], 1, ceil_mode);
-  Tensor sum = windows2d(x, a.kernel, a.stride, a.padding, one, eh, ew, 0.0).sum({3, 5});
+  Tensor sum = window_sum(x, windows2d(x, a.kernel, a.stride, a.padding, one, eh, ew, 0.0),
+                          geometry(x, a.kernel, a.stride, a.padding, one, eh, ew));
   Tensor out;
   if (divisor_override) {
     out = sum / static_cast<double>(*divisor_override);

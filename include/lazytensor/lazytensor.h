@@ -2,6 +2,7 @@
 #pragma once
 #include "runtime/device.h"
 #include "ir/error.h"
+#include "runtime/attention.h"
 #include "runtime/autograd.h"
 #include "runtime/debug.h"
 #include "runtime/indexing.h"

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "runtime/attention.h"
 #include "runtime/index_check.h"
 #include "runtime/windows.h"
 
@@ -131,6 +132,18 @@ void init_ops(py::module_& m) {
       },
       py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("bias") = py::none(),
       py::arg("eps") = 1e-5);
+
+  // Attention as one autograd node with the flash-attention backward (runtime/attention.h).
+  m.def(
+      "scaled_dot_product_attention",
+      [](const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& mask,
+         double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa) {
+        return scaled_dot_product_attention(q, k, v, or_undefined(mask), dropout_p, is_causal,
+                                            scale, enable_gqa);
+      },
+      py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask") = py::none(),
+      py::arg("dropout_p") = 0.0, py::arg("is_causal") = false, py::arg("scale") = py::none(),
+      py::arg("enable_gqa") = false);
 
   // Convolution and pooling over sliding windows (runtime/windows.h).
   m.def("sliding_window", &lt::sliding_window, py::arg("input"), py::arg("dim"), py::arg("kernel"),

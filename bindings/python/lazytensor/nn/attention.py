@@ -1,5 +1,6 @@
 """`lazytensor.nn.MultiheadAttention`: PyTorch's layer (parameter names, init, mask conventions and
-return values), computed with matmuls and the runtime's softmax composite."""
+return values); the attention itself is F.scaled_dot_product_attention (one autograd node with the
+flash-attention backward), the returned weights a softmax beside it."""
 import math
 
 from .. import _C
@@ -18,6 +19,40 @@ def _additive(mask, dtype, what):
         raise AssertionError(f"only bool and floating types of {what} are supported")
     return mask.to(dtype)
 
+
+
+def _merged_mask(attn_mask, key_padding_mask, N, H, L, S, dtype):
+    """MultiheadAttention's attn_mask ([L, S] or [N * H, L, S]) and key_padding_mask ([N, S]), each
+    bool (True = not allowed) or additive float, as one scaled_dot_product_attention mask that
+    broadcasts to [N, H, L, S]: a bool keep-mask when both are bool, else an additive float mask."""
+    parts = []
+    if attn_mask is not None:
+        if attn_mask.dtype != _C.bool and not attn_mask.dtype.is_floating_point:
+            raise AssertionError("only bool and floating types of attn_mask are supported")
+        if attn_mask.ndim == 2:
+            if list(attn_mask.shape) != [L, S]:
+                raise RuntimeError(f"The shape of the 2D attn_mask is {list(attn_mask.shape)}, but "
+                                   f"should be {[L, S]}.")
+        elif attn_mask.ndim == 3:
+            if list(attn_mask.shape) != [N * H, L, S]:
+                raise RuntimeError(f"The shape of the 3D attn_mask is {list(attn_mask.shape)}, but "
+                                   f"should be {[N * H, L, S]}.")
+            attn_mask = attn_mask.reshape([N, H, L, S])
+        else:
+            raise RuntimeError(f"attn_mask's dimension {attn_mask.ndim} is not supported")
+        parts.append(attn_mask)
+    if key_padding_mask is not None:
+        if list(key_padding_mask.shape) != [N, S]:
+            raise AssertionError(f"expecting key_padding_mask shape of {[N, S]}, but got "
+                                 f"{list(key_padding_mask.shape)}")
+        parts.append(key_padding_mask.reshape([N, 1, 1, S]))
+    if not parts:
+        return None
+    if all(m.dtype == _C.bool for m in parts):
+        blocked = parts[0] if len(parts) == 1 else _C.logical_or(parts[0], parts[1])
+        return blocked.logical_not()
+    merged = _additive(parts[0], dtype, "attn_mask")
+    return merged if len(parts) == 1 else merged + _additive(parts[1], dtype, "key_padding_mask")
 
 class MultiheadAttention(Module):
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
@@ -103,33 +138,16 @@ class MultiheadAttention(Module):
             return F.linear(x, w, b).reshape([N, n, H, hd]).transpose(1, 2)
         q, k, v = heads(query, wq, bq, L), heads(key, wk, bk, S), heads(value, wv, bv, S)
 
-        scores = q.matmul(k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))  # [N, H, L, S]
-        if attn_mask is not None:
-            m = _additive(attn_mask, scores.dtype, "attn_mask")
-            if m.ndim == 2:
-                if list(m.shape) != [L, S]:
-                    raise RuntimeError(f"The shape of the 2D attn_mask is {list(m.shape)}, but "
-                                       f"should be {[L, S]}.")
-            elif m.ndim == 3:
-                if list(m.shape) != [N * H, L, S]:
-                    raise RuntimeError(f"The shape of the 3D attn_mask is {list(m.shape)}, but "
-                                       f"should be {[N * H, L, S]}.")
-                m = m.reshape([N, H, L, S])
-            else:
-                raise RuntimeError(f"attn_mask's dimension {m.ndim} is not supported")
-            scores = scores + m
-        if key_padding_mask is not None:
-            if list(key_padding_mask.shape) != [N, S]:
-                raise AssertionError(f"expecting key_padding_mask shape of {[N, S]}, but got "
-                                     f"{list(key_padding_mask.shape)}")
-            scores = scores + _additive(key_padding_mask, scores.dtype, "key_padding_mask").reshape(
-                [N, 1, 1, S])
-        attn = scores.softmax(-1)
-        if self.training and self.dropout > 0.0:
-            dropped = F.dropout(attn, self.dropout, True)
-        else:
-            dropped = attn
-        out = dropped.matmul(v).transpose(1, 2).reshape([N, L, E])
+        mask = _merged_mask(attn_mask, key_padding_mask, N, H, L, S, q.dtype)
+        out = F.scaled_dot_product_attention(q, k, v, mask,
+                                             self.dropout if self.training else 0.0)
+        if need_weights:  # the softmax PyTorch returns (before dropout); on lazy unused ones are DCE'd
+            scores = q.matmul(k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))  # [N, H, L, S]
+            if mask is not None:
+                scores = scores.masked_fill(mask.logical_not(), float("-inf")) \
+                    if mask.dtype == _C.bool else scores + mask
+            attn = scores.softmax(-1)
+        out = out.transpose(1, 2).reshape([N, L, E])
         out = self.out_proj(out)
         if not batched:
             out = out.squeeze(0)

@@ -4,7 +4,6 @@ Each function is built from the runtime's ops and composites (softmax, log_softm
 gelu are single composites with their own VJP rules), so on "lazy" it is traced and fuses with its
 neighbours. Functions the runtime cannot express yet raise NotImplementedError naming themselves.
 """
-import math
 
 from .. import _C, amp
 
@@ -504,39 +503,15 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
                                  scale=None, enable_gqa=False):
     """softmax(q @ k^T * scale + mask) @ v, PyTorch's semantics: a bool mask keeps True
-    positions, a float mask is added; is_causal keeps the lower triangle (top-left aligned)."""
+    positions, a float mask is added; is_causal keeps the lower triangle (top-left aligned).
+    One autograd node in the runtime (runtime/attention.h) with the flash-attention backward."""
     for n, t in (("query", query), ("key", key), ("value", value)):
         _check_tensor(t, "scaled_dot_product_attention", n)
-    if query.ndim < 2 or key.ndim < 2 or value.ndim < 2 or query.shape[-1] != key.shape[-1] \
-            or key.shape[-2] != value.shape[-2]:
-        raise RuntimeError(f"scaled_dot_product_attention: shapes do not match: query "
-                           f"{list(query.shape)}, key {list(key.shape)}, value {list(value.shape)} "
-                           f"(expected [..., L, E], [..., S, E], [..., S, Ev])")
-    if is_causal and attn_mask is not None:
-        raise RuntimeError("scaled_dot_product_attention: explicit attn_mask should not be set when "
-                           "is_causal=True")
-    if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
-        rep = query.shape[-3] // key.shape[-3]
-
-        def repeat_heads(t):  # [.., Hk, S, E] -> [.., Hk * rep, S, E], each head rep times
-            shape = list(t.shape)
-            grown = shape[:-2] + [rep] + shape[-2:]
-            return t.unsqueeze(-3).expand(grown).reshape(shape[:-3] + [shape[-3] * rep] + shape[-2:])
-        key, value = repeat_heads(key), repeat_heads(value)
-    L, S = query.shape[-2], key.shape[-2]
-    s = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    scores = query.matmul(key.transpose(-2, -1)) * s
-    if is_causal:
-        attn_mask = _C.tril(_C.ones([L, S], _C.bool, query.device), 0)
     if attn_mask is not None:
-        if attn_mask.dtype == _C.bool:
-            scores = scores.masked_fill(attn_mask.logical_not(), float("-inf"))
-        else:
-            scores = scores + attn_mask
-    attn = scores.softmax(-1)
-    if dropout_p > 0.0:
-        attn = dropout(attn, dropout_p, True)
-    return attn.matmul(value)
+        _check_tensor(attn_mask, "scaled_dot_product_attention", "attn_mask")
+    return _C.scaled_dot_product_attention(query, key, value, attn_mask, float(dropout_p),
+                                           bool(is_causal), None if scale is None else float(scale),
+                                           bool(enable_gqa))
 
 
 interpolate = _missing("interpolate")
