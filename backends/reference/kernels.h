@@ -24,6 +24,10 @@ void eval_reshape(Ctx& c);
 void eval_permute(Ctx& c);
 void eval_expand(Ctx& c);
 void eval_slice(Ctx& c);
+// Convolution (conv_kernels.cc): NCHW x OIHW, double accumulation.
+void eval_conv2d(Ctx& c);
+void eval_conv2d_grad_input(Ctx& c);
+void eval_conv2d_grad_weight(Ctx& c);
 // Cast and logical_not (any dtype in; no scalar function to plug in).
 void eval_cast(Ctx& c);
 void eval_not(Ctx& c);

@@ -70,6 +70,9 @@ const std::pair<Op, EvalFn> kRules[] = {
     {Op::Permute, eval_permute},
     {Op::Expand, eval_expand},
     {Op::Slice, eval_slice},
+    {Op::Conv2d, eval_conv2d},
+    {Op::Conv2dGradInput, eval_conv2d_grad_input},
+    {Op::Conv2dGradWeight, eval_conv2d_grad_weight},
 };
 
 const std::array<EvalFn, kNumOps>& table() {
