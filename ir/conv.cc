@@ -27,7 +27,8 @@ ConvParams ConvParams::from(Op op, const Attrs& a) {
            shape_str(a.ints));
   }
   p.groups = a.ints[6];
-  if (p.groups < 1) fail(ErrorKind::Runtime, op_name(op), ": groups must be positive, got ", p.groups);
+  if (p.groups < 1)
+    fail(ErrorKind::Runtime, op_name(op), ": groups must be positive, got ", p.groups);
   return p;
 }
 
@@ -93,8 +94,8 @@ Inferred infer_conv(Op op, const std::vector<NodePtr>& in, const Attrs& a) {
       fail(ErrorKind::Runtime, name, ": expected 4-D input and grad_output, got ", shape_str(x),
            " and ", shape_str(dy));
     if (p.groups < 1 || x[1] % p.groups != 0)
-      fail(ErrorKind::Runtime, name, ": input ", shape_str(x), " channels not divisible by groups=",
-           p.groups);
+      fail(ErrorKind::Runtime, name, ": input ", shape_str(x),
+           " channels not divisible by groups=", p.groups);
     w = {dy[1], x[1] / p.groups, extra[0], extra[1]};
   }
   if (conv_output_shape(op, x, w, p) != dy)

@@ -22,7 +22,8 @@ void validate_conv(const ConvStep& c, int64_t a_numel, int64_t b_numel, int64_t 
   if (c.kind == ConvStep::Kind::GradWeight) sa = &c.x, sb = &c.y, so = &c.w;
   if (numel(*sa) != a_numel || numel(*sb) != b_numel || numel(*so) != out_numel)
     bad("operand buffers have the wrong sizes");
-  if (c.kind != ConvStep::Kind::Forward && (c.bias >= 0 || c.relu)) bad("bias or relu on a backward step");
+  if (c.kind != ConvStep::Kind::Forward && (c.bias >= 0 || c.relu))
+    bad("bias or relu on a backward step");
   if (c.bias >= 0 && bias_numel != c.w[0]) bad("bias buffer has the wrong size");
 }
 

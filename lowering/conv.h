@@ -22,12 +22,14 @@ struct ConvStep {
   ConvParams params;
 
   static Kind kind_of(Op op) {
-    return op == Op::Conv2d ? Kind::Forward
-                            : op == Op::Conv2dGradInput ? Kind::GradInput : Kind::GradWeight;
+    return op == Op::Conv2d            ? Kind::Forward
+           : op == Op::Conv2dGradInput ? Kind::GradInput
+                                       : Kind::GradWeight;
   }
   Op op() const {
-    return kind == Kind::Forward ? Op::Conv2d
-                                 : kind == Kind::GradInput ? Op::Conv2dGradInput : Op::Conv2dGradWeight;
+    return kind == Kind::Forward     ? Op::Conv2d
+           : kind == Kind::GradInput ? Op::Conv2dGradInput
+                                     : Op::Conv2dGradWeight;
   }
 };
 

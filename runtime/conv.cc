@@ -3,8 +3,8 @@
 #include <unordered_map>
 
 #include "backends/backend.h"
-#include "ir/graph.h"
 #include "ir/error.h"
+#include "ir/graph.h"
 #include "runtime/autograd.h"
 #include "runtime/ops.h"
 #include "runtime/tensor_impl.h"
@@ -20,8 +20,8 @@ Tensor conv_prim(Op op, const std::vector<Tensor>& srcs, std::vector<int64_t> in
   std::vector<NodePtr> ins;
   for (const Tensor& t : srcs) {
     if (!(t.device() == d))
-      fail(ErrorKind::Runtime, op_name(op), ": expected all tensors on one device, got ", d.str(), " and ",
-           t.device().str());
+      fail(ErrorKind::Runtime, op_name(op), ": expected all tensors on one device, got ", d.str(),
+           " and ", t.device().str());
     ins.push_back(t.node());
   }
   Attrs at;
@@ -38,13 +38,16 @@ Tensor decomposition_grad(const Tensor& x, const Tensor& w, bool wrt_input, cons
   EnableGradGuard on;
   Tensor leaf = zeros((wrt_input ? x : w).shape(), dy.dtype(), dy.device());
   leaf.requires_grad_();
-  Tensor y = conv2d_windows(wrt_input ? leaf : x.detach(), wrt_input ? w.detach() : leaf, Tensor(), p);
+  Tensor y =
+      conv2d_windows(wrt_input ? leaf : x.detach(), wrt_input ? w.detach() : leaf, Tensor(), p);
   return grad({y}, {leaf}, {dy}).at(0);
 }
 
 }  // namespace
 
-bool conv_library(const Device& d, DType t) { return get_backend(d.backend_name()).lower_options().conv(t); }
+bool conv_library(const Device& d, DType t) {
+  return get_backend(d.backend_name()).lower_options().conv(t);
+}
 
 Tensor conv2d_nchw(const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p) {
   // An empty batch stays with the decomposition (library steps skip empty outputs).
@@ -54,7 +57,8 @@ Tensor conv2d_nchw(const Tensor& x, const Tensor& w, const Tensor& b, const Conv
   return conv_prim(Op::Conv2d, srcs, p.ints());
 }
 
-Tensor conv2d_grad_input(const Tensor& dy, const Tensor& w, const ConvParams& p, int64_t H, int64_t W) {
+Tensor conv2d_grad_input(const Tensor& dy, const Tensor& w, const ConvParams& p, int64_t H,
+                         int64_t W) {
   if (dy.size(0) == 0 || !conv_library(dy.device(), dy.dtype())) {
     Tensor x = zeros({dy.size(0), w.size(1) * p.groups, H, W}, dy.dtype(), dy.device());
     return decomposition_grad(x, w, true, dy, p);
@@ -62,7 +66,8 @@ Tensor conv2d_grad_input(const Tensor& dy, const Tensor& w, const ConvParams& p,
   return conv_prim(Op::Conv2dGradInput, {dy, w}, p.ints({H, W}));
 }
 
-Tensor conv2d_grad_weight(const Tensor& x, const Tensor& dy, const ConvParams& p, int64_t kh, int64_t kw) {
+Tensor conv2d_grad_weight(const Tensor& x, const Tensor& dy, const ConvParams& p, int64_t kh,
+                          int64_t kw) {
   if (x.size(0) == 0 || !conv_library(x.device(), x.dtype())) {
     Tensor w = zeros({dy.size(1), x.size(1) / p.groups, kh, kw}, x.dtype(), x.device());
     return decomposition_grad(x, w, false, dy, p);
@@ -70,7 +75,8 @@ Tensor conv2d_grad_weight(const Tensor& x, const Tensor& dy, const ConvParams& p
   return conv_prim(Op::Conv2dGradWeight, {x, dy}, p.ints({kh, kw}));
 }
 
-std::vector<NodePtr> expand_convs_for(const std::vector<NodePtr>& roots, const std::string& backend) {
+std::vector<NodePtr> expand_convs_for(const std::vector<NodePtr>& roots,
+                                      const std::string& backend) {
   const LowerOptions opts = get_backend(backend).lower_options();
   std::vector<const Node*> r;
   for (const NodePtr& n : roots) r.push_back(n.get());
@@ -93,7 +99,8 @@ std::vector<NodePtr> expand_convs_for(const std::vector<NodePtr>& roots, const s
       std::vector<Tensor> t;
       for (const NodePtr& i : in) t.emplace_back(make_tensor(i, dev));
       const ConvParams p = ConvParams::from(n->op, n->attrs);
-      Tensor y = n->op == Op::Conv2d ? conv2d_windows(t[0], t[1], t.size() == 3 ? t[2] : Tensor(), p)
+      Tensor y = n->op == Op::Conv2d
+                     ? conv2d_windows(t[0], t[1], t.size() == 3 ? t[2] : Tensor(), p)
                  : n->op == Op::Conv2dGradInput
                      ? conv2d_grad_input(t[0], t[1], p, n->attrs.ints[7], n->attrs.ints[8])
                      : conv2d_grad_weight(t[0], t[1], p, n->attrs.ints[7], n->attrs.ints[8]);

@@ -46,8 +46,8 @@ bool onednn_conv_available() { return true; }
 
 OnednnConv::OnednnConv(const ConvStep& c) {
   if (c.dtype != DType::Float32)
-    fail(ErrorKind::NotImplemented, "not implemented: ", op_name(c.op()), " in ", dtype_name(c.dtype),
-         " on cpu (oneDNN: float32 only)");
+    fail(ErrorKind::NotImplemented, "not implemented: ", op_name(c.op()), " in ",
+         dtype_name(c.dtype), " on cpu (oneDNN: float32 only)");
   const ConvParams& p = c.params;
   std::vector<int64_t> key = {static_cast<int64_t>(c.kind), c.bias >= 0, c.relu};
   for (const Shape* s : {&c.x, &c.w, &c.y}) key.insert(key.end(), s->begin(), s->end());
@@ -61,12 +61,13 @@ OnednnConv::OnednnConv(const ConvStep& c) {
     auto impl = std::make_shared<Impl>();
     impl->kind = c.kind;
     const auto x = data_desc(c.x), y = data_desc(c.y), w = weight_desc(c.w, p.groups);
-    const dnnl::memory::desc bias = c.bias >= 0 ? dnnl::memory::desc({c.w[0]}, kF32, tag::x)
-                                                : dnnl::memory::desc();
+    const dnnl::memory::desc bias =
+        c.bias >= 0 ? dnnl::memory::desc({c.w[0]}, kF32, tag::x) : dnnl::memory::desc();
     // oneDNN's dilation counts the gaps between taps (PyTorch's dilation - 1); right padding as
-    // PyTorch's oneDNN path passes it, symmetric (the output size is the floor of the same formula).
-    const dims strides = {p.stride[0], p.stride[1]}, dilates = {p.dilation[0] - 1, p.dilation[1] - 1},
-               pad = {p.padding[0], p.padding[1]};
+    // PyTorch's oneDNN path passes it, symmetric (the output size is the floor of the same
+    // formula).
+    const dims strides = {p.stride[0], p.stride[1]},
+               dilates = {p.dilation[0] - 1, p.dilation[1] - 1}, pad = {p.padding[0], p.padding[1]};
     const auto algo = dnnl::algorithm::convolution_direct;
     try {
       const auto prop = c.kind == ConvStep::Kind::Forward ? dnnl::prop_kind::forward_inference
@@ -117,15 +118,19 @@ void OnednnConv::run(const void* a, const void* b, const void* bias, void* out) 
   std::unordered_map<int, dnnl::memory> args;
   switch (m.kind) {
     case ConvStep::Kind::Forward:
-      args = {{DNNL_ARG_SRC, mem(m.a, a)}, {DNNL_ARG_WEIGHTS, mem(m.b, b)}, {DNNL_ARG_DST, mem(m.out, out)}};
+      args = {{DNNL_ARG_SRC, mem(m.a, a)},
+              {DNNL_ARG_WEIGHTS, mem(m.b, b)},
+              {DNNL_ARG_DST, mem(m.out, out)}};
       if (bias) args.emplace(DNNL_ARG_BIAS, mem(m.bias, bias));
       break;
     case ConvStep::Kind::GradInput:
-      args = {{DNNL_ARG_DIFF_DST, mem(m.a, a)}, {DNNL_ARG_WEIGHTS, mem(m.b, b)},
+      args = {{DNNL_ARG_DIFF_DST, mem(m.a, a)},
+              {DNNL_ARG_WEIGHTS, mem(m.b, b)},
               {DNNL_ARG_DIFF_SRC, mem(m.out, out)}};
       break;
     case ConvStep::Kind::GradWeight:
-      args = {{DNNL_ARG_SRC, mem(m.a, a)}, {DNNL_ARG_DIFF_DST, mem(m.b, b)},
+      args = {{DNNL_ARG_SRC, mem(m.a, a)},
+              {DNNL_ARG_DIFF_DST, mem(m.b, b)},
               {DNNL_ARG_DIFF_WEIGHTS, mem(m.out, out)}};
       break;
   }
