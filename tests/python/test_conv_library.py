@@ -128,6 +128,8 @@ def test_small_cnn_train_step_counts(rng):
           for s in shapes]
     x = lt.tensor(rng.standard_normal((8, 1, 16, 16)).astype(np.float32), device="lazy")
     y = lt.tensor(rng.integers(0, 10, 8), device="lazy")
+    if "conv2d" not in lt.debug.ir_text(F.conv2d(x, ws[0])):
+        pytest.skip("the lazy backend has no conv library")
     lt.mark_step()
     lt.metrics.reset()
     for _ in range(2):
