@@ -127,8 +127,9 @@ std::vector<Tensor> conv2d_vjp(const VjpCtx& c, const Tensor& g) {
   return r;
 }
 
-// conv is bilinear, so its gradients' gradients are convolutions again: for dx = G(dy, w),
-// <gx, G(dy, w)> = <conv(gx, w), dy> = <gx-weighted ..., w>.
+// conv is bilinear, so its gradients' gradients are convolutions again: with GI and GW the two
+// backward prims, <g, GI(dy, w)> = <conv(g, w), dy> = <GW(g, dy), w>, and likewise
+// <g, GW(x, dy)> = <GI(dy, g), x> = <conv(x, g), dy>.
 std::vector<Tensor> conv2d_grad_input_vjp(const VjpCtx& c, const Tensor& g) {
   const ConvParams p = ConvParams::from(c.op, c.attrs);
   const Shape& ws = c.inputs[1].node()->shape;
