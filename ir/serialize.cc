@@ -34,6 +34,7 @@ json attrs_json(const Node& n) {
       a["stream"] = n.attrs.stream;
       break;
     case OpClass::LayerNorm: a["ints"] = n.attrs.ints; a["eps"] = n.attrs.value; break;
+    case OpClass::Conv: a["ints"] = n.attrs.ints; break;
     case OpClass::Leaf: a["value"] = n.attrs.value; break;  // Constant
     default:
       if (n.op == Op::Gelu) a["approximate"] = n.attrs.stream ? "tanh" : "none";
@@ -123,6 +124,7 @@ Attrs attrs_from(Op op, const json& a, const std::string& where) {
       r.ints = get<std::vector<int64_t>>(a, "ints", where);
       r.value = get<double>(a, "eps", where);
       break;
+    case OpClass::Conv: r.ints = get<std::vector<int64_t>>(a, "ints", where); break;
     default:
       if (op == Op::Gelu) r.stream = get<std::string>(a, "approximate", where) == "tanh" ? 1 : 0;
   }

@@ -426,6 +426,26 @@ void realize_shared_wide_values(const PrimGraph& g, const std::vector<int>& user
   }
 }
 
+// The library step computing conv prim `node` into the buffer of `root` (node, or its ReLU).
+ConvStep conv_step(const PrimGraph& g, int node, int root, bool relu, const std::vector<int>& buffer_of) {
+  const PNode& p = g.nodes[node];
+  ConvStep c;
+  c.kind = ConvStep::kind_of(p.op);
+  c.name = "c" + std::to_string(node) + "_" + std::string(op_name(p.op));
+  c.dtype = p.dtype;
+  c.params = ConvParams::from(p.op, p.attrs);
+  const Shape &s0 = g.nodes[p.inputs[0]].shape, &s1 = g.nodes[p.inputs[1]].shape;
+  switch (c.kind) {
+    case ConvStep::Kind::Forward: c.x = s0, c.w = s1, c.y = p.shape; break;
+    case ConvStep::Kind::GradInput: c.y = s0, c.w = s1, c.x = p.shape; break;
+    case ConvStep::Kind::GradWeight: c.x = s0, c.y = s1, c.w = p.shape; break;
+  }
+  c.a = buffer_of[p.inputs[0]], c.b = buffer_of[p.inputs[1]], c.out = buffer_of[root];
+  if (p.inputs.size() == 3) c.bias = buffer_of[p.inputs[2]];
+  c.relu = relu;
+  return c;
+}
+
 }  // namespace
 
 Plan fuse(PrimGraph g, const LowerOptions& opts) {
@@ -462,6 +482,34 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
     realized[root] = true;
     gemm_at[root] = static_cast<int>(gemms.size());
     gemms.push_back(std::move(*m));
+  }
+  // Library convolutions: every operand gets a buffer. A forward conv whose only user is a ReLU
+  // (maximum with 0) writes that node's buffer with the ReLU as a oneDNN post-op instead.
+  std::vector<int> conv_at(n, -1), conv_node;
+  std::vector<bool> conv_relu;
+  for (int i = 0; i < n; ++i) {
+    const PNode& p = g.nodes[i];
+    if (op_info(p.op).cls != OpClass::Conv) continue;
+    if (!opts.conv(p.dtype))
+      fail(ErrorKind::NotImplemented, "not implemented: ", op_name(p.op), " in ", dtype_name(p.dtype),
+           " without a convolution library (the runtime expands it for such backends)");
+    for (int c : p.inputs) realized[c] = true;
+    int root = i;
+    if (p.op == Op::Conv2d && users[i] == 1 && !realized[i]) {
+      for (int u = i + 1; u < n; ++u) {
+        const PNode& q = g.nodes[u];
+        if (std::find(q.inputs.begin(), q.inputs.end(), i) == q.inputs.end()) continue;
+        const int other = q.inputs.size() == 2 ? q.inputs[q.inputs[0] == i ? 1 : 0] : -1;
+        if (q.op == Op::Maximum && other >= 0 && other != i && q.shape == p.shape &&
+            g.nodes[other].op == Op::Constant && g.nodes[other].attrs.value == 0.0)
+          root = u;
+        break;
+      }
+    }
+    realized[root] = true;
+    conv_at[root] = static_cast<int>(conv_node.size());
+    conv_node.push_back(i);
+    conv_relu.push_back(root != i);
   }
   realize_shared_wide_values(g, users, realized);
   // Kernel emission recurses through inlined operands: bound the inlined depth by materializing.
@@ -525,6 +573,17 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
                    << " M " << gm.M << " N " << gm.N << " K " << gm.K << (gm.a_transposed() ? " A^T" : "")
                    << (gm.b_transposed() ? " B^T" : "") << ", nodes %" << m.reduce << " from %" << m.a_node
                    << " @ %" << m.b_node << "\n";
+          continue;
+        }
+        if (conv_at[i] >= 0) {
+          const int ci = conv_node[conv_at[i]];
+          plan.steps.push_back({PlanStep::Kind::Conv, static_cast<int>(plan.convs.size())});
+          plan.convs.push_back(conv_step(g, ci, i, conv_relu[conv_at[i]], buffer_of));
+          const ConvStep& c = plan.convs.back();
+          grouping << c.name << ": conv " << dtype_name(c.dtype) << " input " << shape_str(c.x) << " weight "
+                   << shape_str(c.w) << " output " << shape_str(c.y) << (c.bias >= 0 ? " +bias" : "")
+                   << (c.relu ? " +relu" : "") << ", nodes %" << ci << (ci != i ? " %" + std::to_string(i) : "")
+                   << "\n";
           continue;
         }
         const bool scatter = g.nodes[i].op == Op::ScatterAdd;

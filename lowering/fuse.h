@@ -8,7 +8,8 @@
 // current row; otherwise the offending reduction is materialized and fusion restarts. Movement ops
 // are index arithmetic (lowering/symbolic.h), never copies. Where opts allow, a decomposed matmul
 // becomes a library Gemm step (lowering/gemm.h) over its operands' buffers, and its epilogue a
-// loop kernel reading the GEMM's output.
+// loop kernel reading the GEMM's output. Every conv prim becomes a library Conv step
+// (lowering/conv.h), with a ReLU that is its only user fused as a post-op.
 #pragma once
 #include "lowering/plan.h"
 

@@ -36,9 +36,10 @@ struct Gemm {
   int64_t ldb() const { return b_transposed() ? b_cs : b_rs; }
 };
 
-// One step of a plan: a fused loop kernel or a library GEMM, by index into Plan::kernels / gemms.
+// One step of a plan: a fused loop kernel, a library GEMM or a library convolution, by index into
+// Plan::kernels / gemms / convs.
 struct PlanStep {
-  enum class Kind : uint8_t { Kernel, Gemm } kind;
+  enum class Kind : uint8_t { Kernel, Gemm, Conv } kind;
   int index;
 };
 

@@ -23,6 +23,9 @@ MemoryPlan plan_memory(const Plan& plan) {
     if (st.kind == PlanStep::Kind::Gemm) {
       const Gemm& g = plan.gemms.at(st.index);
       for (int b : {g.a, g.b, g.out}) touch(b, s);
+    } else if (st.kind == PlanStep::Kind::Conv) {
+      const ConvStep& c = plan.convs.at(st.index);
+      for (int b : {c.a, c.b, c.bias, c.out}) touch(b, s);
     } else {
       for (const loop::Arg& a : plan.kernels.at(st.index).args) touch(a.buffer, s);
     }

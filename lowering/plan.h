@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "lowering/conv.h"
 #include "lowering/gemm.h"
 #include "lowering/loop_ir.h"
 #include "lowering/prim_graph.h"
@@ -26,10 +27,17 @@ struct Donation {
 
 // Which library steps lowering may emit (a backend's capabilities); the default emits none, so
 // every matmul stays a fused loop kernel.
+// conv_dtypes: the dtypes of conv prims the backend runs as library steps; a conv prim of another
+// dtype must not reach lowering (the runtime expands it first, runtime/conv.h).
 struct LowerOptions {
   std::vector<DType> gemm_dtypes;
-  bool gemm(DType t) const {
-    for (DType g : gemm_dtypes)
+  std::vector<DType> conv_dtypes;
+  bool gemm(DType t) const { return has(gemm_dtypes, t); }
+  bool conv(DType t) const { return has(conv_dtypes, t); }
+
+ private:
+  static bool has(const std::vector<DType>& v, DType t) {
+    for (DType g : v)
       if (g == t) return true;
     return false;
   }
@@ -40,7 +48,8 @@ struct Plan {
   std::vector<BufferSpec> buffers;
   std::vector<loop::Kernel> kernels;
   std::vector<Gemm> gemms;
-  std::vector<PlanStep> steps;       // kernels and gemms, in the order they run
+  std::vector<ConvStep> convs;
+  std::vector<PlanStep> steps;       // kernels, gemms and convs, in the order they run
   std::vector<int> output_buffers;   // per graph root: the buffer holding its value
   std::vector<Shape> output_shapes;  // per graph root
   std::string grouping;              // human-readable kernel grouping (LT_DEBUG=2)

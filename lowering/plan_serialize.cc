@@ -90,7 +90,8 @@ size_t ByteReader::count(size_t min_item_bytes) {
 namespace {
 
 // Bumped whenever the layout below changes; a reader rejects other versions.
-constexpr uint32_t kPlanFormat = 4;  // 2: Gemm steps and the step order; 3: donations, inplace; 4: gather/scatter indices
+constexpr uint32_t kPlanFormat = 5;  // 2: Gemm steps and the step order; 3: donations, inplace; 4: gather/scatter
+                                     // indices; 5: Conv steps
 
 void put_shape(ByteWriter& w, const Shape& s) {
   w.u64(s.size());
@@ -169,6 +170,18 @@ void put_gemm(ByteWriter& w, const Gemm& g) {
   put_shape(w, g.b_batch_stride);
 }
 
+void put_conv(ByteWriter& w, const ConvStep& c) {
+  w.bytes(c.name);
+  w.u8(static_cast<uint8_t>(c.kind));
+  w.u8(static_cast<uint8_t>(c.dtype));
+  for (int v : {c.a, c.b, c.bias, c.out}) w.i64(v);
+  w.u8(c.relu);
+  put_shape(w, c.x);
+  put_shape(w, c.w);
+  put_shape(w, c.y);
+  put_shape(w, c.params.ints());
+}
+
 // Decoding with range checks: enums in range, ids within [lo, hi).
 struct Decoder {
   ByteReader& r;
@@ -221,6 +234,34 @@ struct Decoder {
       r.bad("gemm " + g.name + " writes an input buffer");
     validate_gemm(g, buffers[g.a].numel, buffers[g.b].numel, buffers[g.out].numel, "cached plan");
     return g;
+  }
+  ConvStep conv(const std::vector<BufferSpec>& buffers) {
+    const int nbuffers = static_cast<int>(buffers.size());
+    ConvStep c;
+    c.name = std::string(r.bytes());
+    c.kind = enumeration<ConvStep::Kind>(3, "conv kind");
+    c.dtype = dtype();
+    c.a = id(0, nbuffers, "conv operand buffer");
+    c.b = id(0, nbuffers, "conv operand buffer");
+    c.bias = id(-1, nbuffers, "conv bias buffer");
+    c.out = id(0, nbuffers, "conv output buffer");
+    c.relu = flag();
+    c.x = shape(), c.w = shape(), c.y = shape();
+    Attrs a;
+    a.ints = shape();
+    try {
+      c.params = ConvParams::from(Op::Conv2d, a);
+    } catch (const Error& e) {
+      r.bad(e.what());
+    }
+    for (int buf : {c.a, c.b, c.bias, c.out})
+      if (buf >= 0 && (buffers[buf].dtype != c.dtype || buffers[buf].kind == BufferSpec::Kind::Scalar))
+        r.bad("conv " + c.name + " buffer " + std::to_string(buf) + " does not hold " + std::string(dtype_name(c.dtype)));
+    if (buffers[c.out].kind != BufferSpec::Kind::Temp && buffers[c.out].kind != BufferSpec::Kind::Output)
+      r.bad("conv " + c.name + " writes an input buffer");
+    validate_conv(c, buffers[c.a].numel, buffers[c.b].numel, c.bias >= 0 ? buffers[c.bias].numel : 0,
+                  buffers[c.out].numel, "cached plan");
+    return c;
   }
   Shape shape() {
     Shape s(r.count(8));
@@ -341,6 +382,8 @@ std::string serialize_plan(const Plan& plan) {
   for (const auto& k : plan.kernels) put_kernel(w, k);
   w.u64(plan.gemms.size());
   for (const auto& g : plan.gemms) put_gemm(w, g);
+  w.u64(plan.convs.size());
+  for (const auto& c : plan.convs) put_conv(w, c);
   w.u64(plan.steps.size());
   for (const auto& st : plan.steps) {
     w.u8(static_cast<uint8_t>(st.kind));
@@ -379,19 +422,25 @@ Plan deserialize_plan(std::string_view bytes) {
   for (auto& k : plan.kernels) k = d.kernel(nbuffers);
   plan.gemms.resize(r.count(40));
   for (auto& g : plan.gemms) g = d.gemm(plan.buffers);
+  plan.convs.resize(r.count(40));
+  for (auto& c : plan.convs) c = d.conv(plan.buffers);
+  auto count_of = [&](PlanStep::Kind k) {
+    return k == PlanStep::Kind::Gemm ? plan.gemms.size()
+                                     : k == PlanStep::Kind::Conv ? plan.convs.size() : plan.kernels.size();
+  };
   plan.steps.resize(r.count(9));
   for (auto& st : plan.steps) {
-    st.kind = d.enumeration<PlanStep::Kind>(2, "step kind");
-    st.index = d.id(0, st.kind == PlanStep::Kind::Gemm ? plan.gemms.size() : plan.kernels.size(), "step index");
+    st.kind = d.enumeration<PlanStep::Kind>(3, "step kind");
+    st.index = d.id(0, count_of(st.kind), "step index");
   }
-  // Every kernel and gemm runs exactly once (an empty order means the kernels in order).
-  if (!plan.steps.empty() || !plan.gemms.empty()) {
-    std::vector<int> seen_k(plan.kernels.size()), seen_g(plan.gemms.size());
-    for (const auto& st : plan.steps) (st.kind == PlanStep::Kind::Gemm ? seen_g : seen_k)[st.index]++;
-    for (int c : seen_k)
-      if (c != 1) r.bad("the step order does not run every kernel once");
-    for (int c : seen_g)
-      if (c != 1) r.bad("the step order does not run every gemm once");
+  // Every kernel, gemm and conv runs exactly once (an empty order means the kernels in order).
+  if (!plan.steps.empty() || !plan.gemms.empty() || !plan.convs.empty()) {
+    std::vector<int> seen[3] = {std::vector<int>(plan.kernels.size()), std::vector<int>(plan.gemms.size()),
+                                std::vector<int>(plan.convs.size())};
+    for (const auto& st : plan.steps) seen[static_cast<int>(st.kind)][st.index]++;
+    for (const auto& v : seen)
+      for (int c : v)
+        if (c != 1) r.bad("the step order does not run every kernel, gemm and conv once");
   }
   plan.output_buffers.resize(r.count(8));
   for (auto& b : plan.output_buffers) b = d.id(0, nbuffers, "output buffer");

@@ -11,6 +11,7 @@
 #include "ir/half.h"
 #include "ir/printer.h"
 #include "ir/serialize.h"
+#include "runtime/conv.h"
 #include "runtime/executor.h"
 #include "runtime/sync.h"
 #include "runtime/tensor_impl.h"
@@ -141,8 +142,10 @@ std::pair<double, double> compare(const std::vector<unsigned char>& got, const s
 
 bool within(std::pair<double, double> e, double tol) { return e.first <= tol || e.second <= tol; }
 
+// A node of a loaded trace whose conv prims `backend` may lack a library for (runtime/conv.h).
 std::vector<unsigned char> run_one(const Node* n, const std::string& backend) {
-  auto out = execute_graph({n}, backend, SyncReason::Sync).at(0);
+  NodePtr keep = expand_convs_for({NodePtr(NodePtr(), n)}, backend).at(0);
+  auto out = execute_graph({keep.get()}, backend, SyncReason::Sync).at(0);
   return host_bytes(*out, nbytes(n->dtype, n->shape));
 }
 
@@ -211,7 +214,8 @@ ReplayReport replay(const std::string& path, const std::string& backend, bool ch
   ReplayReport r;
   r.backend = backend;
   std::vector<const Node*> roots;
-  for (auto& n : L.trace.roots) roots.push_back(n.get());
+  const std::vector<NodePtr> expanded = expand_convs_for(L.trace.roots, backend);
+  for (auto& n : expanded) roots.push_back(n.get());
   auto outs = execute_graph(roots, backend, SyncReason::Sync);
   r.outputs = static_cast<int>(outs.size());
   Device dev{Device::Type::Lazy, 0, backend};

@@ -6,6 +6,7 @@
 
 #include "ir/error.h"
 #include "runtime/autograd.h"
+#include "runtime/conv.h"
 #include "runtime/indexing.h"
 #include "runtime/ops.h"
 #include "runtime/tensor_impl.h"
@@ -227,6 +228,9 @@ const std::map<Op, VjpRule>& rules() {
       {Op::Gather, gather_vjp},
       {Op::ScatterAdd, scatter_add_vjp},
       {Op::Matmul, matmul_vjp},
+      {Op::Conv2d, conv2d_vjp},
+      {Op::Conv2dGradInput, conv2d_grad_input_vjp},
+      {Op::Conv2dGradWeight, conv2d_grad_weight_vjp},
       {Op::Relu, [](C c, G g) { return Grads{g * mask(gt(c.x(0), 0.0), g.dtype())}; }},
       {Op::Sigmoid, [](C c, G g) { Tensor y = c.y(); return Grads{g * y * (1.0 - y)}; }},
       {Op::Rsqrt, [](C c, G g) { Tensor y = c.y(); return Grads{g * y * y * y * -0.5}; }},
@@ -304,6 +308,7 @@ void record_op(Op op, const Attrs& attrs, const Tensor& out, const std::vector<N
   ctx->attrs = attrs;
   Device dev = out.device();
   for (auto& n : operands) ctx->inputs.emplace_back(n, dev);
+  for (auto& s : sources) ctx->needs_grad.push_back(s.defined() && s.requires_grad());
   ctx->output = Saved(out.node(), dev);
   record(out, sources, (std::string(op_name(op)) + "_backward").c_str(), [ctx, rule](const Tensor& g) { return (*rule)(*ctx, g); });
 }

@@ -28,7 +28,11 @@ struct VjpCtx {
   Attrs attrs;
   std::vector<Saved> inputs;  // the operands as the op saw them (after promotion casts)
   Saved output;
+  std::vector<bool> needs_grad;  // per operand: whether its source requires grad
   Tensor x(size_t i) const { return inputs.at(i).get(); }
+  // Whether operand i's gradient is used: a rule may skip a costly one (a conv's grad_input for
+  // the network's input) that eager execution would otherwise compute and discard.
+  bool needs(size_t i) const { return i >= needs_grad.size() || needs_grad[i]; }
   Tensor y() const { return output.get(); }
 };
 

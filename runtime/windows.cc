@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "ir/error.h"
+#include "runtime/conv.h"
 #include "runtime/indexing.h"
 #include "runtime/ops.h"
 #include "runtime/pool_grad.h"
@@ -141,8 +142,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
   stride = pair(op, "stride", stride, 1);
   padding = pair(op, "padding", padding, 0);
   dilation = pair(op, "dilation", dilation, 1);
-  const int64_t N = x.size(0), C = x.size(1), O = weight.size(0), Cg = weight.size(1);
-  const int64_t kh = weight.size(2), kw = weight.size(3);
+  const int64_t C = x.size(1), O = weight.size(0), Cg = weight.size(1);
   if (groups < 1 || C != Cg * groups || O % groups != 0)
     fail(ErrorKind::Runtime, op, ": input ", shape_str(input.shape()), " and weight ",
          shape_str(weight.shape()), " do not match with groups=", groups,
@@ -154,6 +154,23 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
   if (bias.defined() && (bias.dim() != 1 || bias.size(0) != O || bias.dtype() != x.dtype()))
     fail(ErrorKind::Runtime, op, ": expected bias of shape [", O, "] and dtype ",
          dtype_name(x.dtype()), ", got ", shape_str(bias.shape()), " ", dtype_name(bias.dtype()));
+  ConvParams p;
+  for (int i = 0; i < 2; ++i)
+    p.stride[i] = stride[i], p.padding[i] = padding[i], p.dilation[i] = dilation[i];
+  p.groups = groups;
+  conv_output_shape(Op::Conv2d, x.shape(), weight.shape(), p);  // kernel vs padded input size
+  Tensor out = conv2d_nchw(x, weight, bias, p);
+  return input.dim() == 3 ? out.squeeze(0) : out;
+}
+
+Tensor conv2d_windows(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                      const ConvParams& p) {
+  const char* op = "conv2d";
+  const std::vector<int64_t> stride = {p.stride[0], p.stride[1]},
+                             padding = {p.padding[0], p.padding[1]},
+                             dilation = {p.dilation[0], p.dilation[1]};
+  const int64_t N = x.size(0), O = weight.size(0), Cg = weight.size(1), groups = p.groups;
+  const int64_t kh = weight.size(2), kw = weight.size(3);
   Extent eh = pool_extent(op, x.size(2), kh, stride[0], padding[0], dilation[0], false);
   Extent ew = pool_extent(op, x.size(3), kw, stride[1], padding[1], dilation[1], false);
   const int64_t oh = eh.out, ow = ew.out, G = groups, Og = O / G, K = Cg * kh * kw;
@@ -174,7 +191,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
         cols.matmul(w).reshape({G, N, oh, ow, Og}).permute({1, 0, 4, 2, 3}).reshape({N, O, oh, ow});
   }
   if (bias.defined()) out = out + bias.reshape({1, O, 1, 1});
-  return input.dim() == 3 ? out.squeeze(0) : out;
+  return out;
 }
 
 Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride,

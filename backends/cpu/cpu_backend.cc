@@ -33,10 +33,11 @@ class CpuBackend : public Backend {
     return std::make_unique<cpu::CpuExecutable>(plan);
   }
 
-  // float32 matmuls go to oneDNN; float64 (which oneDNN lacks) and other dtypes stay loop kernels.
+  // float32 matmuls and convolutions go to oneDNN; float64 (which oneDNN lacks) and other dtypes stay loop kernels.
   LowerOptions lower_options() const override {
     LowerOptions o;
     if (cpu::onednn_gemm_available() && gemm_enabled()) o.gemm_dtypes = {DType::Float32};
+    if (cpu::onednn_conv_available() && gemm_enabled()) o.conv_dtypes = {DType::Float32};
     return o;
   }
 

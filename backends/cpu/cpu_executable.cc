@@ -77,10 +77,23 @@ void CpuExecutable::prepare_gemms(const Plan& plan) {
     validate_gemm(g, buffers_[g.a].numel, buffers_[g.b].numel, buffers_[g.out].numel, "cpu executable");
     gemms_.push_back({g.a, g.b, g.out, OnednnGemm(g)});
   }
+  for (const ConvStep& c : plan.convs) {
+    for (int buf : {c.a, c.b, c.bias, c.out})
+      LT_CHECK((buf == -1 && c.bias == -1 && c.a != -1 && c.b != -1 && c.out != -1) ||
+                   (buf >= 0 && buf < static_cast<int>(buffers_.size()) && buffers_[buf].dtype == c.dtype &&
+                    buffers_[buf].kind != BufferSpec::Kind::Scalar),
+               ErrorKind::Runtime, "internal: conv ", c.name, " names bad buffer ", buf);
+    LT_CHECK(buffers_[c.out].kind == BufferSpec::Kind::Temp || buffers_[c.out].kind == BufferSpec::Kind::Output,
+             ErrorKind::Runtime, "internal: conv ", c.name, " writes input buffer ", c.out);
+    validate_conv(c, buffers_[c.a].numel, buffers_[c.b].numel, c.bias >= 0 ? buffers_[c.bias].numel : 0,
+                  buffers_[c.out].numel, "cpu executable");
+    convs_.push_back({c.a, c.b, c.bias, c.out, OnednnConv(c)});
+  }
   steps_ = plan.ordered_steps();
   for (const PlanStep& st : steps_)
-    LT_CHECK(st.index >= 0 && st.index < static_cast<int>(st.kind == PlanStep::Kind::Gemm ? plan.gemms.size()
-                                                                                          : plan.kernels.size()),
+    LT_CHECK(st.index >= 0 && st.index < static_cast<int>(st.kind == PlanStep::Kind::Gemm   ? plan.gemms.size()
+                                                          : st.kind == PlanStep::Kind::Conv ? plan.convs.size()
+                                                                                            : plan.kernels.size()),
              ErrorKind::Runtime, "internal: plan step names step ", st.index, " that does not exist");
 }
 
@@ -249,6 +262,12 @@ std::vector<BufferPtr> CpuExecutable::run(const std::vector<RunInput>& inputs, R
       const BoundGemm& g = gemms_[step.index];
       g.op.run(data[g.a], data[g.b], data[g.out]);
       if (timed) stats->on_kernel("gemm", t0, std::chrono::steady_clock::now());
+      continue;
+    }
+    if (step.kind == PlanStep::Kind::Conv) {
+      const BoundConv& c = convs_[step.index];
+      c.op.run(data[c.a], data[c.b], c.bias >= 0 ? data[c.bias] : nullptr, data[c.out]);
+      if (timed) stats->on_kernel("conv", t0, std::chrono::steady_clock::now());
       continue;
     }
     const CompiledKernel& k = kernels_[step.index];

@@ -1,5 +1,5 @@
 // A Plan compiled for the host CPU: one JIT-compiled function per kernel, run in plan order on
-// the thread pool, and oneDNN matmuls for its Gemm steps. Internal to backends/cpu.
+// the thread pool, and oneDNN matmuls and convolutions for its Gemm and Conv steps. Internal to backends/cpu.
 #pragma once
 #include <memory>
 #include <string>
@@ -8,6 +8,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/jit.h"
+#include "backends/cpu/onednn_conv.h"
 #include "backends/cpu/onednn_gemm.h"
 #include "lowering/memory_plan.h"
 
@@ -26,7 +27,7 @@ class CpuExecutable : public Executable {
   // The object code and kernel sources, for the disk cache.
   std::string serialize() const;
   std::vector<BufferPtr> run(const std::vector<RunInput>& inputs, RunStats* stats) override;
-  int num_kernels() const override { return static_cast<int>(kernels_.size() + gemms_.size()); }
+  int num_kernels() const override { return static_cast<int>(kernels_.size() + gemms_.size() + convs_.size()); }
   std::vector<std::string> kernel_sources() const override { return sources_; }
   const JitTimings& timings() const { return timings_; }
 
@@ -49,6 +50,11 @@ class CpuExecutable : public Executable {
     OnednnGemm op;
   };
   std::vector<BoundGemm> gemms_;
+  struct BoundConv {
+    int a, b, bias, out;  // plan buffers (bias -1: none)
+    OnednnConv op;
+  };
+  std::vector<BoundConv> convs_;
   std::vector<PlanStep> steps_;
   std::vector<std::string> sources_;
   std::vector<std::string> objects_;  // the linked object files, kept for serialize()
@@ -57,7 +63,7 @@ class CpuExecutable : public Executable {
 
   // Validates the plan's kernels and fills kernels_ (all but fn); returns the merged kernels.
   std::vector<loop::Kernel> prepare(const Plan& plan);
-  // Validates the plan's gemms and creates their primitives; records the step order.
+  // Validates the plan's gemms and convs and creates their primitives; records the step order.
   void prepare_gemms(const Plan& plan);
   void bind(std::unique_ptr<JitCode> code);
 };

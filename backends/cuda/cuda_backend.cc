@@ -51,6 +51,9 @@ class CudaExecutable : public Executable {
           fail(ErrorKind::Runtime, "internal: gemm ", g.name, " names bad buffer ", buf);
       validate_gemm(g, buffers_[g.a].numel, buffers_[g.b].numel, buffers_[g.out].numel, "cuda executable");
     }
+    // The runtime expands conv prims for backends without a conv library (runtime/conv.h).
+    if (!plan.convs.empty())
+      fail(ErrorKind::NotImplemented, "not implemented: library convolution step ", plan.convs[0].name, " on cuda");
     if (!gemms_.empty() && !blas_) fail(ErrorKind::Runtime, "internal: cuda plan with gemms but no cuBLAS handle");
     for (const PlanStep& st : steps_)
       if (st.index < 0 || st.index >= static_cast<int>(st.kind == PlanStep::Kind::Gemm ? gemms_.size() : kernels_.size()))

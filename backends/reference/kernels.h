@@ -27,6 +27,10 @@ void eval_slice(Ctx& c);
 // Data-dependent indexing (out-of-range index values read 0 / add nothing).
 void eval_gather(Ctx& c);
 void eval_scatter_add(Ctx& c);
+// Convolution (conv_kernels.cc): NCHW x OIHW, double accumulation.
+void eval_conv2d(Ctx& c);
+void eval_conv2d_grad_input(Ctx& c);
+void eval_conv2d_grad_weight(Ctx& c);
 // Cast and logical_not (any dtype in; no scalar function to plug in).
 void eval_cast(Ctx& c);
 void eval_not(Ctx& c);

@@ -73,6 +73,9 @@ const std::pair<Op, EvalFn> kRules[] = {
     // Data-dependent indexing.
     {Op::Gather, eval_gather},
     {Op::ScatterAdd, eval_scatter_add},
+    {Op::Conv2d, eval_conv2d},
+    {Op::Conv2dGradInput, eval_conv2d_grad_input},
+    {Op::Conv2dGradWeight, eval_conv2d_grad_weight},
 };
 
 const std::array<EvalFn, kNumOps>& table() {

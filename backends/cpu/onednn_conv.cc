@@ -1,0 +1,159 @@
+#include "backends/cpu/onednn_conv.h"
+
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/error.h"
+
+#ifdef LT_HAVE_ONEDNN
+#include <dnnl.hpp>
+#endif
+
+namespace lt::cpu {
+
+#ifdef LT_HAVE_ONEDNN
+
+namespace {
+
+using dims = dnnl::memory::dims;
+using tag = dnnl::memory::format_tag;
+constexpr auto kF32 = dnnl::memory::data_type::f32;
+
+dnnl::engine& engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+// Plain layouts only (the plan's buffers are contiguous NCHW / OIHW): oneDNN then reads and writes
+// them in place, with no reorder around each call.
+dnnl::memory::desc data_desc(const Shape& s) { return {dims(s.begin(), s.end()), kF32, tag::nchw}; }
+dnnl::memory::desc weight_desc(const Shape& w, int64_t groups) {
+  if (groups == 1) return {dims(w.begin(), w.end()), kF32, tag::oihw};
+  return {dims{groups, w[0] / groups, w[1], w[2], w[3]}, kF32, tag::goihw};
+}
+
+}  // namespace
+
+struct OnednnConv::Impl {
+  ConvStep::Kind kind;
+  dnnl::memory::desc a, b, bias, out;
+  dnnl::primitive prim;
+};
+
+bool onednn_conv_available() { return true; }
+
+OnednnConv::OnednnConv(const ConvStep& c) {
+  if (c.dtype != DType::Float32)
+    fail(ErrorKind::NotImplemented, "not implemented: ", op_name(c.op()), " in ",
+         dtype_name(c.dtype), " on cpu (oneDNN: float32 only)");
+  const ConvParams& p = c.params;
+  std::vector<int64_t> key = {static_cast<int64_t>(c.kind), c.bias >= 0, c.relu};
+  for (const Shape* s : {&c.x, &c.w, &c.y}) key.insert(key.end(), s->begin(), s->end());
+  const std::vector<int64_t> ints = p.ints();
+  key.insert(key.end(), ints.begin(), ints.end());
+  static std::mutex mu;
+  static std::map<std::vector<int64_t>, std::shared_ptr<const Impl>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = cache[key];
+  if (!slot) {
+    auto impl = std::make_shared<Impl>();
+    impl->kind = c.kind;
+    const auto x = data_desc(c.x), y = data_desc(c.y), w = weight_desc(c.w, p.groups);
+    const dnnl::memory::desc bias =
+        c.bias >= 0 ? dnnl::memory::desc({c.w[0]}, kF32, tag::x) : dnnl::memory::desc();
+    // oneDNN's dilation counts the gaps between taps (PyTorch's dilation - 1); right padding as
+    // PyTorch's oneDNN path passes it, symmetric (the output size is the floor of the same
+    // formula).
+    const dims strides = {p.stride[0], p.stride[1]},
+               dilates = {p.dilation[0] - 1, p.dilation[1] - 1}, pad = {p.padding[0], p.padding[1]};
+    const auto algo = dnnl::algorithm::convolution_direct;
+    try {
+      const auto prop = c.kind == ConvStep::Kind::Forward ? dnnl::prop_kind::forward_inference
+                                                          : dnnl::prop_kind::forward_training;
+      dnnl::convolution_forward::desc fd(prop, algo, x, w, bias, y, strides, dilates, pad, pad);
+      dnnl::primitive_attr attr;
+      if (c.relu) {
+        dnnl::post_ops ops;
+        ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+        attr.set_post_ops(ops);
+      }
+      dnnl::convolution_forward::primitive_desc fpd(fd, attr, engine());
+      switch (c.kind) {
+        case ConvStep::Kind::Forward:
+          impl->a = x, impl->b = w, impl->bias = bias, impl->out = y;
+          impl->prim = dnnl::convolution_forward(fpd);
+          break;
+        case ConvStep::Kind::GradInput: {
+          dnnl::convolution_backward_data::desc bd(algo, x, w, y, strides, dilates, pad, pad);
+          impl->a = y, impl->b = w, impl->out = x;
+          impl->prim = dnnl::convolution_backward_data(
+              dnnl::convolution_backward_data::primitive_desc(bd, engine(), fpd));
+          break;
+        }
+        case ConvStep::Kind::GradWeight: {
+          dnnl::convolution_backward_weights::desc bd(algo, x, w, y, strides, dilates, pad, pad);
+          impl->a = x, impl->b = y, impl->out = w;
+          impl->prim = dnnl::convolution_backward_weights(
+              dnnl::convolution_backward_weights::primitive_desc(bd, engine(), fpd));
+          break;
+        }
+      }
+    } catch (const dnnl::error& e) {
+      fail(ErrorKind::NotImplemented, "not implemented: ", op_name(c.op()), " ", c.name, " (input ",
+           shape_str(c.x), ", weight ", shape_str(c.w), ") on cpu: oneDNN: ", e.what());
+    }
+    slot = std::move(impl);
+  }
+  impl_ = slot;
+}
+
+void OnednnConv::run(const void* a, const void* b, const void* bias, void* out) const {
+  thread_local dnnl::stream stream(engine());
+  const Impl& m = *impl_;
+  auto mem = [](const dnnl::memory::desc& d, const void* p) {
+    return dnnl::memory(d, engine(), const_cast<void*>(p));
+  };
+  std::unordered_map<int, dnnl::memory> args;
+  switch (m.kind) {
+    case ConvStep::Kind::Forward:
+      args = {{DNNL_ARG_SRC, mem(m.a, a)},
+              {DNNL_ARG_WEIGHTS, mem(m.b, b)},
+              {DNNL_ARG_DST, mem(m.out, out)}};
+      if (bias) args.emplace(DNNL_ARG_BIAS, mem(m.bias, bias));
+      break;
+    case ConvStep::Kind::GradInput:
+      args = {{DNNL_ARG_DIFF_DST, mem(m.a, a)},
+              {DNNL_ARG_WEIGHTS, mem(m.b, b)},
+              {DNNL_ARG_DIFF_SRC, mem(m.out, out)}};
+      break;
+    case ConvStep::Kind::GradWeight:
+      args = {{DNNL_ARG_SRC, mem(m.a, a)},
+              {DNNL_ARG_DIFF_DST, mem(m.b, b)},
+              {DNNL_ARG_DIFF_WEIGHTS, mem(m.out, out)}};
+      break;
+  }
+  m.prim.execute(stream, args);
+  stream.wait();
+}
+
+#else  // !LT_HAVE_ONEDNN
+
+struct OnednnConv::Impl {};
+
+bool onednn_conv_available() { return false; }
+
+OnednnConv::OnednnConv(const ConvStep& c) {
+  fail(ErrorKind::NotImplemented, "not implemented: ", op_name(c.op()), " ", c.name,
+       " on cpu (built without oneDNN)");
+}
+
+void OnednnConv::run(const void*, const void*, const void*, void*) const {}
+
+#endif
+
+OnednnConv::~OnednnConv() = default;
+OnednnConv::OnednnConv(OnednnConv&&) noexcept = default;
+
+}  // namespace lt::cpu
