@@ -146,6 +146,13 @@ void find_donations(Plan& plan) {
             s);  // counted twice: a GEMM's output is never donated (libraries assume no alias)
       continue;
     }
+    if (steps[s].kind == PlanStep::Kind::Conv) {  // the same for a library convolution
+      const ConvStep& c = plan.convs.at(steps[s].index);
+      for (int b : {c.a, c.b, c.bias}) read(b, s);
+      write(c.out, s);
+      write(c.out, s);
+      continue;
+    }
     for (const loop::Arg& a : plan.kernels.at(steps[s].index).args)
       a.output ? write(a.buffer, s) : read(a.buffer, s);
   }
