@@ -71,8 +71,10 @@ TEST(DonationGpu, OptimizerStepUpdatesDeviceBuffersInPlace) {
     EXPECT_EQ(got.donated, (opt == "sgd" ? 2 : 3) * 4 * 4) << opt;
     Trained kept = train(lz, opt, true);
     Trained cpu = train(kCPU, opt, false);
+    // A held parameter is never donated (its optimizer state still is). Its address may still
+    // come back after a few steps: the caching allocator hands the freed old block out again.
+    EXPECT_EQ(got.donated - kept.donated, 4 * 4) << opt;
     for (size_t i = 0; i < 4; ++i) {
-      EXPECT_NE(kept.after[i], kept.before[i]) << opt;
       testing::expect_close(got.params[i], kept.params[i], 1e-6, 1e-7, opt + " donated vs kept");
       testing::expect_close(got.params[i], cpu.params[i], 1e-4, 1e-5, opt + " cuda vs cpu");
     }
