@@ -10,7 +10,7 @@ DEB_PKGS := cmake ninja-build g++ llvm-19-dev libdnnl-dev nlohmann-json3-dev lib
             clang-14 libclang-rt-14-dev python3-matplotlib
 ASAN_BUILD ?= $(BUILD)-asan
 TSAN_BUILD ?= $(BUILD)-tsan
-FUZZ_SECONDS ?= 60
+FUZZ_SECONDS ?= 30
 
 .PHONY: all deps configure build test test-cpp test-python test-asan test-tsan test-fuzz demo install clean
 
