@@ -5,11 +5,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/cpu/onednn_engine.h"
 #include "ir/error.h"
-
-#ifdef LT_HAVE_ONEDNN
-#include <dnnl.hpp>
-#endif
 
 namespace lt::cpu {
 
@@ -20,11 +17,6 @@ namespace {
 using dims = dnnl::memory::dims;
 using tag = dnnl::memory::format_tag;
 constexpr auto kF32 = dnnl::memory::data_type::f32;
-
-dnnl::engine& engine() {
-  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  return eng;
-}
 
 // Plain layouts only (the plan's buffers are contiguous NCHW / OIHW): oneDNN then reads and writes
 // them in place, with no reorder around each call.
@@ -79,7 +71,7 @@ OnednnConv::OnednnConv(const ConvStep& c) {
         ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
         attr.set_post_ops(ops);
       }
-      dnnl::convolution_forward::primitive_desc fpd(fd, attr, engine());
+      dnnl::convolution_forward::primitive_desc fpd(fd, attr, onednn_engine());
       switch (c.kind) {
         case ConvStep::Kind::Forward:
           impl->a = x, impl->b = w, impl->bias = bias, impl->out = y;
@@ -89,14 +81,14 @@ OnednnConv::OnednnConv(const ConvStep& c) {
           dnnl::convolution_backward_data::desc bd(algo, x, w, y, strides, dilates, pad, pad);
           impl->a = y, impl->b = w, impl->out = x;
           impl->prim = dnnl::convolution_backward_data(
-              dnnl::convolution_backward_data::primitive_desc(bd, engine(), fpd));
+              dnnl::convolution_backward_data::primitive_desc(bd, onednn_engine(), fpd));
           break;
         }
         case ConvStep::Kind::GradWeight: {
           dnnl::convolution_backward_weights::desc bd(algo, x, w, y, strides, dilates, pad, pad);
           impl->a = x, impl->b = y, impl->out = w;
           impl->prim = dnnl::convolution_backward_weights(
-              dnnl::convolution_backward_weights::primitive_desc(bd, engine(), fpd));
+              dnnl::convolution_backward_weights::primitive_desc(bd, onednn_engine(), fpd));
           break;
         }
       }
@@ -110,10 +102,10 @@ OnednnConv::OnednnConv(const ConvStep& c) {
 }
 
 void OnednnConv::run(const void* a, const void* b, const void* bias, void* out) const {
-  thread_local dnnl::stream stream(engine());
+  dnnl::stream& stream = onednn_stream();
   const Impl& m = *impl_;
   auto mem = [](const dnnl::memory::desc& d, const void* p) {
-    return dnnl::memory(d, engine(), const_cast<void*>(p));
+    return dnnl::memory(d, onednn_engine(), const_cast<void*>(p));
   };
   std::unordered_map<int, dnnl::memory> args;
   switch (m.kind) {

@@ -4,22 +4,14 @@
 #include <mutex>
 #include <vector>
 
+#include "backends/cpu/onednn_engine.h"
 #include "ir/error.h"
-
-#ifdef LT_HAVE_ONEDNN
-#include <dnnl.hpp>
-#endif
 
 namespace lt::cpu {
 
 #ifdef LT_HAVE_ONEDNN
 
 namespace {
-
-dnnl::engine& engine() {
-  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  return eng;
-}
 
 using dims = dnnl::memory::dims;
 
@@ -84,7 +76,7 @@ OnednnGemm::OnednnGemm(const Gemm& g) : g_(g) {
     impl->b = operand_desc(g, false);
     impl->c = out_desc(g);
     try {
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(impl->a, impl->b, impl->c), engine());
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(impl->a, impl->b, impl->c), onednn_engine());
       impl->prim = dnnl::matmul(pd);
     } catch (const dnnl::error& e) {
       fail(ErrorKind::NotImplemented, "not implemented: gemm ", g.name, " (M=", g.M, " N=", g.N, " K=", g.K,
@@ -96,11 +88,12 @@ OnednnGemm::OnednnGemm(const Gemm& g) : g_(g) {
 }
 
 void OnednnGemm::run(const void* a, const void* b, void* out) const {
-  thread_local dnnl::stream stream(engine());
+  dnnl::stream& stream = onednn_stream();
   const size_t es = dtype_size(g_.dtype);
   auto* pa = const_cast<char*>(static_cast<const char*>(a)) + g_.a_offset * es;
   auto* pb = const_cast<char*>(static_cast<const char*>(b)) + g_.b_offset * es;
-  dnnl::memory ma(impl_->a, engine(), pa), mb(impl_->b, engine(), pb), mc(impl_->c, engine(), out);
+  const dnnl::engine& eng = onednn_engine();
+  dnnl::memory ma(impl_->a, eng, pa), mb(impl_->b, eng, pb), mc(impl_->c, eng, out);
   impl_->prim.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
   stream.wait();
 }
