@@ -7,7 +7,6 @@
 // reference interpreter).
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <memory>
 
 #include "backends/backend.h"
@@ -19,6 +18,7 @@
 #include "runtime/optim.h"
 #include "runtime/sync.h"
 #include "runtime/tensor_impl.h"
+#include "donation_util.h"
 #include "test_util.h"
 
 namespace lt {
@@ -192,38 +192,10 @@ TEST(Donation, ExecutablesAgreeForEverySubsetOfDonations) {
     Plan plan = lower(graph, be.lower_options());
     ASSERT_EQ(plan.donations.size(), 3u) << name;
     auto exe = be.compile(plan);
-    std::vector<std::vector<double>> want;
+    std::vector<std::vector<float>> want;
     for (int mask = 0; mask < 8; ++mask) {
-      std::vector<BufferPtr> bufs(graph.inputs.size());
-      std::vector<RunInput> in(graph.inputs.size());
-      for (size_t j = 0; j < graph.inputs.size(); ++j) {
-        const Node* leaf = graph.inputs[j];
-        if (leaf->op == Op::Scalar) {
-          in[j].scalar = leaf->scalar;
-          in[j].scalar_i = leaf->scalar_i;
-          continue;
-        }
-        const Buffer& src = *static_cast<const Storage*>(leaf->data.get())->buffer;
-        bufs[j] = be.allocate(src.bytes());
-        std::memcpy(bufs[j]->data(), src.data(), src.bytes());
-        in[j].buffer = bufs[j].get();
-      }
-      for (size_t d = 0; d < 3; ++d)
-        if (mask & (1 << d))
-          in[plan.buffers[plan.donations[d].input].input].donated_output = plan.donations[d].output;
-      auto outs = exe->run(in, nullptr);
-      std::vector<std::vector<double>> got;
-      for (int b : plan.output_buffers) {
-        const Buffer* buf = outs.at(b).get();
-        for (size_t d = 0; d < 3; ++d)
-          if ((mask & (1 << d)) && plan.donations[d].output == b) {
-            EXPECT_EQ(buf, nullptr) << name << ": a donated output must not be allocated";
-            buf = bufs[plan.buffers[plan.donations[d].input].input].get();
-          }
-        ASSERT_NE(buf, nullptr);
-        const auto* f = static_cast<const float*>(buf->data());
-        got.emplace_back(f, f + n);
-      }
+      auto got = testing::run_with_donations(be, graph, plan, *exe, mask, n);
+      ASSERT_EQ(got.size(), 3u) << name;
       if (mask == 0) want = got;
       for (size_t r = 0; r < 3; ++r)
         EXPECT_EQ(got[r], want[r]) << name << " mask " << mask << " root " << r;

@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "../cpp/donation_util.h"
 #include "../cpp/test_util.h"
 #include "backends/backend.h"
 #include "ir/graph.h"
@@ -98,37 +99,8 @@ TEST(DonationGpu, ExecutableAgreesForEverySubsetOfDonations) {
   auto exe = be.compile(plan);
   std::vector<std::vector<float>> want;
   for (int mask = 0; mask < 8; ++mask) {
-    std::vector<BufferPtr> bufs(graph.inputs.size());
-    std::vector<RunInput> in(graph.inputs.size());
-    for (size_t j = 0; j < graph.inputs.size(); ++j) {
-      const Node* leaf = graph.inputs[j];
-      if (leaf->op == Op::Scalar) {
-        in[j].scalar = leaf->scalar;
-        in[j].scalar_i = leaf->scalar_i;
-        continue;
-      }
-      const Buffer& src = *static_cast<const Storage*>(leaf->data.get())->buffer;
-      std::vector<char> host(src.bytes());
-      be.copy_to_host(host.data(), src, src.bytes());
-      bufs[j] = be.allocate(src.bytes());
-      be.copy_from_host(*bufs[j], host.data(), host.size());
-      in[j].buffer = bufs[j].get();
-    }
-    for (size_t d = 0; d < 3; ++d)
-      if (mask & (1 << d))
-        in[plan.buffers[plan.donations[d].input].input].donated_output = plan.donations[d].output;
-    auto outs = exe->run(in, nullptr);
-    std::vector<std::vector<float>> got;
-    for (int b : plan.output_buffers) {
-      const Buffer* buf = outs.at(b).get();
-      for (size_t d = 0; d < 3; ++d)
-        if ((mask & (1 << d)) && plan.donations[d].output == b)
-          buf = bufs[plan.buffers[plan.donations[d].input].input].get();
-      ASSERT_NE(buf, nullptr);
-      std::vector<float> h(static_cast<size_t>(n));
-      be.copy_to_host(h.data(), *buf, h.size() * sizeof(float));
-      got.push_back(std::move(h));
-    }
+    auto got = testing::run_with_donations(be, graph, plan, *exe, mask, n);
+    ASSERT_EQ(got.size(), 3u);
     if (mask == 0) want = got;
     for (size_t r = 0; r < 3; ++r) EXPECT_EQ(got[r], want[r]) << "mask " << mask << " root " << r;
   }
