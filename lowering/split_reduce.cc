@@ -69,8 +69,7 @@ PrimGraph split_wide_reductions(const PrimGraph& g) {
     PNode p = g.nodes[i];
     for (int& c : p.inputs) c = remap[static_cast<size_t>(c)];
     remap[i] = -1;
-    if (is_reduce(p.op) && !is_matmul_product(g, g.nodes[i]) &&
-        !read_back_over_rows(g, users, static_cast<int>(i))) {
+    if (is_reduce(p.op) && !is_matmul_product(g, g.nodes[i])) {
       const Shape& in = g.nodes[static_cast<size_t>(g.nodes[i].inputs[0])].shape;
       const int64_t rank = static_cast<int64_t>(in.size());
       std::vector<bool> red(in.size(), false);
@@ -89,7 +88,8 @@ PrimGraph split_wide_reductions(const PrimGraph& g) {
       int64_t chunks = 1;
       if (outputs < kManyOutputs && reduced >= kMinReduced && d0 < in.size())
         chunks = largest_divisor_upto(run, std::min(std::max<int64_t>(2, kTargetRows / outputs), run / kMinChunkLen));
-      if (chunks >= 2) {
+      // Last, as it walks the graph: only for a reduction that would be split.
+      if (chunks >= 2 && !read_back_over_rows(g, users, static_cast<int>(i))) {
         const DType acc = (p.dtype == DType::Float16 || p.dtype == DType::BFloat16) && p.op != Op::ReduceMax &&
                                   p.op != Op::ReduceMin
                               ? DType::Float32
