@@ -8,22 +8,9 @@ import pytest
 
 import lazytensor as lt
 import lazytensor.nn.functional as F
+from conftest import torch_attention
 
 torch = pytest.importorskip("torch")
-
-
-def torch_attention(q, k, v, mask=None, is_causal=False, scale=None, enable_gqa=False):
-    """softmax(q k^T * scale + mask) v written out (PyTorch's reference math)."""
-    if enable_gqa and q.shape[-3] != k.shape[-3]:
-        rep = q.shape[-3] // k.shape[-3]
-        k, v = k.repeat_interleave(rep, -3), v.repeat_interleave(rep, -3)
-    s = q.shape[-1] ** -0.5 if scale is None else scale
-    scores = q @ k.transpose(-2, -1) * s
-    if is_causal:
-        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
-    return scores.softmax(-1) @ v
 
 
 # name: (q shape, k shape, v shape, mask: None | "bool" (shape) | "float" (shape), causal, scale, gqa)

@@ -7,6 +7,7 @@ import pytest
 import lazytensor as lt
 import lazytensor.nn as nn
 import lazytensor.nn.functional as F
+from conftest import torch_attention
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
@@ -171,20 +172,6 @@ def test_batch_norm1d_matches_torch(device, rng):
         lm(lt.zeros(2, 4, 3, 3, device=device))
 
 
-def torch_sdpa(q, k, v, mask=None, is_causal=False, scale=None, enable_gqa=False):
-    """Attention written out in torch (Debian's torch predates F.scaled_dot_product_attention)."""
-    if enable_gqa:
-        rep = q.shape[-3] // k.shape[-3]
-        k, v = k.repeat_interleave(rep, -3), v.repeat_interleave(rep, -3)
-    s = q.shape[-1] ** -0.5 if scale is None else scale
-    scores = q @ k.transpose(-2, -1) * s
-    if is_causal:
-        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
-    return scores.softmax(-1) @ v
-
-
 @pytest.mark.parametrize("mask", ["none", "causal", "bool", "float"])
 def test_sdpa_matches_torch(mask, device, rng):
     q = rng.standard_normal((2, 3, 5, 8)).astype(np.float32)
@@ -200,7 +187,7 @@ def test_sdpa_matches_torch(mask, device, rng):
     ml = None if m_np is None else lt.tensor(m_np, device=device)
     mt = None if m_np is None else torch.tensor(m_np)
     pair_run(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, ml, is_causal=causal, scale=0.3),
-             lambda q, k, v: torch_sdpa(q, k, v, mt, is_causal=causal, scale=0.3),
+             lambda q, k, v: torch_attention(q, k, v, mt, is_causal=causal, scale=0.3),
              [q, k, v], device, rtol=1e-4, atol=1e-5)
 
 
@@ -209,7 +196,7 @@ def test_sdpa_grouped_query_attention(device, rng):
     k = rng.standard_normal((1, 2, 3, 8)).astype(np.float32)
     v = rng.standard_normal((1, 2, 3, 8)).astype(np.float32)
     pair_run(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
-             lambda q, k, v: torch_sdpa(q, k, v, enable_gqa=True), [q, k, v], device,
+             lambda q, k, v: torch_attention(q, k, v, enable_gqa=True), [q, k, v], device,
              rtol=1e-4, atol=1e-5)
 
 
