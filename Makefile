@@ -7,7 +7,7 @@ JOBS ?= $(shell nproc)
 DEB_PKGS := cmake ninja-build g++ llvm-19-dev libdnnl-dev nlohmann-json3-dev libgtest-dev \
             pybind11-dev python3-dev python3-numpy python3-pytest python3-torch \
             libopenblas0-pthread zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev \
-            clang-14 libclang-rt-14-dev python3-matplotlib
+            clang-14 libclang-rt-14-dev python3-matplotlib python3-pytest-xdist
 ASAN_BUILD ?= $(BUILD)-asan
 TSAN_BUILD ?= $(BUILD)-tsan
 FUZZ_SECONDS ?= 30
@@ -38,8 +38,10 @@ test-cpp: build
 	@grep -hE "^(bad inputs tried|soak:)" $(BUILD)/Testing/Temporary/LastTest.log || \
 	  { echo "test-cpp: the bad-input and soak tests printed no summary"; exit 1; }
 
+# One pytest worker per core (pytest-xdist): the tests share no files (tmp_path) and no cache
+# (LT_CACHE_DIR=off), and each worker is its own process with its own lazy registry.
 test-python: build
-	PYTHONPATH=$(BUILD)/python LT_CACHE_DIR=off $(PY) -m pytest -q tests/python
+	PYTHONPATH=$(BUILD)/python LT_CACHE_DIR=off $(PY) -m pytest -q -n $(JOBS) tests/python
 
 # The C++ suite again under AddressSanitizer + UndefinedBehaviorSanitizer (Debug, own build dir).
 # Any report aborts the test that caused it (-fno-sanitize-recover), so a green run means zero reports.

@@ -22,6 +22,11 @@ using loop::StageKind;
 struct Unhostable {
   int node;
 };
+// Thrown when realized reduction `node`, absorbed into the kernel being built (see absorb_targets),
+// cannot be computed there after all; it gets its own kernel again (or a later reader's).
+struct Unabsorbable {
+  int node, host;
+};
 
 struct ReduceSig {
   Shape in_shape;
@@ -44,9 +49,18 @@ DType acc_dtype(DType t) {
 
 class KernelBuilder {
  public:
+  // absorbed_into[r] == root: realized reduction r is computed by this kernel (not its own), which
+  // writes its buffer as a second output when store_absorbed[r].
   KernelBuilder(const PrimGraph& g, const std::vector<bool>& realized, const std::vector<int>& buffer_of,
-                const std::vector<BufferSpec>& buffers, int root)
-      : g_(g), realized_(realized), buffer_of_(buffer_of), buffers_(buffers), root_(root) {}
+                const std::vector<BufferSpec>& buffers, int root, const std::vector<int>& absorbed_into,
+                const std::vector<bool>& store_absorbed)
+      : g_(g),
+        realized_(realized),
+        buffer_of_(buffer_of),
+        buffers_(buffers),
+        root_(root),
+        absorbed_into_(absorbed_into),
+        store_absorbed_(store_absorbed) {}
 
   loop::Kernel build(std::vector<int>* touched);
   // scatter_add's two kernels: `init` copies base into the output buffer; the other runs over the
@@ -78,12 +92,15 @@ class KernelBuilder {
     return !k_.inner.empty() && k_.stages[stage].kind != StageKind::MapOuter;
   }
   bool broadcast_over_outer(const Lin& flat) const;
+  bool absorbed(int node) const { return node != root_ && absorbed_into_[node] == root_; }
 
   const PrimGraph& g_;
   const std::vector<bool>& realized_;
   const std::vector<int>& buffer_of_;
   const std::vector<BufferSpec>& buffers_;
   int root_;
+  const std::vector<int>& absorbed_into_;
+  const std::vector<bool>& store_absorbed_;
   loop::Kernel k_;
   std::unique_ptr<SymCtx> sym_;
   ReduceSig sig_;
@@ -168,7 +185,7 @@ std::vector<Lin> KernelBuilder::reduce_input_index(const ReduceSig& s) {
 void KernelBuilder::collect_reductions(int node, std::set<int>& out, std::set<int>& seen) {
   if (!seen.insert(node).second) return;
   const PNode& p = g_.nodes[node];
-  if (node != root_ && realized_[node]) return;
+  if (node != root_ && realized_[node] && !absorbed(node)) return;
   if (op_info(p.op).cls == OpClass::Reduce && node != root_) out.insert(node);
   for (int c : p.inputs) collect_reductions(c, out, seen);
 }
@@ -181,7 +198,7 @@ int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool c
   const PNode& p = g_.nodes[node];
   const OpInfo& info = op_info(p.op);
   int result;
-  if (!compute_root && realized_[node] && p.op != Op::Constant) {
+  if (!compute_root && realized_[node] && p.op != Op::Constant && !absorbed(node)) {
     int b = buffer_of_[node];
     if (buffers_[b].kind == BufferSpec::Kind::Scalar) {
       Instr in{IKind::LoadScalar, Op::Add, p.dtype};
@@ -273,10 +290,16 @@ int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool c
     result = push(stage, Instr{IKind::Op, Op::Where, p.dtype, ok, v, push(stage, zero)});
   } else if (info.cls == OpClass::Reduce) {
     auto st = stage_of_.find(node);
-    if (st == stage_of_.end()) throw Unhostable{node};
+    if (st == stage_of_.end()) {
+      if (absorbed(node)) throw Unabsorbable{node, root_};
+      throw Unhostable{node};
+    }
     // Hosted reductions are read only at the current row.
     Lin want = sym_->flatten(outer_vars(), k_.outer);
-    if (!(sym_->flatten(idx, p.shape) == want)) throw Unhostable{node};
+    if (!(sym_->flatten(idx, p.shape) == want)) {
+      if (absorbed(node)) throw Unabsorbable{node, root_};
+      throw Unhostable{node};
+    }
     Instr in{IKind::ReduceResult, Op::Add, k_.stages[st->second].acc_dtype};
     in.arg = st->second;
     result = cast_to(stage, push(stage, in), p.dtype);
@@ -344,7 +367,10 @@ loop::Kernel KernelBuilder::build(std::vector<int>* touched) {
     int first = root_reduce ? root_ : *hosted.rbegin();
     sig_ = sig_of(g_.nodes[first], g_.nodes[g_.nodes[first].inputs[0]]);
     for (int r : hosted)
-      if (!(sig_of(g_.nodes[r], g_.nodes[g_.nodes[r].inputs[0]]) == sig_)) throw Unhostable{r};
+      if (!(sig_of(g_.nodes[r], g_.nodes[g_.nodes[r].inputs[0]]) == sig_)) {
+        if (absorbed(r)) throw Unabsorbable{r, root_};
+        throw Unhostable{r};
+      }
     for (size_t d = 0; d < sig_.in_shape.size(); ++d) {
       bool red = std::binary_search(sig_.axes.begin(), sig_.axes.end(), static_cast<int64_t>(d));
       (red ? k_.inner : k_.outer).push_back(sig_.in_shape[d]);
@@ -352,10 +378,18 @@ loop::Kernel KernelBuilder::build(std::vector<int>* touched) {
     if (root_reduce) shape_kind = Epilogue;
     else if (root.shape == sig_.in_shape) shape_kind = Row;
     else if (numel(root.shape) == numel(k_.outer)) shape_kind = Epilogue;
-    else throw Unhostable{*hosted.begin()};
+    else {
+      for (int r : hosted)
+        if (absorbed(r)) throw Unabsorbable{r, root_};
+      throw Unhostable{*hosted.begin()};
+    }
   } else {
     k_.outer = root.shape;
   }
+  // An absorbed reduction's value is stored once per row: only a store stage over the outer space
+  // (MapOuter) has that shape.
+  for (int r : hosted)
+    if (absorbed(r) && store_absorbed_[r] && shape_kind != Epilogue) throw Unabsorbable{r, root_};
   std::vector<int64_t> extents = k_.outer;
   extents.insert(extents.end(), k_.inner.begin(), k_.inner.end());
   sym_ = std::make_unique<SymCtx>(extents);
@@ -386,6 +420,14 @@ loop::Kernel KernelBuilder::build(std::vector<int>* touched) {
   v = cast_to(si, v, root.dtype);
   loop::Store store{arg_for(buffer_of_[root_], true), sym_->to_index(sym_->flatten(idx, root.shape), k_.iexprs), v};
   k_.stages[si].stores.push_back(std::move(store));
+  for (int r : hosted) {
+    if (!absorbed(r) || !store_absorbed_[r]) continue;
+    const PNode& rp = g_.nodes[r];
+    const std::vector<Lin> ri = sym_->unflatten(sym_->flatten(outer_vars(), k_.outer), rp.shape);
+    const int rv = cast_to(si, emit(si, r, ri), rp.dtype);
+    k_.stages[si].stores.push_back(
+        {arg_for(buffer_of_[r], true), sym_->to_index(sym_->flatten(ri, rp.shape), k_.iexprs), rv});
+  }
   touched->assign(touched_.begin(), touched_.end());
   return std::move(k_);
 }
@@ -423,6 +465,62 @@ void realize_shared_wide_values(const PrimGraph& g, const std::vector<int>& user
       realized[i] = true;
       mine.assign(1, i);
     }
+  }
+}
+
+// Multi-output row kernels. A reduction read by several kernels is realized, which costs it a
+// kernel of its own (cross_entropy's row max: read by the sum of exp(x - max) and by the loss).
+// Instead, the first kernel that reads it computes it as one more Reduce stage over the same rows
+// and, when later kernels or the graph's outputs need it, also stores it: one pass over the rows
+// yields both the max and the sum. Returns absorbed_into (-1: not absorbed) and whether each
+// absorbed reduction must be stored. Candidates in no_absorb were tried and did not fit (another
+// row shape, or a store in a kernel without a per-row store stage); the builder reports those.
+// They are (reduction, host) pairs: realizing more nodes may give the reduction another first reader.
+// blocks_others[r]: an earlier reduction was not absorbed into r's kernel because r is absorbed.
+void absorb_targets(const PrimGraph& g, const std::vector<bool>& realized, const std::vector<int>& gemm_at,
+                    const std::vector<int>& conv_at, const std::set<std::pair<int, int>>& no_absorb,
+                    std::vector<int>& absorbed_into, std::vector<bool>& store_absorbed,
+                    std::vector<bool>& blocks_others) {
+  const int n = static_cast<int>(g.nodes.size());
+  absorbed_into.assign(n, -1);
+  store_absorbed.assign(n, false);
+  blocks_others.assign(n, false);
+  auto candidate = [&](int r) {
+    const PNode& p = g.nodes[r];
+    return realized[r] && p.input_index < 0 && op_info(p.op).cls == OpClass::Reduce && gemm_at[r] < 0 &&
+           numel(p.shape) > 0;
+  };
+  // Per candidate: the kernels (by root) that read it, in root order.
+  std::vector<std::vector<int>> readers(n);
+  std::vector<int> seen(n, -1);
+  for (int j = 0; j < n; ++j) {
+    if (!realized[j] || g.nodes[j].input_index >= 0) continue;
+    std::vector<int> todo(g.nodes[j].inputs.begin(), g.nodes[j].inputs.end());
+    while (!todo.empty()) {
+      const int c = todo.back();
+      todo.pop_back();
+      if (seen[c] == j) continue;
+      seen[c] = j;
+      if (realized[c]) {
+        if (candidate(c)) readers[c].push_back(j);
+        continue;
+      }
+      todo.insert(todo.end(), g.nodes[c].inputs.begin(), g.nodes[c].inputs.end());
+    }
+  }
+  std::vector<bool> is_output(n, false);
+  for (int o : g.outputs) is_output[o] = true;
+  // Latest first, so a kernel that is itself absorbed elsewhere is known not to host others.
+  for (int r = n - 1; r >= 0; --r) {
+    if (!candidate(r) || readers[r].empty()) continue;
+    const int j = readers[r].front();
+    const PNode& host = g.nodes[j];
+    if (absorbed_into[j] >= 0) blocks_others[j] = true;  // r could have gone into j's kernel
+    if (no_absorb.count({r, j}) || absorbed_into[j] >= 0 || gemm_at[j] >= 0 || conv_at[j] >= 0 || host.op == Op::ScatterAdd ||
+        numel(host.shape) == 0)
+      continue;
+    absorbed_into[r] = j;
+    store_absorbed[r] = is_output[r] || readers[r].size() > 1;
   }
 }
 
@@ -533,8 +631,12 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
       realized[i] = true, depth[i] = 0;
     }
   }
+  std::set<std::pair<int, int>> no_absorb;
+  std::vector<int> absorbed_into;
+  std::vector<bool> store_absorbed, blocks_others;
   for (int attempt = 0;; ++attempt) {
-    if (attempt > n + 1) fail(ErrorKind::Runtime, "internal: fusion did not converge");
+    if (attempt > 4 * n + 8) fail(ErrorKind::Runtime, "internal: fusion did not converge");
+    absorb_targets(g, realized, gemm_at, conv_at, no_absorb, absorbed_into, store_absorbed, blocks_others);
     Plan plan;
     std::vector<int> buffer_of(n, -1);
     // Graph inputs first, in input order, so BufferSpec::input lines up with RunInput.
@@ -562,6 +664,7 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
     try {
       for (int i = 0; i < n; ++i) {
         if (!realized[i] || g.nodes[i].input_index >= 0 || numel(g.nodes[i].shape) == 0) continue;
+        if (absorbed_into[i] >= 0) continue;  // computed (and stored) by a later kernel
         if (gemm_at[i] >= 0) {
           const GemmMatch& m = gemms[gemm_at[i]];
           Gemm gm = m.gemm;
@@ -586,22 +689,41 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
                    << "\n";
           continue;
         }
-        const bool scatter = g.nodes[i].op == Op::ScatterAdd;
-        for (int part = scatter ? 0 : 1; part < 2; ++part) {
-          plan.steps.push_back({PlanStep::Kind::Kernel, static_cast<int>(plan.kernels.size())});
-          std::vector<int> touched;
-          KernelBuilder kb(g, realized, buffer_of, plan.buffers, i);
-          plan.kernels.push_back(scatter ? kb.build_scatter(part == 0, &touched) : kb.build(&touched));
-          const auto& k = plan.kernels.back();
-          grouping << k.name << ": outer " << shape_str(k.outer) << " inner " << shape_str(k.inner) << ", "
-                   << k.stages.size() << " stage(s)" << (k.accumulates() ? ", accumulating" : "") << ", nodes";
-          for (int t : touched) grouping << " %" << t << ":" << op_name(g.nodes[t].op);
-          grouping << "\n";
+        // A kernel (scatter_add: two) rooted at `root`, appended once built.
+        auto add_kernels = [&](int root) {
+          const bool scatter = g.nodes[root].op == Op::ScatterAdd;
+          for (int part = scatter ? 0 : 1; part < 2; ++part) {
+            std::vector<int> touched;
+            KernelBuilder kb(g, realized, buffer_of, plan.buffers, root, absorbed_into, store_absorbed);
+            loop::Kernel k = scatter ? kb.build_scatter(part == 0, &touched) : kb.build(&touched);
+            grouping << k.name << ": outer " << shape_str(k.outer) << " inner " << shape_str(k.inner) << ", "
+                     << k.stages.size() << " stage(s)" << (k.accumulates() ? ", accumulating" : "") << ", nodes";
+            for (int t : touched) grouping << " %" << t << ":" << op_name(g.nodes[t].op);
+            grouping << "\n";
+            plan.steps.push_back({PlanStep::Kind::Kernel, static_cast<int>(plan.kernels.size())});
+            plan.kernels.push_back(std::move(k));
+          }
+        };
+        for (;;) {
+          try {
+            add_kernels(i);
+            break;
+          } catch (const Unabsorbable& u) {
+            no_absorb.insert({u.node, u.host});
+            // Had it not been absorbed, an earlier reduction might have gone into its kernel.
+            if (blocks_others[u.node]) throw;
+            // Else it gets its own kernel, placed right here: its readers are this kernel and
+            // later ones, so no restart is needed.
+            absorbed_into[u.node] = -1;
+            add_kernels(u.node);
+          }
         }
       }
     } catch (const Unhostable& u) {
       realized[u.node] = true;
       continue;
+    } catch (const Unabsorbable&) {
+      continue;  // no_absorb has grown
     }
     for (int o : g.outputs) {
       plan.output_buffers.push_back(buffer_of[o]);

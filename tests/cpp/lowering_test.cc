@@ -179,6 +179,45 @@ TEST(Fusion, ReductionReadAtAnotherShapeIsMaterialized) {
   EXPECT_EQ(p.kernels.size(), 2u) << p.grouping;
 }
 
+// A reduction read by two kernels is computed by the first of them, which also stores it.
+TEST(Fusion, RowMaxReadByTwoKernelsComesFromTheSumsKernel) {
+  auto x = param({16, 10});
+  auto m = op(Op::ReduceMax, {x}, {1}, true);
+  auto s = op(Op::ReduceSum, {op(Op::Exp, {make_node(Op::Sub, {x, m})})}, {1}, true);
+  // log_softmax summed over everything: reads m and s over all rows, not over m's rows.
+  auto lsm = make_node(Op::Sub, {make_node(Op::Sub, {x, m}), op(Op::Log, {s})});
+  auto p = plan_of({op(Op::ReduceSum, {lsm}, {0, 1})});
+  ASSERT_EQ(p.kernels.size(), 2u) << p.grouping;
+  const loop::Kernel& rows = p.kernels[0];
+  ASSERT_EQ(rows.stages.size(), 3u) << p.grouping;  // max, sum of exp, the per-row stores
+  EXPECT_EQ(rows.stages[0].reduce_op, Op::ReduceMax);
+  EXPECT_EQ(rows.stages[2].stores.size(), 2u);  // the sum and the max
+  // As a graph output the max is stored the same way, still by one row kernel.
+  EXPECT_EQ(plan_of({m, op(Op::ReduceSum, {lsm}, {0, 1})}).kernels.size(), 2u);
+}
+
+// Read twice by one kernel only (not an output): hosted there, stored nowhere.
+TEST(Fusion, ReductionReadOnlyByOneKernelIsNotStored) {
+  auto x = param({8, 32});
+  auto s = op(Op::ReduceSum, {x}, {1}, true);
+  auto y = make_node(Op::Mul, {make_node(Op::Sub, {x, s}), op(Op::Exp, {s})});
+  auto p = plan_of({y});
+  ASSERT_EQ(p.kernels.size(), 1u) << p.grouping;
+  size_t stores = 0;
+  for (const auto& st : p.kernels[0].stages) stores += st.stores.size();
+  EXPECT_EQ(stores, 1u);
+}
+
+// The first reader reduces other rows: the reduction keeps its own kernel, placed before it.
+TEST(Fusion, ReductionOverOtherRowsThanItsReaderKeepsItsKernel) {
+  auto x = param({6, 10});
+  auto r = op(Op::ReduceSum, {x}, {1}, true);  // rows of x
+  auto c = op(Op::ReduceSum, {make_node(Op::Mul, {x, r})}, {0}, true);  // columns, reads r
+  auto p = plan_of({c, make_node(Op::Add, {r, make_scalar(DType::Float32, 1)})});
+  ASSERT_EQ(p.kernels.size(), 3u) << p.grouping;
+  EXPECT_NE(p.grouping.find("reduce_sum: outer [6] inner [10]"), std::string::npos) << p.grouping;
+}
+
 TEST(Fusion, OutputsOfOneNodeShareOneBuffer) {
   auto x = op(Op::Sin, {param({5})});
   auto p = plan_of({x, x});
