@@ -24,18 +24,20 @@ Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
 // Normalizes over every dim but 1. Training: batch statistics, and running_mean/running_var (when
 // defined) are updated in place with momentum, the variance unbiased, as PyTorch does. Eval: the
 // running statistics.
-Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, const Tensor& weight = Tensor(),
-                  const Tensor& bias = Tensor(), bool training = false, double momentum = 0.1, double eps = 1e-5);
+Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var,
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  bool training = false, double momentum = 0.1, double eps = 1e-5);
 
 struct CrossEntropyOptions {
   std::string reduction = "mean";  // "mean" | "sum" | "none"
   int64_t ignore_index = -100;     // class-index targets equal to it add nothing
   double label_smoothing = 0.0;
-  Tensor weight;                   // per-class rescaling [C] (undefined: none)
+  Tensor weight;  // per-class rescaling [C] (undefined: none)
 };
 // PyTorch's cross_entropy: scores [N, C], [C] or [N, C, d1, ...]; target class indices (integer,
 // the scores' shape without C) or class probabilities (float, the scores' shape).
-Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& opt = {});
+Tensor cross_entropy(const Tensor& input, const Tensor& target,
+                     const CrossEntropyOptions& opt = {});
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
 
 // ---- layers -----------------------------------------------------------------------------------
@@ -56,8 +58,8 @@ class Linear : public UnaryModule {
 // 2-D convolution (runtime/windows.h), PyTorch's default initialization.
 class Conv2d : public UnaryModule {
  public:
-  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1, int64_t padding = 0,
-         bool bias = true, const Device& device = kCPU);
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
+         int64_t padding = 0, bool bias = true, const Device& device = kCPU);
   Tensor forward(const Tensor& x) override;
   Tensor& weight() { return *w_; }
 
@@ -71,8 +73,8 @@ class Conv2d : public UnaryModule {
 // end): that row starts at zero and receives no gradient.
 class Embedding : public UnaryModule {
  public:
-  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt,
-            const Device& device = kCPU);
+  Embedding(int64_t num_embeddings, int64_t embedding_dim,
+            std::optional<int64_t> padding_idx = std::nullopt, const Device& device = kCPU);
   Tensor forward(const Tensor& indices) override;
   Tensor& weight() { return *w_; }
 
@@ -84,8 +86,8 @@ class Embedding : public UnaryModule {
 // Normalizes the trailing normalized_shape dims; weight ones, bias zeros.
 class LayerNorm : public UnaryModule {
  public:
-  explicit LayerNorm(std::vector<int64_t> normalized_shape, double eps = 1e-5, bool elementwise_affine = true,
-                     bool bias = true, const Device& device = kCPU);
+  explicit LayerNorm(std::vector<int64_t> normalized_shape, double eps = 1e-5,
+                     bool elementwise_affine = true, bool bias = true, const Device& device = kCPU);
   Tensor forward(const Tensor& x) override;
   Tensor& weight() { return *w_; }
   Tensor& bias() { return *b_; }
@@ -101,8 +103,9 @@ class LayerNorm : public UnaryModule {
 // (int64); training normalizes with the batch statistics and updates the buffers, eval uses them.
 class BatchNorm2d : public UnaryModule {
  public:
-  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
-                       bool track_running_stats = true, const Device& device = kCPU);
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
+                       bool affine = true, bool track_running_stats = true,
+                       const Device& device = kCPU);
   Tensor forward(const Tensor& x) override;
   Tensor& weight() { return *w_; }
   Tensor& bias() { return *b_; }
@@ -131,7 +134,8 @@ class Dropout : public UnaryModule {
 
 class MaxPool2d : public UnaryModule {
  public:
-  explicit MaxPool2d(int64_t kernel_size, int64_t stride = 0) : k_(kernel_size), s_(stride ? stride : kernel_size) {}
+  explicit MaxPool2d(int64_t kernel_size, int64_t stride = 0)
+      : k_(kernel_size), s_(stride ? stride : kernel_size) {}
   Tensor forward(const Tensor& x) override;
 
  private:
@@ -141,10 +145,15 @@ class MaxPool2d : public UnaryModule {
 // stride 0 means kernel_size (PyTorch's None).
 class AvgPool2d : public UnaryModule {
  public:
-  explicit AvgPool2d(int64_t kernel_size, int64_t stride = 0, int64_t padding = 0, bool ceil_mode = false,
-                     bool count_include_pad = true, std::optional<int64_t> divisor_override = std::nullopt)
-      : k_(kernel_size), s_(stride ? stride : kernel_size), p_(padding), ceil_(ceil_mode),
-        include_pad_(count_include_pad), divisor_(divisor_override) {}
+  explicit AvgPool2d(int64_t kernel_size, int64_t stride = 0, int64_t padding = 0,
+                     bool ceil_mode = false, bool count_include_pad = true,
+                     std::optional<int64_t> divisor_override = std::nullopt)
+      : k_(kernel_size),
+        s_(stride ? stride : kernel_size),
+        p_(padding),
+        ceil_(ceil_mode),
+        include_pad_(count_include_pad),
+        divisor_(divisor_override) {}
   Tensor forward(const Tensor& x) override;
 
  private:
@@ -156,7 +165,8 @@ class AvgPool2d : public UnaryModule {
 // Flattens dims start_dim..end_dim (default: every dim from 1 on, [N, ...] -> [N, -1]).
 class Flatten : public UnaryModule {
  public:
-  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_(start_dim), end_(end_dim) {}
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1)
+      : start_(start_dim), end_(end_dim) {}
   Tensor forward(const Tensor& x) override { return x.flatten(start_, end_); }
 
  private:
@@ -219,7 +229,9 @@ class CrossEntropyLoss : public Loss {
 class MSELoss : public Loss {
  public:
   explicit MSELoss(std::string reduction = "mean");
-  Tensor forward(const Tensor& input, const Tensor& target) override { return mse_loss(input, target, reduction_); }
+  Tensor forward(const Tensor& input, const Tensor& target) override {
+    return mse_loss(input, target, reduction_);
+  }
 
  private:
   std::string reduction_;

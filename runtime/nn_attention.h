@@ -12,8 +12,8 @@
 namespace lt::nn {
 
 struct MultiheadAttentionOptions {
-  double dropout = 0.0;  // on the attention probabilities, in training only
-  bool bias = true;      // in_proj_bias and out_proj.bias
+  double dropout = 0.0;               // on the attention probabilities, in training only
+  bool bias = true;                   // in_proj_bias and out_proj.bias
   std::optional<int64_t> kdim, vdim;  // key/value feature sizes (default embed_dim)
   bool batch_first = false;           // [N, L, E] instead of PyTorch's default [L, N, E]
 };

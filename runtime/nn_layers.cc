@@ -18,20 +18,24 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   return x * keep * (1.0 / (1.0 - p));
 }
 
-Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, const Tensor& weight, const Tensor& bias,
-                  bool training, double momentum, double eps) {
+Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
   if (!x.defined()) fail(ErrorKind::Type, "batch_norm: input must be a defined tensor");
   if (x.dim() < 2)
-    fail(ErrorKind::Value, "batch_norm: expected at least 2-D input, got shape ", shape_str(x.shape()));
+    fail(ErrorKind::Value, "batch_norm: expected at least 2-D input, got shape ",
+         shape_str(x.shape()));
   if (!is_floating(x.dtype()))
-    fail(ErrorKind::Runtime, "batch_norm: input must be floating point, got ", dtype_name(x.dtype()));
+    fail(ErrorKind::Runtime, "batch_norm: input must be floating point, got ",
+         dtype_name(x.dtype()));
   const int64_t c = x.size(1);
-  const std::pair<const char*, const Tensor*> named[] = {
-      {"running_mean", &running_mean}, {"running_var", &running_var}, {"weight", &weight}, {"bias", &bias}};
+  const std::pair<const char*, const Tensor*> named[] = {{"running_mean", &running_mean},
+                                                         {"running_var", &running_var},
+                                                         {"weight", &weight},
+                                                         {"bias", &bias}};
   for (auto& [name, t] : named)
     if (t->defined() && t->shape() != Shape{c})
-      fail(ErrorKind::Runtime, "batch_norm: ", name, " of shape ", shape_str(t->shape()), " should be [", c,
-           "] for input of shape ", shape_str(x.shape()));
+      fail(ErrorKind::Runtime, "batch_norm: ", name, " of shape ", shape_str(t->shape()),
+           " should be [", c, "] for input of shape ", shape_str(x.shape()));
   std::vector<int64_t> axes = {0}, bshape = {1, c};
   for (int64_t d = 2; d < x.dim(); ++d) {
     axes.push_back(d);
@@ -41,19 +45,23 @@ Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, cons
   if (training) {
     const int64_t count = x.numel() / c;
     if (count <= 1)
-      fail(ErrorKind::Value, "batch_norm: expected more than 1 value per channel when training, got input of shape ",
+      fail(ErrorKind::Value,
+           "batch_norm: expected more than 1 value per channel when training, got input of shape ",
            shape_str(x.shape()));
     mean = x.mean(axes);
     v = var(x, axes, /*correction=*/0);
     NoGradGuard ng;
     // PyTorch's update: the running variance takes the unbiased batch variance.
-    if (running_mean.defined()) running_mean.assign(running_mean * (1 - momentum) + mean.detach() * momentum);
+    if (running_mean.defined())
+      running_mean.assign(running_mean * (1 - momentum) + mean.detach() * momentum);
     if (running_var.defined())
-      running_var.assign(running_var * (1 - momentum) +
-                         v.detach() * (momentum * static_cast<double>(count) / static_cast<double>(count - 1)));
+      running_var.assign(
+          running_var * (1 - momentum) +
+          v.detach() * (momentum * static_cast<double>(count) / static_cast<double>(count - 1)));
   } else {
     if (!running_mean.defined() || !running_var.defined())
-      fail(ErrorKind::Runtime, "batch_norm: running_mean and running_var must be defined in evaluation mode");
+      fail(ErrorKind::Runtime,
+           "batch_norm: running_mean and running_var must be defined in evaluation mode");
     mean = running_mean;
     v = running_var;
   }
@@ -63,21 +71,22 @@ Tensor batch_norm(const Tensor& x, Tensor running_mean, Tensor running_var, cons
   return out;
 }
 
-Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx,
-                     const Device& device) {
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim,
+                     std::optional<int64_t> padding_idx, const Device& device) {
   if (num_embeddings <= 0 || embedding_dim <= 0)
-    fail(ErrorKind::Value, "Embedding: num_embeddings and embedding_dim must be positive, got ", num_embeddings,
-         " and ", embedding_dim);
+    fail(ErrorKind::Value, "Embedding: num_embeddings and embedding_dim must be positive, got ",
+         num_embeddings, " and ", embedding_dim);
   if (padding_idx) {
     if (*padding_idx < -num_embeddings || *padding_idx >= num_embeddings)
-      fail(ErrorKind::Value, "Embedding: padding_idx ", *padding_idx, " must be within num_embeddings=",
-           num_embeddings);
+      fail(ErrorKind::Value, "Embedding: padding_idx ", *padding_idx,
+           " must be within num_embeddings=", num_embeddings);
     padding_idx_ = *padding_idx < 0 ? *padding_idx + num_embeddings : *padding_idx;
   }
   Tensor w = normal({num_embeddings, embedding_dim}, 1.0, device);  // PyTorch: N(0, 1)
   if (padding_idx_) {
     NoGradGuard ng;
-    Tensor keep = cast(ne(positions(num_embeddings, device), Scalar(*padding_idx_)), DType::Float32).unsqueeze(-1);
+    Tensor keep = cast(ne(positions(num_embeddings, device), Scalar(*padding_idx_)), DType::Float32)
+                      .unsqueeze(-1);
     w = w * keep;
     sync({w}, SyncReason::Sync);
   }
@@ -98,12 +107,14 @@ Tensor Embedding::forward(const Tensor& indices) {
   return embedding(w, indices.device() == w.device() ? indices : indices.to(w.device()));
 }
 
-LayerNorm::LayerNorm(std::vector<int64_t> normalized_shape, double eps, bool elementwise_affine, bool bias,
-                     const Device& device)
+LayerNorm::LayerNorm(std::vector<int64_t> normalized_shape, double eps, bool elementwise_affine,
+                     bool bias, const Device& device)
     : shape_(std::move(normalized_shape)), eps_(eps) {
   if (shape_.empty()) fail(ErrorKind::Value, "LayerNorm: normalized_shape must not be empty");
   for (int64_t s : shape_)
-    if (s <= 0) fail(ErrorKind::Value, "LayerNorm: normalized_shape ", shape_str(shape_), " must be positive");
+    if (s <= 0)
+      fail(ErrorKind::Value, "LayerNorm: normalized_shape ", shape_str(shape_),
+           " must be positive");
   if (elementwise_affine) {
     w_ = &register_parameter("weight", filled(shape_, 1.0, device));
     if (bias) b_ = &register_parameter("bias", filled(shape_, 0.0, device));
@@ -114,15 +125,16 @@ Tensor LayerNorm::forward(const Tensor& x) {
   if (!x.defined()) fail(ErrorKind::Type, "LayerNorm: input must be a defined tensor");
   const int64_t k = static_cast<int64_t>(shape_.size());
   if (x.dim() < k || Shape(x.shape().end() - k, x.shape().end()) != Shape(shape_))
-    fail(ErrorKind::Runtime, "LayerNorm: input of shape ", shape_str(x.shape()), " does not end in normalized_shape ",
-         shape_str(shape_));
+    fail(ErrorKind::Runtime, "LayerNorm: input of shape ", shape_str(x.shape()),
+         " does not end in normalized_shape ", shape_str(shape_));
   return layer_norm(x, shape_, w_ ? *w_ : Tensor(), b_ ? *b_ : Tensor(), eps_);
 }
 
-BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, double momentum, bool affine, bool track_running_stats,
-                         const Device& device)
+BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, double momentum, bool affine,
+                         bool track_running_stats, const Device& device)
     : c_(num_features), eps_(eps), momentum_(momentum) {
-  if (num_features <= 0) fail(ErrorKind::Value, "BatchNorm2d: num_features must be positive, got ", num_features);
+  if (num_features <= 0)
+    fail(ErrorKind::Value, "BatchNorm2d: num_features must be positive, got ", num_features);
   if (affine) {
     w_ = &register_parameter("weight", filled({c_}, 1.0, device));
     b_ = &register_parameter("bias", filled({c_}, 0.0, device));
@@ -139,8 +151,8 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
     fail(ErrorKind::Value, "BatchNorm2d: expected 4D input, got ",
          x.defined() ? shape_str(x.shape()) : std::string("an undefined tensor"));
   if (x.size(1) != c_)
-    fail(ErrorKind::Runtime, "BatchNorm2d: input of shape ", shape_str(x.shape()), " has ", x.size(1),
-         " channels, expected num_features=", c_);
+    fail(ErrorKind::Runtime, "BatchNorm2d: input of shape ", shape_str(x.shape()), " has ",
+         x.size(1), " channels, expected num_features=", c_);
   const bool track = mean_ != nullptr;
   if (is_training() && track) {
     NoGradGuard ng;

@@ -30,37 +30,19 @@ Tensor materialized(Tensor t) {
 }
 }  // namespace
 
-// The lambdas below are in member functions, so they may read each module's private lists.
-NamedTensors Module::named_parameters() const {
+// The lambda is in a member function, so it may read each module's private lists.
+NamedTensors Module::entries(bool params, bool buffers) const {
   NamedTensors r;
-  collect(*this, "", r, [](const Module& m, const std::string& p, NamedTensors& o) { append(o, p, m.params_); });
-  return r;
-}
-
-std::vector<Tensor> Module::parameters() const {
-  std::vector<Tensor> r;
-  for (auto& [n, p] : named_parameters()) r.push_back(p);
-  return r;
-}
-
-NamedTensors Module::named_buffers() const {
-  NamedTensors r;
-  collect(*this, "", r, [](const Module& m, const std::string& p, NamedTensors& o) { append(o, p, m.buffers_); });
-  return r;
-}
-
-std::vector<Tensor> Module::buffers() const {
-  std::vector<Tensor> r;
-  for (auto& [n, b] : named_buffers()) r.push_back(b);
-  return r;
-}
-
-NamedTensors Module::state_dict() const {
-  NamedTensors r;
-  collect(*this, "", r, [](const Module& m, const std::string& p, NamedTensors& o) {
-    append(o, p, m.params_);
-    append(o, p, m.buffers_);
+  collect(*this, "", r, [&](const Module& m, const std::string& p, NamedTensors& o) {
+    if (params) append(o, p, m.params_);
+    if (buffers) append(o, p, m.buffers_);
   });
+  return r;
+}
+
+std::vector<Tensor> values(const NamedTensors& named) {
+  std::vector<Tensor> r;
+  for (auto& [n, t] : named) r.push_back(t);
   return r;
 }
 
@@ -71,17 +53,19 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
   for (auto& [n, t] : state) src.emplace(n, &t);
   if (strict) {
     for (auto& [n, t] : dst)
-      if (!src.count(n)) fail(ErrorKind::Runtime, "load_state_dict: missing key \"", n, "\" in state_dict");
+      if (!src.count(n))
+        fail(ErrorKind::Runtime, "load_state_dict: missing key \"", n, "\" in state_dict");
     for (auto& [n, t] : src)
-      if (!dst.count(n)) fail(ErrorKind::Runtime, "load_state_dict: unexpected key \"", n, "\" in state_dict");
+      if (!dst.count(n))
+        fail(ErrorKind::Runtime, "load_state_dict: unexpected key \"", n, "\" in state_dict");
   }
   // Every shape is checked before anything is written, so a bad state_dict changes nothing.
   for (auto& [n, t] : src) {
     auto it = dst.find(n);
     if (it != dst.end() && (!t->defined() || t->shape() != it->second.shape()))
-      fail(ErrorKind::Runtime, "load_state_dict: size mismatch for ", n, ": copying a param with shape ",
-           t->defined() ? shape_str(t->shape()) : "(undefined)", ", the shape in current model is ",
-           shape_str(it->second.shape()));
+      fail(ErrorKind::Runtime, "load_state_dict: size mismatch for ", n,
+           ": copying a param with shape ", t->defined() ? shape_str(t->shape()) : "(undefined)",
+           ", the shape in current model is ", shape_str(it->second.shape()));
   }
   NoGradGuard ng;
   for (auto& [n, t] : src) {
@@ -125,7 +109,8 @@ Tensor& Module::register_buffer(const std::string& name, Tensor t) {
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
   if (!m) fail(ErrorKind::Type, "register_module: module \"", name, "\" is null");
-  auto it = std::find_if(children_.begin(), children_.end(), [&](auto& c) { return c.first == name; });
+  auto it =
+      std::find_if(children_.begin(), children_.end(), [&](auto& c) { return c.first == name; });
   if (it != children_.end())
     it->second = std::move(m);
   else
@@ -145,7 +130,8 @@ Tensor Sequential::forward(const Tensor& x) {
 
 const std::shared_ptr<UnaryModule>& Sequential::operator[](size_t i) const {
   if (i >= layers_.size())
-    fail(ErrorKind::Index, "Sequential: index ", i, " is out of range (", layers_.size(), " layers)");
+    fail(ErrorKind::Index, "Sequential: index ", i, " is out of range (", layers_.size(),
+         " layers)");
   return layers_[i];
 }
 
@@ -156,7 +142,8 @@ ModuleList& ModuleList::push_back(std::shared_ptr<Module> m) {
 
 const std::shared_ptr<Module>& ModuleList::operator[](size_t i) const {
   if (i >= items_.size())
-    fail(ErrorKind::Index, "ModuleList: index ", i, " is out of range (", items_.size(), " modules)");
+    fail(ErrorKind::Index, "ModuleList: index ", i, " is out of range (", items_.size(),
+         " modules)");
   return items_[i];
 }
 

@@ -17,6 +17,9 @@ namespace lt::nn {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+// The tensors of a named list, in order.
+std::vector<Tensor> values(const NamedTensors& named);
+
 // Raises lt::Error: a container's module `key` is not of the type asked for.
 [[noreturn]] void wrong_type(const char* container, const std::string& key);
 
@@ -25,14 +28,16 @@ class Module {
   virtual ~Module() = default;
 
   // Own entries first, then each child's under "child.", recursively (PyTorch's order).
-  NamedTensors named_parameters() const;
-  std::vector<Tensor> parameters() const;
-  NamedTensors named_buffers() const;
-  std::vector<Tensor> buffers() const;
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  NamedTensors named_parameters() const { return entries(true, false); }
+  std::vector<Tensor> parameters() const { return values(named_parameters()); }
+  NamedTensors named_buffers() const { return entries(false, true); }
+  std::vector<Tensor> buffers() const { return values(named_buffers()); }
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const {
+    return children_;
+  }
   // Parameters then buffers, per module as PyTorch's state_dict orders them. The tensors are the
   // module's own (shared handles), not copies.
-  NamedTensors state_dict() const;
+  NamedTensors state_dict() const { return entries(true, true); }
   // Copies each value into the tensor of the same name (so optimizers holding the parameters see
   // the new values); shapes must match, values are cast to the destination's dtype and moved to
   // its device. strict: a missing or unexpected key is an error, as in PyTorch.
@@ -58,6 +63,7 @@ class Module {
   }
 
  private:
+  NamedTensors entries(bool params, bool buffers) const;
   void add_child(const std::string& name, std::shared_ptr<Module> m);
   std::vector<std::pair<std::string, std::shared_ptr<Tensor>>> params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;

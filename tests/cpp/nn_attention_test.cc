@@ -32,7 +32,8 @@ constexpr size_t N = 2, L = 3, S = 4, E = 8, H = 2, HD = E / H;
 const double kInf = std::numeric_limits<double>::infinity();
 
 struct Params {  // PyTorch's parameters, row-major
-  Vec wq, wk, wv, b, wo, bo;  // wq [E, E], wk [E, kd], wv [E, vd], b = in_proj_bias [3E], wo [E, E], bo [E]
+  Vec wq, wk, wv, b, wo,
+      bo;  // wq [E, E], wk [E, kd], wv [E, vd], b = in_proj_bias [3E], wo [E, E], bo [E]
 };
 
 // y[n, t, :] = W x[n, t, :] + bias: [N, T, in] -> [N, T, out].
@@ -48,9 +49,10 @@ Vec project(const Vec& x, const Vec& w, const double* bias, size_t T, size_t in,
 }
 
 // PyTorch's MultiheadAttention over batch-first q [N, L, E], k [N, S, kd], v [N, S, vd]; `add` is
-// the additive mask [N, H, L, S] (-inf where not allowed). Returns out [N, L, E]; probs [N, H, L, S].
-Vec mha_ref(const Vec& q, const Vec& k, const Vec& v, const Params& p, const Vec& add, size_t kd, size_t vd,
-            Vec* probs = nullptr) {
+// the additive mask [N, H, L, S] (-inf where not allowed). Returns out [N, L, E]; probs [N, H, L,
+// S].
+Vec mha_ref(const Vec& q, const Vec& k, const Vec& v, const Params& p, const Vec& add, size_t kd,
+            size_t vd, Vec* probs = nullptr) {
   Vec Q = project(q, p.wq, p.b.data(), L, E, E), K = project(k, p.wk, p.b.data() + E, S, kd, E),
       V = project(v, p.wv, p.b.data() + 2 * E, S, vd, E), ctx(N * L * E, 0), P(N * H * L * S);
   for (size_t n = 0; n < N; ++n)
@@ -60,7 +62,8 @@ Vec mha_ref(const Vec& q, const Vec& k, const Vec& v, const Params& p, const Vec
         double mx = -kInf, z = 0;
         for (size_t j = 0; j < S; ++j) {
           double s = 0;
-          for (size_t d = 0; d < HD; ++d) s += Q[(n * L + i) * E + h * HD + d] * K[(n * S + j) * E + h * HD + d];
+          for (size_t d = 0; d < HD; ++d)
+            s += Q[(n * L + i) * E + h * HD + d] * K[(n * S + j) * E + h * HD + d];
           sc[j] = s / std::sqrt(static_cast<double>(HD)) + add[((n * H + h) * L + i) * S + j];
           mx = std::max(mx, sc[j]);
         }
@@ -68,7 +71,8 @@ Vec mha_ref(const Vec& q, const Vec& k, const Vec& v, const Params& p, const Vec
         for (size_t j = 0; j < S; ++j) {
           double pr = std::exp(sc[j] - mx) / z;
           P[((n * H + h) * L + i) * S + j] = pr;
-          for (size_t d = 0; d < HD; ++d) ctx[(n * L + i) * E + h * HD + d] += pr * V[(n * S + j) * E + h * HD + d];
+          for (size_t d = 0; d < HD; ++d)
+            ctx[(n * L + i) * E + h * HD + d] += pr * V[(n * S + j) * E + h * HD + d];
         }
       }
   if (probs) *probs = P;
@@ -91,8 +95,11 @@ class MHA : public ::testing::TestWithParam<const char*> {
   // Random parameters loaded into `m` (through load_state_dict) and returned as host copies.
   Params randomize(nn::MultiheadAttention& m, size_t kd, size_t vd, uint32_t seed) {
     Params p;
-    auto f = [&](size_t n, uint32_t s) { return random_floats(static_cast<int64_t>(n), seed + s, -0.7f, 0.7f); };
-    auto wq = f(E * E, 1), wk = f(E * kd, 2), wv = f(E * vd, 3), b = f(3 * E, 4), wo = f(E * E, 5), bo = f(E, 6);
+    auto f = [&](size_t n, uint32_t s) {
+      return random_floats(static_cast<int64_t>(n), seed + s, -0.7f, 0.7f);
+    };
+    auto wq = f(E * E, 1), wk = f(E * kd, 2), wv = f(E * vd, 3), b = f(3 * E, 4), wo = f(E * E, 5),
+         bo = f(E, 6);
     nn::NamedTensors sd = {{"in_proj_bias", tensor_of(b, {3 * E}, kCPU)},
                            {"out_proj.weight", tensor_of(wo, {E, E}, kCPU)},
                            {"out_proj.bias", tensor_of(bo, {E}, kCPU)}};
@@ -116,20 +123,23 @@ class MHA : public ::testing::TestWithParam<const char*> {
 TEST_P(MHA, BatchFirstWithMasksMatchesLoops) {
   nn::MultiheadAttention mha(E, H, {.batch_first = true}, dev());
   Params p = randomize(mha, E, E, 10);
-  auto qv = random_floats(N * L * E, 1), kv = random_floats(N * S * E, 2), vv = random_floats(N * S * E, 3);
+  auto qv = random_floats(N * L * E, 1), kv = random_floats(N * S * E, 2),
+       vv = random_floats(N * S * E, 3);
   auto am = random_floats(L * S, 4);
   std::vector<uint8_t> kpm = {0, 1, 0, 0, 0, 0, 0, 1};  // [N, S], true = ignore
   Vec add(N * H * L * S);
   for (size_t n = 0; n < N; ++n)
     for (size_t h = 0; h < H; ++h)
       for (size_t i = 0; i < L; ++i)
-        for (size_t j = 0; j < S; ++j) add[((n * H + h) * L + i) * S + j] = am[i * S + j] + (kpm[n * S + j] ? -kInf : 0);
+        for (size_t j = 0; j < S; ++j)
+          add[((n * H + h) * L + i) * S + j] = am[i * S + j] + (kpm[n * S + j] ? -kInf : 0);
   Vec probs;
   Vec want = mha_ref(to_double(qv), to_double(kv), to_double(vv), p, add, E, E, &probs);
   nn::MultiheadAttentionArgs args;
   args.attn_mask = tensor_of(am, {L, S}, dev());
   args.key_padding_mask = from_host(kpm.data(), DType::Bool, {N, S}, dev());
-  Tensor q = tensor_of(qv, {N, L, E}, dev()), k = tensor_of(kv, {N, S, E}, dev()), v = tensor_of(vv, {N, S, E}, dev());
+  Tensor q = tensor_of(qv, {N, L, E}, dev()), k = tensor_of(kv, {N, S, E}, dev()),
+         v = tensor_of(vv, {N, S, E}, dev());
   auto [out, weights] = mha(q, k, v, args);
   ASSERT_EQ(out.shape(), (Shape{N, L, E}));
   expect_close(host(out), want, 1e-4, 1e-5, "output");
@@ -150,7 +160,8 @@ TEST_P(MHA, SequenceFirstUnbatchedBoolMaskAndSeparateKVDims) {
   nn::MultiheadAttention mha(E, H, {.kdim = kd, .vdim = vd}, dev());  // batch_first = false
   EXPECT_EQ(mha.named_parameters().at(0).first, "q_proj_weight");
   Params p = randomize(mha, kd, vd, 20);
-  auto qv = random_floats(N * L * E, 5), kv = random_floats(N * S * kd, 6), vv = random_floats(N * S * vd, 7);
+  auto qv = random_floats(N * L * E, 5), kv = random_floats(N * S * kd, 6),
+       vv = random_floats(N * S * vd, 7);
   // 3-D bool attn_mask [N * H, L, S], true = not allowed (one position per row, never a full row).
   std::vector<uint8_t> bm(N * H * L * S, 0);
   Vec add(N * H * L * S, 0);
@@ -161,8 +172,8 @@ TEST_P(MHA, SequenceFirstUnbatchedBoolMaskAndSeparateKVDims) {
   // [L, N, E] inputs and output.
   auto T = [&](const std::vector<float>& x, size_t t, size_t c) {
     auto y = swap01(to_double(x), N, t, c);
-    return tensor_of(std::vector<float>(y.begin(), y.end()), {static_cast<int64_t>(t), N, static_cast<int64_t>(c)},
-                     dev());
+    return tensor_of(std::vector<float>(y.begin(), y.end()),
+                     {static_cast<int64_t>(t), N, static_cast<int64_t>(c)}, dev());
   };
   Tensor out = mha(T(qv, L, E), T(kv, S, kd), T(vv, S, vd), args).output;
   ASSERT_EQ(out.shape(), (Shape{L, N, E}));
@@ -183,7 +194,8 @@ TEST_P(MHA, SequenceFirstUnbatchedBoolMaskAndSeparateKVDims) {
 TEST_P(MHA, GradientsMatchFloat64CentralDifferences) {
   nn::MultiheadAttention mha(E, H, {.batch_first = true}, dev());
   Params p = randomize(mha, E, E, 30);
-  auto qv = random_floats(N * L * E, 8), kv = random_floats(N * S * E, 9), rv = random_floats(N * L * E, 10);
+  auto qv = random_floats(N * L * E, 8), kv = random_floats(N * S * E, 9),
+       rv = random_floats(N * L * E, 10);
   Vec Q = to_double(qv), K = to_double(kv), R = to_double(rv), add(N * H * L * S, 0);
   Tensor q = tensor_of(qv, {N, L, E}, dev()).detach(), k = tensor_of(kv, {N, S, E}, dev());
   q.requires_grad_();
@@ -213,14 +225,20 @@ TEST_P(MHA, GradientsMatchFloat64CentralDifferences) {
     return Vec();
   };
   expect_close(g("in_proj_weight"), fd_in, 1e-3, 1e-4, "d in_proj_weight");
-  expect_close(g("in_proj_bias"), fd_grad([&](const Vec& b) { Params pp = p; pp.b = b; return loss(pp, Q); }, p.b),
-               1e-3, 1e-4, "d in_proj_bias");
-  expect_close(g("out_proj.weight"),
-               fd_grad([&](const Vec& w) { Params pp = p; pp.wo = w; return loss(pp, Q); }, p.wo), 1e-3, 1e-4,
-               "d out_proj.weight");
-  expect_close(g("out_proj.bias"), fd_grad([&](const Vec& b) { Params pp = p; pp.bo = b; return loss(pp, Q); }, p.bo),
-               1e-3, 1e-4, "d out_proj.bias");
-  expect_close(host(q.grad()), fd_grad([&](const Vec& qq) { return loss(p, qq); }, Q), 1e-3, 1e-4, "d query");
+  // The other parameters: float64 differences of the loss in one field of Params.
+  const std::pair<const char*, Vec Params::*> fields[] = {{"in_proj_bias", &Params::b},
+                                                          {"out_proj.weight", &Params::wo},
+                                                          {"out_proj.bias", &Params::bo}};
+  for (auto [name, field] : fields) {
+    auto f = [&, field = field](const Vec& x) {
+      Params pp = p;
+      pp.*field = x;
+      return loss(pp, Q);
+    };
+    expect_close(g(name), fd_grad(f, p.*field), 1e-3, 1e-4, std::string("d ") + name);
+  }
+  expect_close(host(q.grad()), fd_grad([&](const Vec& qq) { return loss(p, qq); }, Q), 1e-3, 1e-4,
+               "d query");
 }
 
 TEST_P(MHA, DropoutActsInTrainingOnly) {
@@ -239,7 +257,8 @@ TEST(MHAInit, XavierInProjZeroBiasesLinearOutProj) {
   nn::MultiheadAttention mha(64, 4);
   std::vector<std::string> names;
   for (auto& [n, t] : mha.named_parameters()) names.push_back(n);
-  EXPECT_EQ(names, (std::vector<std::string>{"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"in_proj_weight", "in_proj_bias", "out_proj.weight",
+                                             "out_proj.bias"}));
   auto check_uniform = [](const Vec& w, double bound, const char* what) {
     double mx = 0, mean = 0;
     for (double v : w) mx = std::max(mx, std::fabs(v)), mean += v / static_cast<double>(w.size());
@@ -248,9 +267,11 @@ TEST(MHAInit, XavierInProjZeroBiasesLinearOutProj) {
     EXPECT_NEAR(mean, 0, 0.03 * bound) << what;
   };
   auto sd = mha.state_dict();
-  check_uniform(host(sd[0].second), std::sqrt(6.0 / (64 + 192)), "in_proj_weight");  // fans of [192, 64]
+  check_uniform(host(sd[0].second), std::sqrt(6.0 / (64 + 192)),
+                "in_proj_weight");  // fans of [192, 64]
   EXPECT_EQ(host(sd[1].second), Vec(192, 0));
-  check_uniform(host(sd[2].second), 1.0 / 8, "out_proj.weight");  // Linear's kaiming_uniform(a=sqrt(5))
+  check_uniform(host(sd[2].second), 1.0 / 8,
+                "out_proj.weight");  // Linear's kaiming_uniform(a=sqrt(5))
   EXPECT_EQ(host(sd[3].second), Vec(64, 0));
   nn::MultiheadAttention sep(64, 4, {.bias = false, .kdim = 32});
   EXPECT_EQ(sep.parameters().size(), 4u);  // q/k/v_proj_weight and out_proj.weight
@@ -263,11 +284,26 @@ TEST(MHAErrors, BadInputsRaiseNamingTheLayerAndShapes) {
   Tensor x = zeros({2, 3, 8});
   expect_error([&] { mha(zeros({2, 3, 6}), x, x); }, {"MultiheadAttention", "[2, 3, 6]"});
   expect_error([&] { mha(x, zeros({2, 8}), x); }, {"MultiheadAttention", "[2, 8]"});
-  expect_error([&] { mha(zeros({2, 3, 8}, DType::Int64), x, x); }, {"MultiheadAttention", "query", "int64"});
-  expect_error([&] { mha(x, x, x, {.key_padding_mask = zeros({2, 4}, DType::Bool)}); },
-               {"key_padding_mask", "[2, 3]", "[2, 4]"});
-  expect_error([&] { mha(x, x, x, {.attn_mask = zeros({3, 4})}); }, {"attn_mask", "[3, 4]", "[3, 3]"});
-  expect_error([&] { mha(x, x, x, {.attn_mask = zeros({3, 3, 3})}); }, {"attn_mask", "[3, 3, 3]", "[4, 3, 3]"});
+  expect_error(
+      [&] {
+        mha(zeros({2, 3, 8}, DType::Int64), x, x);
+      },
+      {"MultiheadAttention", "query", "int64"});
+  expect_error(
+      [&] {
+        mha(x, x, x, {.key_padding_mask = zeros({2, 4}, DType::Bool)});
+      },
+      {"key_padding_mask", "[2, 3]", "[2, 4]"});
+  expect_error(
+      [&] {
+        mha(x, x, x, {.attn_mask = zeros({3, 4})});
+      },
+      {"attn_mask", "[3, 4]", "[3, 3]"});
+  expect_error(
+      [&] {
+        mha(x, x, x, {.attn_mask = zeros({3, 3, 3})});
+      },
+      {"attn_mask", "[3, 3, 3]", "[4, 3, 3]"});
   expect_error([&] { mha(x, x, x, {.is_causal = true}); }, {"MultiheadAttention", "is_causal"});
 }
 
@@ -288,7 +324,8 @@ TEST(MHATrain, SmallModelTrainsOnLazyAsOneGraph) {
   optim::SGD opt(params, 0.3, 0.9);
   std::vector<int64_t> tok(B * T), tgt(B * T);
   for (int64_t i = 0; i < B * T; ++i) tok[static_cast<size_t>(i)] = (i * 7 + i / T) % V;
-  for (int64_t i = 0; i < B * T; ++i) tgt[static_cast<size_t>(i)] = i % T ? tok[static_cast<size_t>(i - 1)] : 0;
+  for (int64_t i = 0; i < B * T; ++i)
+    tgt[static_cast<size_t>(i)] = i % T ? tok[static_cast<size_t>(i - 1)] : 0;
   Tensor x = nntest::int_tensor(tok, {B, T}, d), y = nntest::int_tensor(tgt, {B * T}, d);
   std::vector<uint8_t> causal(T * T);
   for (int64_t i = 0; i < T; ++i)

@@ -27,7 +27,9 @@ using testing::random_floats;
 class NN : public ::testing::TestWithParam<const char*> {
  protected:
   Device dev() const { return Device::parse(GetParam()); }
-  Tensor rnd(Shape s, uint32_t seed) const { return testing::random_tensor(std::move(s), seed, dev()); }
+  Tensor rnd(Shape s, uint32_t seed) const {
+    return testing::random_tensor(std::move(s), seed, dev());
+  }
 };
 
 // Sets a module's tensor `name` to `v` (through load_state_dict, non-strict).
@@ -42,8 +44,10 @@ std::vector<double> layer_norm_ref(const std::vector<double>& x, const std::vect
   for (size_t r = 0; r < x.size() / d; ++r) {
     double mean = 0, var = 0;
     for (size_t j = 0; j < d; ++j) mean += x[r * d + j] / static_cast<double>(d);
-    for (size_t j = 0; j < d; ++j) var += (x[r * d + j] - mean) * (x[r * d + j] - mean) / static_cast<double>(d);
-    for (size_t j = 0; j < d; ++j) y[r * d + j] = (x[r * d + j] - mean) / std::sqrt(var + eps) * w[j] + b[j];
+    for (size_t j = 0; j < d; ++j)
+      var += (x[r * d + j] - mean) * (x[r * d + j] - mean) / static_cast<double>(d);
+    for (size_t j = 0; j < d; ++j)
+      y[r * d + j] = (x[r * d + j] - mean) / std::sqrt(var + eps) * w[j] + b[j];
   }
   return y;
 }
@@ -54,7 +58,8 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
 
 TEST_P(NN, LayerNormForwardAndGradientsMatchFloat64Loops) {
   nn::LayerNorm ln({4, 5}, 1e-5, true, true, dev());
-  auto wv = random_floats(20, 1), bv = random_floats(20, 2), xv = random_floats(3 * 20, 3), rv = random_floats(60, 4);
+  auto wv = random_floats(20, 1), bv = random_floats(20, 2), xv = random_floats(3 * 20, 3),
+       rv = random_floats(60, 4);
   set(ln, "weight", wv, {4, 5});
   set(ln, "bias", bv, {4, 5});
   Tensor x = tensor_of(xv, {3, 4, 5}, dev()).detach();
@@ -63,12 +68,15 @@ TEST_P(NN, LayerNormForwardAndGradientsMatchFloat64Loops) {
   auto X = to_double(xv), W = to_double(wv), B = to_double(bv), R = to_double(rv);
   expect_close(host(y), layer_norm_ref(X, W, B, 20, 1e-5), 1e-4, 1e-5, "LayerNorm forward");
   (y * tensor_of(rv, {3, 4, 5}, dev())).sum().backward();
-  expect_close(host(ln.weight().grad()), fd_grad([&](auto w) { return dot(layer_norm_ref(X, w, B, 20, 1e-5), R); }, W),
-               1e-3, 1e-4, "LayerNorm d weight");
-  expect_close(host(ln.bias().grad()), fd_grad([&](auto b) { return dot(layer_norm_ref(X, W, b, 20, 1e-5), R); }, B),
-               1e-3, 1e-4, "LayerNorm d bias");
-  expect_close(host(x.grad()), fd_grad([&](auto xx) { return dot(layer_norm_ref(xx, W, B, 20, 1e-5), R); }, X), 1e-3,
-               1e-3, "LayerNorm d input");
+  expect_close(host(ln.weight().grad()),
+               fd_grad([&](auto w) { return dot(layer_norm_ref(X, w, B, 20, 1e-5), R); }, W), 1e-3,
+               1e-4, "LayerNorm d weight");
+  expect_close(host(ln.bias().grad()),
+               fd_grad([&](auto b) { return dot(layer_norm_ref(X, W, b, 20, 1e-5), R); }, B), 1e-3,
+               1e-4, "LayerNorm d bias");
+  expect_close(host(x.grad()),
+               fd_grad([&](auto xx) { return dot(layer_norm_ref(xx, W, B, 20, 1e-5), R); }, X),
+               1e-3, 1e-3, "LayerNorm d input");
 }
 
 TEST_P(NN, EmbeddingGathersRowsAndScattersGradients) {
@@ -111,7 +119,8 @@ TEST_P(NN, EmbeddingPaddingRowStartsAtZeroAndGetsNoGradient) {
 // BatchNorm2d in training: per-channel batch mean and biased variance over (N, H, W).
 std::vector<double> batch_norm_ref(const std::vector<double>& x, const std::vector<double>& w,
                                    const std::vector<double>& b, size_t N, size_t C, size_t HW,
-                                   std::vector<double>* mean = nullptr, std::vector<double>* var = nullptr) {
+                                   std::vector<double>* mean = nullptr,
+                                   std::vector<double>* var = nullptr) {
   std::vector<double> y(x.size()), m(C, 0), v(C, 0);
   const double cnt = static_cast<double>(N * HW);
   for (size_t c = 0; c < C; ++c) {
@@ -143,7 +152,8 @@ TEST_P(NN, BatchNorm2dTrainUsesBatchStatsAndUpdatesRunningStatsLikePyTorch) {
     auto xv = random_floats(static_cast<int64_t>(N * C * HW), 10 + step);
     Tensor y = bn(tensor_of(xv, {4, 3, 2, 3}, dev()));
     std::vector<double> m, v;
-    expect_close(host(y), batch_norm_ref(to_double(xv), W, B, N, C, HW, &m, &v), 1e-4, 1e-5, "train forward");
+    expect_close(host(y), batch_norm_ref(to_double(xv), W, B, N, C, HW, &m, &v), 1e-4, 1e-5,
+                 "train forward");
     for (size_t c = 0; c < C; ++c) {
       rm[c] = 0.9 * rm[c] + 0.1 * m[c];
       rv[c] = 0.9 * rv[c] + 0.1 * v[c] * count / (count - 1);  // unbiased, as PyTorch
@@ -167,7 +177,8 @@ TEST_P(NN, BatchNorm2dTrainUsesBatchStatsAndUpdatesRunningStatsLikePyTorch) {
 TEST_P(NN, BatchNorm2dGradientsMatchFloat64Loops) {
   const size_t N = 3, C = 2, HW = 4;
   nn::BatchNorm2d bn(2, 1e-5, 0.1, true, true, dev());
-  auto wv = random_floats(2, 30), bv = random_floats(2, 31), xv = random_floats(24, 32), rv = random_floats(24, 33);
+  auto wv = random_floats(2, 30), bv = random_floats(2, 31), xv = random_floats(24, 32),
+       rv = random_floats(24, 33);
   set(bn, "weight", wv, {2});
   set(bn, "bias", bv, {2});
   Tensor x = tensor_of(xv, {3, 2, 2, 2}, dev()).detach();
@@ -175,10 +186,13 @@ TEST_P(NN, BatchNorm2dGradientsMatchFloat64Loops) {
   (bn(x) * tensor_of(rv, {3, 2, 2, 2}, dev())).sum().backward();
   auto X = to_double(xv), W = to_double(wv), B = to_double(bv), R = to_double(rv);
   expect_close(host(bn.weight().grad()),
-               fd_grad([&](auto w) { return dot(batch_norm_ref(X, w, B, N, C, HW), R); }, W), 1e-3, 1e-4, "d weight");
+               fd_grad([&](auto w) { return dot(batch_norm_ref(X, w, B, N, C, HW), R); }, W), 1e-3,
+               1e-4, "d weight");
   expect_close(host(bn.bias().grad()),
-               fd_grad([&](auto b) { return dot(batch_norm_ref(X, W, b, N, C, HW), R); }, B), 1e-3, 1e-4, "d bias");
-  expect_close(host(x.grad()), fd_grad([&](auto xx) { return dot(batch_norm_ref(xx, W, B, N, C, HW), R); }, X),
+               fd_grad([&](auto b) { return dot(batch_norm_ref(X, W, b, N, C, HW), R); }, B), 1e-3,
+               1e-4, "d bias");
+  expect_close(host(x.grad()),
+               fd_grad([&](auto xx) { return dot(batch_norm_ref(xx, W, B, N, C, HW), R); }, X),
                1e-3, 1e-3, "d input");
 }
 
@@ -281,13 +295,16 @@ TEST_P(NN, CrossEntropyLossReductionsIgnoreIndexWeightAndSmoothing) {
     for (size_t j = 0; j < 4; ++j) all += nll[r * 4 + j];
     smooth_sum += 0.8 * none[r] + 0.2 / 4 * all;
   }
-  expect_close(host(nn::CrossEntropyLoss()(logits, target)), {sum / 5}, 1e-5, 1e-6, "mean over non-ignored");
-  expect_close(host(nn::CrossEntropyLoss({.reduction = "sum"})(logits, target)), {sum}, 1e-5, 1e-6, "sum");
-  expect_close(host(nn::CrossEntropyLoss({.reduction = "none"})(logits, target)), none, 1e-5, 1e-6, "none");
+  expect_close(host(nn::CrossEntropyLoss()(logits, target)), {sum / 5}, 1e-5, 1e-6,
+               "mean over non-ignored");
+  expect_close(host(nn::CrossEntropyLoss({.reduction = "sum"})(logits, target)), {sum}, 1e-5, 1e-6,
+               "sum");
+  expect_close(host(nn::CrossEntropyLoss({.reduction = "none"})(logits, target)), none, 1e-5, 1e-6,
+               "none");
   nn::CrossEntropyLoss weighted({.weight = tensor_of(wv, {4}, dev())});
   expect_close(host(weighted(logits, target)), {wsum / wtot}, 1e-5, 1e-6, "weighted mean");
-  expect_close(host(nn::CrossEntropyLoss({.label_smoothing = 0.2})(logits, target)), {smooth_sum / 5}, 1e-5, 1e-6,
-               "label smoothing");
+  expect_close(host(nn::CrossEntropyLoss({.label_smoothing = 0.2})(logits, target)),
+               {smooth_sum / 5}, 1e-5, 1e-6, "label smoothing");
   EXPECT_EQ(weighted.named_buffers().at(0).first, "weight");
 }
 
@@ -302,14 +319,16 @@ TEST_P(NN, CrossEntropyLossSpatialAndProbabilityTargets) {
       for (size_t c = 0; c < 3; ++c) z += std::exp(static_cast<double>(lv[(n * 3 + c) * 4 + d]));
       want += (std::log(z) - lv[(n * 3 + static_cast<size_t>(t[n * 4 + d])) * 4 + d]) / 8;
     }
-  expect_close(host(nn::cross_entropy(tensor_of(lv, {2, 3, 4}, dev()), int_tensor(t, {2, 4}, dev()))), {want}, 1e-5,
-               1e-6, "spatial");
+  expect_close(
+      host(nn::cross_entropy(tensor_of(lv, {2, 3, 4}, dev()), int_tensor(t, {2, 4}, dev()))),
+      {want}, 1e-5, 1e-6, "spatial");
   auto pv = random_floats(24, 72, 0, 1);
   auto nll = nll_rows(lv, 4);  // rows of a [6, 4] view
   double soft = 0;
   for (size_t k = 0; k < 24; ++k) soft += pv[k] * nll[k] / 6;
-  expect_close(host(nn::CrossEntropyLoss()(tensor_of(lv, {6, 4}, dev()), tensor_of(pv, {6, 4}, dev()))), {soft},
-               1e-5, 1e-6, "probability target");
+  expect_close(
+      host(nn::CrossEntropyLoss()(tensor_of(lv, {6, 4}, dev()), tensor_of(pv, {6, 4}, dev()))),
+      {soft}, 1e-5, 1e-6, "probability target");
 }
 
 TEST_P(NN, MSELossReductions) {
@@ -338,14 +357,17 @@ INSTANTIATE_TEST_SUITE_P(Devices, NN, ::testing::Values("cpu", "lazy:cpu"));
 
 TEST(NNModules, StateDictOrderBuffersAndContainers) {
   auto list = std::make_shared<nn::ModuleList>();
-  list->push_back(std::make_shared<nn::Linear>(3, 4)).push_back(std::make_shared<nn::BatchNorm2d>(4, 1e-5, 0.1, false));
+  list->push_back(std::make_shared<nn::Linear>(3, 4))
+      .push_back(std::make_shared<nn::BatchNorm2d>(4, 1e-5, 0.1, false));
   nn::ModuleDict dict;
-  dict.insert("blocks", list).insert("norm", std::make_shared<nn::LayerNorm>(std::vector<int64_t>{4}));
+  dict.insert("blocks", list)
+      .insert("norm", std::make_shared<nn::LayerNorm>(std::vector<int64_t>{4}));
   std::vector<std::string> names;
   for (auto& [n, t] : dict.state_dict()) names.push_back(n);
-  EXPECT_EQ(names, (std::vector<std::string>{"blocks.0.weight", "blocks.0.bias", "blocks.1.running_mean",
-                                             "blocks.1.running_var", "blocks.1.num_batches_tracked", "norm.weight",
-                                             "norm.bias"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"blocks.0.weight", "blocks.0.bias", "blocks.1.running_mean",
+                                      "blocks.1.running_var", "blocks.1.num_batches_tracked",
+                                      "norm.weight", "norm.bias"}));
   EXPECT_EQ(dict.parameters().size(), 4u);
   EXPECT_EQ(dict.buffers().size(), 3u);
   EXPECT_EQ(dict.keys(), (std::vector<std::string>{"blocks", "norm"}));
@@ -372,8 +394,11 @@ TEST(NNModules, LoadStateDictWritesInPlaceAndChecksKeysAndShapes) {
   auto sd = a.state_dict();
   sd.emplace_back("extra", a.bias());
   expect_error([&] { b.load_state_dict(sd); }, {"unexpected key", "extra"});
-  expect_error([&] { b.load_state_dict({{"weight", zeros({2, 4})}, {"bias", zeros({2})}}); },
-               {"weight", "[2, 4]", "[2, 3]"});
+  expect_error(
+      [&] {
+        b.load_state_dict({{"weight", zeros({2, 4})}, {"bias", zeros({2})}});
+      },
+      {"weight", "[2, 4]", "[2, 3]"});
 }
 
 TEST(NNInit, FollowsPyTorchDefaults) {
@@ -424,7 +449,11 @@ TEST(NNErrors, BadInputsRaiseNamingTheLayerAndShapes) {
   expect_error([] { nn::MSELoss("avg"); }, {"MSELoss", "avg"});
   expect_error([] { nn::CrossEntropyLoss({.reduction = "max"}); }, {"CrossEntropyLoss", "max"});
   nn::CrossEntropyLoss ce;
-  expect_error([&] { ce(zeros({4, 3}), zeros({5}, DType::Int64)); }, {"cross_entropy", "[4]", "[5]"});
+  expect_error(
+      [&] {
+        ce(zeros({4, 3}), zeros({5}, DType::Int64));
+      },
+      {"cross_entropy", "[4]", "[5]"});
   expect_error([&] { ce(zeros({4, 3}), zeros({4}, DType::Bool)); }, {"cross_entropy", "bool"});
   expect_error([&] { ce(zeros({4, 3}), zeros({4, 2})); }, {"cross_entropy", "[4, 2]", "[4, 3]"});
   expect_error([&] { nn::Sequential()[0]; }, {"Sequential", "0"});
