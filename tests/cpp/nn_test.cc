@@ -11,6 +11,9 @@
 #include <numeric>
 
 #include "nn_test_util.h"
+#include "runtime/metrics.h"
+#include "runtime/optim.h"
+#include "runtime/sync.h"
 
 namespace lt {
 namespace {
@@ -457,6 +460,45 @@ TEST(NNErrors, BadInputsRaiseNamingTheLayerAndShapes) {
   expect_error([&] { ce(zeros({4, 3}), zeros({4}, DType::Bool)); }, {"cross_entropy", "bool"});
   expect_error([&] { ce(zeros({4, 3}), zeros({4, 2})); }, {"cross_entropy", "[4, 2]", "[4, 3]"});
   expect_error([&] { nn::Sequential()[0]; }, {"Sequential", "0"});
+}
+
+// BatchNorm2d's buffer updates and Dropout's masks are part of the step graph: the same graph
+// every step, compiled once, and the running statistics advance each step.
+TEST(NNLazy, ConvBatchNormDropoutTrainStepIsOneGraphCompiledOnce) {
+  const Device d = Device::parse("lazy:cpu");
+  manual_seed(5);
+  auto bn = std::make_shared<nn::BatchNorm2d>(4, 1e-5, 0.1, true, true, d);
+  nn::Sequential net;
+  net.add(std::make_shared<nn::Conv2d>(1, 4, 3, 1, 1, true, d))
+      .add(bn)
+      .add(std::make_shared<nn::ReLU>())
+      .add(std::make_shared<nn::AvgPool2d>(2))
+      .add(std::make_shared<nn::Flatten>())
+      .add(std::make_shared<nn::Dropout>(0.2))
+      .add(std::make_shared<nn::Linear>(4 * 4 * 4, 3, true, d));
+  optim::SGD opt(net.parameters(), 0.05, 0.9);
+  nn::CrossEntropyLoss ce;
+  Tensor x = testing::random_tensor({8, 1, 8, 8}, 91, d);
+  Tensor y = int_tensor({0, 1, 2, 0, 1, 2, 0, 1}, {8}, d);
+  mark_step();
+  metrics::reset();
+  double first = 0, last = 0;
+  std::vector<double> means;
+  for (int step = 0; step < 12; ++step) {
+    opt.zero_grad();
+    Tensor loss = ce(net(x), y);
+    loss.backward();
+    opt.step();
+    (step == 0 ? first : last) = loss.item();
+    means.push_back(host(bn->running_mean())[0]);
+  }
+  EXPECT_EQ(metrics::counters().at("graph_compiles"), 1);
+  EXPECT_LT(last, first);
+  EXPECT_EQ(bn->num_batches_tracked().item(), 12);
+  EXPECT_NE(means.front(), means.back());
+  net.eval();
+  Tensor a = net(x), b = net(x);  // eval: no dropout, fixed statistics
+  EXPECT_EQ(host(a), host(b));
 }
 
 }  // namespace
