@@ -8,6 +8,7 @@
 #include "runtime/indexing.h"
 #include "runtime/metrics.h"
 #include "runtime/nn.h"
+#include "runtime/nn_attention.h"
 #include "runtime/optim.h"
 #include "runtime/ops.h"
 #include "runtime/safetensors.h"
