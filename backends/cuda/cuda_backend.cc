@@ -187,7 +187,8 @@ class CudaExecutable : public Executable {
       std::lock_guard<std::mutex> lock(launch_mu_);  // the pointer arrays' host staging is per executable
       std::vector<CudaLaunchStep> steps = resolve_steps(inputs, ptrs);
       // Profiling times each launch, so it launches plainly.
-      const bool graph = graph_ && !(stats && stats->on_kernel) && ++runs_ > kCudaGraphWarmupRuns;
+      const bool graph = graph_ && !(stats && stats->on_kernel) && steps.size() >= kCudaGraphMinSteps &&
+                         ++runs_ > kCudaGraphWarmupRuns;
       if (graph && graph_->launch(steps)) {
         if (stats) {
           stats->kernel_launches += static_cast<int>(steps.size());

@@ -29,6 +29,9 @@ namespace lt {
 
 // Runs of an executable launched plainly before its launches are replayed as a graph.
 inline constexpr int kCudaGraphWarmupRuns = 3;
+// Fewer launches than this gain nothing from a graph (an eager op is one kernel: its graph launch
+// plus a node update would cost more than the launch), so they stay plain.
+inline constexpr size_t kCudaGraphMinSteps = 2;
 
 // LT_CUDA_GRAPHS is not 0/off and the driver has every graph entry point (read at each call;
 // executables read it when they are created).
