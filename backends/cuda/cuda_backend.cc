@@ -80,10 +80,15 @@ class CudaExecutable : public Executable {
     const CudaDriver& d = dev_->driver();
     dev_->bind();
     d.check(d.cuModuleLoadData(&module_, module_image_.image.data()), "cuModuleLoadData");
-    for (const auto& l : module_image_.launches) {
-      CUfunction f = nullptr;
-      d.check(d.cuModuleGetFunction(&f, module_, l.name.c_str()), "cuModuleGetFunction");
-      functions_.push_back(f);
+    try {
+      for (const auto& l : module_image_.launches) {
+        CUfunction f = nullptr;
+        d.check(d.cuModuleGetFunction(&f, module_, l.name.c_str()), "cuModuleGetFunction");
+        functions_.push_back(f);
+      }
+    } catch (...) {  // a cached image without a kernel it should have: no destructor will unload it
+      d.cuModuleUnload(module_);
+      throw;
     }
     if (cuda_graphs_enabled()) graph_ = std::make_unique<CudaGraphReplay>(dev_, blas_);
   }
