@@ -37,20 +37,21 @@ bool cuda_graphs_enabled() {
   return cuda_driver().graphs;
 }
 
-void launch_cuda_steps(const CudaDevice& dev, const CublasHandle* blas, const std::vector<CudaLaunchStep>& steps,
-                       RunStats* stats) {
+void launch_cuda_steps(const CudaDevice& dev, const CublasHandle* blas,
+                       const std::vector<CudaLaunchStep>& steps, RunStats* stats) {
   const CudaDriver& d = dev.driver();
   const bool timed = stats && stats->on_kernel;
   std::vector<void*> ptrs;
   for (const CudaLaunchStep& s : steps) {
-    const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    const auto t0 =
+        timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (is_gemm(s)) {
       if (!blas) fail(ErrorKind::Runtime, "internal: cuda gemm step without a cuBLAS handle");
       blas->gemm(*s.gemm, s.a, s.b, s.out, s.arrays);
     } else {
       const CUDA_KERNEL_NODE_PARAMS p = kernel_params(s, &ptrs);
-      d.check(d.cuLaunchKernel(p.func, p.gridDimX, 1, 1, p.blockDimX, 1, 1, 0, dev.stream(), p.kernelParams,
-                               nullptr),
+      d.check(d.cuLaunchKernel(p.func, p.gridDimX, 1, 1, p.blockDimX, 1, 1, 0, dev.stream(),
+                               p.kernelParams, nullptr),
               "cuLaunchKernel");
     }
     if (stats) ++stats->kernel_launches;
@@ -60,7 +61,8 @@ void launch_cuda_steps(const CudaDevice& dev, const CublasHandle* blas, const st
   }
 }
 
-CudaGraphReplay::CudaGraphReplay(std::shared_ptr<CudaDevice> dev, std::shared_ptr<const CublasHandle> blas)
+CudaGraphReplay::CudaGraphReplay(std::shared_ptr<CudaDevice> dev,
+                                 std::shared_ptr<const CublasHandle> blas)
     : dev_(std::move(dev)), blas_(std::move(blas)) {}
 
 CudaGraphReplay::~CudaGraphReplay() {
@@ -127,10 +129,12 @@ void CudaGraphReplay::build(const std::vector<CudaLaunchStep>& steps) {
     const size_t ndeps = i ? 1 : 0;
     if (is_gemm(s)) {
       children_[i] = capture(s);
-      d.check(d.cuGraphAddChildGraphNode(&nodes_[i], graph_, dep, ndeps, children_[i]), "cuGraphAddChildGraphNode");
+      d.check(d.cuGraphAddChildGraphNode(&nodes_[i], graph_, dep, ndeps, children_[i]),
+              "cuGraphAddChildGraphNode");
     } else {
       const CUDA_KERNEL_NODE_PARAMS p = kernel_params(s, &ptrs);
-      d.check(d.cuGraphAddKernelNode_v2(&nodes_[i], graph_, dep, ndeps, &p), "cuGraphAddKernelNode");
+      d.check(d.cuGraphAddKernelNode_v2(&nodes_[i], graph_, dep, ndeps, &p),
+              "cuGraphAddKernelNode");
     }
   }
   d.check(d.cuGraphInstantiateWithFlags(&exec_, graph_, 0), "cuGraphInstantiate");
@@ -163,7 +167,8 @@ bool CudaGraphReplay::update(const std::vector<CudaLaunchStep>& steps) {
       ++counts_.kernel_updates;
       continue;
     }
-    // A pointer-array GEMM reads its addresses from its fixed device arrays: the node never changes.
+    // A pointer-array GEMM reads its addresses from its fixed device arrays: the node never
+    // changes.
     if (s.arrays.device || (s.a == l.a && s.b == l.b && s.out == l.out)) continue;
     CUgraph child = capture(s);
     if (d.cuGraphExecChildGraphNodeSetParams(exec_, nodes_[i], child) != CUDA_SUCCESS) {

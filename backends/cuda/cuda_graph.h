@@ -50,8 +50,8 @@ struct CudaLaunchStep {
 
 // Launches `steps` in order on the device's stream with cuLaunchKernel and cuBLAS (the plain path),
 // counting them in stats->kernel_launches and timing each under profiling (stats->on_kernel).
-void launch_cuda_steps(const CudaDevice& dev, const CublasHandle* blas, const std::vector<CudaLaunchStep>& steps,
-                       RunStats* stats);
+void launch_cuda_steps(const CudaDevice& dev, const CublasHandle* blas,
+                       const std::vector<CudaLaunchStep>& steps, RunStats* stats);
 
 // One executable's CUDA graph. Thread-safe; the device's context must be current.
 class CudaGraphReplay {
@@ -88,8 +88,8 @@ class CudaGraphReplay {
   CUgraph graph_ = nullptr;  // kept: exec updates name its nodes
   CUgraphExec exec_ = nullptr;
   std::vector<CUgraphNode> nodes_;
-  std::vector<CUgraph> children_;        // per GEMM step, the last graph captured for it
-  std::vector<CudaLaunchStep> last_;     // arguments of the last launch, per step
+  std::vector<CUgraph> children_;     // per GEMM step, the last graph captured for it
+  std::vector<CudaLaunchStep> last_;  // arguments of the last launch, per step
   Counts counts_;
 };
 

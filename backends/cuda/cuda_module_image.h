@@ -13,10 +13,10 @@
 namespace lt {
 
 struct CudaModuleImage {
-  std::string target;   // "sm_90" (cubin) or "compute_90" (PTX), as compiled
+  std::string target;  // "sm_90" (cubin) or "compute_90" (PTX), as compiled
   bool cubin = true;
-  std::vector<char> image;  // what cuModuleLoadData takes (PTX ends in its NUL)
-  std::string source;       // the CUDA C translation unit
+  std::vector<char> image;                 // what cuModuleLoadData takes (PTX ends in its NUL)
+  std::string source;                      // the CUDA C translation unit
   std::vector<CudaKernelLaunch> launches;  // one per plan kernel, in plan order
 };
 
@@ -25,6 +25,7 @@ std::string encode_cuda_module(const CudaModuleImage& m);
 // The inverse of encode_cuda_module for a plan of `kernels` kernels compiled for `target`.
 // Throws lt::Error (never crashes) on bytes that are truncated, corrupt, of another format or
 // target, or whose launches do not fit (kernel count, block size, names); the cache then rebuilds.
-CudaModuleImage decode_cuda_module(std::string_view bytes, size_t kernels, const std::string& target);
+CudaModuleImage decode_cuda_module(std::string_view bytes, size_t kernels,
+                                   const std::string& target);
 
 }  // namespace lt

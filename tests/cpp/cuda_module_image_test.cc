@@ -20,7 +20,9 @@ namespace lt {
 namespace {
 
 struct FakeData : LeafData {};
-NodePtr param(Shape s) { return make_param(DType::Float32, std::move(s), std::make_shared<FakeData>()); }
+NodePtr param(Shape s) {
+  return make_param(DType::Float32, std::move(s), std::make_shared<FakeData>());
+}
 
 // A softmax and an elementwise epilogue: kernels of several launch modes.
 CudaModuleImage compiled(bool cubin) {
@@ -76,7 +78,8 @@ TEST(CudaModuleImage, ForeignTargetOrKernelCountIsRejected) {
   CudaModuleImage m = compiled(true);
   const std::string bytes = encode_cuda_module(m);
   const size_t n = m.launches.size();
-  auto rejected = [&](const std::string& b, size_t kernels, const std::string& target, const char* why) {
+  auto rejected = [&](const std::string& b, size_t kernels, const std::string& target,
+                      const char* why) {
     try {
       decode_cuda_module(b, kernels, target);
       ADD_FAILURE() << "accepted: " << why;
@@ -118,7 +121,9 @@ TEST(CudaModuleImage, EveryTruncationIsAnError) {
   for (size_t len = 0; len < bytes.size(); ++len) {
     // Every length along the header and launch table; a sample through the (large) image.
     if (len > 64 && len + 512 < bytes.size() && len % 97 != 0) continue;
-    EXPECT_THROW(decode_cuda_module(std::string_view(bytes).substr(0, len), m.launches.size(), m.target), Error)
+    EXPECT_THROW(
+        decode_cuda_module(std::string_view(bytes).substr(0, len), m.launches.size(), m.target),
+        Error)
         << "length " << len;
   }
 }
@@ -133,7 +138,8 @@ TEST(CudaModuleImage, CorruptBytesNeverCrash) {
     // Flip bytes in the header and in the launch table at the end, where lengths and counts live.
     const int flips = 1 + static_cast<int>(rng() % 4);
     for (int f = 0; f < flips; ++f) {
-      size_t at = rng() % 2 ? rng() % std::min<size_t>(64, b.size()) : b.size() - 1 - rng() % std::min<size_t>(256, b.size());
+      size_t at = rng() % 2 ? rng() % std::min<size_t>(64, b.size())
+                            : b.size() - 1 - rng() % std::min<size_t>(256, b.size());
       b[at] = static_cast<char>(rng());
     }
     try {

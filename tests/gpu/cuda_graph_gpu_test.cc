@@ -5,8 +5,8 @@
 //    the same plan without graphs (LT_CUDA_GRAPHS=0) and the reference interpreter's, over
 //    kernels, a strided cuBLAS GEMM and a pointer-array batched GEMM;
 //  - training with SGD (momentum) and AdamW on lazy:cuda (10 steps), whose updates are donated in
-//    place and whose learning rate and Adam step change every step, ends with the same parameters with and
-//    without graphs, and lt.metrics counts the graph launches;
+//    place and whose learning rate and Adam step change every step, ends with the same parameters
+//    with and without graphs, and lt.metrics counts the graph launches;
 //  - a module serialized by the backend loads (cubin, and PTX for the driver's JIT) without NVRTC
 //    and computes the same; damaged bytes are an lt::Error; through the runtime, a cleared memory
 //    cache is refilled from LT_CACHE_DIR with nothing compiled.
@@ -49,12 +49,16 @@ class ScopedEnv {
     const char* old = std::getenv(name);
     had_ = old != nullptr;
     if (had_) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
   }
   ~ScopedEnv() {
-    if (had_) ::setenv(name_, old_.c_str(), 1);
-    else ::unsetenv(name_);
+    if (had_)
+      ::setenv(name_, old_.c_str(), 1);
+    else
+      ::unsetenv(name_);
   }
 
  private:
@@ -67,7 +71,9 @@ int64_t counter(const char* name) { return metrics::counters().at(name); }
 
 // ---- one plan, run by the backend directly ----------------------------------------------------
 
-NodePtr param(Shape s) { return make_param(DType::Float32, std::move(s), std::make_shared<FakeData>()); }
+NodePtr param(Shape s) {
+  return make_param(DType::Float32, std::move(s), std::make_shared<FakeData>());
+}
 NodePtr node(Op op, std::vector<NodePtr> in, std::vector<int64_t> ints = {}) {
   Attrs a;
   a.ints = std::move(ints);
@@ -83,7 +89,8 @@ struct TestGraph {
     NodePtr x = param({64, 48}), w = param({48, 40}), bias = param({40}), q = param({3, 5, 6, 4}),
             k = param({5, 4, 2});
     NodePtr s = make_scalar(DType::Float32, 0.5);
-    NodePtr h = node(Op::Relu, {node(Op::Add, {node(Op::Mul, {node(Op::Matmul, {x, w}), s}), bias})});
+    NodePtr h =
+        node(Op::Relu, {node(Op::Add, {node(Op::Mul, {node(Op::Matmul, {x, w}), s}), bias})});
     NodePtr sm = node(Op::Softmax, {h}, {1});
     NodePtr rows = node(Op::ReduceSum, {h}, {1});
     NodePtr att = node(Op::Mul, {node(Op::Sin, {node(Op::Matmul, {q, k})}), s});
@@ -115,8 +122,8 @@ HostInputs inputs_for(const Graph& g, int r) {
 
 // Runs `exe` of `plan` on `in`, uploading into fresh buffers; `pad` buffers allocated first and
 // kept by the caller move the inputs to new addresses. Returns every output's values.
-std::vector<std::vector<double>> run_plan(Backend& be, Executable& exe, const Plan& plan, const Graph& g,
-                                          const HostInputs& in, RunStats* stats,
+std::vector<std::vector<double>> run_plan(Backend& be, Executable& exe, const Plan& plan,
+                                          const Graph& g, const HostInputs& in, RunStats* stats,
                                           std::vector<BufferPtr>* pad = nullptr) {
   if (pad) pad->push_back(be.allocate(4096 * (pad->size() + 1)));
   std::vector<BufferPtr> keep;
@@ -185,8 +192,10 @@ TEST_F(CudaGraphGpu, ChangingAddressesValuesAndScalarsGiveThePlainResults) {
     ASSERT_EQ(got.size(), want.size());
     for (size_t o = 0; o < got.size(); ++o) {
       // The same kernels and cuBLAS calls, replayed: the same numbers.
-      testing::expect_close(got[o], want[o], 1e-6, 1e-7, "graph vs plain, output " + std::to_string(o));
-      testing::expect_close(got[o], oracle[o], 1e-4, 1e-4, "graph vs reference, output " + std::to_string(o));
+      testing::expect_close(got[o], want[o], 1e-6, 1e-7,
+                            "graph vs plain, output " + std::to_string(o));
+      testing::expect_close(got[o], oracle[o], 1e-4, 1e-4,
+                            "graph vs reference, output " + std::to_string(o));
     }
   }
   // Profiling times each launch, so that run launches plainly, with the same results.
@@ -198,7 +207,8 @@ TEST_F(CudaGraphGpu, ChangingAddressesValuesAndScalarsGiveThePlainResults) {
   auto want = run_plan(*cuda, *plain, plan, tg.graph, in, &sp);
   auto got = run_plan(*cuda, *graphed, plan, tg.graph, in, &prof, &pad);
   EXPECT_EQ(prof.graph_launches, 0);
-  for (size_t o = 0; o < got.size(); ++o) testing::expect_close(got[o], want[o], 1e-6, 1e-7, "profiled run");
+  for (size_t o = 0; o < got.size(); ++o)
+    testing::expect_close(got[o], want[o], 1e-6, 1e-7, "profiled run");
   // The same inputs twice in a row (nothing to update) still give the same numbers.
   const HostInputs again = inputs_for(tg.graph, 10);
   std::vector<BufferPtr> keep;
@@ -207,7 +217,8 @@ TEST_F(CudaGraphGpu, ChangingAddressesValuesAndScalarsGiveThePlainResults) {
     auto g2 = run_plan(*cuda, *graphed, plan, tg.graph, again, &s);
     auto w2 = run_plan(*cuda, *plain, plan, tg.graph, again, nullptr);
     EXPECT_EQ(s.graph_launches, 1);
-    for (size_t o = 0; o < g2.size(); ++o) testing::expect_close(g2[o], w2[o], 1e-6, 1e-7, "repeat");
+    for (size_t o = 0; o < g2.size(); ++o)
+      testing::expect_close(g2[o], w2[o], 1e-6, 1e-7, "repeat");
   }
 }
 
@@ -276,7 +287,8 @@ TEST_F(CudaGraphGpu, DonatedOptimizerStepsMatchPlainLaunches) {
     EXPECT_EQ(graphed.donated, plain.donated);
     ASSERT_EQ(graphed.params.size(), plain.params.size());
     for (size_t i = 0; i < plain.params.size(); ++i)
-      testing::expect_close(graphed.params[i], plain.params[i], 1e-6, 1e-7, opt + " param " + std::to_string(i));
+      testing::expect_close(graphed.params[i], plain.params[i], 1e-6, 1e-7,
+                            opt + " param " + std::to_string(i));
   }
 }
 
@@ -314,12 +326,16 @@ TEST_F(CudaGraphGpu, SerializedModulesLoadWithoutNvrtcForCubinAndPtx) {
       auto want = run_plan(*be, *exe, plan, tg.graph, in, nullptr);
       auto got = run_plan(*be, *loaded, plan, tg.graph, in, nullptr);
       for (size_t o = 0; o < got.size(); ++o)
-        testing::expect_close(got[o], want[o], 0, 0, "loaded vs compiled, output " + std::to_string(o));
+        testing::expect_close(got[o], want[o], 0, 0,
+                              "loaded vs compiled, output " + std::to_string(o));
     }
     // Damage: truncated bytes, an image the driver rejects, another kernel count.
     EXPECT_THROW(be->load(plan, std::string_view(bytes).substr(0, bytes.size() / 2)), Error);
     std::string bad = bytes;
-    const size_t at = ptx ? bad.find(".target") : bad.find("\x7f" "ELF");
+    const size_t at = ptx ? bad.find(".target")
+                          : bad.find(
+                                "\x7f"
+                                "ELF");
     ASSERT_NE(at, std::string::npos);
     bad[at + 1] = 'X';
     EXPECT_THROW(be->load(plan, bad), Error);
