@@ -76,6 +76,7 @@ class CudaExecutable : public Executable {
     if (module_image_.launches.size() != kernels_.size())
       fail(ErrorKind::Runtime, "internal: cuda module with ", module_image_.launches.size(), " launches for ",
            kernels_.size(), " kernels");
+    graphs_ = steps_.size() >= kCudaGraphMinSteps && cuda_graphs_enabled();
     if (kernels_.empty()) return;
     const CudaDriver& d = dev_->driver();
     dev_->bind();
@@ -90,7 +91,6 @@ class CudaExecutable : public Executable {
       d.cuModuleUnload(module_);
       throw;
     }
-    if (cuda_graphs_enabled()) graph_ = std::make_unique<CudaGraphReplay>(dev_, blas_);
   }
 
   // What every executable of `plan` needs, checked before anything is compiled or loaded.
@@ -192,8 +192,9 @@ class CudaExecutable : public Executable {
       std::lock_guard<std::mutex> lock(launch_mu_);  // the pointer arrays' host staging is per executable
       std::vector<CudaLaunchStep> steps = resolve_steps(inputs, ptrs);
       // Profiling times each launch, so it launches plainly.
-      const bool graph = graph_ && !(stats && stats->on_kernel) && steps.size() >= kCudaGraphMinSteps &&
+      const bool graph = graphs_ && !(stats && stats->on_kernel) && steps.size() >= kCudaGraphMinSteps &&
                          ++runs_ > kCudaGraphWarmupRuns;
+      if (graph && !graph_) graph_ = std::make_unique<CudaGraphReplay>(dev_, blas_);
       if (graph && graph_->launch(steps)) {
         if (stats) {
           stats->kernel_launches += static_cast<int>(steps.size());
@@ -285,8 +286,9 @@ class CudaExecutable : public Executable {
   CudaModuleImage module_image_;  // kept for the disk cache (serialize)
   CUmodule module_ = nullptr;
   std::vector<CUfunction> functions_;
-  // Runs so far; from the (kCudaGraphWarmupRuns + 1)-th on, launches replay graph_ (null with
-  // LT_CUDA_GRAPHS=0, a driver without graphs, or no kernels).
+  // Runs so far; from the (kCudaGraphWarmupRuns + 1)-th on, launches replay graph_, created then
+  // (never with LT_CUDA_GRAPHS=0, a driver without graphs, or fewer than kCudaGraphMinSteps steps).
+  bool graphs_ = false;
   int64_t runs_ = 0;
   std::unique_ptr<CudaGraphReplay> graph_;
 };
