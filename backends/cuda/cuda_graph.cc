@@ -73,16 +73,6 @@ CudaGraphReplay::~CudaGraphReplay() {
   }
 }
 
-bool CudaGraphReplay::failed() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return failed_;
-}
-
-CudaGraphReplay::Counts CudaGraphReplay::counts() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return counts_;
-}
-
 void CudaGraphReplay::reset() {
   const CudaDriver& d = dev_->driver();
   // An executable graph still in flight is freed when it completes (cuGraphExecDestroy).
@@ -139,7 +129,6 @@ void CudaGraphReplay::build(const std::vector<CudaLaunchStep>& steps) {
   }
   d.check(d.cuGraphInstantiateWithFlags(&exec_, graph_, 0), "cuGraphInstantiate");
   last_ = steps;
-  ++counts_.instantiations;
 }
 
 bool CudaGraphReplay::matches(const std::vector<CudaLaunchStep>& steps) const {
@@ -164,7 +153,6 @@ bool CudaGraphReplay::update(const std::vector<CudaLaunchStep>& steps) {
       const CUDA_KERNEL_NODE_PARAMS p = kernel_params(s, &ptrs);
       if (d.cuGraphExecKernelNodeSetParams_v2(exec_, nodes_[i], &p) != CUDA_SUCCESS) return false;
       l.slots = s.slots;
-      ++counts_.kernel_updates;
       continue;
     }
     // A pointer-array GEMM reads its addresses from its fixed device arrays: the node never
@@ -178,7 +166,6 @@ bool CudaGraphReplay::update(const std::vector<CudaLaunchStep>& steps) {
     if (children_[i]) d.cuGraphDestroy(children_[i]);
     children_[i] = child;
     l.a = s.a, l.b = s.b, l.out = s.out;
-    ++counts_.gemm_recaptures;
   }
   return true;
 }

@@ -64,15 +64,9 @@ class CudaGraphReplay {
   // Enqueues `steps` as one graph launch: builds and instantiates the graph on first use (or when
   // the steps no longer match it), else updates the nodes whose arguments changed. Returns false
   // when the graph cannot be built, updated or launched: the caller then launches the steps
-  // itself, and failed() stays true (the executable launches plainly from then on).
+  // itself, and every later call returns false at once (the executable launches plainly from
+  // then on).
   bool launch(const std::vector<CudaLaunchStep>& steps);
-  bool failed() const;
-  // Nodes rebuilt or updated so far (for tests and LT_DEBUG): instantiations, kernel-node and
-  // child-graph updates.
-  struct Counts {
-    int64_t instantiations = 0, kernel_updates = 0, gemm_recaptures = 0;
-  };
-  Counts counts() const;
 
  private:
   void build(const std::vector<CudaLaunchStep>& steps);
@@ -83,14 +77,13 @@ class CudaGraphReplay {
 
   std::shared_ptr<CudaDevice> dev_;
   std::shared_ptr<const CublasHandle> blas_;
-  mutable std::mutex mu_;
+  std::mutex mu_;
   bool failed_ = false;
   CUgraph graph_ = nullptr;  // kept: exec updates name its nodes
   CUgraphExec exec_ = nullptr;
   std::vector<CUgraphNode> nodes_;
   std::vector<CUgraph> children_;     // per GEMM step, the last graph captured for it
   std::vector<CudaLaunchStep> last_;  // arguments of the last launch, per step
-  Counts counts_;
 };
 
 }  // namespace lt
