@@ -1,13 +1,12 @@
 // CUDA graphs (DESIGN.md): from the 4th run of one executable on, its launches go to the GPU as
 // one CUgraphExec launch instead of one cuLaunchKernel / cuBLAS call per step, which saves the
-// host and driver time of each launch (most of a small graph's run time). LT_CUDA_GRAPHS=0
-// disables them.
+// host and driver time of each launch. LT_CUDA_GRAPHS=0 disables them.
 //
 // Buffer addresses (inputs, and temporaries and outputs from the caching allocator) and scalar
 // arguments (a learning rate, Adam's step) change between runs, so the graph is built once with
 // one kernel node per kernel step, chained in plan order, and each run updates only the nodes
-// whose arguments differ from the last launch (cuGraphExecKernelNodeSetParams, a few
-// microseconds each). A cuBLAS step is a child graph captured from the stream; a strided GEMM
+// whose arguments differ from the last launch (cuGraphExecKernelNodeSetParams, no new
+// instantiation). A cuBLAS step is a child graph captured from the stream; a strided GEMM
 // whose addresses changed is captured again and swapped in (cuGraphExecChildGraphNodeSetParams).
 // A pointer-array GEMM reads its addresses from device memory that the executable owns, so its
 // node never changes: the host-to-device copy of the addresses is issued on the stream before
