@@ -52,6 +52,9 @@ struct RunInput {
 
 struct RunStats {
   int kernel_launches = 0;
+  // CUDA graph launches that replaced this run's kernel launches (backends/cuda/cuda_graph.h);
+  // kernel_launches still counts the kernels they ran.
+  int graph_launches = 0;
   // Set by the runtime while profiling (LT_PROFILE): called once per kernel or GEMM step with its
   // name and host-side start/end (on CUDA, the launch; the stream is synchronized at the end).
   std::function<void(const std::string& name, std::chrono::steady_clock::time_point start,

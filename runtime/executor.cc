@@ -219,6 +219,7 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
   double run_ms = ms_since(tr);
   profile::record(profile::Phase::Run, key.hex().substr(0, 12), tr, Clock::now());
   metrics::bump(metrics::Counter::KernelLaunches, stats.kernel_launches);
+  metrics::bump(metrics::Counter::CudaGraphLaunches, stats.graph_launches);
   metrics::record_sync(reason);
 
   g_last_key = key;
@@ -302,6 +303,7 @@ std::optional<std::vector<std::shared_ptr<Storage>>> run_cached(const Hash128& k
   double run_ms = ms_since(tr);
   profile::record(profile::Phase::Run, key.hex().substr(0, 12), tr, Clock::now());
   metrics::bump(metrics::Counter::KernelLaunches, stats.kernel_launches);
+  metrics::bump(metrics::Counter::CudaGraphLaunches, stats.graph_launches);
   metrics::record_sync(SyncReason::MarkStep);
   g_last_key = key;
   auto result = make_outputs(

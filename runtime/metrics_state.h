@@ -19,6 +19,7 @@ enum class Counter {
   Fallbacks,
   DonatedBuffers,
   DonatedBytes,
+  CudaGraphLaunches,
   kCount
 };
 void bump(Counter c, int64_t by = 1);

@@ -23,6 +23,7 @@ struct Cublas {
   cublasStatus_t (*destroy)(cublasHandle_t) = nullptr;
   cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t) = nullptr;
   cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t) = nullptr;
+  cublasStatus_t (*set_workspace)(cublasHandle_t, void*, size_t) = nullptr;
   const char* (*status_string)(cublasStatus_t) = nullptr;
   cublasStatus_t (*gemm_strided_batched)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
                                          const void*, const void*, cudaDataType, int, long long, const void*,
@@ -54,6 +55,7 @@ const Cublas& load_cublas() {
     sym(c.destroy, "cublasDestroy_v2");
     sym(c.set_stream, "cublasSetStream_v2");
     sym(c.set_math_mode, "cublasSetMathMode");
+    sym(c.set_workspace, "cublasSetWorkspace_v2");
     sym(c.status_string, "cublasGetStatusString");
     sym(c.gemm_strided_batched, "cublasGemmStridedBatchedEx");
     sym(c.gemm_batched, "cublasGemmBatchedEx");
@@ -68,6 +70,8 @@ void check(cublasStatus_t s, const char* call) {
   fail(ErrorKind::Runtime, "cuBLAS error in ", call, ": ", c.status_string ? c.status_string(s) : "",
        " (status ", static_cast<int>(s), ")");
 }
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
 int as_int(int64_t v, const Gemm& g, const char* what) {
   if (v > std::numeric_limits<int>::max())
@@ -89,6 +93,11 @@ CublasHandle::CublasHandle(CUstream stream) {
   handle_ = h;
   check(c.set_stream(h, reinterpret_cast<cudaStream_t>(stream)), "cublasSetStream");
   stream_ = stream;
+  // After cublasSetStream, which resets the workspace to cuBLAS's default pool. 32 MiB is what
+  // cuBLAS documents for Hopper (4 MiB suffices elsewhere).
+  const CudaDriver& d = cuda_driver();
+  d.check(d.cuMemAlloc_v2(&workspace_, kWorkspaceBytes), "cuMemAlloc (cuBLAS workspace)");
+  check(c.set_workspace(h, reinterpret_cast<void*>(workspace_), kWorkspaceBytes), "cublasSetWorkspace");
   const char* tf = std::getenv("LT_ALLOW_TF32");
   tf32_ = tf && std::strcmp(tf, "1") == 0;
   // Pedantic: the prescribed precision in every phase, so float32 results match the loop kernels
@@ -98,6 +107,11 @@ CublasHandle::CublasHandle(CUstream stream) {
 
 CublasHandle::~CublasHandle() {
   if (handle_) load_cublas().destroy(static_cast<cublasHandle_t>(handle_));
+  if (workspace_) {  // queued gemms may still use it
+    const CudaDriver& d = cuda_driver();
+    d.cuStreamSynchronize(stream_);
+    d.cuMemFree_v2(workspace_);
+  }
 }
 
 size_t CublasHandle::pointer_array_bytes(const Gemm& g) {
@@ -106,6 +120,31 @@ size_t CublasHandle::pointer_array_bytes(const Gemm& g) {
   for (size_t d = 0; d + 1 < g.batch.size(); ++d) outer *= g.batch[d];
   if (outer < 2) return 0;
   return 3 * static_cast<size_t>(g.batch_count()) * sizeof(uint64_t);
+}
+
+void CublasHandle::stage(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out, PointerArrays arrays) const {
+  if (!pointer_array_bytes(g) || !arrays.device || !arrays.host)
+    fail(ErrorKind::Runtime, "internal: gemm ", g.name, " staged without pointer arrays");
+  const size_t nb = g.batch.size(), es = dtype_size(g.dtype);
+  const int64_t total = g.batch_count();
+  const int64_t sc = g.M * g.N;
+  std::vector<uint64_t>& host = *arrays.host;
+  host.resize(3 * static_cast<size_t>(total));
+  for (int64_t p = 0; p < total; ++p) {
+    int64_t oa = g.a_offset, ob = g.b_offset, rest = p;
+    for (size_t d = nb; d-- > 0;) {
+      int64_t i = rest % g.batch[d];
+      rest /= g.batch[d];
+      oa += i * g.a_batch_stride[d], ob += i * g.b_batch_stride[d];
+    }
+    host[static_cast<size_t>(p)] = b + static_cast<CUdeviceptr>(ob) * es;  // cuBLAS's first operand
+    host[static_cast<size_t>(total + p)] = a + static_cast<CUdeviceptr>(oa) * es;
+    host[static_cast<size_t>(2 * total + p)] = out + static_cast<CUdeviceptr>(p * sc) * es;
+  }
+  // From pageable memory the driver stages `host` before returning, so the next run may refill it.
+  const CudaDriver& d = cuda_driver();
+  d.check(d.cuMemcpyHtoDAsync_v2(arrays.device, host.data(), host.size() * sizeof(uint64_t), stream_),
+          "cuMemcpyHtoDAsync");
 }
 
 void CublasHandle::gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out, PointerArrays arrays) const {
@@ -164,22 +203,7 @@ void CublasHandle::gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr
     // stream order. Many small products in one launch fill the GPU where a loop of launches of
     // `count` products each leaves most of it idle (attention's 512 x 512 x 64 per head).
     const int64_t total = outer * count;
-    std::vector<uint64_t>& host = *arrays.host;
-    host.resize(3 * static_cast<size_t>(total));
-    for (int64_t p = 0; p < total; ++p) {
-      int64_t oa = g.a_offset, ob = g.b_offset, rest = p;
-      for (size_t d = nb; d-- > 0;) {
-        int64_t i = rest % g.batch[d];
-        rest /= g.batch[d];
-        oa += i * g.a_batch_stride[d], ob += i * g.b_batch_stride[d];
-      }
-      host[static_cast<size_t>(p)] = b + static_cast<CUdeviceptr>(ob) * es;  // cuBLAS's first operand
-      host[static_cast<size_t>(total + p)] = a + static_cast<CUdeviceptr>(oa) * es;
-      host[static_cast<size_t>(2 * total + p)] = out + static_cast<CUdeviceptr>(p * sc) * es;
-    }
-    const CudaDriver& d = cuda_driver();
-    d.check(d.cuMemcpyHtoDAsync_v2(arrays.device, host.data(), host.size() * sizeof(uint64_t), stream_),
-            "cuMemcpyHtoDAsync");
+    if (!arrays.staged) stage(g, a, b, out, arrays);
     auto* dev = reinterpret_cast<void**>(arrays.device);
     check(c.gemm_batched(static_cast<cublasHandle_t>(handle_), op_b, op_a, m, n, k, alpha,
                          reinterpret_cast<const void* const*>(dev), type, ldb,

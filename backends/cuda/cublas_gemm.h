@@ -22,6 +22,9 @@ std::string cublas_error();
 struct CublasPointerArrays {
   CUdeviceptr device = 0;
   std::vector<uint64_t>* host = nullptr;
+  // The device arrays already hold this call's addresses (CublasHandle::stage): gemm() only
+  // launches, which is what a CUDA graph captures (cuda_graph.h); the copy stays outside it.
+  bool staged = false;
 };
 
 // One cuBLAS handle bound to a stream; created once per device and reused by every executable.
@@ -40,12 +43,18 @@ class CublasHandle {
   // else as a host loop of strided-batched calls, one per outer batch point.
   using PointerArrays = CublasPointerArrays;
   void gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out, PointerArrays arrays = {}) const;
+  // Fills arrays.host with the pointer-array form's A, B and C addresses and copies them into
+  // arrays.device on the stream (what gemm() does first unless arrays.staged).
+  void stage(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out, PointerArrays arrays) const;
   // Device bytes the pointer-array form of g needs; 0 when g's batch collapses into one call.
   static size_t pointer_array_bytes(const Gemm& g);
 
  private:
   void* handle_ = nullptr;
   CUstream stream_ = nullptr;
+  // The handle's own workspace (cublasSetWorkspace): without one, cuBLAS allocates during stream
+  // capture (cuda_graph.h), which a child graph node cannot hold.
+  CUdeviceptr workspace_ = 0;
   bool tf32_ = false;
 };
 

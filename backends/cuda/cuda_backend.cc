@@ -7,6 +7,8 @@
 
 #include "backends/cuda/cublas_gemm.h"
 #include "backends/cuda/cuda_codegen.h"
+#include "backends/cuda/cuda_graph.h"
+#include "backends/cuda/cuda_module_image.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "lowering/memory_plan.h"
 #include "lowering/plan_serialize.h"
@@ -31,10 +33,35 @@ const CudaBuffer& as_cuda(const Buffer& b, const char* what) {
   return *c;
 }
 
+// Code generation and NVRTC for a plan's kernels: what the disk cache stores (cuda_module_image.h).
+CudaModuleImage compile_cuda_module(const Plan& plan, const std::string& target, bool cubin) {
+  // Identical kernels (repeated layers) are generated and compiled once and launched by each.
+  const DistinctKernels codes = distinct_kernels(plan.kernels);
+  std::vector<loop::Kernel> distinct;
+  for (size_t i : codes.first) distinct.push_back(plan.kernels[i]);
+  CudaModuleSource gen = generate_cuda(distinct);
+  CudaModuleImage m;
+  m.target = target;
+  m.cubin = cubin;
+  m.source = std::move(gen.source);
+  for (size_t c : codes.code_of) m.launches.push_back(gen.kernels.at(c));
+  if (plan.kernels.empty()) return m;
+  if (cubin) {
+    m.image = nvrtc_compile_cubin(m.source, target);
+  } else {
+    std::string ptx = nvrtc_compile_ptx(m.source, target);
+    m.image.assign(ptx.begin(), ptx.end());
+    m.image.push_back('\0');
+  }
+  return m;
+}
+
 class CudaExecutable : public Executable {
  public:
-  CudaExecutable(std::shared_ptr<CudaCachingAllocator> alloc, const Plan& plan, std::string target,
-                 bool cubin, std::shared_ptr<const CublasHandle> blas)
+  // `module` is compile_cuda_module(plan) of this process or of the one that wrote a cache entry;
+  // either way the image is only loaded here.
+  CudaExecutable(std::shared_ptr<CudaCachingAllocator> alloc, const Plan& plan, CudaModuleImage module,
+                 std::shared_ptr<const CublasHandle> blas)
       : alloc_(std::move(alloc)),
         dev_(alloc_->device()),
         buffers_(plan.buffers),
@@ -43,65 +70,75 @@ class CudaExecutable : public Executable {
         steps_(plan.ordered_steps()),
         blas_(std::move(blas)),
         donations_(plan.donations),
-        memory_(plan_memory(plan)) {
-    for (const Gemm& g : gemms_) {
+        memory_(plan_memory(plan)),
+        module_image_(std::move(module)) {
+    check_plan(plan, blas_ != nullptr);
+    if (module_image_.launches.size() != kernels_.size())
+      fail(ErrorKind::Runtime, "internal: cuda module with ", module_image_.launches.size(), " launches for ",
+           kernels_.size(), " kernels");
+    graphs_ = steps_.size() >= kCudaGraphMinSteps && cuda_graphs_enabled();
+    if (kernels_.empty()) return;
+    const CudaDriver& d = dev_->driver();
+    dev_->bind();
+    d.check(d.cuModuleLoadData(&module_, module_image_.image.data()), "cuModuleLoadData");
+    try {
+      for (const auto& l : module_image_.launches) {
+        CUfunction f = nullptr;
+        d.check(d.cuModuleGetFunction(&f, module_, l.name.c_str()), "cuModuleGetFunction");
+        functions_.push_back(f);
+      }
+    } catch (...) {  // a cached image without a kernel it should have: no destructor will unload it
+      d.cuModuleUnload(module_);
+      throw;
+    }
+  }
+
+  // What every executable of `plan` needs, checked before anything is compiled or loaded.
+  static void check_plan(const Plan& plan, bool have_blas) {
+    for (const Gemm& g : plan.gemms) {
       for (int buf : {g.a, g.b, g.out})
-        if (buf < 0 || buf >= static_cast<int>(buffers_.size()) || buffers_[buf].dtype != g.dtype ||
-            buffers_[buf].kind == BufferSpec::Kind::Scalar)
+        if (buf < 0 || buf >= static_cast<int>(plan.buffers.size()) || plan.buffers[buf].dtype != g.dtype ||
+            plan.buffers[buf].kind == BufferSpec::Kind::Scalar)
           fail(ErrorKind::Runtime, "internal: gemm ", g.name, " names bad buffer ", buf);
-      validate_gemm(g, buffers_[g.a].numel, buffers_[g.b].numel, buffers_[g.out].numel, "cuda executable");
+      validate_gemm(g, plan.buffers[g.a].numel, plan.buffers[g.b].numel, plan.buffers[g.out].numel,
+                    "cuda executable");
     }
     // The runtime expands conv prims for backends without a conv library (runtime/conv.h).
     if (!plan.convs.empty())
       fail(ErrorKind::NotImplemented, "not implemented: library convolution step ", plan.convs[0].name, " on cuda");
-    if (!gemms_.empty() && !blas_) fail(ErrorKind::Runtime, "internal: cuda plan with gemms but no cuBLAS handle");
-    for (const PlanStep& st : steps_)
-      if (st.index < 0 || st.index >= static_cast<int>(st.kind == PlanStep::Kind::Gemm ? gemms_.size() : kernels_.size()))
+    if (!plan.gemms.empty() && !have_blas) fail(ErrorKind::Runtime, "internal: cuda plan with gemms but no cuBLAS handle");
+    for (const PlanStep& st : plan.ordered_steps())
+      if (st.index < 0 ||
+          st.index >= static_cast<int>(st.kind == PlanStep::Kind::Gemm ? plan.gemms.size() : plan.kernels.size()))
         fail(ErrorKind::Runtime, "internal: plan step names step ", st.index, " that does not exist");
-    // Identical kernels (repeated layers) are generated and compiled once and launched by each.
-    const DistinctKernels codes = distinct_kernels(plan.kernels);
-    std::vector<loop::Kernel> distinct;
-    for (size_t i : codes.first) distinct.push_back(plan.kernels[i]);
-    CudaModuleSource gen = generate_cuda(distinct);
-    source_ = std::move(gen.source);
-    for (size_t c : codes.code_of) launches_.push_back(gen.kernels.at(c));
-    if (kernels_.empty()) return;
-    std::vector<char> image;
-    if (cubin) {
-      image = nvrtc_compile_cubin(source_, target);
-    } else {
-      std::string ptx = nvrtc_compile_ptx(source_, target);
-      image.assign(ptx.begin(), ptx.end());
-      image.push_back('\0');
-    }
-    const CudaDriver& d = dev_->driver();
-    dev_->bind();
-    d.check(d.cuModuleLoadData(&module_, image.data()), "cuModuleLoadData");
-    for (const auto& l : launches_) {
-      CUfunction f = nullptr;
-      d.check(d.cuModuleGetFunction(&f, module_, l.name.c_str()), "cuModuleGetFunction");
-      functions_.push_back(f);
-    }
+    for (const loop::Kernel& kern : plan.kernels)
+      for (const loop::Arg& arg : kern.args) {
+        if (arg.buffer < 0 || arg.buffer >= static_cast<int>(plan.buffers.size()))
+          fail(ErrorKind::Runtime, "internal: kernel ", kern.name, " uses buffer ", arg.buffer, " of ",
+               plan.buffers.size());
+        if (!arg.scalar && plan.buffers[arg.buffer].kind == BufferSpec::Kind::Scalar)
+          fail(ErrorKind::Runtime, "internal: kernel ", kern.name, " reads scalar buffer ", arg.buffer,
+               " through a pointer");
+      }
   }
 
   ~CudaExecutable() override {
-    if (!module_) return;
     const CudaDriver& d = dev_->driver();
-    if (d.cuCtxSetCurrent) {
-      try {
-        dev_->bind();
-        d.cuStreamSynchronize(dev_->stream());  // its kernels may still be running
-        d.cuModuleUnload(module_);
-      } catch (...) {
-      }
+    if (!d.cuCtxSetCurrent || (!module_ && !graph_)) return;
+    try {
+      dev_->bind();
+      d.cuStreamSynchronize(dev_->stream());  // its kernels may still be running
+      graph_.reset();  // its kernel nodes name the module's functions
+      if (module_) d.cuModuleUnload(module_);
+    } catch (...) {
     }
   }
 
   int num_kernels() const override { return static_cast<int>(kernels_.size() + gemms_.size()); }
-  std::vector<std::string> kernel_sources() const override { return {source_}; }
+  std::vector<std::string> kernel_sources() const override { return {module_image_.source}; }
+  const CudaModuleImage& module_image() const { return module_image_; }
 
   std::vector<BufferPtr> run(const std::vector<RunInput>& inputs, RunStats* stats) override {
-    const CudaDriver& d = dev_->driver();
     dev_->bind();
     // Bind every plan buffer: inputs from the caller, temps and outputs from the allocator.
     std::vector<BufferPtr> owned(buffers_.size());
@@ -151,61 +188,21 @@ class CudaExecutable : public Executable {
         }
       }
     }
-    CUstream stream = dev_->stream();
-    const bool timed = stats && stats->on_kernel;
-    for (const PlanStep& step : steps_) {
-      const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-      if (step.kind == PlanStep::Kind::Gemm) {
-        const Gemm& g = gemms_[step.index];
-        if (const size_t bytes = CublasHandle::pointer_array_bytes(g)) {
-          std::lock_guard<std::mutex> lock(arrays_mu_);  // one host staging vector per step
-          GemmArrays& ga = gemm_arrays_[static_cast<size_t>(step.index)];
-          if (!ga.device) ga.device = std::make_shared<CudaBuffer>(alloc_, bytes);  // kept with the executable
-          blas_->gemm(g, ptrs[g.a], ptrs[g.b], ptrs[g.out], {ga.device->ptr(), &ga.host});
-        } else {
-          blas_->gemm(g, ptrs[g.a], ptrs[g.b], ptrs[g.out]);
+    {
+      std::lock_guard<std::mutex> lock(launch_mu_);  // the pointer arrays' host staging is per executable
+      std::vector<CudaLaunchStep> steps = resolve_steps(inputs, ptrs);
+      // Profiling times each launch, so it launches plainly.
+      const bool graph = graphs_ && !(stats && stats->on_kernel) && steps.size() >= kCudaGraphMinSteps &&
+                         ++runs_ > kCudaGraphWarmupRuns;
+      if (graph && !graph_) graph_ = std::make_unique<CudaGraphReplay>(dev_, blas_);
+      if (graph && graph_->launch(steps)) {
+        if (stats) {
+          stats->kernel_launches += static_cast<int>(steps.size());
+          ++stats->graph_launches;
         }
-        if (stats) ++stats->kernel_launches;
-        if (timed) stats->on_kernel("gemm " + g.name + " (launch)", t0, std::chrono::steady_clock::now());
-        continue;
+      } else {
+        launch_cuda_steps(*dev_, blas_.get(), steps, stats);
       }
-      const size_t k = static_cast<size_t>(step.index);
-      const CudaKernelLaunch& l = launches_[k];
-      if (l.max_blocks <= 0) continue;
-      const loop::Kernel& kern = kernels_[k];
-      // One 8-byte slot per parameter: device pointers, and scalars by value (double / long long).
-      std::vector<uint64_t> slots(kern.args.size());
-      std::vector<void*> params(kern.args.size());
-      for (size_t a = 0; a < kern.args.size(); ++a) {
-        const loop::Arg& arg = kern.args[a];
-        if (arg.buffer < 0 || arg.buffer >= static_cast<int>(buffers_.size()))
-          fail(ErrorKind::Runtime, "internal: kernel ", kern.name, " uses buffer ", arg.buffer, " of ", buffers_.size());
-        const BufferSpec& spec = buffers_[arg.buffer];
-        if (arg.scalar) {
-          const RunInput& in = inputs.at(static_cast<size_t>(spec.input));
-          if (is_floating(arg.dtype)) {
-            double v = in.scalar;
-            std::memcpy(&slots[a], &v, sizeof v);
-          } else {
-            long long v = in.scalar_i;
-            std::memcpy(&slots[a], &v, sizeof v);
-          }
-        } else {
-          if (spec.kind == BufferSpec::Kind::Scalar)
-            fail(ErrorKind::Runtime, "internal: kernel ", kern.name, " reads scalar buffer ", arg.buffer,
-                 " through a pointer");
-          CUdeviceptr p = ptrs[static_cast<size_t>(arg.buffer)];
-          std::memcpy(&slots[a], &p, sizeof p);
-        }
-        params[a] = &slots[a];
-      }
-      const int64_t cap = static_cast<int64_t>(dev_->sm_count()) * std::max(1, 2048 / l.threads) * 4;
-      const unsigned grid = static_cast<unsigned>(std::clamp<int64_t>(l.max_blocks, 1, std::min<int64_t>(cap, 1 << 30)));
-      d.check(d.cuLaunchKernel(functions_[k], grid, 1, 1, static_cast<unsigned>(l.threads), 1, 1, 0, stream,
-                               params.data(), nullptr),
-              "cuLaunchKernel");
-      if (stats) ++stats->kernel_launches;
-      if (timed) stats->on_kernel(kern.name + " (launch)", t0, std::chrono::steady_clock::now());
     }
     // Asynchronous: the outputs are valid for later work on the stream, and host reads wait
     // (copy_to_host). Temporaries go back to the cache now; only later stream work reuses them.
@@ -217,6 +214,59 @@ class CudaExecutable : public Executable {
   }
 
  private:
+  // This run's steps in plan order with their addresses and scalar values.
+  std::vector<CudaLaunchStep> resolve_steps(const std::vector<RunInput>& inputs, const std::vector<CUdeviceptr>& ptrs) {
+    std::vector<CudaLaunchStep> out;
+    out.reserve(steps_.size());
+    for (const PlanStep& step : steps_) {
+      if (step.kind == PlanStep::Kind::Gemm) {
+        const Gemm& g = gemms_[static_cast<size_t>(step.index)];
+        CudaLaunchStep s;
+        s.name = g.name;
+        s.gemm = &g;
+        s.a = ptrs[g.a], s.b = ptrs[g.b], s.out = ptrs[g.out];
+        if (const size_t bytes = CublasHandle::pointer_array_bytes(g)) {
+          GemmArrays& ga = gemm_arrays_[static_cast<size_t>(step.index)];
+          if (!ga.device) ga.device = std::make_shared<CudaBuffer>(alloc_, bytes);  // kept with the executable
+          s.arrays = {ga.device->ptr(), &ga.host};
+        }
+        out.push_back(std::move(s));
+        continue;
+      }
+      const size_t k = static_cast<size_t>(step.index);
+      const CudaKernelLaunch& l = module_image_.launches[k];
+      if (l.max_blocks <= 0) continue;
+      const loop::Kernel& kern = kernels_[k];
+      CudaLaunchStep s;
+      s.name = kern.name;
+      s.fn = functions_[k];
+      const int64_t cap = static_cast<int64_t>(dev_->sm_count()) * std::max(1, 2048 / l.threads) * 4;
+      s.grid = static_cast<unsigned>(std::clamp<int64_t>(l.max_blocks, 1, std::min<int64_t>(cap, 1 << 30)));
+      s.threads = static_cast<unsigned>(l.threads);
+      // One 8-byte slot per parameter: device pointers, and scalars by value (double / long long).
+      s.slots.assign(kern.args.size(), 0);
+      for (size_t a = 0; a < kern.args.size(); ++a) {
+        const loop::Arg& arg = kern.args[a];
+        const BufferSpec& spec = buffers_[static_cast<size_t>(arg.buffer)];
+        if (arg.scalar) {
+          const RunInput& in = inputs.at(static_cast<size_t>(spec.input));
+          if (is_floating(arg.dtype)) {
+            double v = in.scalar;
+            std::memcpy(&s.slots[a], &v, sizeof v);
+          } else {
+            long long v = in.scalar_i;
+            std::memcpy(&s.slots[a], &v, sizeof v);
+          }
+        } else {
+          CUdeviceptr p = ptrs[static_cast<size_t>(arg.buffer)];
+          std::memcpy(&s.slots[a], &p, sizeof p);
+        }
+      }
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
   std::shared_ptr<CudaCachingAllocator> alloc_;
   std::shared_ptr<CudaDevice> dev_;
   std::vector<BufferSpec> buffers_;
@@ -230,13 +280,17 @@ class CudaExecutable : public Executable {
     std::vector<uint64_t> host;
   };
   std::vector<GemmArrays> gemm_arrays_ = std::vector<GemmArrays>(gemms_.size());
-  std::mutex arrays_mu_;
+  std::mutex launch_mu_;
   std::vector<Donation> donations_;  // outputs a run may write into an input's memory
   MemoryPlan memory_;  // which temporaries share an allocation
-  std::string source_;
-  std::vector<CudaKernelLaunch> launches_;
+  CudaModuleImage module_image_;  // kept for the disk cache (serialize)
   CUmodule module_ = nullptr;
   std::vector<CUfunction> functions_;
+  // Runs so far; from the (kCudaGraphWarmupRuns + 1)-th on, launches replay graph_, created then
+  // (never with LT_CUDA_GRAPHS=0, a driver without graphs, or fewer than kCudaGraphMinSteps steps).
+  bool graphs_ = false;
+  int64_t runs_ = 0;
+  std::unique_ptr<CudaGraphReplay> graph_;
 };
 
 class CudaBackendImpl : public CudaBackend {
@@ -290,7 +344,31 @@ class CudaBackendImpl : public CudaBackend {
   std::unique_ptr<Executable> compile(const Plan& plan) override {
     std::shared_ptr<const CublasHandle> blas;
     if (!plan.gemms.empty()) blas = cublas_handle();
-    return std::make_unique<CudaExecutable>(alloc_, plan, target_, cubin_, std::move(blas));
+    CudaExecutable::check_plan(plan, blas != nullptr);
+    return std::make_unique<CudaExecutable>(alloc_, plan, compile_cuda_module(plan, target_, cubin_), std::move(blas));
+  }
+
+  // The code depends on the architecture compiled for, the NVRTC that compiled it and whether
+  // matmuls are cuBLAS steps (the library's own build is in every entry's header).
+  std::string cache_target() override {
+    return target_ + " nvrtc " + nvrtc_version() + (lower_options().gemm_dtypes.empty() ? "" : "+cublas");
+  }
+
+  bool serialize(const Executable& exe, std::string* out) override {
+    auto* cuda_exe = dynamic_cast<const CudaExecutable*>(&exe);
+    if (!cuda_exe) return false;
+    *out = encode_cuda_module(cuda_exe->module_image());
+    return true;
+  }
+
+  // Loads the image an earlier process compiled (cuModuleLoadData); runs neither code generation
+  // nor NVRTC. Bytes that do not fit throw, and the runtime compiles afresh.
+  std::unique_ptr<Executable> load(const Plan& plan, std::string_view bytes) override {
+    CudaExecutable::check_plan(plan, true);
+    CudaModuleImage m = decode_cuda_module(bytes, plan.kernels.size(), target_);
+    std::shared_ptr<const CublasHandle> blas;
+    if (!plan.gemms.empty()) blas = cublas_handle();
+    return std::make_unique<CudaExecutable>(alloc_, plan, std::move(m), std::move(blas));
   }
 
   // cuBLAS computes float32, float64, bfloat16 and float16 matmuls when it loads; otherwise they

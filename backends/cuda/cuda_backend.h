@@ -1,6 +1,8 @@
 // The CUDA backend: loop IR -> CUDA C (cuda_codegen.h) -> NVRTC cubin for the device's
-// architecture -> cuModuleLoadData, launched in plan order on one stream; memory from a caching
-// allocator. The driver is loaded with dlopen, so this library links and loads without a GPU.
+// architecture -> cuModuleLoadData, launched in plan order on one stream (from an executable's
+// 4th run on as one CUDA graph, cuda_graph.h); memory from a caching allocator. The compiled
+// module goes into the on-disk cache (cuda_module_image.h). The driver is loaded with dlopen, so
+// this library links and loads without a GPU.
 #pragma once
 #include <memory>
 

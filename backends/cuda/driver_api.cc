@@ -34,8 +34,14 @@ CudaDriver load_cuda_driver(const char* library) {
 #define LT_CUDA_DRIVER_FN(name)                                         \
   d.name = reinterpret_cast<decltype(d.name)>(dlsym(h, #name));         \
   if (!d.name) missing += (missing.empty() ? "" : ", ") + std::string(#name);
+  bool graphs = true;
+#define LT_CUDA_DRIVER_OPTIONAL_FN(name)                                \
+  d.name = reinterpret_cast<decltype(d.name)>(dlsym(h, #name));         \
+  graphs = graphs && d.name;
 #include "backends/cuda/driver_functions.def"
+#undef LT_CUDA_DRIVER_OPTIONAL_FN
 #undef LT_CUDA_DRIVER_FN
+  d.graphs = graphs;
   if (!missing.empty()) {
     d.error = std::string(library) + " lacks " + missing + " (driver too old?)";
     return d;

@@ -15,9 +15,13 @@ struct CudaDriver {
   int device_count = 0;  // devices cuInit found (0 when !ok)
   int version = 0;       // cuDriverGetVersion, e.g. 13000
 
+  // Every entry point of driver_functions.def; optional ones stay null when the driver lacks them.
 #define LT_CUDA_DRIVER_FN(name) decltype(&::name) name = nullptr;
+#define LT_CUDA_DRIVER_OPTIONAL_FN(name) LT_CUDA_DRIVER_FN(name)
 #include "backends/cuda/driver_functions.def"
+#undef LT_CUDA_DRIVER_OPTIONAL_FN
 #undef LT_CUDA_DRIVER_FN
+  bool graphs = false;  // every CUDA graph entry point resolved (cuda_graph.h)
 
   // Throws lt::Error("CUDA error <NAME> in <call>: <description>") unless r is CUDA_SUCCESS.
   void check(CUresult r, const char* call) const;

@@ -1,0 +1,196 @@
+#include "backends/cuda/cuda_graph.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "ir/error.h"
+
+namespace lt {
+namespace {
+
+bool is_gemm(const CudaLaunchStep& s) { return s.gemm != nullptr; }
+
+// A kernel step as the driver's launch and node calls take it; `ptrs` keeps the slot pointers.
+CUDA_KERNEL_NODE_PARAMS kernel_params(const CudaLaunchStep& s, std::vector<void*>* ptrs) {
+  ptrs->resize(s.slots.size());
+  for (size_t i = 0; i < s.slots.size(); ++i) (*ptrs)[i] = const_cast<uint64_t*>(&s.slots[i]);
+  CUDA_KERNEL_NODE_PARAMS p;
+  std::memset(&p, 0, sizeof p);
+  p.func = s.fn;
+  p.gridDimX = s.grid, p.gridDimY = 1, p.gridDimZ = 1;
+  p.blockDimX = s.threads, p.blockDimY = 1, p.blockDimZ = 1;
+  p.sharedMemBytes = 0;
+  p.kernelParams = ptrs->data();
+  return p;
+}
+
+}  // namespace
+
+bool cuda_graphs_enabled() {
+  const char* e = std::getenv("LT_CUDA_GRAPHS");
+  if (e) {
+    const std::string v = e;
+    if (v == "0" || v == "off" || v == "OFF" || v == "false") return false;
+  }
+  return cuda_driver().graphs;
+}
+
+void launch_cuda_steps(const CudaDevice& dev, const CublasHandle* blas,
+                       const std::vector<CudaLaunchStep>& steps, RunStats* stats) {
+  const CudaDriver& d = dev.driver();
+  const bool timed = stats && stats->on_kernel;
+  std::vector<void*> ptrs;
+  for (const CudaLaunchStep& s : steps) {
+    const auto t0 =
+        timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    if (is_gemm(s)) {
+      if (!blas) fail(ErrorKind::Runtime, "internal: cuda gemm step without a cuBLAS handle");
+      blas->gemm(*s.gemm, s.a, s.b, s.out, s.arrays);
+    } else {
+      const CUDA_KERNEL_NODE_PARAMS p = kernel_params(s, &ptrs);
+      d.check(d.cuLaunchKernel(p.func, p.gridDimX, 1, 1, p.blockDimX, 1, 1, 0, dev.stream(),
+                               p.kernelParams, nullptr),
+              "cuLaunchKernel");
+    }
+    if (stats) ++stats->kernel_launches;
+    if (timed)
+      stats->on_kernel((is_gemm(s) ? "gemm " : "") + std::string(s.name) + " (launch)", t0,
+                       std::chrono::steady_clock::now());
+  }
+}
+
+CudaGraphReplay::CudaGraphReplay(std::shared_ptr<CudaDevice> dev,
+                                 std::shared_ptr<const CublasHandle> blas)
+    : dev_(std::move(dev)), blas_(std::move(blas)) {}
+
+CudaGraphReplay::~CudaGraphReplay() {
+  try {
+    dev_->bind();
+    reset();
+  } catch (...) {  // at process exit the driver may already be gone
+  }
+}
+
+void CudaGraphReplay::reset() {
+  const CudaDriver& d = dev_->driver();
+  // An executable graph still in flight is freed when it completes (cuGraphExecDestroy).
+  if (exec_) d.cuGraphExecDestroy(exec_);
+  if (graph_) d.cuGraphDestroy(graph_);
+  for (CUgraph c : children_)
+    if (c) d.cuGraphDestroy(c);
+  exec_ = nullptr, graph_ = nullptr;
+  children_.clear(), nodes_.clear(), last_.clear();
+}
+
+// The cuBLAS calls of one GEMM step, captured from the stream into a graph of their own. Relaxed
+// mode: cuBLAS may make calls that the stricter modes forbid during a capture.
+CUgraph CudaGraphReplay::capture(const CudaLaunchStep& step) {
+  const CudaDriver& d = dev_->driver();
+  if (!blas_) fail(ErrorKind::Runtime, "internal: cuda gemm step without a cuBLAS handle");
+  CUstream s = dev_->stream();
+  d.check(d.cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED), "cuStreamBeginCapture");
+  CublasPointerArrays arrays = step.arrays;
+  arrays.staged = true;  // the copy of the addresses is issued before each graph launch
+  try {
+    blas_->gemm(*step.gemm, step.a, step.b, step.out, arrays);
+  } catch (...) {
+    CUgraph junk = nullptr;
+    d.cuStreamEndCapture(s, &junk);  // leaves capture mode whatever went wrong
+    if (junk) d.cuGraphDestroy(junk);
+    throw;
+  }
+  CUgraph g = nullptr;
+  d.check(d.cuStreamEndCapture(s, &g), "cuStreamEndCapture");
+  return g;
+}
+
+void CudaGraphReplay::build(const std::vector<CudaLaunchStep>& steps) {
+  const CudaDriver& d = dev_->driver();
+  reset();
+  d.check(d.cuGraphCreate(&graph_, 0), "cuGraphCreate");
+  nodes_.assign(steps.size(), nullptr);
+  children_.assign(steps.size(), nullptr);
+  std::vector<void*> ptrs;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const CudaLaunchStep& s = steps[i];
+    CUgraphNode* dep = i ? &nodes_[i - 1] : nullptr;  // a chain: plan order
+    const size_t ndeps = i ? 1 : 0;
+    if (is_gemm(s)) {
+      children_[i] = capture(s);
+      d.check(d.cuGraphAddChildGraphNode(&nodes_[i], graph_, dep, ndeps, children_[i]),
+              "cuGraphAddChildGraphNode");
+    } else {
+      const CUDA_KERNEL_NODE_PARAMS p = kernel_params(s, &ptrs);
+      d.check(d.cuGraphAddKernelNode_v2(&nodes_[i], graph_, dep, ndeps, &p),
+              "cuGraphAddKernelNode");
+    }
+  }
+  d.check(d.cuGraphInstantiateWithFlags(&exec_, graph_, 0), "cuGraphInstantiate");
+  last_ = steps;
+}
+
+bool CudaGraphReplay::matches(const std::vector<CudaLaunchStep>& steps) const {
+  if (!exec_ || steps.size() != last_.size()) return false;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const CudaLaunchStep &s = steps[i], &l = last_[i];
+    if (s.gemm != l.gemm || s.fn != l.fn || s.grid != l.grid || s.threads != l.threads ||
+        s.slots.size() != l.slots.size() || s.arrays.device != l.arrays.device)
+      return false;
+  }
+  return true;
+}
+
+bool CudaGraphReplay::update(const std::vector<CudaLaunchStep>& steps) {
+  const CudaDriver& d = dev_->driver();
+  std::vector<void*> ptrs;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const CudaLaunchStep& s = steps[i];
+    CudaLaunchStep& l = last_[i];
+    if (!is_gemm(s)) {
+      if (s.slots == l.slots) continue;
+      const CUDA_KERNEL_NODE_PARAMS p = kernel_params(s, &ptrs);
+      if (d.cuGraphExecKernelNodeSetParams_v2(exec_, nodes_[i], &p) != CUDA_SUCCESS) return false;
+      l.slots = s.slots;
+      continue;
+    }
+    // A pointer-array GEMM reads its addresses from its fixed device arrays: the node never
+    // changes.
+    if (s.arrays.device || (s.a == l.a && s.b == l.b && s.out == l.out)) continue;
+    CUgraph child = capture(s);
+    if (d.cuGraphExecChildGraphNodeSetParams(exec_, nodes_[i], child) != CUDA_SUCCESS) {
+      d.cuGraphDestroy(child);
+      return false;  // e.g. cuBLAS picked other kernels: the caller instantiates afresh
+    }
+    if (children_[i]) d.cuGraphDestroy(children_[i]);
+    children_[i] = child;
+    l.a = s.a, l.b = s.b, l.out = s.out;
+  }
+  return true;
+}
+
+bool CudaGraphReplay::launch(const std::vector<CudaLaunchStep>& steps) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failed_ || steps.empty()) return false;
+  const CudaDriver& d = dev_->driver();
+  try {
+    if (!matches(steps) || !update(steps)) build(steps);
+  } catch (const std::exception&) {
+    reset();
+    failed_ = true;
+    return false;
+  }
+  // The pointer arrays' copies go first, in stream order, outside the graph (a graph would keep
+  // the host address, not the values).
+  for (const CudaLaunchStep& s : steps)
+    if (is_gemm(s) && s.arrays.device) blas_->stage(*s.gemm, s.a, s.b, s.out, s.arrays);
+  if (d.cuGraphLaunch(exec_, dev_->stream()) != CUDA_SUCCESS) {
+    reset();
+    failed_ = true;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace lt

@@ -1,0 +1,88 @@
+// CUDA graphs (DESIGN.md): from the 4th run of one executable on, its launches go to the GPU as
+// one CUgraphExec launch instead of one cuLaunchKernel / cuBLAS call per step, which saves the
+// host and driver time of each launch. LT_CUDA_GRAPHS=0 disables them.
+//
+// Buffer addresses (inputs, and temporaries and outputs from the caching allocator) and scalar
+// arguments (a learning rate, Adam's step) change between runs, so the graph is built once with
+// one kernel node per kernel step, chained in plan order, and each run updates only the nodes
+// whose arguments differ from the last launch (cuGraphExecKernelNodeSetParams, no new
+// instantiation). A cuBLAS step is a child graph captured from the stream; a strided GEMM
+// whose addresses changed is captured again and swapped in (cuGraphExecChildGraphNodeSetParams).
+// A pointer-array GEMM reads its addresses from device memory that the executable owns, so its
+// node never changes: the host-to-device copy of the addresses is issued on the stream before
+// the graph launch, outside the graph. Anything that cannot be built or updated falls back to
+// plain launches for that executable, never to a wrong result.
+#pragma once
+#include <cuda.h>
+
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cuda/cublas_gemm.h"
+#include "backends/cuda/cuda_device.h"
+
+namespace lt {
+
+// Runs of an executable launched plainly before its launches are replayed as a graph.
+inline constexpr int kCudaGraphWarmupRuns = 3;
+// Fewer launches than this gain nothing from a graph (an eager op is one kernel: its graph launch
+// plus a node update would cost more than the launch), so they stay plain.
+inline constexpr size_t kCudaGraphMinSteps = 2;
+
+// LT_CUDA_GRAPHS is not 0/off and the driver has every graph entry point (read at each call;
+// executables read it when they are created).
+bool cuda_graphs_enabled();
+
+// One step of a run with its arguments resolved: a kernel (fn set) or a cuBLAS GEMM (gemm set).
+struct CudaLaunchStep {
+  std::string_view name;  // for profiling
+  CUfunction fn = nullptr;
+  unsigned grid = 0, threads = 0;
+  std::vector<uint64_t> slots;  // one 8-byte slot per kernel parameter (pointer or scalar value)
+  const Gemm* gemm = nullptr;
+  CUdeviceptr a = 0, b = 0, out = 0;
+  CublasPointerArrays arrays;  // device memory fixed per executable, when the GEMM needs it
+};
+
+// Launches `steps` in order on the device's stream with cuLaunchKernel and cuBLAS (the plain path),
+// counting them in stats->kernel_launches and timing each under profiling (stats->on_kernel).
+void launch_cuda_steps(const CudaDevice& dev, const CublasHandle* blas,
+                       const std::vector<CudaLaunchStep>& steps, RunStats* stats);
+
+// One executable's CUDA graph. Thread-safe; the device's context must be current.
+class CudaGraphReplay {
+ public:
+  CudaGraphReplay(std::shared_ptr<CudaDevice> dev, std::shared_ptr<const CublasHandle> blas);
+  ~CudaGraphReplay();
+  CudaGraphReplay(const CudaGraphReplay&) = delete;
+  CudaGraphReplay& operator=(const CudaGraphReplay&) = delete;
+
+  // Enqueues `steps` as one graph launch: builds and instantiates the graph on first use (or when
+  // the steps no longer match it), else updates the nodes whose arguments changed. Returns false
+  // when the graph cannot be built, updated or launched: the caller then launches the steps
+  // itself, and every later call returns false at once (the executable launches plainly from
+  // then on).
+  bool launch(const std::vector<CudaLaunchStep>& steps);
+
+ private:
+  void build(const std::vector<CudaLaunchStep>& steps);
+  bool update(const std::vector<CudaLaunchStep>& steps);
+  bool matches(const std::vector<CudaLaunchStep>& steps) const;
+  CUgraph capture(const CudaLaunchStep& step);
+  void reset();
+
+  std::shared_ptr<CudaDevice> dev_;
+  std::shared_ptr<const CublasHandle> blas_;
+  std::mutex mu_;
+  bool failed_ = false;
+  CUgraph graph_ = nullptr;  // kept: exec updates name its nodes
+  CUgraphExec exec_ = nullptr;
+  std::vector<CUgraphNode> nodes_;
+  std::vector<CUgraph> children_;     // per GEMM step, the last graph captured for it
+  std::vector<CudaLaunchStep> last_;  // arguments of the last launch, per step
+};
+
+}  // namespace lt
