@@ -7,6 +7,7 @@ seconds (compile included), as a table and JSON.
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -44,6 +45,24 @@ def wall_ms(fn, repeats, rounds=5):
         lt.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1e3 / per_round)
     return statistics.median(times)
+
+
+def wall_ms_without_graphs(fn, repeats):
+    """wall_ms with CUDA graph replay off (LT_CUDA_GRAPHS=0), for the same step: executables read
+    the variable when they are created, so the compiled graphs are dropped before and after."""
+    old = os.environ.get("LT_CUDA_GRAPHS")
+    os.environ["LT_CUDA_GRAPHS"] = "0"
+    try:
+        lt._C._clear_graph_cache()
+        for _ in range(4):
+            fn()
+        return wall_ms(fn, repeats)
+    finally:
+        if old is None:
+            del os.environ["LT_CUDA_GRAPHS"]
+        else:
+            os.environ["LT_CUDA_GRAPHS"] = old
+        lt._C._clear_graph_cache()
 
 
 def lt_first_s(fn):
@@ -172,6 +191,7 @@ def mlp_train_row(quick, repeats):
         for _ in range(3):
             lt_step()
         row["lt_ms"] = wall_ms(lt_step, repeats)
+        row["lt_ms_no_cuda_graphs"] = wall_ms_without_graphs(lt_step, repeats)
         ref = torch_model()
         want = torch.nn.functional.cross_entropy(ref(x), y).item()
         row["max_abs_err_vs_torch"] = abs(float(first.item()) - want)
@@ -240,6 +260,7 @@ def main():
             for _ in range(3):
                 lt_step()
             row["lt_ms"] = wall_ms(lt_step, args.repeats)
+            row["lt_ms_no_cuda_graphs"] = wall_ms_without_graphs(lt_step, args.repeats)
             want = torch_fn(*xs).cpu().numpy()
             got = y.numpy()
             row["max_abs_err_vs_torch"] = float(np.max(np.abs(got - want)))

@@ -5,6 +5,7 @@
 
 #include "backends/backend.h"
 #include "bindings.h"
+#include "runtime/executor.h"
 
 namespace pybind11::detail {
 
@@ -132,6 +133,9 @@ void init_sync(py::module_& m) {
       "synchronize_backend", [](const std::string& name) { lt::get_backend(name).synchronize(); },
       py::arg("name"), py::call_guard<py::gil_scoped_release>(),
       "Waits for the backend's queued work (CUDA runs are asynchronous).");
+  m.def("_clear_graph_cache", &lt::clear_graph_cache, py::call_guard<py::gil_scoped_release>(),
+        "Drops every compiled graph of this process (benchmarks: executables read LT_CUDA_GRAPHS "
+        "when they are created).");
 }
 
 }  // namespace lt::python
