@@ -128,6 +128,7 @@ CpuExecutable::CpuExecutable(const Plan& plan)
       llvm::LLVMContext ctx;
       llvm::Module module("lazytensor_plan_" + std::to_string(g), ctx);
       std::vector<std::string> names;
+      const auto te = std::chrono::steady_clock::now();
       for (size_t i : members[g]) {
         const std::string& name = kernels_[i].name;
         size_t first = first_of[code_of[i]];
@@ -136,6 +137,7 @@ CpuExecutable::CpuExecutable(const Plan& plan)
           llvm::GlobalAlias::create(f->getLinkage(), name, f);
         names.push_back(name);
       }
+      group_timings[g].emit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - te).count();
       objects[g] = jit_compile_object(module, names, &group_sources[g], &group_timings[g]);
     } catch (...) {
       errors[g] = std::current_exception();
@@ -159,6 +161,14 @@ CpuExecutable::CpuExecutable(const Plan& plan)
   const auto t0 = std::chrono::steady_clock::now();
   bind(jit_load_objects(objects_, names));
   timings_.link_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (getenv("LT_CPU_COMPILE_TIMES")) {  // TEMP profiling
+    for (size_t g = 0; g < groups; ++g)
+      fprintf(stderr, "[cpu compile] group %zu: %zu kernels emit %.1f opt %.1f print %.1f codegen %.1f ms\n", g,
+              members[g].size(), group_timings[g].emit_s * 1e3, group_timings[g].optimize_s * 1e3,
+              group_timings[g].print_s * 1e3, group_timings[g].codegen_s * 1e3);
+    fprintf(stderr, "[cpu compile] %zu kernels %zu distinct, link %.1f ms\n", merged.size(), first_of.size(),
+            timings_.link_s * 1e3);
+  }
 }
 
 // Layout of the CPU backend's part of a cache entry; bump kCachedFormat when it changes.
