@@ -21,6 +21,8 @@ using loop::StageKind;
 // vectors in flight leave the FMA units mostly idle; 8 made `x = x + sin(x)` x20 1.5x faster than
 // 4 (16 no faster; counts that are not powers of two are not honored).
 constexpr int kFastTrigInterleave = 8;
+// Interleave of other loops (see emit_loop).
+constexpr int kInterleave = 4;
 
 class KernelEmitter {
  public:
@@ -78,7 +80,8 @@ class KernelEmitter {
   }
 
   // fast_trig: the function returns the trig_range_flag slot (llvm_ops.h), i32.
-  llvm::Function* emit_body_function(const std::string& name, bool aliased, bool fast_trig = false) {
+  llvm::Function* emit_body_function(const std::string& name, bool aliased,
+                                     bool fast_trig = false) {
     const size_t nargs = k_.args.size();
     std::vector<bool> paired(nargs, false);
     // Aliased body: per paired input, the output whose pointer reads it.
@@ -91,7 +94,8 @@ class KernelEmitter {
     std::vector<llvm::Type*> params(nargs, b_.getPtrTy());
     params.push_back(i64());
     params.push_back(i64());
-    auto* fty = llvm::FunctionType::get(fast_trig ? b_.getInt32Ty() : b_.getVoidTy(), params, false);
+    auto* fty =
+        llvm::FunctionType::get(fast_trig ? b_.getInt32Ty() : b_.getVoidTy(), params, false);
     fn_ = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, m_);
     fn_->addFnAttr(llvm::Attribute::AlwaysInline);
     fn_->addFnAttr(llvm::Attribute::NoUnwind);
@@ -126,7 +130,7 @@ class KernelEmitter {
         accs_[s] = b_.CreateAlloca(compute_type(ctx_, k_.stages[s].acc_dtype), nullptr,
                                    llvm::Twine("acc") + llvm::Twine(s));
     range_flag_ = nullptr;
-    interleave_ = 4;
+    interleave_ = kInterleave;
     if (fast_trig) {
       interleave_ = kFastTrigInterleave;
       range_flag_ = b_.CreateAlloca(b_.getInt32Ty(), nullptr, "trig_range");
@@ -138,7 +142,7 @@ class KernelEmitter {
     else
       b_.CreateRetVoid();
     range_flag_ = nullptr;
-    interleave_ = 4;
+    interleave_ = kInterleave;
     return fn_;
   }
 
@@ -215,7 +219,8 @@ class KernelEmitter {
     // and gelu(layer_norm) gain too (bench/README.md).
     llvm::LLVMContext& c = ctx_;
     llvm::Metadata* il[] = {llvm::MDString::get(c, "llvm.loop.interleave.count"),
-                            llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(c), interleave_))};
+                            llvm::ConstantAsMetadata::get(
+                                llvm::ConstantInt::get(llvm::Type::getInt32Ty(c), interleave_))};
     llvm::MDNode* self = llvm::MDNode::getDistinct(c, {nullptr, llvm::MDNode::get(c, il)});
     self->replaceOperandWith(0, self);
     back->setMetadata(llvm::LLVMContext::MD_loop, self);
@@ -488,7 +493,7 @@ class KernelEmitter {
   const std::vector<loop::Instr>* body_ = nullptr;
   std::vector<llvm::AllocaInst*> accs_;
   llvm::AllocaInst* range_flag_ = nullptr;  // set while emitting a fast_trig body
-  int interleave_ = 4;
+  int interleave_ = kInterleave;
 };
 
 }  // namespace

@@ -116,9 +116,28 @@ CpuExecutable::CpuExecutable(const Plan& plan)
   const DistinctKernels codes = distinct_kernels(merged);
   const std::vector<size_t>&first_of = codes.first, &code_of = codes.code_of;
   const size_t hw = std::max(1u, std::thread::hardware_concurrency());
-  const size_t groups = std::clamp<size_t>(first_of.size() / kKernelsPerCompileThread, 1, hw);
+  // Work in units of a typical kernel: a long fused body (a 1,000-node chain lowers to a few
+  // kernels of ~250 instructions each) costs LLVM about as much as that many small kernels, so
+  // a graph of a few large kernels is split across threads as well.
+  std::vector<size_t> code_work(first_of.size());
+  size_t work = 0;
+  for (size_t c = 0; c < first_of.size(); ++c) {
+    size_t instrs = 0;
+    for (const auto& st : merged[first_of[c]].stages) instrs += st.body.size();
+    work += code_work[c] = 1 + instrs / kInstrsPerKernelUnit;
+  }
+  const size_t groups = std::clamp<size_t>(work / kKernelsPerCompileThread, 1, hw);
+  // Largest codes first, each to the least loaded group.
+  std::vector<size_t> by_work(first_of.size()), group_of(first_of.size()), load(groups, 0);
+  for (size_t c = 0; c < by_work.size(); ++c) by_work[c] = c;
+  std::stable_sort(by_work.begin(), by_work.end(),
+                   [&](size_t a, size_t b) { return code_work[a] > code_work[b]; });
+  for (size_t c : by_work) {
+    group_of[c] = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[group_of[c]] += code_work[c];
+  }
   std::vector<std::vector<size_t>> members(groups);  // kernels of each group, code order kept
-  for (size_t i = 0; i < merged.size(); ++i) members[code_of[i] % groups].push_back(i);
+  for (size_t i = 0; i < merged.size(); ++i) members[group_of[code_of[i]]].push_back(i);
   std::vector<std::string> objects(groups);
   std::vector<std::vector<std::string>> group_sources(groups);
   std::vector<JitTimings> group_timings(groups);
@@ -128,7 +147,6 @@ CpuExecutable::CpuExecutable(const Plan& plan)
       llvm::LLVMContext ctx;
       llvm::Module module("lazytensor_plan_" + std::to_string(g), ctx);
       std::vector<std::string> names;
-      const auto te = std::chrono::steady_clock::now();
       for (size_t i : members[g]) {
         const std::string& name = kernels_[i].name;
         size_t first = first_of[code_of[i]];
@@ -137,7 +155,6 @@ CpuExecutable::CpuExecutable(const Plan& plan)
           llvm::GlobalAlias::create(f->getLinkage(), name, f);
         names.push_back(name);
       }
-      group_timings[g].emit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - te).count();
       objects[g] = jit_compile_object(module, names, &group_sources[g], &group_timings[g]);
     } catch (...) {
       errors[g] = std::current_exception();
@@ -161,14 +178,6 @@ CpuExecutable::CpuExecutable(const Plan& plan)
   const auto t0 = std::chrono::steady_clock::now();
   bind(jit_load_objects(objects_, names));
   timings_.link_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (getenv("LT_CPU_COMPILE_TIMES")) {  // TEMP profiling
-    for (size_t g = 0; g < groups; ++g)
-      fprintf(stderr, "[cpu compile] group %zu: %zu kernels emit %.1f opt %.1f print %.1f codegen %.1f ms\n", g,
-              members[g].size(), group_timings[g].emit_s * 1e3, group_timings[g].optimize_s * 1e3,
-              group_timings[g].print_s * 1e3, group_timings[g].codegen_s * 1e3);
-    fprintf(stderr, "[cpu compile] %zu kernels %zu distinct, link %.1f ms\n", merged.size(), first_of.size(),
-            timings_.link_s * 1e3);
-  }
 }
 
 // Layout of the CPU backend's part of a cache entry; bump kCachedFormat when it changes.

@@ -181,13 +181,11 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm) {
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
-  // O2, not O3: it vectorizes and interleaves the same (our loops carry explicit interleave counts),
-  // and it skips O3's non-trivial loop unswitching, call-site splitting and argument promotion,
-  // which bought our kernels no run time but made cold compiles ~1.6x slower (train_gpt's step
-  // graph: optimization 2.1-3.6 s -> 1.2-1.5 s per thread on the loaded 2-core machine; bench/README.md).
-  static const bool o3 = getenv("LT_CPU_O3") != nullptr;  // for comparing the two
-  llvm::ModulePassManager mpm =
-      pb.buildPerModuleDefaultPipeline(o3 ? llvm::OptimizationLevel::O3 : llvm::OptimizationLevel::O2);
+  // O2, not O3: it vectorizes and interleaves the same (our loops carry explicit interleave
+  // counts) and skips O3's extra passes (non-trivial loop unswitching, call-site splitting,
+  // argument promotion), which bought our kernels no measurable run time but ~1.6x compile CPU
+  // time: train_gpt's step graph 2.3-2.8 s -> 1.4-1.8 s summed over both threads (bench/README.md).
+  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
   mpm.run(m, mam);
 }
 
@@ -289,7 +287,6 @@ std::string jit_compile_object(llvm::Module& m, const std::vector<std::string>& 
   auto t0 = Clock::now();
   optimize(m, *tm);
   if (timings) timings->optimize_s = seconds_since(t0);
-  t0 = Clock::now();
   if (sources) {
     sources->clear();
     for (const auto& name : names) {
@@ -301,7 +298,6 @@ std::string jit_compile_object(llvm::Module& m, const std::vector<std::string>& 
       sources->push_back(os.str());
     }
   }
-  if (timings) timings->print_s = seconds_since(t0);
 
   t0 = Clock::now();
   llvm::SmallVector<char, 0> object_code;

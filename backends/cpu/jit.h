@@ -35,7 +35,7 @@ class JitCode {
 };
 
 struct JitTimings {
-  double emit_s = 0, optimize_s = 0, print_s = 0, codegen_s = 0, link_s = 0;
+  double optimize_s = 0, codegen_s = 0, link_s = 0;
 };
 
 // Sets the module's triple and data layout to the host's.

@@ -100,8 +100,8 @@ Value* sin_cos_f32(IRBuilder<>& b, Value* x, bool cos, Value* range_flag) {
   d = b.CreateBitCast(b.CreateXor(b.CreateBitCast(d, i32), b.CreateShl(low, 31)), f);
   Value* s = b.CreateFMul(d, d);
   Value* u = c(2.6083159809786593541503e-06);
-  for (double k : {-0.0001981069071916863322258, 0.00833307858556509017944336,
-                   -0.166666597127914428710938})
+  for (double k :
+       {-0.0001981069071916863322258, 0.00833307858556509017944336, -0.166666597127914428710938})
     u = fma(u, s, c(k));
   return fma(s, b.CreateFMul(u, d), d);
 }
