@@ -48,6 +48,7 @@ class KernelEmitter {
     emit_wrapper(apart, same, fast, name);
   }
 
+ private:
   llvm::Type* i64() { return b_.getInt64Ty(); }
   Value* c64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
 
@@ -162,9 +163,23 @@ class KernelEmitter {
     call_args.push_back(fn->getArg(1));
     call_args.push_back(fn->getArg(2));
     // Distinct buffers: fast(range), and apart(range) again if it saw a sin/cos argument out of
-    // its range; or plain apart(range).
+    // its range; or plain apart(range). The rerun is only sound when no paired input shares its
+    // output's buffer (the fast pass would have overwritten it), so with some pairs shared and
+    // others not, apart runs alone.
     auto run_apart = [&] {
       if (fast) {
+        Value* any_shared = b_.getFalse();
+        for (auto [in, out] : k_.inplace)
+          any_shared =
+              b_.CreateOr(any_shared, b_.CreateICmpEQ(call_args[static_cast<size_t>(in)],
+                                                      call_args[static_cast<size_t>(out)]));
+        BasicBlock* try_fast = BasicBlock::Create(ctx_, "try_fast", fn);
+        BasicBlock* plain = BasicBlock::Create(ctx_, "plain", fn);
+        b_.CreateCondBr(any_shared, plain, try_fast);
+        b_.SetInsertPoint(plain);
+        b_.CreateCall(apart, call_args);
+        b_.CreateRetVoid();
+        b_.SetInsertPoint(try_fast);
         Value* flag = b_.CreateCall(fast, call_args);
         BasicBlock* rerun = BasicBlock::Create(ctx_, "out_of_range", fn);
         BasicBlock* done = BasicBlock::Create(ctx_, "checked", fn);
