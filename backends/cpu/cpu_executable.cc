@@ -116,9 +116,28 @@ CpuExecutable::CpuExecutable(const Plan& plan)
   const DistinctKernels codes = distinct_kernels(merged);
   const std::vector<size_t>&first_of = codes.first, &code_of = codes.code_of;
   const size_t hw = std::max(1u, std::thread::hardware_concurrency());
-  const size_t groups = std::clamp<size_t>(first_of.size() / kKernelsPerCompileThread, 1, hw);
+  // Work in units of a typical kernel: a long fused body (a 1,000-node chain lowers to a few
+  // kernels of ~250 instructions each) costs LLVM about as much as that many small kernels, so
+  // a graph of a few large kernels is split across threads as well.
+  std::vector<size_t> code_work(first_of.size());
+  size_t work = 0;
+  for (size_t c = 0; c < first_of.size(); ++c) {
+    size_t instrs = 0;
+    for (const auto& st : merged[first_of[c]].stages) instrs += st.body.size();
+    work += code_work[c] = 1 + instrs / kInstrsPerKernelUnit;
+  }
+  const size_t groups = std::clamp<size_t>(work / kKernelsPerCompileThread, 1, hw);
+  // Largest codes first, each to the least loaded group.
+  std::vector<size_t> by_work(first_of.size()), group_of(first_of.size()), load(groups, 0);
+  for (size_t c = 0; c < by_work.size(); ++c) by_work[c] = c;
+  std::stable_sort(by_work.begin(), by_work.end(),
+                   [&](size_t a, size_t b) { return code_work[a] > code_work[b]; });
+  for (size_t c : by_work) {
+    group_of[c] = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[group_of[c]] += code_work[c];
+  }
   std::vector<std::vector<size_t>> members(groups);  // kernels of each group, code order kept
-  for (size_t i = 0; i < merged.size(); ++i) members[code_of[i] % groups].push_back(i);
+  for (size_t i = 0; i < merged.size(); ++i) members[group_of[code_of[i]]].push_back(i);
   std::vector<std::string> objects(groups);
   std::vector<std::vector<std::string>> group_sources(groups);
   std::vector<JitTimings> group_timings(groups);

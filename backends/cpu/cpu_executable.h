@@ -16,6 +16,8 @@ namespace lt::cpu {
 
 // Distinct kernels per compile thread before a plan's compile is split across threads.
 constexpr size_t kKernelsPerCompileThread = 8;
+// Body instructions that count as one more kernel when splitting compile work across threads.
+constexpr size_t kInstrsPerKernelUnit = 32;
 
 class CpuExecutable : public Executable {
  public:

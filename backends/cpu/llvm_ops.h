@@ -12,8 +12,18 @@ namespace lt::cpu {
 // result = op(a[, b[, c]]). `operand` is the dtype of a (of b for Where); `result` the instr's
 // dtype. Float16/BFloat16 results are not rounded here (the caller rounds). Throws
 // lt::Error(NotImplemented) for ops or dtypes the CPU backend does not support.
+// `trig_range_flag` (an i32 slot, or null): when given, float32 sin/cos are inline code accurate
+// for |x| < 39000 that fold |x| into the slot (the largest seen); where emit_trig_out_of_range says
+// so, the caller must recompute with a null flag, which calls libm/libmvec.
 llvm::Value* emit_elementwise(llvm::IRBuilder<>& b, llvm::Module& m, Op op, DType result,
-                              DType operand, llvm::Value* a, llvm::Value* bv, llvm::Value* c);
+                              DType operand, llvm::Value* a, llvm::Value* bv, llvm::Value* c,
+                              llvm::Value* trig_range_flag = nullptr);
+
+// Whether a trig_range_flag slot (starting at 0) saw an argument the inline sin/cos cannot take.
+llvm::Value* emit_trig_out_of_range(llvm::IRBuilder<>& b, llvm::Value* max_abs_bits);
+
+// Whether emit_elementwise(op) on values of compute dtype t uses the inline sin/cos above.
+bool has_fast_trig(Op op, DType t);
 
 // acc <- combine(acc, v) for ReduceSum/Max/Min/Prod over values of dtype t.
 llvm::Value* emit_reduce_combine(llvm::IRBuilder<>& b, Op reduce_op, DType t, llvm::Value* acc,

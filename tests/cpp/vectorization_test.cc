@@ -1,5 +1,6 @@
 // The CPU backend's fused kernels vectorize (issue 5): the optimized LLVM IR of a fused elementwise
-// chain, of a chain through vector math (libmvec) and of a row reduction holds vector operations.
+// chain, of a chain through vector math (libmvec or inline sin/cos) and of a row reduction holds
+// vector operations.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -40,6 +41,19 @@ TEST(Vectorization, TranscendentalsGoThroughVectorMath) {
   // glibc libmvec's vector variants are named _ZGV<isa><mask><width>v_<fn>.
   EXPECT_TRUE(std::regex_search(ir, std::regex(R"(_ZGV[a-z]N[0-9]+v_sinf)"))) << ir.substr(0, 4000);
   EXPECT_TRUE(std::regex_search(ir, std::regex(R"(_ZGV[a-z]N[0-9]+v_expf)"))) << ir.substr(0, 4000);
+  (void)y;
+}
+
+// float32 sin/cos are inline FMA code in a kernel's fast body (backends/cpu/llvm_ops.cc), with the
+// libmvec body kept for arguments beyond the inline code's range.
+TEST(Vectorization, Float32SinIsInlineVectorFmaCode) {
+  Tensor x = testing::random_tensor({4096}, 4, Device::parse("lazy:cpu"));
+  mark_step();
+  Tensor y = x.sin().cos() + x;
+  mark_step();
+  const std::string ir = sources_of_last_graph();
+  EXPECT_TRUE(std::regex_search(ir, std::regex(R"(@llvm\.fma\.v[0-9]+f32)"))) << ir.substr(0, 4000);
+  EXPECT_TRUE(std::regex_search(ir, std::regex(R"(_ZGV[a-z]N[0-9]+v_cosf)"))) << ir.substr(0, 4000);
   (void)y;
 }
 
