@@ -147,6 +147,16 @@ class KernelEmitter {
     return fn_;
   }
 
+  // Whether every (all) or any (!all) in-place pair of the kernel shares one buffer in this call.
+  Value* pairs_shared(const std::vector<Value*>& call_args, bool all) {
+    Value* r = all ? b_.getTrue() : b_.getFalse();
+    for (auto [in, out] : k_.inplace) {
+      Value* eq = b_.CreateICmpEQ(call_args[static_cast<size_t>(in)], call_args[static_cast<size_t>(out)]);
+      r = all ? b_.CreateAnd(r, eq) : b_.CreateOr(r, eq);
+    }
+    return r;
+  }
+
   // `same` (may be null): the body for every in-place pair sharing one buffer. `fast` (may be
   // null): the fast_trig body, run first on distinct buffers, with `apart` as its fallback.
   void emit_wrapper(llvm::Function* apart, llvm::Function* same, llvm::Function* fast,
@@ -168,11 +178,7 @@ class KernelEmitter {
     // others not, apart runs alone.
     auto run_apart = [&] {
       if (fast) {
-        Value* any_shared = b_.getFalse();
-        for (auto [in, out] : k_.inplace)
-          any_shared =
-              b_.CreateOr(any_shared, b_.CreateICmpEQ(call_args[static_cast<size_t>(in)],
-                                                      call_args[static_cast<size_t>(out)]));
+        Value* any_shared = pairs_shared(call_args, /*all=*/false);
         BasicBlock* try_fast = BasicBlock::Create(ctx_, "try_fast", fn);
         BasicBlock* plain = BasicBlock::Create(ctx_, "plain", fn);
         b_.CreateCondBr(any_shared, plain, try_fast);
@@ -197,10 +203,7 @@ class KernelEmitter {
       run_apart();
       return;
     }
-    Value* all_same = b_.getTrue();
-    for (auto [in, out] : k_.inplace)
-      all_same = b_.CreateAnd(all_same, b_.CreateICmpEQ(call_args[static_cast<size_t>(in)],
-                                                        call_args[static_cast<size_t>(out)]));
+    Value* all_same = pairs_shared(call_args, /*all=*/true);
     BasicBlock* in_place = BasicBlock::Create(ctx_, "in_place", fn);
     BasicBlock* distinct = BasicBlock::Create(ctx_, "distinct", fn);
     b_.CreateCondBr(all_same, in_place, distinct);
