@@ -189,7 +189,7 @@ def main():
         "cos": (lambda a: a.cos(), torch.cos), "tanh": (lambda a: a.tanh(), torch.tanh),
         "sigmoid": (lambda a: a.sigmoid(), torch.sigmoid), "relu": (lambda a: a.relu(), torch.relu),
         "erf": (lambda a: a.erf(), torch.erf), "floor": (lambda a: a.floor(), torch.floor),
-        "silu": (lambda a: api(lt, "silu")(a), torch.nn.functional.silu),
+        "silu": (lambda a: api(lt.nn.functional, "silu")(a), torch.nn.functional.silu),
         "gelu": (gelu_lt, torch.nn.functional.gelu),
     }
     for name, (f, g) in unary.items():
