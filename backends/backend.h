@@ -86,6 +86,12 @@ class Backend {
   // Waits until every run and copy issued so far has finished (CUDA runs are asynchronous; host
   // backends finish before run() returns). Device faults of earlier runs are reported here.
   virtual void synchronize() {}
+  // A buffer over device memory that something else owns (a DLPack producer's tensor on this
+  // backend's device), used without a copy; `release` runs once no tensor uses it. nullptr when
+  // this backend cannot hold foreign memory.
+  virtual BufferPtr wrap_external(void* data, size_t bytes, std::function<void()> release) {
+    return nullptr;
+  }
 
   // On-disk compile cache (runtime/disk_cache.h). Optional: the defaults say "not cacheable".
   // Identifies the code compile() generates (CPU name + features, GPU architecture + toolkit);

@@ -21,7 +21,16 @@ CudaBuffer::CudaBuffer(std::shared_ptr<CudaCachingAllocator> alloc, size_t bytes
   data_ = reinterpret_cast<void*>(alloc_->allocate(bytes));
 }
 
-CudaBuffer::~CudaBuffer() { alloc_->release(ptr(), bytes_); }
+CudaBuffer::CudaBuffer(CUdeviceptr ptr, size_t bytes, std::function<void()> release)
+    : release_(std::move(release)) {
+  bytes_ = bytes;
+  data_ = reinterpret_cast<void*>(ptr);
+}
+
+CudaBuffer::~CudaBuffer() {
+  if (alloc_) alloc_->release(ptr(), bytes_);
+  else if (release_) release_();
+}
 
 namespace {
 
@@ -340,6 +349,10 @@ class CudaBackendImpl : public CudaBackend {
   }
 
   void synchronize() override { dev_->synchronize(); }
+
+  BufferPtr wrap_external(void* data, size_t bytes, std::function<void()> release) override {
+    return std::make_shared<CudaBuffer>(reinterpret_cast<CUdeviceptr>(data), bytes, std::move(release));
+  }
 
   std::unique_ptr<Executable> compile(const Plan& plan) override {
     std::shared_ptr<const CublasHandle> blas;

@@ -4,6 +4,7 @@
 // module goes into the on-disk cache (cuda_module_image.h). The driver is loaded with dlopen, so
 // this library links and loads without a GPU.
 #pragma once
+#include <functional>
 #include <memory>
 
 #include "backends/backend.h"
@@ -15,12 +16,19 @@ namespace lt {
 class CudaBuffer : public Buffer {
  public:
   CudaBuffer(std::shared_ptr<CudaCachingAllocator> alloc, size_t bytes);
+  // Device memory owned elsewhere (a DLPack producer's tensor, on this backend's device):
+  // `release` runs when the last user is gone, instead of a return to the allocator.
+  CudaBuffer(CUdeviceptr ptr, size_t bytes, std::function<void()> release);
   ~CudaBuffer() override;
+  CudaBuffer(const CudaBuffer&) = delete;
+  CudaBuffer& operator=(const CudaBuffer&) = delete;
   bool on_host() const override { return false; }
+  bool runtime_owned() const override { return alloc_ != nullptr; }  // its owner may still read it
   CUdeviceptr ptr() const { return reinterpret_cast<CUdeviceptr>(data_); }
 
  private:
   std::shared_ptr<CudaCachingAllocator> alloc_;
+  std::function<void()> release_;
 };
 
 class CudaBackend : public Backend {

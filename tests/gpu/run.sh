@@ -208,6 +208,10 @@ if [ "$built" -eq 1 ] && [ -d "$BUILD/python/lazytensor" ]; then
     rc=$?
     tail -n 25 "$OUT/ops_vs_torch.log"
     record "ops vs PyTorch CUDA (check_ops_vs_torch.py)" "$rc"
+    LD_PRELOAD="$TRACE_SO" timeout 120 "$PY" -u -X faulthandler tests/gpu/check_dlpack_cuda.py >"$OUT/dlpack_cuda.log" 2>&1
+    rc=$?
+    tail -n 12 "$OUT/dlpack_cuda.log"
+    record "DLPack with PyTorch CUDA (check_dlpack_cuda.py)" "$rc"
   fi
   if stage bench; then
     # shellcheck disable=SC2086

@@ -1,5 +1,13 @@
-// DLPack exchange (dlpack.h): Tensor.__dlpack__ / __dlpack_device__ export a tensor's host memory
-// to NumPy, PyTorch, ... without a copy, and lt.from_dlpack imports theirs the same way.
+// DLPack exchange (dlpack.h): Tensor.__dlpack__ / __dlpack_device__ export a tensor's host or
+// CUDA memory to NumPy, PyTorch, CuPy, ... without a copy, and lt.from_dlpack imports theirs the
+// same way.
+//
+// CUDA: an exported tensor's backend is synchronized first, so the data is complete whatever
+// stream the consumer reads it on. An import asks the producer for its data in the order of the
+// legacy default stream (__dlpack__(stream=1)); the cuda backend's stream is a blocking stream,
+// so its later work waits for that. The imported memory becomes a CudaBuffer that the runtime
+// reads but never recycles (Backend::wrap_external); before the producer's deleter runs, the
+// backend is synchronized, so no queued kernel still reads memory the producer may reuse.
 //
 // Export: the capsule's DLManagedTensor holds a reference to the tensor's Storage, so the memory
 // outlives the tensor for as long as the consumer needs it; the consumer renames the capsule
@@ -102,13 +110,32 @@ void capsule_destructor(PyObject* capsule) {
   PyErr_Restore(type, value, trace);
 }
 
+// The tensor's materialized CUDA storage, its backend synchronized (a sync point for pending
+// lazy tensors).
+std::shared_ptr<Storage> cuda_storage(const Tensor& t, const char* what) {
+  if (t.is_pending()) {
+    py::gil_scoped_release nogil;
+    sync({t}, SyncReason::Numpy);
+  }
+  std::shared_ptr<Storage> s = t.impl()->storage;
+  if (!s || !s->buffer || s->buffer->on_host())
+    throw py::buffer_error(std::string(what) + ": the tensor's data is not in device memory");
+  py::gil_scoped_release nogil;
+  get_backend(s->backend).synchronize();
+  return s;
+}
+
 py::object to_dlpack(const Tensor& t, const py::object& stream) {
-  if (!stream.is_none())
+  const bool host = host_backend(t.device().backend_name());
+  if (host && !stream.is_none())
     throw py::buffer_error("Tensor.__dlpack__: stream must be None for host tensors, got " +
                            py::repr(stream).cast<std::string>());
+  if (!host && !stream.is_none() && !py::isinstance<py::int_>(stream))
+    throw py::type_error("Tensor.__dlpack__: stream must be None or an int (a CUDA stream), got " +
+                         py::repr(stream).cast<std::string>());
   std::optional<DLDataType> dt = dl_dtype(t.dtype());
   auto ctx = std::make_unique<ExportCtx>();
-  ctx->storage = host_storage(t, "Tensor.__dlpack__");
+  ctx->storage = host ? host_storage(t, "Tensor.__dlpack__") : cuda_storage(t, "Tensor.__dlpack__");
   if (auto* ext = dynamic_cast<const ExternalHostBuffer*>(ctx->storage->buffer.get());
       ext && !ext->writable())
     throw py::buffer_error(
@@ -123,7 +150,12 @@ py::object to_dlpack(const Tensor& t, const py::object& stream) {
   }
   DLTensor& d = ctx->managed.dl_tensor;
   d.data = ctx->storage->buffer->data();
-  d.device = {kDLCPU, 0};
+  if (host) {
+    d.device = {kDLCPU, 0};
+  } else {
+    auto [type, id] = dl_device(t);
+    d.device = {static_cast<DLDeviceType>(type), id};
+  }
   d.ndim = static_cast<int32_t>(ctx->shape.size());
   d.dtype = *dt;
   d.shape = ctx->shape.data();
@@ -161,18 +193,57 @@ void gather(const char* base, const Shape& shape, const int64_t* strides, size_t
   }
 }
 
+// A CUDA producer's contiguous memory as a tensor on the cuda device, without a copy.
+Tensor from_cuda_dlpack(DLManagedTensor* m, ManagedGuard& guard, DType t, Shape shape, size_t bytes) {
+  const DLTensor& d = m->dl_tensor;
+  if (d.device.device_id != 0)
+    throw py::buffer_error("lt.from_dlpack: the data is on CUDA device " +
+                           std::to_string(d.device.device_id) +
+                           "; lazytensor's cuda backend uses device 0");
+  if (d.strides) {
+    int64_t step = 1;
+    for (int32_t i = d.ndim; i-- > 0;) {
+      if (shape[i] != 1 && d.strides[i] != step)
+        throw py::buffer_error("lt.from_dlpack: a strided CUDA tensor of shape " + shape_str(shape) +
+                               " cannot be shared; call .contiguous() on it first");
+      step *= shape[i];
+    }
+  }
+  char* data = static_cast<char*>(d.data) + d.byte_offset;
+  if (reinterpret_cast<uintptr_t>(data) % dtype_size(t) != 0)
+    throw py::buffer_error("lt.from_dlpack: misaligned CUDA data; call .clone() on it first");
+  Backend& cuda = get_backend("cuda");  // a clear error without a CUDA device
+  BufferPtr buf = cuda.wrap_external(data, bytes, [m, &cuda] {
+    release_with_gil([m, &cuda] {
+      try {
+        cuda.synchronize();  // queued kernels may still read the producer's memory
+      } catch (...) {
+      }
+      if (m->deleter) m->deleter(m);
+    });
+  });
+  if (!buf) throw py::buffer_error("lt.from_dlpack: the cuda backend cannot hold foreign memory");
+  guard.m = nullptr;  // the buffer releases the producer now
+  auto s = std::make_shared<Storage>();
+  s->backend = "cuda";
+  s->buffer = std::move(buf);
+  return Tensor(make_data_tensor(std::move(s), t, std::move(shape), Device::cuda(0)));
+}
+
 Tensor from_dlpack(const py::object& obj) {
   py::object capsule;
   if (py::hasattr(obj, "__dlpack__")) {
+    int type = kDLCPU;
     if (py::hasattr(obj, "__dlpack_device__")) {
       py::tuple dev = obj.attr("__dlpack_device__")();
-      int type = dev[0].cast<int>();
-      if (type != kDLCPU && type != kDLCUDAHost)
+      type = dev[0].cast<int>();
+      if (type != kDLCPU && type != kDLCUDAHost && type != kDLCUDA)
         throw py::buffer_error("lt.from_dlpack: the producer's data is on DLPack device type " +
                                std::to_string(type) +
-                               ", not host memory; only host (cpu) data can be shared");
+                               "; only host (cpu) and CUDA data can be shared");
     }
-    capsule = obj.attr("__dlpack__")();
+    // CUDA: the producer orders its data before the legacy default stream's later work (1).
+    capsule = type == kDLCUDA ? obj.attr("__dlpack__")(py::arg("stream") = 1) : obj.attr("__dlpack__")();
   } else if (PyCapsule_CheckExact(obj.ptr())) {
     capsule = obj;
   } else {
@@ -196,10 +267,11 @@ Tensor from_dlpack(const py::object& obj) {
   ManagedGuard guard{m};
 
   const DLTensor& d = m->dl_tensor;
-  if (d.device.device_type != kDLCPU && d.device.device_type != kDLCUDAHost)
+  const bool on_cuda = d.device.device_type == kDLCUDA;
+  if (d.device.device_type != kDLCPU && d.device.device_type != kDLCUDAHost && !on_cuda)
     throw py::buffer_error("lt.from_dlpack: DLPack device type " +
                            std::to_string(d.device.device_type) +
-                           " is not host memory; only host (cpu) data can be shared");
+                           " is neither host nor CUDA memory");
   std::optional<DType> t = from_dl_dtype(d.dtype);
   if (!t)
     throw py::buffer_error(
@@ -218,7 +290,8 @@ Tensor from_dlpack(const py::object& obj) {
   const size_t item = dtype_size(*t);
   const size_t bytes = static_cast<size_t>(count) * item;
   const char* data = static_cast<const char*>(d.data) + d.byte_offset;
-  if (bytes == 0) return from_host(nullptr, *t, std::move(shape), kCPU);
+  if (bytes == 0) return from_host(nullptr, *t, std::move(shape), on_cuda ? Device::cuda(0) : kCPU);
+  if (on_cuda) return from_cuda_dlpack(m, guard, *t, std::move(shape), bytes);
 
   bool contiguous = true;
   if (d.strides) {
@@ -251,7 +324,7 @@ Tensor from_dlpack(const py::object& obj) {
 void init_dlpack(py::module_& m) {
   auto cls = py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));
   cls.def("__dlpack__", &to_dlpack, py::arg("stream") = py::none(),
-          "A DLPack capsule sharing this tensor's host memory (a pending lazy tensor is synced "
+          "A DLPack capsule sharing this tensor's host or CUDA memory (a pending lazy tensor is synced "
           "first).")
       .def(
           "__dlpack_device__", [](const Tensor& t) { return dl_device(t); },

@@ -34,15 +34,17 @@ int drain(void*) {
 
 }  // namespace
 
-ExternalHostBuffer::~ExternalHostBuffer() {
-  if (!release_ || !Py_IsInitialized() || _Py_IsFinalizing()) return;
+ExternalHostBuffer::~ExternalHostBuffer() { release_with_gil(std::move(release_)); }
+
+void release_with_gil(std::function<void()> release) {
+  if (!release || !Py_IsInitialized() || _Py_IsFinalizing()) return;
   if (PyGILState_Check()) {
-    run_with_gil(release_);
+    run_with_gil(release);
     return;
   }
   {
     std::lock_guard<std::mutex> g(g_mu);
-    queued().push_back(std::move(release_));
+    queued().push_back(std::move(release));
   }
   // Thread-safe without the GIL; if Python's queue is full, the next drain takes this one too.
   Py_AddPendingCall(&drain, nullptr);

@@ -9,6 +9,11 @@
 
 namespace lt::python {
 
+// Runs `release` (which touches Python objects) with the GIL: at once when this thread holds it,
+// else queued for Python's main thread; skipped once the interpreter is finalizing. For buffers
+// whose memory a Python object owns (ExternalHostBuffer, imported CUDA tensors).
+void release_with_gil(std::function<void()> release);
+
 class ExternalHostBuffer : public Buffer {
  public:
   // `release` touches Python objects, so it runs with the GIL held: at once when the last
