@@ -241,6 +241,10 @@ Tensor from_dlpack(const py::object& obj) {
         throw py::buffer_error("lt.from_dlpack: the producer's data is on DLPack device type " +
                                std::to_string(type) +
                                "; only host (cpu) and CUDA data can be shared");
+      if (type == kDLCUDA && !backend_available("cuda"))
+        throw py::buffer_error(
+            "lt.from_dlpack: the producer's data is on a CUDA device (DLPack device type 2), "
+            "and lazytensor sees no CUDA device here");
     }
     // CUDA: the producer orders its data before the legacy default stream's later work (1).
     capsule = type == kDLCUDA ? obj.attr("__dlpack__")(py::arg("stream") = 1) : obj.attr("__dlpack__")();
