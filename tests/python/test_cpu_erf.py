@@ -1,6 +1,6 @@
-"""erf and gelu on lazy:cpu, whose fused float32 kernels compute erf inline (backends/cpu/llvm_ops.cc:
-x + x P(x^2) below |x| = 0.921875, 1 - 2^Q(|x|) above). Oracle: torch in float64, compared in
-float32 ulps; float16/bfloat16 go through the same float32 code."""
+"""erf and gelu on lazy:cpu, whose fused float32 kernels compute erf inline
+(backends/cpu/llvm_ops.cc: x + x P(x^2) below |x| = 0.921875, 1 - 2^Q(|x|) above). Oracle: torch
+in float64, compared in float32 ulps; float16/bfloat16 go through the same float32 code."""
 import numpy as np
 import pytest
 import torch
@@ -65,7 +65,8 @@ def test_special_values():
     assert np.signbit(got[4]) and not np.signbit(got[3])
 
 
-@pytest.mark.parametrize("dtype,tdtype", [(lt.float16, torch.float16), (lt.bfloat16, torch.bfloat16)])
+@pytest.mark.parametrize("dtype,tdtype",
+                         [(lt.float16, torch.float16), (lt.bfloat16, torch.bfloat16)])
 def test_half_types_round_the_float32_result(dtype, tdtype):
     x32 = np.random.default_rng(8).uniform(-5, 5, 40_001).astype(np.float32)
     xt = torch.from_numpy(x32).to(tdtype)
