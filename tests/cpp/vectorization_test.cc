@@ -57,6 +57,19 @@ TEST(Vectorization, Float32SinIsInlineVectorFmaCode) {
   (void)y;
 }
 
+// float32 erf is inline FMA code too (llvm_ops.cc): no division, no libm call, no float64 detour.
+TEST(Vectorization, Float32ErfIsInlineVectorFmaCode) {
+  Tensor x = testing::random_tensor({4096}, 5, Device::parse("lazy:cpu"));
+  mark_step();
+  Tensor y = x.erf() + x;
+  mark_step();
+  const std::string ir = sources_of_last_graph();
+  EXPECT_TRUE(std::regex_search(ir, std::regex(R"(@llvm\.fma\.v[0-9]+f32)"))) << ir.substr(0, 4000);
+  EXPECT_FALSE(std::regex_search(ir, std::regex(R"(fdiv|[@_]erff|x double>)")))
+      << ir.substr(0, 4000);
+  (void)y;
+}
+
 TEST(Vectorization, RowReductionVectorizes) {
   Tensor x = testing::random_tensor({64, 1024}, 3, Device::parse("lazy:cpu"));
   mark_step();
