@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "ir/error.h"
+#include "runtime/capture.h"
 #include "runtime/indexing.h"
 #include "runtime/ops.h"
 
@@ -106,6 +107,17 @@ void check_index_values(const IndexCheckSpec& spec, const Tensor& index, const T
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   pending().push_back(std::move(c));
   if (pending().size() > g_purge_at) purge_dead();
+}
+
+void check_class_targets(const Tensor& target, int64_t classes, int64_t ignore_index,
+                         const char* fn, const Shape& input_shape) {
+  // Under lt.compile's capture a host read would make the step unreplayable, and replays bind
+  // other targets anyway: compiled steps are not checked.
+  if (target.numel() == 0 || !index_values_known(target) || capture::active()) return;
+  for (int64_t v : target.to_vector<int64_t>())
+    if (v != ignore_index && (v < 0 || v >= classes))
+      fail(ErrorKind::Index, fn, ": target ", v, " is out of bounds for ", classes,
+           " classes (input ", shape_str(input_shape), ", target ", shape_str(target.shape()), ")");
 }
 
 namespace index_checks {

@@ -39,6 +39,15 @@ bool index_values_known(const Tensor& index);
 // index itself where no result exists yet). Empty indices pass.
 void check_index_values(const IndexCheckSpec& spec, const Tensor& index, const Tensor& anchor);
 
+// Class-index targets of a loss (cross_entropy, nll_loss): each value is in [0, classes) or equals
+// ignore_index. Checked only when the values are in host memory now (eager cpu, uploaded data),
+// where it costs a loop over the targets and no kernel; targets computed in a lazy graph or held
+// in device memory are not checked (a deferred check would add a kernel to every step): an
+// out-of-range one picks class 0 there, as the generated code clamps; nor are steps under
+// lt.compile's capture.
+void check_class_targets(const Tensor& target, int64_t classes, int64_t ignore_index,
+                         const char* fn, const Shape& input_shape);
+
 namespace index_checks {
 
 // One deferred check taken for a sync: its extra graph root ([max, ~min] of the index).

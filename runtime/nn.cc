@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ir/error.h"
+#include "runtime/index_check.h"
 #include "runtime/indexing.h"
 #include "runtime/windows.h"
 
@@ -118,8 +119,10 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
     fail(ErrorKind::Value, kFn, ": expected target of shape ", shape_str(want),
          " for input of shape ", shape_str(input.shape()), ", got ", shape_str(target.shape()));
   // The target's class is an unchecked gather (an indexed load fused into the loss kernel), as in
-  // the Python F.cross_entropy: `safe` is computed, so a range check would cost a kernel per step.
-  // Ignored positions pick class 0 and are masked out.
+  // the Python F.cross_entropy: `safe` is computed, so a deferred range check would cost a kernel
+  // per step; targets already in host memory are checked here. Ignored positions pick class 0 and
+  // are masked out.
+  check_class_targets(target, logp.size(-1), opt.ignore_index, kFn, input.shape());
   Tensor valid_mask = ne(target, Scalar(opt.ignore_index));
   Tensor valid = cast(valid_mask, logp.dtype());
   Tensor safe = where(valid_mask, cast(target, DType::Int64), Scalar(int64_t{0}));

@@ -311,6 +311,23 @@ TEST_P(NN, CrossEntropyLossReductionsIgnoreIndexWeightAndSmoothing) {
   EXPECT_EQ(weighted.named_buffers().at(0).first, "weight");
 }
 
+// Class indices in host memory are range-checked at the call (ignore_index excepted).
+TEST_P(NN, CrossEntropyTargetOutOfRangeIsAnIndexError) {
+  Tensor logits = tensor_of(random_floats(3 * 4, 71), {3, 4}, dev());
+  for (int64_t bad : {4, -1}) {
+    try {
+      nn::CrossEntropyLoss()(logits, int_tensor({0, bad, 1}, {3}, dev()));
+      ADD_FAILURE() << "target " << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Index);
+      EXPECT_NE(std::string(e.what()).find("target " + std::to_string(bad) + " is out of bounds for 4"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_NO_THROW(nn::CrossEntropyLoss()(logits, int_tensor({0, -100, 3}, {3}, dev())));
+}
+
 TEST_P(NN, CrossEntropyLossSpatialAndProbabilityTargets) {
   // [N=2, C=3, d=4]: classes along dim 1.
   auto lv = random_floats(24, 71);

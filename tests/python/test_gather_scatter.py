@@ -250,3 +250,17 @@ def test_large_vocabulary_embedding_is_cheap(rng):
     want = np.zeros((50000, 16), np.float32)
     np.add.at(want, ids, 2 * w.detach().numpy()[ids])
     np.testing.assert_allclose(w.grad.numpy(), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_class_targets_out_of_range_raise_index_error(device, rng):
+    # Targets in host memory are checked at the op (PyTorch raises IndexError too); -100 is ignored.
+    x = lt.tensor(rng.standard_normal((4, 5)).astype(np.float32), device=device)
+    for bad in ([0, 5, 1, 2], [0, -1, 1, 2]):
+        with pytest.raises(IndexError, match=r"cross_entropy: target -?\d+ is out of bounds for 5 classes"):
+            F.cross_entropy(x, lt.tensor(bad, device=device))
+    with pytest.raises(IndexError, match="nll_loss: target 7 is out of bounds"):
+        F.nll_loss(F.log_softmax(x, 1), lt.tensor([7, 0, 0, 0], device=device))
+    ok = F.cross_entropy(x, lt.tensor([0, -100, 4, 2], device=device))
+    want = TF.cross_entropy(torch.tensor(x.numpy()), torch.tensor([0, -100, 4, 2]))
+    np.testing.assert_allclose(ok.item(), want.item(), rtol=1e-5)

@@ -114,6 +114,14 @@ void init_ops(py::module_& m) {
          const Tensor& anchor) { check_index_values({op, lo, hi, dim, input_shape}, index, anchor); },
       py::arg("index"), py::arg("lo"), py::arg("hi"), py::arg("op"), py::arg("dim"), py::arg("input_shape"),
       py::arg("anchor"), py::call_guard<py::gil_scoped_release>());  // eager: reads the values
+  m.def(
+      "_check_class_targets",
+      [](const Tensor& target, int64_t classes, int64_t ignore_index, const std::string& fn,
+         const Shape& input_shape) {
+        check_class_targets(target, classes, ignore_index, fn.c_str(), input_shape);
+      },
+      py::arg("target"), py::arg("classes"), py::arg("ignore_index"), py::arg("fn"),
+      py::arg("input_shape"), py::call_guard<py::gil_scoped_release>());
   m.def("masked_fill", &lt::masked_fill, py::arg("input"), py::arg("mask"), py::arg("value"));
   m.def("tril", &lt::tril, py::arg("input"), py::arg("diagonal") = 0);
   m.def("triu", &lt::triu, py::arg("input"), py::arg("diagonal") = 0);

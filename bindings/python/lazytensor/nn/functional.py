@@ -196,8 +196,10 @@ def _nll_core(logp, target, weight, ignore_index, reduction, label_smoothing, fn
                          f"{tuple(target.shape)}")
     # The target's class is picked with a gather (an indexed load fused into the loss kernel);
     # ignored positions pick class 0 and are masked out. The primitive is used unchecked: `safe`
-    # is computed, so a range check would cost a kernel per step, and as before (one-hot pick) a
-    # target outside [0, C) picks 0 (generated code clamps, never reading outside logp).
+    # is computed, so a deferred range check would cost a kernel per step; a target computed in a
+    # lazy graph outside [0, C) picks 0 (generated code clamps, never reading outside logp).
+    # Targets already in host memory are range-checked now (no kernel): IndexError like PyTorch.
+    _C._check_class_targets(target, C, ignore_index, fn, list(logp.shape))
     valid_mask = _C.ne(target, ignore_index)
     valid = valid_mask.to(logp.dtype)
     safe = _C.where(valid_mask, target.to(_C.int64), 0)
