@@ -157,6 +157,19 @@ class KernelEmitter {
     return r;
   }
 
+  // In `fn`: when `cond` holds, calls `callee` with `args` and returns; the builder goes on in the
+  // block where it does not (named `otherwise`).
+  void call_and_return_if(Value* cond, llvm::Function* callee, const std::vector<Value*>& args,
+                          llvm::Function* fn, const char* taken, const char* otherwise) {
+    BasicBlock* yes = BasicBlock::Create(ctx_, taken, fn);
+    BasicBlock* no = BasicBlock::Create(ctx_, otherwise, fn);
+    b_.CreateCondBr(cond, yes, no);
+    b_.SetInsertPoint(yes);
+    b_.CreateCall(callee, args);
+    b_.CreateRetVoid();
+    b_.SetInsertPoint(no);
+  }
+
   // `same` (may be null): the body for every in-place pair sharing one buffer. `fast` (may be
   // null): the fast_trig body, run first on distinct buffers, with `apart` as its fallback.
   void emit_wrapper(llvm::Function* apart, llvm::Function* same, llvm::Function* fast,
@@ -178,14 +191,8 @@ class KernelEmitter {
     // others not, apart runs alone.
     auto run_apart = [&] {
       if (fast) {
-        Value* any_shared = pairs_shared(call_args, /*all=*/false);
-        BasicBlock* try_fast = BasicBlock::Create(ctx_, "try_fast", fn);
-        BasicBlock* plain = BasicBlock::Create(ctx_, "plain", fn);
-        b_.CreateCondBr(any_shared, plain, try_fast);
-        b_.SetInsertPoint(plain);
-        b_.CreateCall(apart, call_args);
-        b_.CreateRetVoid();
-        b_.SetInsertPoint(try_fast);
+        call_and_return_if(pairs_shared(call_args, /*all=*/false), apart, call_args, fn, "plain",
+                           "try_fast");
         Value* flag = b_.CreateCall(fast, call_args);
         BasicBlock* rerun = BasicBlock::Create(ctx_, "out_of_range", fn);
         BasicBlock* done = BasicBlock::Create(ctx_, "checked", fn);
@@ -203,14 +210,8 @@ class KernelEmitter {
       run_apart();
       return;
     }
-    Value* all_same = pairs_shared(call_args, /*all=*/true);
-    BasicBlock* in_place = BasicBlock::Create(ctx_, "in_place", fn);
-    BasicBlock* distinct = BasicBlock::Create(ctx_, "distinct", fn);
-    b_.CreateCondBr(all_same, in_place, distinct);
-    b_.SetInsertPoint(in_place);
-    b_.CreateCall(same, call_args);
-    b_.CreateRetVoid();
-    b_.SetInsertPoint(distinct);
+    call_and_return_if(pairs_shared(call_args, /*all=*/true), same, call_args, fn, "in_place",
+                       "distinct");
     run_apart();
   }
 
