@@ -194,21 +194,26 @@ void gather(const char* base, const Shape& shape, const int64_t* strides, size_t
 }
 
 // A CUDA producer's contiguous memory as a tensor on the cuda device, without a copy.
+// Whether the DLTensor's strides (absent: row-major) lay out `shape` row-major.
+bool row_major(const DLTensor& d, const Shape& shape) {
+  if (!d.strides) return true;
+  int64_t step = 1;
+  for (int32_t i = d.ndim; i-- > 0;) {
+    if (shape[i] != 1 && d.strides[i] != step) return false;
+    step *= shape[i];
+  }
+  return true;
+}
+
 Tensor from_cuda_dlpack(DLManagedTensor* m, ManagedGuard& guard, DType t, Shape shape, size_t bytes) {
   const DLTensor& d = m->dl_tensor;
   if (d.device.device_id != 0)
     throw py::buffer_error("lt.from_dlpack: the data is on CUDA device " +
                            std::to_string(d.device.device_id) +
                            "; lazytensor's cuda backend uses device 0");
-  if (d.strides) {
-    int64_t step = 1;
-    for (int32_t i = d.ndim; i-- > 0;) {
-      if (shape[i] != 1 && d.strides[i] != step)
-        throw py::buffer_error("lt.from_dlpack: a strided CUDA tensor of shape " + shape_str(shape) +
-                               " cannot be shared; call .contiguous() on it first");
-      step *= shape[i];
-    }
-  }
+  if (!row_major(d, shape))
+    throw py::buffer_error("lt.from_dlpack: a strided CUDA tensor of shape " + shape_str(shape) +
+                           " cannot be shared; call .contiguous() on it first");
   char* data = static_cast<char*>(d.data) + d.byte_offset;
   if (reinterpret_cast<uintptr_t>(data) % dtype_size(t) != 0)
     throw py::buffer_error("lt.from_dlpack: misaligned CUDA data; call .clone() on it first");
@@ -297,15 +302,7 @@ Tensor from_dlpack(const py::object& obj) {
   if (bytes == 0) return from_host(nullptr, *t, std::move(shape), on_cuda ? Device::cuda(0) : kCPU);
   if (on_cuda) return from_cuda_dlpack(m, guard, *t, std::move(shape), bytes);
 
-  bool contiguous = true;
-  if (d.strides) {
-    int64_t step = 1;
-    for (int32_t i = d.ndim; i-- > 0;) {
-      if (shape[i] != 1 && d.strides[i] != step) contiguous = false;
-      step *= shape[i];
-    }
-  }
-  if (!contiguous || reinterpret_cast<uintptr_t>(data) % item != 0) {
+  if (!row_major(d, shape) || reinterpret_cast<uintptr_t>(data) % item != 0) {
     std::vector<unsigned char> packed(bytes);
     if (d.strides) {
       gather(data, shape, d.strides, item, packed.data());
