@@ -80,6 +80,19 @@ def first_call_s(fn):
     return time.perf_counter() - t0
 
 
+def lt_row_step(arrays, lt_fn):
+    """One step of a row on lazytensor: the inputs uploaded to lazy:cuda once (named: plain "lazy"
+    would quietly fall back to the CPU without a GPU), then lt_fn and a mark_step per call."""
+    ls = [lt.tensor(a, device="lazy:cuda") for a in arrays]
+    lt.mark_step()
+
+    def lt_step():
+        y = lt_fn(*ls)
+        lt.mark_step()
+        return y
+    return lt_step
+
+
 def sin_chain(n):
     x0 = np.random.default_rng(0).standard_normal(n).astype(np.float32)
     def torch_fn(x):
@@ -249,13 +262,7 @@ def main():
             compiled(*xs)
         row["compile_ms"] = cuda_ms(lambda: compiled(*xs), args.repeats)
         try:
-            # lazy:cuda, named: plain "lazy" would quietly fall back to the CPU without a GPU.
-            ls = [lt.tensor(a, device="lazy:cuda") for a in arrays]
-            lt.mark_step()
-            def lt_step():
-                y = lt_fn(*ls)
-                lt.mark_step()
-                return y
+            lt_step = lt_row_step(arrays, lt_fn)
             y, row["lt_first_s"] = lt_first_s(lt_step)
             for _ in range(3):
                 lt_step()

@@ -48,7 +48,7 @@ CudaModuleImage compile_cuda_module(const Plan& plan, const std::string& target,
   const DistinctKernels codes = distinct_kernels(plan.kernels);
   std::vector<loop::Kernel> distinct;
   for (size_t i : codes.first) distinct.push_back(plan.kernels[i]);
-  CudaModuleSource gen = generate_cuda(distinct);
+  CudaModuleSource gen = generate_cuda(distinct, CudaCodegenOptions::from_env());
   CudaModuleImage m;
   m.target = target;
   m.cubin = cubin;
@@ -364,7 +364,8 @@ class CudaBackendImpl : public CudaBackend {
   // The code depends on the architecture compiled for, the NVRTC that compiled it and whether
   // matmuls are cuBLAS steps (the library's own build is in every entry's header).
   std::string cache_target() override {
-    return target_ + " nvrtc " + nvrtc_version() + (lower_options().gemm_dtypes.empty() ? "" : "+cublas");
+    return target_ + " nvrtc " + nvrtc_version() + (lower_options().gemm_dtypes.empty() ? "" : "+cublas") +
+           CudaCodegenOptions::from_env().tag();
   }
 
   bool serialize(const Executable& exe, std::string* out) override {

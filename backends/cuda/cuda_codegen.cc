@@ -22,6 +22,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <set>
@@ -212,8 +213,9 @@ std::string op_expr(Op op, DType t, DType ot, const std::string& a, const std::s
     case Op::Exp: need_float(); return math1("exp");
     case Op::Log: need_float(); return math1("log");
     case Op::Sqrt: need_float(); return math1("sqrt");
-    case Op::Sin: need_float(); return math1("sin");
-    case Op::Cos: need_float(); return math1("cos");
+    // float32 sin/cos inline, with an out-of-line CUDA call for huge arguments (kPreambleTrig).
+    case Op::Sin: need_float(); return f64 ? math1("sin") : round_to(t, "lt_sinf(" + a + ")");
+    case Op::Cos: need_float(); return f64 ? math1("cos") : round_to(t, "lt_cosf(" + a + ")");
     case Op::Tanh: need_float(); return math1("tanh");
     case Op::Erf: need_float(); return math1("erf");
     case Op::Floor: need_float(); return std::string(f64 ? "floor" : "floorf") + "(" + a + ")";
@@ -362,7 +364,6 @@ class KernelGen {
   // Bodies. A hook may take over a Load (returning the storage expression) or a Store.
   struct Hooks {
     std::function<std::string(int stage, int instr)> load;        // storage expression
-    std::function<std::string(int stage, int instr)> load_value;  // the value itself
     std::function<bool(int stage, const loop::Store& st, const std::string& value)> store;
   };
   void emit_body(int s, const Hooks& h);
@@ -376,6 +377,7 @@ class KernelGen {
   void gen_rows(CudaKernelLaunch& launch);
   void choose_row_mode(CudaKernelLaunch& launch) const;
   bool flat_access(const Index& ix) const;
+  bool row_flat_access(const Index& ix) const;
 
   const Kernel& k_;
   std::string name_;
@@ -562,10 +564,6 @@ std::string KernelGen::instr_expr(int s, int i, const Hooks& h) {
         DType passed = is_floating(arg.dtype) ? DType::Float64 : DType::Int64;
         return cast_expr(arg.dtype, in.dtype, cast_expr(passed, arg.dtype, p));
       }
-      if (h.load_value) {
-        std::string v = h.load_value(s, i);
-        if (!v.empty()) return v;
-      }
       std::string e = h.load ? h.load(s, i) : "";
       if (e.empty()) e = in.kind == IKind::LoadScalar ? p + "[0]" : p + "[" + index_expr(in.index) + "]";
       return cast_expr(arg.dtype, in.dtype, from_storage(arg.dtype, e));
@@ -698,6 +696,25 @@ bool KernelGen::flat_access(const Index& ix) const {
     }
     if (ext_[static_cast<size_t>(d)] > 1 && st != want) return false;
     want *= ext_[static_cast<size_t>(d)];
+  }
+  return true;
+}
+
+// An access of a row kernel at (any outer part with strides and offset multiples of 4) + the flat
+// row-major index of the inner space: 4 consecutive points of a row are 4 consecutive elements,
+// aligned as the buffer is (a vector access in gen_rows).
+bool KernelGen::row_flat_access(const Index& ix) const {
+  if (!ix.affine() || ix.offset % 4 != 0 || ix.offset < 0) return false;
+  int64_t want = 1;
+  for (int d = static_cast<int>(ext_.size()) - 1; d >= 0; --d) {
+    const int64_t st = d < static_cast<int>(ix.strides.size()) ? ix.strides[static_cast<size_t>(d)] : 0;
+    const int64_t e = ext_[static_cast<size_t>(d)];
+    if (d < nouter_) {
+      if (e > 1 && st % 4 != 0) return false;
+      continue;
+    }
+    if (e > 1 && st != want) return false;
+    want *= e;
   }
   return true;
 }
@@ -858,17 +875,38 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
   const std::string T = itype_;
   const CudaKernelMode mode = launch.mode;
 
-  // Register caching of the row (Block/Warp): when each thread holds at most max_cached points of
-  // the inner space, the inner loops are unrolled and a load that several stages repeat (softmax
-  // and layer_norm read x in every stage) is read from memory once and kept in registers.
+  // 16-byte row accesses (Block/Warp): when a row's points come in fours and a load or store walks
+  // the row contiguously, a thread takes 4 consecutive points at a time ("chunks"): one vector
+  // load/store per such access, then the body once per point. Register caching: when each thread
+  // holds at most max_cached chunks, the chunk loops are unrolled and a vector load that several
+  // stages repeat (softmax and layer_norm read x in every stage) is loaded once and kept.
+  const bool row_modes = mode == CudaKernelMode::Block || mode == CudaKernelMode::Warp;
+  std::map<std::pair<int, int>, std::string> vload;   // (stage, instr) -> vector variable
+  std::map<const loop::Store*, std::string> vstore;  // store -> vector variable
+  if (opt_.row_vectors && row_modes && inner_n_ % 4 == 0) {
+    for (size_t s = 0; s < k_.stages.size(); ++s) {
+      const Stage& st = k_.stages[s];
+      if (st.kind == StageKind::MapOuter) continue;
+      for (size_t i = 0; i < st.body.size(); ++i) {
+        const Instr& in = st.body[i];
+        if (in.kind == IKind::Load && !k_.args[in.arg].scalar && vtype(k_.args[in.arg].dtype) &&
+            row_flat_access(in.index))
+          vload[{int(s), int(i)}] = "x" + std::to_string(s) + "_" + std::to_string(i);
+      }
+      for (const auto& store : st.stores)
+        if (!store.accumulate && vtype(k_.args[store.arg].dtype) && row_flat_access(store.index))
+          vstore[&store] = "y" + std::to_string(s) + "_" + std::to_string(vstore.size());
+    }
+  }
+  const bool vec = !vload.empty() || !vstore.empty();
   const int64_t max_cached = opt_.max_cached_per_thread;
   const int64_t step = mode == CudaKernelMode::Block ? threads : mode == CudaKernelMode::Warp ? 32 : 1;
-  const int64_t per_thread = (inner_n_ + step - 1) / step;
+  const int64_t chunks = vec ? inner_n_ / 4 : inner_n_;  // a thread's units of the row
+  const int64_t per_thread = (chunks + step - 1) / step;
   std::map<std::string, int> cache_of;          // load key -> cache array number
   std::map<std::pair<int, int>, int> cached;    // (stage, instr) -> cache array number
   std::map<std::pair<int, int>, bool> fills;    // (stage, instr) -> this load fills the cache
-  if ((mode == CudaKernelMode::Block || mode == CudaKernelMode::Warp) && per_thread >= 1 &&
-      per_thread <= max_cached) {
+  if (vec && per_thread >= 1 && per_thread <= max_cached) {
     std::map<std::string, std::vector<std::pair<int, int>>> uses;
     for (size_t s = 0; s < k_.stages.size(); ++s) {
       if (k_.stages[s].kind == StageKind::MapOuter) continue;
@@ -877,6 +915,7 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
         const Instr& in = k_.stages[s].body[i];
         // A data-dependent index names a value of its own stage: never shared across stages.
         if (in.kind != IKind::Load || k_.args[in.arg].scalar || uses_value(k_, in.index)) continue;
+        if (!vload.count({int(s), int(i)})) continue;  // vectors are cached, not points
         std::string key = std::to_string(in.arg) + ":" + index_expr(in.index);
         if (seen.insert(key).second) uses[key].push_back({int(s), int(i)});
       }
@@ -895,8 +934,24 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
                     : mode == CudaKernelMode::Tile ? "32 outer points per block, 8 warps split the inner space"
                                                    : "one thread per outer point";
   os_ << "// " << k_.name << ": outer " << shape_str(k_.outer) << " x inner " << shape_str(k_.inner) << ", " << how
-      << ", " << k_.stages.size() << " stage(s)" << (unrolled ? ", row cached in registers" : "") << "\n";
+      << ", " << k_.stages.size() << " stage(s)" << (vec ? ", 4 points per thread with vector accesses" : "")
+      << (unrolled ? ", row cached in registers" : "") << "\n";
   emit_signature(threads);
+  if (vec) {
+    // Vector accesses need the buffers 16-byte (8 for 16-bit types) aligned: always so for the
+    // caching allocator's buffers; imported memory may not be, and then every vector access goes
+    // element by element (lt_ld4/lt_st4; one uniform branch).
+    std::set<int> vargs;
+    for (const auto& [key, var] : vload) vargs.insert(k_.stages[key.first].body[key.second].arg);
+    for (const auto& [st, var] : vstore) vargs.insert(st->arg);
+    std::string cond;
+    for (int a : vargs) {
+      const int bytes = 4 * static_cast<int>(dtype_size(k_.args[a].dtype));
+      cond += std::string(cond.empty() ? "" : " | ") + "(reinterpret_cast<unsigned long long>(a" + std::to_string(a) +
+              ") & " + std::to_string(bytes - 1) + "ull)";
+    }
+    line("const bool al = (" + cond + ") == 0ull;");
+  }
   std::string red_start, red_step;
   switch (mode) {
     case CudaKernelMode::Block:
@@ -931,56 +986,108 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
   for (const auto& [key, id] : cache_of) {
     // The compute type of the cached argument.
     int arg = std::stoi(key.substr(0, key.find(':')));
-    line(std::string(ctype(k_.args[arg].dtype)) + " c" + std::to_string(id) + "[" + std::to_string(per_thread) +
+    line(std::string(vec ? vtype(k_.args[arg].dtype) : ctype(k_.args[arg].dtype)) + " c" + std::to_string(id) + "[" +
+         std::to_string(per_thread) +
          "];  // a" + key.substr(0, key.find(':')) + "[" + key.substr(key.find(':') + 1) + "]");
   }
 
   // Opens the loop over this thread's points of the inner space.
+  // With vectors the loop runs over chunks c (points 4c .. 4c+3), and the body is emitted per point.
+  const std::string unit = vec ? "c" : "red";
   auto open_inner = [&]() {
     if (unrolled) {
       line("#pragma unroll");
       open("for (int k = 0; k < " + std::to_string(per_thread) + "; ++k)");
-      line("const " + T + " red = " + red_start + " + (" + T + ")k * " + red_step + ";");
-      open("if (red < " + ilit(inner_n_) + ")");
+      line("const " + T + " " + unit + " = " + red_start + " + (" + T + ")k * " + red_step + ";");
+      open("if (" + unit + " < " + ilit(chunks) + ")");
     } else {
-      std::string cond = "red < " + ilit(inner_n_);
+      std::string cond = unit + " < " + ilit(chunks);
       if (mode == CudaKernelMode::Tile) cond = "active && " + cond;
-      open("for (" + T + " red = " + red_start + "; " + cond + "; red += " + red_step + ")");
+      open("for (" + T + " " + unit + " = " + red_start + "; " + cond + "; " + unit + " += " + red_step + ")");
     }
-    decompose("red", nouter_, ninner_);
+    if (!vec) decompose("red", nouter_, ninner_);
   };
   auto close_inner = [&]() {
     close();
     if (unrolled) close();
   };
+  // Vector path: the stage's vector loads (at the chunk's first point), then `per_point` for each of
+  // the 4 points with hooks that read the vectors' lanes and fill the store vectors, then the stores.
+  static const char* lanes[4] = {"x", "y", "z", "w"};
+  auto at_chunk_start = [&](const std::function<void()>& body) {
+    open("");
+    line("const " + T + " red = " + unit + " * 4u;");
+    decompose("red", nouter_, ninner_);
+    body();
+    close();
+  };
+  auto vector_stage = [&](int si, const std::function<void(const Hooks&)>& per_point) {
+    const Stage& st = k_.stages[static_cast<size_t>(si)];
+    for (const auto& [key, var] : vload) {
+      if (key.first != si) continue;
+      const Instr& in = st.body[static_cast<size_t>(key.second)];
+      const std::string V = vtype(k_.args[in.arg].dtype);
+      auto it = cached.find(key);
+      if (it != cached.end() && !fills.at(key)) {
+        line("const " + V + " " + var + " = c" + std::to_string(it->second) + "[k];");
+        continue;
+      }
+      line(V + " " + var + ";");
+      at_chunk_start([&] {
+        line(var + " = lt_ld4<" + V + ">(&a" + std::to_string(in.arg) + "[" + index_expr(in.index) + "], al);");
+      });
+      if (it != cached.end()) line("c" + std::to_string(it->second) + "[k] = " + var + ";");
+    }
+    auto in_stage = [&](const loop::Store* store) {
+      return !st.stores.empty() && &st.stores.front() <= store && store <= &st.stores.back();
+    };
+    for (const auto& [store, var] : vstore)
+      if (in_stage(store))
+        line(std::string(vtype(k_.args[store->arg].dtype)) + " " + var + ";");
+    for (int lane = 0; lane < 4; ++lane) {
+      open("");
+      line("const " + T + " red = " + unit + " * 4u + " + std::to_string(lane) + "u;");
+      decompose("red", nouter_, ninner_);
+      Hooks h;
+      h.load = [&, si, lane](int s2, int i) -> std::string {
+        auto it = vload.find({s2, i});
+        return it == vload.end() || s2 != si ? "" : it->second + "." + lanes[lane];
+      };
+      h.store = [&, lane](int, const loop::Store& store, const std::string& v) {
+        auto it = vstore.find(&store);
+        if (it == vstore.end()) return false;
+        line(it->second + "." + lanes[lane] + " = " + to_storage(k_.args[store.arg].dtype, v) + ";");
+        return true;
+      };
+      per_point(h);
+      close();
+    }
+    for (const auto& [store, var] : vstore) {
+      if (!in_stage(store)) continue;
+      at_chunk_start([&, store = store, var = var] {
+        line("lt_st4(&a" + std::to_string(store->arg) + "[" + index_expr(store->index) + "], " + var + ", al);");
+      });
+    }
+  };
 
   for (size_t s = 0; s < k_.stages.size(); ++s) {
     const Stage& st = k_.stages[s];
     const int si = static_cast<int>(s);
-    Hooks hooks;
-    if (unrolled) {
-      hooks.load_value = [&, si](int, int i) -> std::string {
-        auto it = cached.find({si, i});
-        if (it == cached.end()) return "";
-        const Instr& in = k_.stages[s].body[static_cast<size_t>(i)];
-        const loop::Arg& arg = k_.args[static_cast<size_t>(in.arg)];
-        std::string c = "c" + std::to_string(it->second) + "[k]";
-        if (fills.at({si, i}))
-          line(c + " = " + from_storage(arg.dtype, "a" + std::to_string(in.arg) + "[" + index_expr(in.index) + "]") +
-               ";");
-        return cast_expr(arg.dtype, in.dtype, c);
-      };
-    }
+    const Hooks hooks;  // the per-point path reads and writes memory directly
     if (st.kind == StageKind::Reduce) {
       const std::string acc = "acc" + std::to_string(s), r = "r" + std::to_string(s);
       const char* at = ctype(st.acc_dtype);
       line("// stage " + std::to_string(s) + ": " + std::string(op_name(st.reduce_op)) + " over the inner space");
       line(std::string(at) + " " + acc + " = " + reduce_identity(st.reduce_op, st.acc_dtype) + ";");
       open_inner();
-      emit_body(si, hooks);
       std::string v = cast_expr(st.body[static_cast<size_t>(st.reduce_value)].dtype, st.acc_dtype,
                                 "v" + std::to_string(st.reduce_value));
-      line(acc + " = " + reduce_combine(st.reduce_op, st.acc_dtype, acc, v) + ";");
+      auto point = [&](const Hooks& h) {
+        emit_body(si, h);
+        line(acc + " = " + reduce_combine(st.reduce_op, st.acc_dtype, acc, v) + ";");
+      };
+      if (vec) vector_stage(si, point);
+      else point(hooks);
       close_inner();
       std::string fin = acc;
       const std::string f = reduce_functor(st.reduce_op);
@@ -991,8 +1098,12 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
     } else if (st.kind == StageKind::MapInner) {
       line("// stage " + std::to_string(s) + ": map over the inner space");
       open_inner();
-      emit_body(si, hooks);
-      emit_stores(si, hooks);
+      auto point = [&](const Hooks& h) {
+        emit_body(si, h);
+        emit_stores(si, h);
+      };
+      if (vec) vector_stage(si, point);
+      else point(hooks);
       close_inner();
     } else {
       line("// stage " + std::to_string(s) + ": once per outer point");
@@ -1068,6 +1179,32 @@ const char* cuda_kernel_mode_name(CudaKernelMode m) {
   return "?";
 }
 
+CudaCodegenOptions CudaCodegenOptions::from_env() {
+  CudaCodegenOptions o;
+  auto read = [](const char* name, int lo, int hi, int fallback) {
+    const char* e = std::getenv(name);
+    if (!e || !*e) return fallback;
+    char* end = nullptr;
+    long v = std::strtol(e, &end, 10);
+    if (*end || v < lo || v > hi)
+      fail(ErrorKind::Value, name, "=", e, ": expected an integer in [", lo, ", ", hi, "]");
+    return static_cast<int>(v);
+  };
+  o.max_cached_per_thread = read("LT_CUDA_ROW_CACHE", 0, 64, o.max_cached_per_thread);
+  o.block_threads = read("LT_CUDA_BLOCK_THREADS", 0, 1024, o.block_threads);
+  o.row_vectors = read("LT_CUDA_ROW_VEC", 0, 1, o.row_vectors ? 1 : 0) != 0;
+  return o;
+}
+
+std::string CudaCodegenOptions::tag() const {
+  const CudaCodegenOptions d;
+  std::string t;
+  if (max_cached_per_thread != d.max_cached_per_thread) t += " rowcache" + std::to_string(max_cached_per_thread);
+  if (block_threads != d.block_threads) t += " block" + std::to_string(block_threads);
+  if (row_vectors != d.row_vectors) t += row_vectors ? " rowvec" : " norowvec";
+  return t;
+}
+
 CudaModuleSource generate_cuda(const std::vector<loop::Kernel>& kernels, const CudaCodegenOptions& options) {
   CudaModuleSource out;
   std::ostringstream os;
@@ -1098,7 +1235,11 @@ CudaModuleSource generate_cuda(const std::vector<loop::Kernel>& kernels, const C
   if (rand) pre += cuda_preamble::kPreambleRand;
   if (atomic) pre += cuda_preamble::kPreambleAtomic;
   if (atomic_half) pre += cuda_preamble::kPreambleAtomicHalf;
-  out.source = pre + os.str();
+  const std::string body = os.str();
+  if (body.find("lt_sinf(") != std::string::npos || body.find("lt_cosf(") != std::string::npos)
+    pre += cuda_preamble::kPreambleTrig;
+  if (body.find("lt_ld4<") != std::string::npos) pre += cuda_preamble::kPreambleVector;
+  out.source = pre + body;
   return out;
 }
 

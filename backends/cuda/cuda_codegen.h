@@ -43,12 +43,23 @@ struct CudaModuleSource {
 
 // Tuning knobs (the defaults are what the backend uses; benchmarks vary them).
 struct CudaCodegenOptions {
-  // Register caching of row loads (Block/Warp modes) when a thread holds at most this many points
-  // of the row; 0 disables it. Off by default: on an H100 it made softmax 4096x4096 25% slower
-  // (0.077 vs 0.061 ms) and gelu(layer_norm)+r 8192x4096 24% slower than re-reading the row,
-  // which L1/L2 serve.
-  int max_cached_per_thread = 0;
+  // Register caching of row vectors (Block/Warp modes with row_vectors): when a thread holds at
+  // most this many 4-point chunks of the row, a vector that several stages load (softmax and
+  // layer_norm read x in every stage) is loaded once and kept in registers; 0 disables it. Measured
+  // on an H100 (tests/gpu/profile_rows.py): softmax 4096x4096 kernel 62.5 -> 47.5 us, gelu(layer_
+  // norm)+r 8192x4096 unchanged (140 us; vectors alone took it from 170). Caching single points
+  // (before vectors) made both ~25% slower than re-reading the row from L1/L2, so points are not
+  // cached.
+  int max_cached_per_thread = 4;
   int block_threads = 0;           // Block mode's block size; 0 picks it from the row length
+  // 16-byte loads/stores of rows in Block/Warp modes (4 consecutive points per thread at a time).
+  bool row_vectors = true;
+
+  // The defaults, or LT_CUDA_ROW_CACHE / LT_CUDA_BLOCK_THREADS / LT_CUDA_ROW_VEC where set: tuning knobs
+  // for benchmarks (tests/gpu/profile_rows.py), not part of the public contract.
+  static CudaCodegenOptions from_env();
+  // "" for the defaults, else a tag naming the non-default values (part of the disk cache's key).
+  std::string tag() const;
 };
 
 // Generates the translation unit and each kernel's launch description. Throws lt::Error

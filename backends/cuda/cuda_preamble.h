@@ -188,6 +188,71 @@ template <class T, class F> __device__ __forceinline__ T lt_tile_reduce(T v, F f
 
 )CUDA";
 
+// When a row kernel reads or writes 4 consecutive elements at once (cuda_codegen.cc gen_rows):
+// one 16-byte (8 for 16-bit types) access when the kernel's buffers are aligned, else 4 element
+// accesses. `aligned` is the same for every thread of the kernel.
+constexpr char kPreambleVector[] = R"CUDA(// Vector accesses of 4 consecutive elements.
+template <class V, class S> __device__ __forceinline__ V lt_ld4(const S* p, bool aligned) {
+  if (aligned) return *reinterpret_cast<const V*>(p);
+  V v;
+  v.x = p[0], v.y = p[1], v.z = p[2], v.w = p[3];
+  return v;
+}
+template <class V, class S> __device__ __forceinline__ void lt_st4(S* p, const V& v, bool aligned) {
+  if (aligned) {
+    *reinterpret_cast<V*>(p) = v;
+    return;
+  }
+  p[0] = v.x, p[1] = v.y, p[2] = v.z, p[3] = v.w;
+}
+
+)CUDA";
+
+// When a kernel computes float32 (or float16/bfloat16) sin/cos. CUDA's sinf/cosf inline a
+// Payne-Hanek reduction (a loop over a table in local memory) at every call: a chain of 20 sins
+// took NVRTC over a second and kept that code in the kernel. Here the common range is inline FMA
+// code and huge, infinite or NaN arguments call sinf/cosf through one out-of-line function.
+// The scheme is the CPU backend's (backends/cpu/llvm_ops.cc, SLEEF's): reduce by pi with a
+// 4-part Cody-Waite split (exact products for |x| < 39000), odd degree-9 polynomial on
+// [-pi/2, pi/2]; within 2.5 ulp of float64 sin/cos (tests/gpu/check_trig_cuda.py).
+constexpr char kPreambleTrig[] = R"CUDA(// float32 sin/cos: inline for |x| < 39000, CUDA's sinf/cosf (out of line) beyond.
+__device__ __noinline__ float lt_sinf_wide(float x) { return sinf(x); }
+__device__ __noinline__ float lt_cosf_wide(float x) { return cosf(x); }
+// sin(d) for d in [-pi/2, pi/2], negated when `flip`.
+__device__ __forceinline__ float lt_sin_poly(float d, bool flip) {
+  if (flip) d = -d;
+  const float s = d * d;
+  float u = 2.6083159809786593541503e-06f;
+  u = __fmaf_rn(u, s, -0.0001981069071916863322258f);
+  u = __fmaf_rn(u, s, 0.00833307858556509017944336f);
+  u = __fmaf_rn(u, s, -0.166666597127914428710938f);
+  return d == 0.0f ? d : __fmaf_rn(s, u * d, d);  // 0 * u * d + d would turn -0 into +0
+}
+__device__ __forceinline__ float lt_sinf(float x) {
+  if (!(fabsf(x) < 39000.0f)) return lt_sinf_wide(x);
+  // sin(d + n pi) = (-1)^n sin(d). "+ 0.0f" turns n = -0 into +0, so that x - n pi keeps the sign
+  // of x = -0 (sin(-0) = -0).
+  const float n = rintf(x * 0.318309886183790671538f) + 0.0f;
+  float d = __fmaf_rn(n, -3.140625f, x);
+  d = __fmaf_rn(n, -0.0009670257568359375f, d);
+  d = __fmaf_rn(n, -6.2771141529083251953e-07f, d);
+  d = __fmaf_rn(n, -1.2154201256553420762e-10f, d);
+  return lt_sin_poly(d, (__float2int_rn(n) & 1) != 0);
+}
+__device__ __forceinline__ float lt_cosf(float x) {
+  if (!(fabsf(x) < 39000.0f)) return lt_cosf_wide(x);
+  // cos(x) = sin(x - q pi/2) with q = 2n + 1, n = rint(x/pi - 1/2); the sign flips for even n.
+  const float n = rintf(x * 0.318309886183790671538f - 0.5f);
+  const float q = __fmaf_rn(n, 2.0f, 1.0f);
+  float d = __fmaf_rn(q, -1.5703125f, x);
+  d = __fmaf_rn(q, -0.00048351287841796875f, d);
+  d = __fmaf_rn(q, -3.13855707645416259765e-07f, d);
+  d = __fmaf_rn(q, -6.077100628276710381e-11f, d);
+  return lt_sin_poly(d, (__float2int_rn(n) & 1) == 0);
+}
+
+)CUDA";
+
 // When a kernel draws random numbers.
 constexpr char kPreambleRand[] = R"CUDA(// The counter-based generator of lowering/loop_ir.h (loop::rand_uniform), bit for bit.
 __device__ __forceinline__ unsigned long long lt_splitmix64(unsigned long long z) {

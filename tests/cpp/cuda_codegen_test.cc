@@ -122,7 +122,10 @@ TEST(CudaCodegen, ElementwiseChainIsOneVectorizedGridStrideKernel) {
   EXPECT_EQ(m.kernels[0].threads, 256);
   EXPECT_NE(m.source.find("float4"), std::string::npos);
   EXPECT_NE(m.source.find("flat += stride"), std::string::npos);  // grid-stride
-  EXPECT_EQ(count(m.source, "sinf("), 20u * 5u) << "20 sins, once per vector lane + scalar tail";
+  // Every sin is the inline one (kPreambleTrig, whose definition is the + 1); CUDA's sinf appears
+  // once, out of line.
+  EXPECT_EQ(count(m.source, "lt_sinf("), 20u * 5u + 1u) << "20 sins, once per vector lane + scalar tail";
+  EXPECT_EQ(count(m.source, " sinf("), 1u) << "only lt_sinf_wide calls CUDA's sinf";
 }
 
 TEST(CudaCodegen, BroadcastIsIndexArithmetic) {
@@ -348,6 +351,42 @@ TEST(CudaCodegen, SeveralOutputsFromRowKernels) {
   // A reduction read at another shape is materialized: two kernels through a temp buffer.
   auto s = op(Op::ReduceSum, {param({4, 8})}, {1});
   compile_ok(plan_of({bin(Op::Add, op(Op::Reshape, {s}, {4, 1}), param({4, 3}))}), 2);
+}
+
+TEST(CudaCodegen, RowKernelsUseVectorAccessesWhereTheRowIsContiguous) {
+  // softmax over rows of 4096: x is read and y written 4 elements (16 bytes) at a time, and x's
+  // 4 vectors per thread are loaded once and kept in registers for the three stages.
+  auto m = compile_ok(plan_of({op(Op::Softmax, {param({4096, 4096})}, {-1})}), 1);
+  EXPECT_EQ(m.kernels[0].mode, CudaKernelMode::Block);
+  EXPECT_EQ(count(m.source, "lt_ld4<float4>(&a"), 1u) << m.source;
+  EXPECT_NE(m.source.find("float4 c0[4]"), std::string::npos) << m.source;
+  EXPECT_EQ(count(m.source, "lt_st4(&a"), 1u) << m.source;
+  // Rows whose length is not a multiple of 4 stay per point.
+  auto odd = compile_ok(plan_of({op(Op::Softmax, {param({64, 333})}, {-1})}), 1);
+  EXPECT_EQ(count(odd.source, "lt_ld4<"), 0u);
+  // A transposed operand is read per point next to the vector loads of the contiguous one.
+  auto x = param({256, 2048}), t = param({2048, 256});
+  auto mixed = compile_ok(plan_of({op(Op::Softmax, {bin(Op::Add, x, op(Op::Permute, {t}, {1, 0}))}, {-1})}), 1);
+  EXPECT_GE(count(mixed.source, "lt_ld4<float4>(&a"), 1u);
+  EXPECT_NE(mixed.source.find(" * 256u]"), std::string::npos) << mixed.source;  // t[i1 * 256 + i0]
+  // 16-bit rows load 4 elements as 8 bytes.
+  auto h = param({512, 2048}, DType::BFloat16);
+  auto lnh = compile_ok(plan_of({layer_norm(h, param({2048}, DType::BFloat16), param({2048}, DType::BFloat16))}), 1);
+  EXPECT_GE(count(lnh.source, "lt_ld4<ushort4>(&a"), 1u) << lnh.source;
+  // The knobs: vectors off; no register cache (x is loaded by each of the 3 stages); a row longer
+  // than the cache holds (512 threads, 10 chunks each) is not cached.
+  const Plan p = plan_of({op(Op::Softmax, {param({4096, 4096})}, {-1})});
+  CudaCodegenOptions off;
+  off.row_vectors = false;
+  EXPECT_EQ(count(generate_cuda(p.kernels, off).source, "lt_ld4<"), 0u);
+  CudaCodegenOptions nocache;
+  nocache.max_cached_per_thread = 0;
+  const std::string src = generate_cuda(p.kernels, nocache).source;
+  EXPECT_EQ(count(src, "lt_ld4<float4>(&a"), 3u) << src;
+  EXPECT_EQ(src.find(" c0["), std::string::npos) << src;
+  EXPECT_GT(nvrtc_compile_cubin(src, "sm_90").size(), 64u);
+  auto wide = compile_ok(plan_of({op(Op::Softmax, {param({512, 20000})}, {-1})}), 1);
+  EXPECT_EQ(wide.source.find(" c0["), std::string::npos) << wide.source;
 }
 
 // ---- random numbers, matmul, edges -----------------------------------------------------------

@@ -81,10 +81,25 @@ def imported_memory_feeds_a_lazy_graph():
     np.testing.assert_allclose(y.numpy(), torch.softmax(t, -1).cpu().numpy(), rtol=1e-5, atol=1e-7)
 
 
+def misaligned_import_through_row_kernels():
+    """Row kernels read 4 elements at once where buffers are 16-byte aligned; imported memory 4
+    bytes past a boundary must take their element-by-element path (same results)."""
+    base = torch.randn(64 * 1024 + 1, device="cuda")
+    t = base[1:].view(64, 1024)
+    assert t.data_ptr() % 16 == 4, t.data_ptr() % 16
+    x = lt.from_dlpack(t)
+    assert x.data_ptr() == t.data_ptr(), "a copy was made"
+    F = lt.nn.functional
+    np.testing.assert_allclose(F.softmax(x, -1).numpy(), torch.softmax(t, -1).cpu().numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(F.layer_norm(x, (1024,)).numpy(),
+                               torch.nn.functional.layer_norm(t, (1024,)).cpu().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose((x * 2).sum(-1).numpy(), (t * 2).sum(-1).cpu().numpy(), rtol=1e-5, atol=1e-4)
+
+
 for fn in (torch_to_lt_shares_memory, lt_to_torch_shares_memory,
            pending_lazy_tensor_is_synced_then_shared, dtypes_round_trip,
            producer_memory_outlives_the_producer, strided_cuda_tensor_is_a_clear_error,
-           imported_memory_feeds_a_lazy_graph):
+           imported_memory_feeds_a_lazy_graph, misaligned_import_through_row_kernels):
     check(fn.__name__, fn)
 
 print(f"dlpack cuda: {len(failures)} failure(s)")

@@ -25,7 +25,8 @@
 # JOBS (default nproc), BENCH_ARGS (extra arguments to bench/gpu.py, e.g. --quick), STAGES (default
 # "build cpp py bench"; a later call on the same machine may run e.g. STAGES="bench" alone, reusing
 # the build, to stay within a command's time limit; "profile" adds tests/gpu/profile_gpt.py, the
-# per-kernel GPU time of the GPT rows, under $OUT/profile).
+# per-kernel GPU time of the GPT rows, under $OUT/profile; "rows" adds tests/gpu/profile_rows.py,
+# kernel vs host time of the one-graph rows under codegen variants).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -212,6 +213,10 @@ if [ "$built" -eq 1 ] && [ -d "$BUILD/python/lazytensor" ]; then
     rc=$?
     tail -n 12 "$OUT/dlpack_cuda.log"
     record "DLPack with PyTorch CUDA (check_dlpack_cuda.py)" "$rc"
+    LD_PRELOAD="$TRACE_SO" timeout 120 "$PY" -u -X faulthandler tests/gpu/check_trig_cuda.py >"$OUT/trig_cuda.log" 2>&1
+    rc=$?
+    tail -n 8 "$OUT/trig_cuda.log"
+    record "float32 sin/cos in ulps (check_trig_cuda.py)" "$rc"
   fi
   if stage bench; then
     # shellcheck disable=SC2086
@@ -219,6 +224,13 @@ if [ "$built" -eq 1 ] && [ -d "$BUILD/python/lazytensor" ]; then
     rc=$?
     tail -n 30 "$OUT/bench_gpu.log"
     record "benchmark (bench/gpu.py)" "$rc"
+  fi
+  if stage rows; then
+    # Not in the default stages: kernel vs host time of the one-graph rows, and codegen variants.
+    LD_PRELOAD="$TRACE_SO" timeout 300 "$PY" -u -X faulthandler tests/gpu/profile_rows.py --out "$OUT/profile_rows.txt" >"$OUT/profile_rows.log" 2>&1
+    rc=$?
+    tail -n 40 "$OUT/profile_rows.log"
+    record "profile of the one-graph rows (tests/gpu/profile_rows.py)" "$rc"
   fi
   if stage profile; then
     # Not in the default stages: per-kernel GPU time of the GPT rows (tests/gpu/profile_gpt.py).
