@@ -32,12 +32,16 @@ def cuda_ms(fn, repeats):
 
 
 def wall_ms(fn, repeats, rounds=5):
-    """lazytensor's time per step as a training loop sees it: `repeats` calls back to back, then a
-    synchronize, divided by the calls; the median of `rounds` such rounds. Runs on lazy:cuda are
+    """lazytensor's time per step as a training loop sees it: a round of calls back to back
+    (`repeats` / `rounds`, at least 10), then a synchronize, divided by the calls; the median of
+    `rounds` such rounds. Runs on lazy:cuda are
     asynchronous (mark_step returns once the kernels are queued), so the host's tracing of one
     step overlaps the GPU's work on the previous one, as PyTorch eager's launches do."""
     times = []
-    per_round = max(1, repeats // rounds)
+    # At least 10 steps per round: the first step of a round is traced while the GPU has nothing
+    # to do, a cost a training loop pays once, not per step (with 2-3 steps per round the GPT
+    # rows measured GPU time + 1/2 to 1/3 of a step's host time: 22.2 ms for 20.4 ms of kernels).
+    per_round = max(10, repeats // rounds)
     for _ in range(rounds):
         t0 = time.perf_counter()
         for _ in range(per_round):

@@ -61,6 +61,36 @@ def profiled(step, steps):
     return prof, wall
 
 
+def host_breakdown(step, steps, top=18):
+    """Where the host's time of a lazytensor step goes: lt.metrics timings per step (trace, hash,
+    run = launching on an asynchronous device) and the Python profile's largest own times."""
+    import cProfile
+    import io
+    import pstats
+    for _ in range(3):
+        step()
+    lt.cuda.synchronize()
+    lt.metrics.reset()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    host = (time.perf_counter() - t0) * 1e3 / steps
+    lt.cuda.synchronize()
+    timings = lt.metrics.timings()
+    cells = ", ".join(f"{k} {v['total_ms'] / steps:.3f}" for k, v in sorted(timings.items()))
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(steps):
+        step()
+    pr.disable()
+    lt.cuda.synchronize()
+    buf = io.StringIO()
+    pstats.Stats(pr, stream=buf).sort_stats("tottime").print_stats(top)
+    body = "\n".join(line for line in buf.getvalue().splitlines() if line.strip())
+    return (f"  host: {host:.3f} ms per step to queue (no waiting); lt.metrics ms per step: {cells}\n"
+            f"  cProfile of {steps} steps (own time):\n{body}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -104,6 +134,7 @@ def main():
         g = lt.metrics.last_graph()
         report.append(f"== lazytensor lazy:cuda, {tag}: wall {wall:.3f} ms/step, {g['kernels']} kernels\n"
                       f"{kernel_table(prof, steps, args.top)}")
+        report[-1] += "\n" + host_breakdown(lt_step, 10)
         with open(os.path.join(args.out, f"grouping_{'bf16' if bf16 else 'fp32'}.txt"), "w") as f:
             f.write(g.get("grouping", ""))
         print(report[-2], report[-1], sep="\n", flush=True)
