@@ -10,11 +10,11 @@
 # 2. runs the C++ GPU tests (tests/gpu/*_test.cc): the CUDA backend against host oracles and
 #    against the reference interpreter;
 # 3. runs tests/gpu/check_ops_vs_torch.py: ops and fused graphs on `lazy:cuda` and `cuda` against
-#    PyTorch CUDA;
+#    PyTorch CUDA; check_dlpack_cuda.py (sharing memory with PyTorch); check_trig_cuda.py
+#    (float32 sin/cos in ulps);
 # 4. runs the benchmark, bench/gpu.py.
-# Everything goes to $OUT (at most 7 files): summary.txt, build.log, gpu_cpp_tests.log,
-# ops_vs_torch.log, ops_vs_torch.json, bench_gpu.log, bench_gpu.json. Exit 0 only when every
-# stage passed. Nothing is downloaded. Dependencies the image may lack:
+# Everything goes to $OUT: summary.txt, build.log, gpu_cpp_tests.log, one log per Python stage,
+# ops_vs_torch.json, bench_gpu.json. Exit 0 only when every stage passed. Nothing is downloaded. Dependencies the image may lack:
 #   nlohmann_json  a CMake package, else a json.hpp found in $LT_DEPS/include, /usr/include,
 #                  /usr/local/include or a Python package's include dir (wrapped in a generated
 #                  CMake config); else the build FAILS (bring the header in $LT_DEPS/include).
