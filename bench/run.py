@@ -3,6 +3,7 @@
 eager CPU, in one process, reported as medians and ratios (and JSON with --json).
 
   PYTHONPATH=build/python /usr/bin/python3 bench/run.py [--quick] [--json out.json] [--only NAME]
+                                                     [--trace-cost-bin build/bin/bench_trace_cost]
 
 PyTorch runs with torch.set_num_threads(os.cpu_count()); install libopenblas0-pthread, or torch
 measures reference BLAS on one thread. Speed claims come from this table, never from unit tests.
@@ -175,16 +176,87 @@ def cnn_train_step(batch=64, size=28):
     return impls
 
 
+def mlp_train_step(batch=128, sizes=(784, 1024, 1024, 10)):
+    """An MLP train step (forward, cross_entropy, backward, SGD): Linear-ReLU-Linear-ReLU-Linear on
+    [batch, 784], the same weights everywhere."""
+    rng = np.random.default_rng(5)
+    x0 = rng.standard_normal((batch, sizes[0])).astype(np.float32)
+    y0 = rng.integers(0, sizes[-1], batch).astype(np.int64)
+    w0 = []
+    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+        w0 += [(rng.standard_normal((fan_out, fan_in)) / np.sqrt(fan_in)).astype(np.float32),
+               (rng.standard_normal(fan_out) * 0.1).astype(np.float32)]
+
+    def step_fn(ws, x, y, F, no_grad, sync=lambda: None):
+        def step():
+            for w in ws:
+                w.grad = None
+            h = x
+            for i in range(0, len(ws) - 2, 2):
+                h = F.relu(F.linear(h, ws[i], ws[i + 1]))
+            loss = F.cross_entropy(F.linear(h, ws[-2], ws[-1]), y)
+            loss.backward()
+            with no_grad():
+                for w in ws:
+                    w -= w.grad * 0.01
+            sync()  # lt.mark_step on lazytensor: the step is one graph
+            return loss
+        return step
+
+    def lt_run(dev):
+        ws = [lt.tensor(w, device=dev, requires_grad=True) for w in w0]
+        return step_fn(ws, lt.tensor(x0, device=dev), lt.tensor(y0, device=dev), lt.nn.functional, lt.no_grad,
+                       lt.mark_step)
+
+    impls = {"lazy": lt_run("lazy"), "cpu": lt_run("cpu")}
+    if torch is not None:
+        tws = [torch.tensor(w, requires_grad=True) for w in w0]
+        impls["torch"] = step_fn(tws, torch.from_numpy(x0), torch.from_numpy(y0), torch.nn.functional,
+                                 torch.no_grad)
+    return impls
+
+
 WORKLOADS = {
     "sin_chain_20_n2^20": (sin_chain, {}),
     "layer_norm_gelu_res_2048x1024": (ln_gelu, {}),
     "softmax_2048x2048": (softmax, {}),
     "matmul_1024^3": (matmul, {}),
+    "mlp_train_step_784_1024_1024_10_b128": (mlp_train_step, {}),
     "cnn_train_step_b64_28x28": (cnn_train_step, {}),
 }
 QUICK = {"sin_chain_20_n2^20": {"n": 1 << 16}, "layer_norm_gelu_res_2048x1024": {"rows": 256, "cols": 256},
          "softmax_2048x2048": {"n": 256}, "matmul_1024^3": {"n": 128},
+         "mlp_train_step_784_1024_1024_10_b128": {"batch": 8, "sizes": (32, 64, 64, 10)},
          "cnn_train_step_b64_28x28": {"batch": 8, "size": 12}}
+
+
+def first_call_s(fn):
+    """The first call of a lazy workload with nothing compiled: the in-memory graph cache cleared and
+    the disk cache off (main sets LT_CACHE_DIR=off), so it traces, lowers, compiles and runs."""
+    lt._C._clear_graph_cache()
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def trace_cost(binary):
+    """bench_trace_cost's JSON line (C++ tracing cost per op, cold and warm sync of a 1,000-node
+    graph), or None when the binary is not there."""
+    if not binary or not os.path.exists(binary):
+        return None
+    import subprocess
+    env = dict(os.environ, LT_CACHE_DIR="off")
+    out = subprocess.run([binary], capture_output=True, text=True, env=env, timeout=300)
+    for line in reversed(out.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    return None
+
+
+def default_trace_cost_bin():
+    """build/bin/bench_trace_cost next to the build whose python/ dir holds this lazytensor."""
+    build = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(lt.__file__))))
+    return os.path.join(build, "bin", "bench_trace_cost")
 
 
 def main():
@@ -193,7 +265,11 @@ def main():
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--only", default=None)
+    ap.add_argument("--trace-cost-bin", default=None,
+                    help="bench_trace_cost binary (default: build/bin next to the Python module)")
     args = ap.parse_args()
+    # Cold compiles are measured, so nothing may come from an earlier run's disk cache.
+    os.environ["LT_CACHE_DIR"] = "off"
     repeats = args.repeats or (3 if args.quick else 10)
     rows = []
     for name, (make, kw) in WORKLOADS.items():
@@ -204,6 +280,8 @@ def main():
         row = {"workload": name}
         for impl, fn in impls.items():
             try:
+                if impl == "lazy":
+                    row["lazy_first_s"] = first_call_s(fn)
                 row[impl] = timeit(fn, repeats)
             except NotImplementedError as e:  # reported, never hidden
                 row[impl] = None
@@ -212,16 +290,26 @@ def main():
     impls = ["lazy", "cpu", "numpy", "torch"]
     print(f"# {platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"torch {torch.__version__ if torch else 'n/a'} ({torch.get_num_threads() if torch else 0} threads)")
-    print(f"{'workload':34}" + "".join(f"{i + ' ms':>12}" for i in impls) + f"{'torch/lazy':>12}")
+    print(f"{'workload':38}" + "".join(f"{i + ' ms':>11}" for i in impls) + f"{'torch/lazy':>12}{'lazy 1st s':>12}")
     for r in rows:
-        cells = "".join(f"{r[i]:12.3f}" if r.get(i) is not None else f"{'n/a':>12}" for i in impls)
+        cells = "".join(f"{r[i]:11.3f}" if r.get(i) is not None else f"{'n/a':>11}" for i in impls)
         ratio = r["torch"] / r["lazy"] if r.get("torch") and r.get("lazy") else None
-        print(f"{r['workload']:34}{cells}{(f'{ratio:11.2f}x' if ratio else 'n/a'):>12}")
+        first = f"{r['lazy_first_s']:12.3f}" if r.get("lazy_first_s") is not None else f"{'n/a':>12}"
+        print(f"{r['workload']:38}{cells}{(f'{ratio:11.2f}x' if ratio else 'n/a'):>12}{first}")
         for n in r.get("notes", []):
             print(f"    note: {n}")
+    print("lazy 1st s: the first call with nothing compiled (trace, lower, LLVM, run), LT_CACHE_DIR=off")
+    tc = None if args.quick else trace_cost(args.trace_cost_bin or default_trace_cost_bin())
+    if tc:
+        print(f"C++ tracing (bench_trace_cost, {tc['ops']} elementwise ops): {tc['trace_us_per_op']:.3f} us per op; "
+              f"1,000-node graph: cold sync {tc['graph_1000_nodes_cold_ms']:.0f} ms, "
+              f"warm sync {tc['graph_1000_nodes_warm_sync_us']:.0f} us")
+    elif not args.quick:
+        print("C++ tracing: n/a (bench_trace_cost not found; pass --trace-cost-bin)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": platform.node(), "cores": os.cpu_count(), "rows": rows}, f, indent=1)
+            json.dump({"machine": platform.node(), "cores": os.cpu_count(), "rows": rows, "trace_cost": tc}, f,
+                      indent=1)
 
 
 if __name__ == "__main__":

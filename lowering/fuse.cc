@@ -544,6 +544,31 @@ ConvStep conv_step(const PrimGraph& g, int node, int root, bool relu, const std:
   return c;
 }
 
+// Whether `p` is a permute of `of` that swaps its last two dims and keeps the others in place.
+bool transposes_matrices(const PNode& p, const PNode& of) {
+  const int64_t r = static_cast<int64_t>(of.shape.size());
+  if (p.op != Op::Permute || r < 2 || static_cast<int64_t>(p.attrs.ints.size()) != r) return false;
+  for (int64_t d = 0; d < r; ++d) {
+    int64_t want = d == r - 2 ? r - 1 : d == r - 1 ? r - 2 : d;
+    int64_t got = p.attrs.ints[static_cast<size_t>(d)];
+    if (got < 0) got += r;
+    if (got != want) return false;
+  }
+  return true;
+}
+
+// The match of C = A B turned into C^T = B^T A^T: each operand's row and column strides trade
+// places, so the library writes the transposed product contiguously.
+void transpose_product(GemmMatch& m) {
+  Gemm& g = m.gemm;
+  Gemm t = g;
+  t.M = g.N, t.N = g.M;
+  t.a_offset = g.b_offset, t.a_rs = g.b_cs, t.a_cs = g.b_rs, t.a_batch_stride = g.b_batch_stride;
+  t.b_offset = g.a_offset, t.b_rs = g.a_cs, t.b_cs = g.a_rs, t.b_batch_stride = g.a_batch_stride;
+  g = t;
+  std::swap(m.a_node, m.b_node);
+}
+
 }  // namespace
 
 Plan fuse(PrimGraph g, const LowerOptions& opts) {
@@ -574,6 +599,12 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
         const PNode& p = g.nodes[u];
         if (std::find(p.inputs.begin(), p.inputs.end(), i) == p.inputs.end()) continue;
         if (p.op == Op::Reshape && realized[u]) root = u;
+        // A product read only transposed (a weight gradient x^T @ g, stored as [out, in]): the
+        // GEMM writes the transpose, B^T A^T, instead of a kernel transposing its result.
+        if (transposes_matrices(p, g.nodes[i]) && m->gemm.M == g.nodes[i].shape.end()[-2]) {
+          transpose_product(*m);
+          root = u;
+        }
         break;
       }
     }

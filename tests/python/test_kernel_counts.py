@@ -112,3 +112,26 @@ def test_debug_level_2_prints_the_kernel_grouping(tmp_path):
     assert r.returncode == 0, r.stderr
     # One line per kernel: its name, outer and inner spaces and the nodes it computes.
     assert "reduce_max" in r.stderr and "outer [" in r.stderr and "inner [" in r.stderr, r.stderr
+
+
+def test_weight_gradient_gemm_writes_the_transposed_product(rng):
+    """dW = g^T x of a linear layer is stored [out, in]: the GEMM computes that orientation
+    (x^T g transposed) instead of a kernel transposing its [in, out] result, and the SGD update
+    reads it contiguously: 2 GEMMs (forward, weight gradient) and the update, no transpose."""
+    x0 = rng.standard_normal((16, 48)).astype(np.float32)
+    w0 = rng.standard_normal((24, 48)).astype(np.float32)
+    g0 = rng.standard_normal((16, 24)).astype(np.float32)
+    x = lt.tensor(x0, device="lazy:cpu")
+    w = lt.tensor(w0, device="lazy:cpu", requires_grad=True)
+    lt.mark_step()
+    (F.linear(x, w) * lt.tensor(g0, device="lazy:cpu")).sum().backward()
+    with lt.no_grad():
+        w -= w.grad * 0.5
+    lt.sync(w, w.grad)
+    g = lt.metrics.last_graph()
+    steps = [line.split(":")[0] for line in g["grouping"].splitlines() if line]
+    # g * (upstream ones), the weight-gradient GEMM, the update; the forward product is not needed.
+    assert len(steps) == 3 and not any(s.endswith("_permute") for s in steps), g["grouping"]
+    assert g["grouping"].count("gemm") == 1, g["grouping"]
+    np.testing.assert_allclose(w.grad.numpy(), g0.T.astype(np.float64) @ x0, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(w.numpy(), w0 - 0.5 * (g0.T.astype(np.float64) @ x0), rtol=1e-4, atol=1e-4)
