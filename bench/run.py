@@ -137,24 +137,14 @@ def matmul(n=1024):
     return impls
 
 
-def cnn_train_step(batch=64, size=28):
-    """A small CNN train step (forward, cross_entropy, backward, SGD): Conv(1,8,3)-ReLU-MaxPool-
-    Conv(8,16,3)-ReLU-MaxPool-Linear on [batch, 1, size, size], the same weights everywhere."""
-    rng = np.random.default_rng(4)
-    x0 = rng.standard_normal((batch, 1, size, size)).astype(np.float32)
-    y0 = rng.integers(0, 10, batch).astype(np.int64)
-    flat = 16 * (size // 4) * (size // 4)
-    shapes = [(8, 1, 3, 3), (8,), (16, 8, 3, 3), (16,), (10, flat), (10,)]
-    w0 = [(rng.standard_normal(s) * 0.1).astype(np.float32) for s in shapes]
-
+def train_step_impls(logits, w0, x0, y0):
+    """{lazy, cpu, torch: one SGD step (forward, cross_entropy, backward, update)} of the model
+    `logits(F, ws, x)`, from the same weights w0 and batch (x0, y0) in each framework."""
     def step_fn(ws, x, y, F, no_grad, sync=lambda: None):
-        """One SGD step in either framework: F is its functional module, ws its weight tensors."""
         def step():
             for w in ws:
                 w.grad = None
-            h = F.max_pool2d(F.relu(F.conv2d(x, ws[0], ws[1], padding=1)), 2)
-            h = F.max_pool2d(F.relu(F.conv2d(h, ws[2], ws[3], padding=1)), 2)
-            loss = F.cross_entropy(F.linear(h.reshape(h.shape[0], -1), ws[4], ws[5]), y)
+            loss = F.cross_entropy(logits(F, ws, x), y)
             loss.backward()
             with no_grad():
                 for w in ws:
@@ -174,6 +164,23 @@ def cnn_train_step(batch=64, size=28):
         impls["torch"] = step_fn(tws, torch.from_numpy(x0), torch.from_numpy(y0), torch.nn.functional,
                                  torch.no_grad)
     return impls
+
+
+def cnn_train_step(batch=64, size=28):
+    """A small CNN train step (forward, cross_entropy, backward, SGD): Conv(1,8,3)-ReLU-MaxPool-
+    Conv(8,16,3)-ReLU-MaxPool-Linear on [batch, 1, size, size], the same weights everywhere."""
+    rng = np.random.default_rng(4)
+    x0 = rng.standard_normal((batch, 1, size, size)).astype(np.float32)
+    y0 = rng.integers(0, 10, batch).astype(np.int64)
+    flat = 16 * (size // 4) * (size // 4)
+    shapes = [(8, 1, 3, 3), (8,), (16, 8, 3, 3), (16,), (10, flat), (10,)]
+    w0 = [(rng.standard_normal(s) * 0.1).astype(np.float32) for s in shapes]
+
+    def logits(F, ws, x):
+        h = F.max_pool2d(F.relu(F.conv2d(x, ws[0], ws[1], padding=1)), 2)
+        h = F.max_pool2d(F.relu(F.conv2d(h, ws[2], ws[3], padding=1)), 2)
+        return F.linear(h.reshape(h.shape[0], -1), ws[4], ws[5])
+    return train_step_impls(logits, w0, x0, y0)
 
 
 def mlp_train_step(batch=128, sizes=(784, 1024, 1024, 10)):
@@ -187,33 +194,12 @@ def mlp_train_step(batch=128, sizes=(784, 1024, 1024, 10)):
         w0 += [(rng.standard_normal((fan_out, fan_in)) / np.sqrt(fan_in)).astype(np.float32),
                (rng.standard_normal(fan_out) * 0.1).astype(np.float32)]
 
-    def step_fn(ws, x, y, F, no_grad, sync=lambda: None):
-        def step():
-            for w in ws:
-                w.grad = None
-            h = x
-            for i in range(0, len(ws) - 2, 2):
-                h = F.relu(F.linear(h, ws[i], ws[i + 1]))
-            loss = F.cross_entropy(F.linear(h, ws[-2], ws[-1]), y)
-            loss.backward()
-            with no_grad():
-                for w in ws:
-                    w -= w.grad * 0.01
-            sync()  # lt.mark_step on lazytensor: the step is one graph
-            return loss
-        return step
-
-    def lt_run(dev):
-        ws = [lt.tensor(w, device=dev, requires_grad=True) for w in w0]
-        return step_fn(ws, lt.tensor(x0, device=dev), lt.tensor(y0, device=dev), lt.nn.functional, lt.no_grad,
-                       lt.mark_step)
-
-    impls = {"lazy": lt_run("lazy"), "cpu": lt_run("cpu")}
-    if torch is not None:
-        tws = [torch.tensor(w, requires_grad=True) for w in w0]
-        impls["torch"] = step_fn(tws, torch.from_numpy(x0), torch.from_numpy(y0), torch.nn.functional,
-                                 torch.no_grad)
-    return impls
+    def logits(F, ws, x):
+        h = x
+        for i in range(0, len(ws) - 2, 2):
+            h = F.relu(F.linear(h, ws[i], ws[i + 1]))
+        return F.linear(h, ws[-2], ws[-1])
+    return train_step_impls(logits, w0, x0, y0)
 
 
 WORKLOADS = {
