@@ -4,7 +4,8 @@
 // LLVM code generation and linking, each the slowest compile thread's) and, where CUDA is built
 // in, CUDA C generation and NVRTC (for sm_90; no GPU needed). Wall and process CPU time per stage.
 //
-//   bench_compile_cost [--repeat N] [--programs P] [--cuda-source FILE] [--no-cpu] [--no-cuda] chain1000 | FILE.json ...
+//   bench_compile_cost [--repeat N] [--programs P] [--cuda-source FILE] [--no-cpu] [--no-cuda]
+//   chain1000 | FILE.json ...
 // (--programs 1: the whole plan in one NVRTC program, as before the split.)
 #include <time.h>
 
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "backends/cpu/cpu_executable.h"
 #include "ir/error.h"
 #include "ir/graph.h"
@@ -29,7 +31,6 @@
 #include "lowering/fuse.h"
 #include "lowering/simplify.h"
 #include "lowering/split_reduce.h"
-#include "backends/backend.h"
 #ifdef LT_HAVE_CUDA
 #include "backends/cuda/cuda_compile.h"
 #endif
@@ -69,15 +70,19 @@ Loaded load(const std::string& what) {
   if (what == "chain1000") {
     lt::NodePtr y = lt::make_param(lt::DType::Float32, {64}, std::make_shared<NoData>());
     for (int i = 0; i < 500; ++i)
-      y = lt::make_node(lt::Op::Add, {lt::make_node(lt::Op::Mul, {y, lt::make_scalar(lt::DType::Float32, 1.0001)}),
-                                      lt::make_scalar(lt::DType::Float32, 0.5)});
+      y = lt::make_node(
+          lt::Op::Add,
+          {lt::make_node(lt::Op::Mul, {y, lt::make_scalar(lt::DType::Float32, 1.0001)}),
+           lt::make_scalar(lt::DType::Float32, 0.5)});
     l.roots = {y};
   } else {
     std::ifstream f(what);
     if (!f) lt::fail(lt::ErrorKind::Value, "cannot read ", what);
     std::stringstream ss;
     ss << f.rdbuf();
-    l.roots = lt::trace_from_json(ss.str(), [](const lt::TraceInput&) { return std::make_shared<NoData>(); }).roots;
+    l.roots = lt::trace_from_json(ss.str(), [](const lt::TraceInput&) {
+                return std::make_shared<NoData>();
+              }).roots;
   }
   std::vector<const lt::Node*> r;
   for (auto& n : l.roots) r.push_back(n.get());
@@ -89,17 +94,23 @@ Loaded load(const std::string& what) {
 
 int main(int argc, char** argv) {
   int repeat = 1;
-  size_t programs = 0;  // NVRTC programs: 0 = the backend's choice
+  size_t programs = 0;          // NVRTC programs: 0 = the backend's choice
   std::string cuda_source_out;  // --cuda-source FILE: writes the generated CUDA C
   bool cpu = true, cuda = true;
   std::vector<std::string> inputs;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--programs") && i + 1 < argc) programs = std::strtoul(argv[++i], nullptr, 10);
-    else if (!std::strcmp(argv[i], "--cuda-source") && i + 1 < argc) cuda_source_out = argv[++i];
-    else if (!std::strcmp(argv[i], "--no-cpu")) cpu = false;
-    else if (!std::strcmp(argv[i], "--no-cuda")) cuda = false;
-    else inputs.push_back(argv[i]);
+    if (!std::strcmp(argv[i], "--repeat") && i + 1 < argc)
+      repeat = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--programs") && i + 1 < argc)
+      programs = std::strtoul(argv[++i], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--cuda-source") && i + 1 < argc)
+      cuda_source_out = argv[++i];
+    else if (!std::strcmp(argv[i], "--no-cpu"))
+      cpu = false;
+    else if (!std::strcmp(argv[i], "--no-cuda"))
+      cuda = false;
+    else
+      inputs.push_back(argv[i]);
   }
   try {
     for (const auto& in : inputs) {
@@ -130,10 +141,12 @@ int main(int argc, char** argv) {
 #ifdef LT_HAVE_CUDA
         if (cuda) {
           lt::CudaCompileTimings ct;
-          lt::CudaModuleImage m = lt::compile_cuda_module(plan, "sm_90", /*cubin=*/true, &ct, programs);
+          lt::CudaModuleImage m =
+              lt::compile_cuda_module(plan, "sm_90", /*cubin=*/true, &ct, programs);
           if (!cuda_source_out.empty()) std::ofstream(cuda_source_out) << m.source;
           std::printf("  cuda codegen %.1f ms, nvrtc %.1f ms (%d programs, slowest %.1f ms)\n",
-                      ct.codegen_s * 1e3, ct.nvrtc_s * 1e3, ct.programs, ct.slowest_program_s * 1e3);
+                      ct.codegen_s * 1e3, ct.nvrtc_s * 1e3, ct.programs,
+                      ct.slowest_program_s * 1e3);
           double sum = 0, most = 0;
           std::printf("  nvrtc per program, ms wall/cpu:");
           for (size_t p = 0; p < ct.program_s.size(); ++p) {
@@ -141,7 +154,8 @@ int main(int argc, char** argv) {
             sum += ct.program_cpu_s[p];
             most = std::max(most, ct.program_cpu_s[p]);
           }
-          std::printf("\n  nvrtc cpu: sum %.0f ms, largest program %.0f ms\n", sum * 1e3, most * 1e3);
+          std::printf("\n  nvrtc cpu: sum %.0f ms, largest program %.0f ms\n", sum * 1e3,
+                      most * 1e3);
           t.lap("cuda compile");
         }
 #endif

@@ -59,16 +59,19 @@ CudaModuleImage compile_cuda_module(const Plan& plan, const std::string& target,
   size_t total = 0;
   for (size_t w : work) total += w;
   if (programs == 0) {
-    const size_t cap = std::min<size_t>(kMaxPrograms, std::max(1u, std::thread::hardware_concurrency()));
+    const size_t cap =
+        std::min<size_t>(kMaxPrograms, std::max(1u, std::thread::hardware_concurrency()));
     programs = std::clamp<size_t>(total / kSourceBytesPerProgram, 1, cap);
   }
   programs = std::clamp<size_t>(programs, 1, std::max<size_t>(n, 1));
   // Largest codes first, each to the least loaded program; within a program, plan order.
   std::vector<size_t> by_work(n), program_of_code(n), load(programs, 0);
   for (size_t c = 0; c < n; ++c) by_work[c] = c;
-  std::stable_sort(by_work.begin(), by_work.end(), [&](size_t a, size_t b) { return work[a] > work[b]; });
+  std::stable_sort(by_work.begin(), by_work.end(),
+                   [&](size_t a, size_t b) { return work[a] > work[b]; });
   for (size_t c : by_work) {
-    program_of_code[c] = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    program_of_code[c] =
+        static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
     load[program_of_code[c]] += work[c];
   }
   std::vector<std::vector<size_t>> members(programs);  // codes of each program
@@ -124,7 +127,8 @@ CudaModuleImage compile_cuda_module(const Plan& plan, const std::string& target,
     m.source = std::move(gen[0].source);
   } else {
     for (size_t p = 0; p < programs; ++p) {
-      m.source += "// ---- NVRTC program " + std::to_string(p + 1) + " of " + std::to_string(programs) + " ----\n";
+      m.source += "// ---- NVRTC program " + std::to_string(p + 1) + " of " +
+                  std::to_string(programs) + " ----\n";
       m.source += gen[p].source;
     }
   }

@@ -13,11 +13,11 @@
 namespace lt {
 
 struct CudaCompileTimings {
-  double codegen_s = 0;            // CUDA C generation (sizing pass + every program's)
-  double nvrtc_s = 0;              // wall time of the parallel phase (generation + NVRTC)
-  double slowest_program_s = 0;    // the longest single NVRTC compile
+  double codegen_s = 0;          // CUDA C generation (sizing pass + every program's)
+  double nvrtc_s = 0;            // wall time of the parallel phase (generation + NVRTC)
+  double slowest_program_s = 0;  // the longest single NVRTC compile
   int programs = 0;
-  std::vector<double> program_s;   // each program's NVRTC compile, wall
+  std::vector<double> program_s;      // each program's NVRTC compile, wall
   std::vector<double> program_cpu_s;  // and its thread's CPU time (the critical path on idle cores)
 };
 
