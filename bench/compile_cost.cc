@@ -29,6 +29,7 @@
 #include "lowering/decompose.h"
 #include "lowering/donation.h"
 #include "lowering/fuse.h"
+#include "lowering/plan_serialize.h"
 #include "lowering/simplify.h"
 #include "lowering/split_reduce.h"
 #ifdef LT_HAVE_CUDA
@@ -129,8 +130,12 @@ int main(int argc, char** argv) {
         t.lap("fuse");
         lt::find_donations(plan);
         t.lap("find_donations");
-        std::printf("  %zu kernels, %zu gemms, %zu convs\n", plan.kernels.size(), plan.gemms.size(),
-                    plan.convs.size());
+        const lt::DistinctKernels codes = lt::distinct_kernels(plan.kernels);
+        size_t inplace = 0;
+        for (size_t f : codes.first) inplace += !plan.kernels[f].inplace.empty();
+        std::printf(
+            "  %zu kernels (%zu distinct, %zu of them with in-place pairs), %zu gemms, %zu convs\n",
+            plan.kernels.size(), codes.first.size(), inplace, plan.gemms.size(), plan.convs.size());
         if (cpu) {
           lt::cpu::CpuExecutable exe(plan);
           const auto& tm = exe.timings();
