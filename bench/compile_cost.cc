@@ -4,8 +4,8 @@
 // LLVM code generation and linking, each the slowest compile thread's) and, where CUDA is built
 // in, CUDA C generation and NVRTC (for sm_90; no GPU needed). Wall and process CPU time per stage.
 //
-//   bench_compile_cost [--repeat N] [--programs P] [--cuda-source FILE] [--no-cpu] [--no-cuda]
-//   chain1000 | FILE.json ...
+//   bench_compile_cost [--repeat N] [--programs P] [--cuda-source FILE] [--no-inplace] [--no-cpu]
+//   [--no-cuda] chain1000 | FILE.json ...
 // (--programs 1: the whole plan in one NVRTC program, as before the split.)
 #include <time.h>
 
@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   int repeat = 1;
   size_t programs = 0;          // NVRTC programs: 0 = the backend's choice
   std::string cuda_source_out;  // --cuda-source FILE: writes the generated CUDA C
-  bool cpu = true, cuda = true;
+  bool cpu = true, cuda = true, no_inplace = false;
   std::vector<std::string> inputs;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--repeat") && i + 1 < argc)
@@ -106,6 +106,8 @@ int main(int argc, char** argv) {
       programs = std::strtoul(argv[++i], nullptr, 10);
     else if (!std::strcmp(argv[i], "--cuda-source") && i + 1 < argc)
       cuda_source_out = argv[++i];
+    else if (!std::strcmp(argv[i], "--no-inplace"))
+      no_inplace = true;
     else if (!std::strcmp(argv[i], "--no-cpu"))
       cpu = false;
     else if (!std::strcmp(argv[i], "--no-cuda"))
@@ -137,6 +139,9 @@ int main(int argc, char** argv) {
             "  %zu kernels (%zu distinct, %zu of them with in-place pairs), %zu gemms, %zu convs\n",
             plan.kernels.size(), codes.first.size(), inplace, plan.gemms.size(), plan.convs.size());
         if (cpu) {
+          // --no-inplace: what the CPU compile would cost without the second (donated) bodies.
+          if (no_inplace)
+            for (auto& k : plan.kernels) k.inplace.clear();
           lt::cpu::CpuExecutable exe(plan);
           const auto& tm = exe.timings();
           std::printf("  llvm optimize %.1f ms, codegen %.1f ms (slowest thread), link %.1f ms\n",
