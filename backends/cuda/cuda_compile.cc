@@ -54,7 +54,8 @@ CudaModuleImage compile_cuda_module(const Plan& plan, const std::string& target,
   std::vector<loop::Kernel> all_distinct;
   for (size_t i : codes.first) all_distinct.push_back(plan.kernels[i]);
   const auto tg = Clock::now();
-  const std::vector<size_t> work = source_sizes(generate_cuda(all_distinct));
+  CudaModuleSource whole = generate_cuda(all_distinct);
+  const std::vector<size_t> work = source_sizes(whole);
   const double sizing_s = seconds_since(tg);
   size_t total = 0;
   for (size_t w : work) total += w;
@@ -89,7 +90,8 @@ CudaModuleImage compile_cuda_module(const Plan& plan, const std::string& target,
       auto t0 = Clock::now();
       std::vector<loop::Kernel> distinct;
       for (size_t c : members[p]) distinct.push_back(plan.kernels[codes.first[c]]);
-      gen[p] = generate_cuda(distinct);
+      // One program is the whole translation unit, already generated for sizing.
+      gen[p] = programs == 1 ? std::move(whole) : generate_cuda(distinct);
       codegen_s[p] = seconds_since(t0);
       if (distinct.empty()) return;
       t0 = Clock::now();
