@@ -7,6 +7,7 @@
 
 #include "backends/cuda/cublas_gemm.h"
 #include "backends/cuda/cuda_codegen.h"
+#include "backends/cuda/cuda_compile.h"
 #include "backends/cuda/cuda_graph.h"
 #include "backends/cuda/cuda_module_image.h"
 #include "backends/cuda/nvrtc_compiler.h"
@@ -42,29 +43,6 @@ const CudaBuffer& as_cuda(const Buffer& b, const char* what) {
   return *c;
 }
 
-// Code generation and NVRTC for a plan's kernels: what the disk cache stores (cuda_module_image.h).
-CudaModuleImage compile_cuda_module(const Plan& plan, const std::string& target, bool cubin) {
-  // Identical kernels (repeated layers) are generated and compiled once and launched by each.
-  const DistinctKernels codes = distinct_kernels(plan.kernels);
-  std::vector<loop::Kernel> distinct;
-  for (size_t i : codes.first) distinct.push_back(plan.kernels[i]);
-  CudaModuleSource gen = generate_cuda(distinct, CudaCodegenOptions::from_env());
-  CudaModuleImage m;
-  m.target = target;
-  m.cubin = cubin;
-  m.source = std::move(gen.source);
-  for (size_t c : codes.code_of) m.launches.push_back(gen.kernels.at(c));
-  if (plan.kernels.empty()) return m;
-  if (cubin) {
-    m.image = nvrtc_compile_cubin(m.source, target);
-  } else {
-    std::string ptx = nvrtc_compile_ptx(m.source, target);
-    m.image.assign(ptx.begin(), ptx.end());
-    m.image.push_back('\0');
-  }
-  return m;
-}
-
 class CudaExecutable : public Executable {
  public:
   // `module` is compile_cuda_module(plan) of this process or of the one that wrote a cache entry;
@@ -89,15 +67,27 @@ class CudaExecutable : public Executable {
     if (kernels_.empty()) return;
     const CudaDriver& d = dev_->driver();
     dev_->bind();
-    d.check(d.cuModuleLoadData(&module_, module_image_.image.data()), "cuModuleLoadData");
+    if (module_image_.program_of.size() != kernels_.size())
+      fail(ErrorKind::Runtime, "internal: cuda module with ", module_image_.program_of.size(), " program indices for ",
+           kernels_.size(), " kernels");
     try {
-      for (const auto& l : module_image_.launches) {
+      for (const auto& image : module_image_.images) {
+        CUmodule mod = nullptr;
+        d.check(d.cuModuleLoadData(&mod, image.data()), "cuModuleLoadData");
+        modules_.push_back(mod);
+      }
+      for (size_t k = 0; k < kernels_.size(); ++k) {
+        const uint32_t p = module_image_.program_of[k];
+        if (p >= modules_.size())
+          fail(ErrorKind::Runtime, "internal: cuda kernel ", k, " in program ", p, " of ", modules_.size());
         CUfunction f = nullptr;
-        d.check(d.cuModuleGetFunction(&f, module_, l.name.c_str()), "cuModuleGetFunction");
+        d.check(d.cuModuleGetFunction(&f, modules_[p], module_image_.launches[k].name.c_str()),
+                "cuModuleGetFunction");
         functions_.push_back(f);
       }
     } catch (...) {  // a cached image without a kernel it should have: no destructor will unload it
-      d.cuModuleUnload(module_);
+      for (CUmodule mod : modules_) d.cuModuleUnload(mod);
+      modules_.clear();
       throw;
     }
   }
@@ -133,12 +123,12 @@ class CudaExecutable : public Executable {
 
   ~CudaExecutable() override {
     const CudaDriver& d = dev_->driver();
-    if (!d.cuCtxSetCurrent || (!module_ && !graph_)) return;
+    if (!d.cuCtxSetCurrent || (modules_.empty() && !graph_)) return;
     try {
       dev_->bind();
       d.cuStreamSynchronize(dev_->stream());  // its kernels may still be running
       graph_.reset();  // its kernel nodes name the module's functions
-      if (module_) d.cuModuleUnload(module_);
+      for (CUmodule mod : modules_) d.cuModuleUnload(mod);
     } catch (...) {
     }
   }
@@ -293,7 +283,7 @@ class CudaExecutable : public Executable {
   std::vector<Donation> donations_;  // outputs a run may write into an input's memory
   MemoryPlan memory_;  // which temporaries share an allocation
   CudaModuleImage module_image_;  // kept for the disk cache (serialize)
-  CUmodule module_ = nullptr;
+  std::vector<CUmodule> modules_;  // one per NVRTC program
   std::vector<CUfunction> functions_;
   // Runs so far; from the (kCudaGraphWarmupRuns + 1)-th on, launches replay graph_, created then
   // (never with LT_CUDA_GRAPHS=0, a driver without graphs, or fewer than kCudaGraphMinSteps steps).

@@ -7,7 +7,7 @@ namespace lt {
 namespace {
 
 // Bumped whenever the layout below changes.
-constexpr uint32_t kFormat = 1;
+constexpr uint32_t kFormat = 2;  // 2: several programs
 constexpr uint32_t kMagic = 0x4c544355;  // "UCTL"
 
 }  // namespace
@@ -18,7 +18,8 @@ std::string encode_cuda_module(const CudaModuleImage& m) {
   w.u32(kFormat);
   w.bytes(m.target);
   w.u8(m.cubin ? 1 : 0);
-  w.bytes(std::string_view(m.image.data(), m.image.size()));
+  w.u64(m.images.size());
+  for (const auto& image : m.images) w.bytes(std::string_view(image.data(), image.size()));
   w.bytes(m.source);
   w.u64(m.launches.size());
   for (const CudaKernelLaunch& l : m.launches) {
@@ -28,6 +29,7 @@ std::string encode_cuda_module(const CudaModuleImage& m) {
     w.i64(l.max_blocks);
     w.u8(l.vectorized ? 1 : 0);
   }
+  for (size_t i = 0; i < m.launches.size(); ++i) w.u32(i < m.program_of.size() ? m.program_of[i] : 0);
   return w.take();
 }
 
@@ -46,13 +48,15 @@ CudaModuleImage decode_cuda_module(std::string_view bytes, size_t kernels,
   m.cubin = cubin == 1;
   if (m.cubin != (m.target.rfind("sm_", 0) == 0))
     r.bad("image kind does not match target " + m.target);
-  std::string_view image = r.bytes();
-  m.image.assign(image.begin(), image.end());
-  // PTX is handed to the driver as a C string.
-  if (!m.cubin && (m.image.empty() || m.image.back() != '\0'))
-    r.bad("PTX without its terminating NUL");
-  if (kernels > 0 && m.image.empty())
-    r.bad("empty image for " + std::to_string(kernels) + " kernels");
+  m.images.resize(r.count(8));
+  if (kernels > 0 && m.images.empty()) r.bad("no image for " + std::to_string(kernels) + " kernels");
+  for (auto& image : m.images) {
+    std::string_view bytes_of = r.bytes();
+    image.assign(bytes_of.begin(), bytes_of.end());
+    // PTX is handed to the driver as a C string.
+    if (!m.cubin && (image.empty() || image.back() != '\0')) r.bad("PTX without its terminating NUL");
+    if (image.empty()) r.bad("empty image for " + std::to_string(kernels) + " kernels");
+  }
   m.source = std::string(r.bytes());
   // name length (8) + mode (1) + threads (4) + max_blocks (8) + vectorized (1) per launch at least.
   const size_t n = r.count(22);
@@ -76,6 +80,12 @@ CudaModuleImage decode_cuda_module(std::string_view bytes, size_t kernels,
     const uint8_t vec = r.u8();
     if (vec > 1) r.bad("bad vector flag");
     l.vectorized = vec == 1;
+  }
+  m.program_of.resize(n);
+  for (uint32_t& p : m.program_of) {
+    p = r.u32();
+    if (p >= m.images.size())
+      r.bad("a launch in program " + std::to_string(p) + " of " + std::to_string(m.images.size()));
   }
   if (!r.done()) r.bad("trailing bytes");
   return m;

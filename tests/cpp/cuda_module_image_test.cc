@@ -10,6 +10,7 @@
 #include <random>
 
 #include "backends/cuda/cuda_codegen.h"
+#include "backends/cuda/cuda_compile.h"
 #include "backends/cuda/cuda_module_image.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "ir/error.h"
@@ -32,26 +33,17 @@ CudaModuleImage compiled(bool cubin) {
   NodePtr sm = make_node(Op::Softmax, {x}, a);
   NodePtr y = make_node(Op::Sin, {make_node(Op::Mul, {sm, param({300})})});
   Plan plan = lower(collect_graph({y.get(), sm.get()}));
-  CudaModuleSource gen = generate_cuda(plan.kernels);
-  CudaModuleImage m;
-  m.cubin = cubin;
-  m.target = cubin ? "sm_90" : "compute_90";
-  m.source = gen.source;
-  m.launches = gen.kernels;
-  if (cubin) {
-    m.image = nvrtc_compile_cubin(m.source, m.target);
-  } else {
-    std::string ptx = nvrtc_compile_ptx(m.source, m.target);
-    m.image.assign(ptx.begin(), ptx.end());
-    m.image.push_back('\0');
-  }
+  // Two NVRTC programs, so the table of programs round-trips too.
+  CudaModuleImage m = compile_cuda_module(plan, cubin ? "sm_90" : "compute_90", cubin, nullptr, 2);
+  EXPECT_EQ(m.images.size(), 2u);
   return m;
 }
 
 void expect_same(const CudaModuleImage& a, const CudaModuleImage& b) {
   EXPECT_EQ(a.target, b.target);
   EXPECT_EQ(a.cubin, b.cubin);
-  EXPECT_EQ(a.image, b.image);
+  EXPECT_EQ(a.images, b.images);
+  EXPECT_EQ(a.program_of, b.program_of);
   EXPECT_EQ(a.source, b.source);
   ASSERT_EQ(a.launches.size(), b.launches.size());
   for (size_t i = 0; i < a.launches.size(); ++i) {
@@ -94,12 +86,12 @@ TEST(CudaModuleImage, ForeignTargetOrKernelCountIsRejected) {
   rejected("", 0, "sm_90", "empty");
   // A PTX image must end in the NUL the driver's C-string read stops at.
   CudaModuleImage p = compiled(false);
-  p.image.pop_back();
+  p.images[1].pop_back();
   rejected(encode_cuda_module(p), p.launches.size(), p.target, "PTX without NUL");
   // An image kind that contradicts the target.
   CudaModuleImage k = m;
   k.cubin = false;
-  k.image.push_back('\0');
+  for (auto& image : k.images) image.push_back('\0');
   rejected(encode_cuda_module(k), n, "sm_90", "PTX flag on an sm_ target");
   // Launch descriptions the backend could not launch.
   CudaModuleImage t = m;
@@ -113,6 +105,12 @@ TEST(CudaModuleImage, ForeignTargetOrKernelCountIsRejected) {
   CudaModuleImage e = m;
   e.launches[0].name.clear();
   rejected(encode_cuda_module(e), n, "sm_90", "empty kernel name");
+  CudaModuleImage q = m;
+  q.program_of[0] = 2;
+  rejected(encode_cuda_module(q), n, "sm_90", "a launch in a program that does not exist");
+  CudaModuleImage z = m;
+  z.images[0].clear();
+  rejected(encode_cuda_module(z), n, "sm_90", "an empty image");
 }
 
 TEST(CudaModuleImage, EveryTruncationIsAnError) {

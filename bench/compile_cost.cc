@@ -1,0 +1,180 @@
+// Where a cold compile's time goes, per stage, for graphs given as trace dumps (LT_DUMP_DIR) or the
+// built-in 1,000-node elementwise chain (bench_trace_cost's graph): lowering passes (decompose,
+// simplify, split_wide_reductions, fuse, find_donations), then the CPU backend (LLVM optimization,
+// LLVM code generation and linking, each the slowest compile thread's) and, where CUDA is built
+// in, CUDA C generation and NVRTC (for sm_90; no GPU needed). Wall and process CPU time per stage.
+//
+//   bench_compile_cost [--repeat N] [--programs P] [--cuda-source FILE] [--no-inplace] [--no-cpu]
+//   [--no-cuda] chain1000 | FILE.json ...
+// (--programs 1: the whole plan in one NVRTC program, as before the split.)
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cpu/cpu_executable.h"
+#include "ir/error.h"
+#include "ir/graph.h"
+#include "ir/node.h"
+#include "ir/serialize.h"
+#include "lowering/decompose.h"
+#include "lowering/donation.h"
+#include "lowering/fuse.h"
+#include "lowering/plan_serialize.h"
+#include "lowering/simplify.h"
+#include "lowering/split_reduce.h"
+#ifdef LT_HAVE_CUDA
+#include "backends/cuda/cuda_compile.h"
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+struct Timer {
+  Clock::time_point t0 = Clock::now();
+  double c0 = cpu_s();
+  // Prints "<what> wall ms (cpu ms)" and restarts.
+  void lap(const char* what) {
+    std::printf("  %-22s %8.1f ms wall %8.1f ms cpu\n", what,
+                std::chrono::duration<double, std::milli>(Clock::now() - t0).count(),
+                (cpu_s() - c0) * 1e3);
+    t0 = Clock::now();
+    c0 = cpu_s();
+  }
+};
+
+struct NoData : lt::LeafData {};
+
+struct Loaded {
+  std::vector<lt::NodePtr> roots;
+  lt::Graph graph;
+};
+
+Loaded load(const std::string& what) {
+  Loaded l;
+  if (what == "chain1000") {
+    lt::NodePtr y = lt::make_param(lt::DType::Float32, {64}, std::make_shared<NoData>());
+    for (int i = 0; i < 500; ++i)
+      y = lt::make_node(
+          lt::Op::Add,
+          {lt::make_node(lt::Op::Mul, {y, lt::make_scalar(lt::DType::Float32, 1.0001)}),
+           lt::make_scalar(lt::DType::Float32, 0.5)});
+    l.roots = {y};
+  } else {
+    std::ifstream f(what);
+    if (!f) lt::fail(lt::ErrorKind::Value, "cannot read ", what);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    l.roots = lt::trace_from_json(ss.str(), [](const lt::TraceInput&) {
+                return std::make_shared<NoData>();
+              }).roots;
+  }
+  std::vector<const lt::Node*> r;
+  for (auto& n : l.roots) r.push_back(n.get());
+  l.graph = lt::collect_graph(r);
+  return l;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repeat = 1;
+  size_t programs = 0;          // NVRTC programs: 0 = the backend's choice
+  std::string cuda_source_out;  // --cuda-source FILE: writes the generated CUDA C
+  bool cpu = true, cuda = true, no_inplace = false;
+  std::vector<std::string> inputs;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--repeat") && i + 1 < argc)
+      repeat = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--programs") && i + 1 < argc)
+      programs = std::strtoul(argv[++i], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--cuda-source") && i + 1 < argc)
+      cuda_source_out = argv[++i];
+    else if (!std::strcmp(argv[i], "--no-inplace"))
+      no_inplace = true;
+    else if (!std::strcmp(argv[i], "--no-cpu"))
+      cpu = false;
+    else if (!std::strcmp(argv[i], "--no-cuda"))
+      cuda = false;
+    else
+      inputs.push_back(argv[i]);
+  }
+  try {
+    for (const auto& in : inputs) {
+      Loaded l = load(in);
+      const lt::LowerOptions opts = lt::get_backend("cpu").lower_options();
+      for (int rep = 0; rep < repeat; ++rep) {
+        std::printf("%s (%zu graph nodes), run %d\n", in.c_str(), l.graph.order.size(), rep + 1);
+        Timer t, total;
+        lt::PrimGraph p = lt::decompose(l.graph);
+        t.lap("decompose");
+        p = lt::simplify(p);
+        t.lap("simplify");
+        p = lt::split_wide_reductions(p);
+        t.lap("split_wide_reductions");
+        lt::Plan plan = lt::fuse(std::move(p), opts);
+        t.lap("fuse");
+        lt::find_donations(plan);
+        t.lap("find_donations");
+        const lt::DistinctKernels codes = lt::distinct_kernels(plan.kernels);
+        size_t inplace = 0;
+        for (size_t f : codes.first) inplace += !plan.kernels[f].inplace.empty();
+        std::printf(
+            "  %zu kernels (%zu distinct, %zu of them with in-place pairs), %zu gemms, %zu convs\n",
+            plan.kernels.size(), codes.first.size(), inplace, plan.gemms.size(), plan.convs.size());
+        if (cpu) {
+          // --no-inplace: what the CPU compile would cost without the second (donated) bodies.
+          if (no_inplace)
+            for (auto& k : plan.kernels) k.inplace.clear();
+          lt::cpu::CpuExecutable exe(plan);
+          const auto& tm = exe.timings();
+          std::printf("  llvm optimize %.1f ms, codegen %.1f ms (slowest thread), link %.1f ms\n",
+                      tm.optimize_s * 1e3, tm.codegen_s * 1e3, tm.link_s * 1e3);
+          t.lap("cpu compile");
+        }
+#ifdef LT_HAVE_CUDA
+        if (cuda) {
+          lt::CudaCompileTimings ct;
+          lt::CudaModuleImage m =
+              lt::compile_cuda_module(plan, "sm_90", /*cubin=*/true, &ct, programs);
+          if (!cuda_source_out.empty()) std::ofstream(cuda_source_out) << m.source;
+          std::printf("  cuda codegen %.1f ms, nvrtc %.1f ms (%d programs, slowest %.1f ms)\n",
+                      ct.codegen_s * 1e3, ct.nvrtc_s * 1e3, ct.programs,
+                      ct.slowest_program_s * 1e3);
+          double sum = 0, most = 0;
+          std::printf("  nvrtc per program, ms wall/cpu:");
+          for (size_t p = 0; p < ct.program_s.size(); ++p) {
+            std::printf(" %.0f/%.0f", ct.program_s[p] * 1e3, ct.program_cpu_s[p] * 1e3);
+            sum += ct.program_cpu_s[p];
+            most = std::max(most, ct.program_cpu_s[p]);
+          }
+          std::printf("\n  nvrtc cpu: sum %.0f ms, largest program %.0f ms\n", sum * 1e3,
+                      most * 1e3);
+          t.lap("cuda compile");
+        }
+#endif
+        total.lap("total");
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_compile_cost: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}
