@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <limits>
 #include <type_traits>
 #include <unordered_map>
@@ -14,6 +15,14 @@ using nlohmann::json;
 
 namespace {
 
+// A float for the trace: JSON has no inf or NaN (nlohmann writes null, which no reader takes
+// back), so those are the strings "inf", "-inf" and "nan" (float_from reads both forms).
+json float_json(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
 json attrs_json(const Node& n) {
   json a = json::object();
   const OpInfo& info = op_info(n.op);
@@ -21,7 +30,7 @@ json attrs_json(const Node& n) {
     case OpClass::Reduce:
       a["axes"] = n.attrs.ints;
       a["keepdim"] = n.attrs.keepdim;
-      if (n.op == Op::Var) a["correction"] = n.attrs.value;
+      if (n.op == Op::Var) a["correction"] = float_json(n.attrs.value);
       break;
     case OpClass::Reshape: case OpClass::Expand: a["shape"] = n.attrs.ints; break;
     case OpClass::Permute: a["perm"] = n.attrs.ints; break;
@@ -33,9 +42,9 @@ json attrs_json(const Node& n) {
       a["dtype"] = std::string(dtype_name(n.attrs.dtype));
       a["stream"] = n.attrs.stream;
       break;
-    case OpClass::LayerNorm: a["ints"] = n.attrs.ints; a["eps"] = n.attrs.value; break;
+    case OpClass::LayerNorm: a["ints"] = n.attrs.ints; a["eps"] = float_json(n.attrs.value); break;
     case OpClass::Conv: a["ints"] = n.attrs.ints; break;
-    case OpClass::Leaf: a["value"] = n.attrs.value; break;  // Constant
+    case OpClass::Leaf: a["value"] = float_json(n.attrs.value); break;  // Constant
     default:
       if (n.op == Op::Gelu) a["approximate"] = n.attrs.stream ? "tanh" : "none";
   }
@@ -83,6 +92,18 @@ T get(const json& j, const char* key, const std::string& where) {
   }
 }
 
+// A float written by float_json: a JSON number, or "inf", "-inf", "nan".
+double float_from(const json& j, const char* key, const std::string& where) {
+  if (j.is_object() && j.contains(key) && j.at(key).is_string()) {
+    const std::string v = j.at(key).get<std::string>();
+    if (v == "inf") return std::numeric_limits<double>::infinity();
+    if (v == "-inf") return -std::numeric_limits<double>::infinity();
+    if (v == "nan") return std::numeric_limits<double>::quiet_NaN();
+    bad(where + ": \"" + key + "\" is \"" + v + "\", not a number, \"inf\", \"-inf\" or \"nan\"");
+  }
+  return get<double>(j, key, where);
+}
+
 Shape get_shape(const json& j, const char* key, const std::string& where) {
   Shape s = get<Shape>(j, key, where);
   for (auto d : s)
@@ -106,7 +127,7 @@ Attrs attrs_from(Op op, const json& a, const std::string& where) {
     case OpClass::Reduce:
       r.ints = get<std::vector<int64_t>>(a, "axes", where);
       r.keepdim = get<bool>(a, "keepdim", where);
-      if (op == Op::Var) r.value = get<double>(a, "correction", where);
+      if (op == Op::Var) r.value = float_from(a, "correction", where);
       break;
     case OpClass::Reshape: case OpClass::Expand: r.ints = get_shape(a, "shape", where); break;
     case OpClass::Permute: r.ints = get<std::vector<int64_t>>(a, "perm", where); break;
@@ -122,7 +143,7 @@ Attrs attrs_from(Op op, const json& a, const std::string& where) {
       break;
     case OpClass::LayerNorm:
       r.ints = get<std::vector<int64_t>>(a, "ints", where);
-      r.value = get<double>(a, "eps", where);
+      r.value = float_from(a, "eps", where);
       break;
     case OpClass::Conv: r.ints = get<std::vector<int64_t>>(a, "ints", where); break;
     default:
@@ -149,7 +170,7 @@ std::string trace_to_json(const Graph& g, const std::string& hash, const std::st
     json in = {{"id", static_cast<int>(i)}, {"dtype", dtype_name(n->dtype)}, {"shape", n->shape}};
     if (n->op == Op::Scalar) {
       in["kind"] = "scalar";
-      if (is_floating(n->dtype)) in["value"] = n->scalar;
+      if (is_floating(n->dtype)) in["value"] = float_json(n->scalar);
       else in["value"] = n->scalar_i;
     } else {
       in["kind"] = "param";
@@ -212,8 +233,13 @@ LoadedTrace load_trace(const std::string& text,
     if (kind == "scalar") {
       ti.scalar = true;
       if (!ti.shape.empty()) bad(where + ": a scalar input must have shape []");
-      if (is_floating(ti.dtype)) ti.value = get<double>(in, "value", where), ti.value_i = static_cast<int64_t>(ti.value);
-      else ti.value_i = get<int64_t>(in, "value", where), ti.value = static_cast<double>(ti.value_i);
+      if (is_floating(ti.dtype)) {
+        ti.value = float_from(in, "value", where);
+        // (only integral scalars use value_i; a cast of inf, NaN or a huge value would be UB)
+        ti.value_i = std::fabs(ti.value) < 9.2e18 ? static_cast<int64_t>(ti.value) : 0;
+      } else {
+        ti.value_i = get<int64_t>(in, "value", where), ti.value = static_cast<double>(ti.value_i);
+      }
     } else if (kind == "param") {
       ti.data = in.value("data", "");
     } else {
@@ -246,7 +272,7 @@ LoadedTrace load_trace(const std::string& text,
     NodePtr made;
     if (op == Op::Constant) {
       if (!ins.empty()) bad(where + ": a constant takes no inputs");
-      made = make_constant(get_dtype(n, "dtype", where), get<double>(n.at("attrs"), "value", where),
+      made = make_constant(get_dtype(n, "dtype", where), float_from(n.at("attrs"), "value", where),
                            get_shape(n, "shape", where));
     } else if (op == Op::Param || op == Op::Scalar) {
       bad(where + ": leaves belong in \"inputs\"");

@@ -3,7 +3,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <iterator>
 
 #include "ir/error.h"
@@ -41,6 +43,40 @@ TEST(Trace, RoundTripKeepsTheGraphKey) {
                                make_scalar(DType::Float32, 7)});
   EXPECT_EQ(collect_graph({t.roots[0].get()}).key, collect_graph({z.get()}).key);
   EXPECT_DOUBLE_EQ(t.inputs[2].value, 2.5);
+}
+
+// JSON has no inf or NaN: a causal mask's -inf scalar (what a GPT step's dump holds) and NaN or
+// inf constants are written as strings and read back as the same values.
+TEST(Trace, NonFiniteScalarsAndConstantsRoundTrip) {
+  const double inf = std::numeric_limits<double>::infinity();
+  auto x = make_param(DType::Float32, {2, 3}, std::make_shared<FakeData>());
+  auto keep = make_node(Op::Gt, {x, make_scalar(DType::Float32, 0.5)});
+  auto masked = make_node(Op::Where, {keep, x, make_scalar(DType::Float32, -inf)});
+  auto y = make_node(Op::Add, {make_node(Op::Maximum, {masked, make_constant(DType::Float32, inf)}),
+                               make_constant(DType::Float32, std::nan(""))});
+  const std::string text = trace_to_json(collect_graph({y.get()}), "h", "cpu", none, none);
+  EXPECT_EQ(text.find("null"), std::string::npos) << text;
+  LoadedTrace t = trace_from_json(text, fake);
+  EXPECT_EQ(collect_graph({t.roots[0].get()}).key, collect_graph({y.get()}).key);
+  std::vector<double> scalars;
+  for (const auto& in : t.inputs)
+    if (in.scalar) scalars.push_back(in.value);
+  ASSERT_EQ(scalars.size(), 2u);
+  EXPECT_TRUE(std::isinf(scalars[0]) || std::isinf(scalars[1]));
+  EXPECT_DOUBLE_EQ(std::min(scalars[0], scalars[1]), -inf);
+  bool saw_inf = false, saw_nan = false;
+  for (const auto& n : t.nodes)
+    if (n->op == Op::Constant) saw_inf |= n->attrs.value == inf, saw_nan |= std::isnan(n->attrs.value);
+  EXPECT_TRUE(saw_inf && saw_nan);
+  // Any other string is a clear error, not a crash.
+  std::string broken = text;
+  broken.replace(broken.find("\"-inf\""), 6, "\"-infinity\"");
+  try {
+    trace_from_json(broken, fake);
+    ADD_FAILURE() << "a bad float string was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("-infinity"), std::string::npos) << e.what();
+  }
 }
 
 std::string replace(std::string s, const std::string& a, const std::string& b) {
