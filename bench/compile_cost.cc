@@ -21,7 +21,9 @@
 #include <vector>
 
 #include "backends/backend.h"
+#ifdef LT_HAVE_LLVM
 #include "backends/cpu/cpu_executable.h"
+#endif
 #include "ir/error.h"
 #include "ir/graph.h"
 #include "ir/node.h"
@@ -97,7 +99,8 @@ int main(int argc, char** argv) {
   int repeat = 1;
   size_t programs = 0;          // NVRTC programs: 0 = the backend's choice
   std::string cuda_source_out;  // --cuda-source FILE: writes the generated CUDA C
-  bool cpu = true, cuda = true, no_inplace = false;
+  bool cpu = true, cuda = true;
+  [[maybe_unused]] bool no_inplace = false;  // read by the CPU compile only (LLVM builds)
   std::vector<std::string> inputs;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--repeat") && i + 1 < argc)
@@ -138,6 +141,9 @@ int main(int argc, char** argv) {
         std::printf(
             "  %zu kernels (%zu distinct, %zu of them with in-place pairs), %zu gemms, %zu convs\n",
             plan.kernels.size(), codes.first.size(), inplace, plan.gemms.size(), plan.convs.size());
+#ifndef LT_HAVE_LLVM
+        if (cpu) std::printf("  cpu compile: not built (LT_WITH_LLVM=OFF)\n");
+#else
         if (cpu) {
           // --no-inplace: what the CPU compile would cost without the second (donated) bodies.
           if (no_inplace)
@@ -148,6 +154,7 @@ int main(int argc, char** argv) {
                       tm.optimize_s * 1e3, tm.codegen_s * 1e3, tm.link_s * 1e3);
           t.lap("cpu compile");
         }
+#endif
 #ifdef LT_HAVE_CUDA
         if (cuda) {
           lt::CudaCompileTimings ct;
