@@ -5,10 +5,13 @@ namespace lt {
 Graph collect_graph(const std::vector<const Node*>& roots) {
   Graph g;
   g.roots = roots;
-  PtrMap<Node, uint64_t> seen(256);  // node -> discovery number
+  // Sized like this thread's previous graph: a training loop collects the same graph every step,
+  // and growing the maps by rehashing cost as much as filling them.
+  static thread_local size_t t_last_nodes = 64, t_last_leaves = 16;
+  PtrMap<Node, uint64_t> seen(t_last_nodes);  // node -> discovery number
   PtrMap<LeafData, int> by_data;
   int null_data = -1;  // Param leaves without data (IR built by hand) share one input, as before
-  g.input_of.reserve(64);
+  g.input_of.reserve(t_last_leaves);
   Hasher h(0x6c74);
   // Iterative post-order DFS: deep chains (thousands of ops) must not overflow the stack.
   std::vector<std::pair<const Node*, size_t>> stack;
@@ -52,6 +55,8 @@ Graph collect_graph(const std::vector<const Node*>& roots) {
         break;
       }
   g.key = h.digest();
+  t_last_nodes = seen.size();
+  t_last_leaves = g.input_of.size();
   return g;
 }
 
