@@ -17,7 +17,9 @@
 
 namespace {
 double now_us() {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 double cpu_us() {
   timespec ts;
@@ -74,11 +76,12 @@ int main(int argc, char** argv) {
     warm.push_back(now_us() - w0);
   }
   auto g = lt::metrics::last_graph();
-  std::printf("{\"ops\": %d, \"trace_us_per_op\": %.4f, \"trace_cpu_us_per_op\": %.4f, "
-              "\"graph_1000_nodes_cold_ms\": %.3f, \"graph_1000_nodes_warm_sync_us\": %.1f, "
-              "\"graph_1000_nodes_warm_sync_cpu_us\": %.1f, \"graph_1000_nodes_collect_hash_us\": %.1f, "
-              "\"graph_1000_nodes_collect_hash_cpu_us\": %.1f, \"warm_run_ms\": %.4f, \"cache\": \"%s\"}\n",
-              traced, trace_us / traced, trace_cpu / traced, cold / 1000, median(warm), median(warm_cpu),
-              median(collect), median(collect_cpu), g.run_ms, g.cache.c_str());
+  std::printf(
+      "{\"ops\": %d, \"trace_us_per_op\": %.4f, \"trace_cpu_us_per_op\": %.4f, "
+      "\"graph_1000_nodes_cold_ms\": %.3f, \"graph_1000_nodes_warm_sync_us\": %.1f, "
+      "\"graph_1000_nodes_warm_sync_cpu_us\": %.1f, \"graph_1000_nodes_collect_hash_us\": %.1f, "
+      "\"graph_1000_nodes_collect_hash_cpu_us\": %.1f, \"warm_run_ms\": %.4f, \"cache\": \"%s\"}\n",
+      traced, trace_us / traced, trace_cpu / traced, cold / 1000, median(warm), median(warm_cpu),
+      median(collect), median(collect_cpu), g.run_ms, g.cache.c_str());
   return 0;
 }

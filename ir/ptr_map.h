@@ -58,7 +58,9 @@ class PtrMap {
   // The slot holding k, or the empty slot where it would go. Keys are never null.
   size_t probe(const K* k) const {
     const size_t mask = slots_.size() - 1;
-    size_t i = static_cast<size_t>((reinterpret_cast<uintptr_t>(k) >> 4) * 0x9e3779b97f4a7c15ull >> 20) & mask;
+    size_t i =
+        static_cast<size_t>((reinterpret_cast<uintptr_t>(k) >> 4) * 0x9e3779b97f4a7c15ull >> 20) &
+        mask;
     while (slots_[i].key && slots_[i].key != k) i = (i + 1) & mask;
     return i;
   }

@@ -45,7 +45,8 @@ bool is_ours(PyCodeObject* code) {
     PyErr_Clear();
     return true;  // no usable file name: skip the frame, as before, without caching it
   }
-  bool ours = !g_package_dir.empty() && std::string_view(file).substr(0, g_package_dir.size()) == g_package_dir;
+  bool ours = !g_package_dir.empty() &&
+              std::string_view(file).substr(0, g_package_dir.size()) == g_package_dir;
   Py_INCREF(code);
   g_ours.emplace(code, ours);
   return ours;
