@@ -1,13 +1,17 @@
 #include "ir/graph.h"
 
-
 namespace lt {
 
 Graph collect_graph(const std::vector<const Node*>& roots) {
   Graph g;
   g.roots = roots;
-  std::unordered_map<const Node*, uint64_t> seen;  // node -> discovery number
-  std::unordered_map<const LeafData*, int> by_data;
+  // Sized like this thread's previous graph: a training loop collects the same graph every step,
+  // and growing the maps by rehashing cost as much as filling them.
+  static thread_local size_t t_last_nodes = 64, t_last_leaves = 16;
+  PtrMap<Node, uint64_t> seen(t_last_nodes);  // node -> discovery number
+  PtrMap<LeafData, int> by_data;
+  int null_data = -1;  // Param leaves without data (IR built by hand) share one input, as before
+  g.input_of.reserve(t_last_leaves);
   Hasher h(0x6c74);
   // Iterative post-order DFS: deep chains (thousands of ops) must not overflow the stack.
   std::vector<std::pair<const Node*, size_t>> stack;
@@ -19,20 +23,22 @@ Graph collect_graph(const std::vector<const Node*>& roots) {
       auto& [n, i] = stack.back();
       if (i < n->inputs.size()) {
         const Node* c = n->inputs[i++].get();
-        auto [it, fresh] = seen.emplace(c, seen.size());
+        auto [number, fresh] = seen.emplace(c, seen.size());
         if (fresh) stack.push_back({c, 0});
-        else h.add(0x5eeull ^ (it->second << 16));  // back-reference: the key encodes DAG sharing
+        else h.add(0x5eeull ^ (*number << 16));  // back-reference: the key encodes DAG sharing
         continue;
       }
       if (n->op == Op::Param || n->op == Op::Scalar) {
         int idx;
-        auto it = n->op == Op::Param ? by_data.find(n->data.get()) : by_data.end();
-        if (it != by_data.end()) {
-          idx = it->second;
+        const bool param = n->op == Op::Param;
+        const int* known = !param ? nullptr : n->data ? by_data.find(n->data.get()) : null_data >= 0 ? &null_data : nullptr;
+        if (known) {
+          idx = *known;
         } else {
           idx = static_cast<int>(g.inputs.size());
           g.inputs.push_back(n);
-          if (n->op == Op::Param) by_data.emplace(n->data.get(), idx);
+          if (param && n->data) by_data.emplace(n->data.get(), idx);
+          else if (param) null_data = idx;
         }
         g.input_of.emplace(n, idx);
         h.add(static_cast<uint64_t>(idx));
@@ -49,6 +55,8 @@ Graph collect_graph(const std::vector<const Node*>& roots) {
         break;
       }
   g.key = h.digest();
+  t_last_nodes = seen.size();
+  t_last_leaves = g.input_of.size();
   return g;
 }
 

@@ -3,10 +3,10 @@
 // root hashes combined with the pattern of which leaf maps to which input. Two traces with the
 // same key compute the same function of their inputs, so one compiled executable serves both.
 #pragma once
-#include <unordered_map>
 #include <vector>
 
 #include "ir/node.h"
+#include "ir/ptr_map.h"
 
 namespace lt {
 
@@ -14,7 +14,7 @@ struct Graph {
   std::vector<const Node*> order;          // post order, operands before users, each node once
   std::vector<const Node*> roots;          // as given (may repeat)
   std::vector<const Node*> inputs;         // first leaf seen for each distinct input
-  std::unordered_map<const Node*, int> input_of;  // every Param/Scalar leaf -> its input index
+  PtrMap<Node, int> input_of;              // every Param/Scalar leaf -> its input index
   Hash128 key;
 };
 

@@ -3,6 +3,7 @@
 #include "runtime/ops.h"
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "ir/error.h"
 #include "runtime/tensor_impl.h"
@@ -38,6 +39,17 @@ NodePtr scalar_node(Scalar s, DType t) {
 Tensor traced(NodePtr n, const Device& d) { return Tensor(make_tensor(std::move(n), d)); }
 
 // Traces op(ins) and records it for autograd; srcs[i] is the tensor operand i continues.
+// Operands and attributes are copied for the tape only when it records (a tensor requires grad):
+// otherwise they move into the node, saving two allocations per traced op.
+Tensor op_out(Op op, std::vector<NodePtr> ins, Attrs at, const Device& d, std::initializer_list<Tensor> srcs) {
+  bool taped = false;
+  if (grad_enabled())
+    for (const Tensor& s : srcs) taped = taped || s.requires_grad();
+  if (!taped) return traced(make_node(op, std::move(ins), std::move(at)), d);
+  Tensor out = traced(make_node(op, ins, at), d);
+  record_op(op, at, out, ins, std::vector<Tensor>(srcs));
+  return out;
+}
 Tensor op_out(Op op, std::vector<NodePtr> ins, Attrs at, const Device& d, const std::vector<Tensor>& srcs) {
   Tensor out = traced(make_node(op, ins, at), d);
   record_op(op, at, out, ins, srcs);

@@ -1,6 +1,9 @@
 // IR: Merkle hashing, graph keys, shape/dtype inference errors, the op registry.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
+
 #include "ir/error.h"
 #include "ir/graph.h"
 #include "ir/node.h"
@@ -66,6 +69,58 @@ TEST(GraphKey, ParamsWithSameDataDeduplicate) {
   auto a = make_param(DType::Float32, {3}, data), b = make_param(DType::Float32, {3}, data);
   auto g = collect_graph({make_node(Op::Add, {a, b}).get()});
   EXPECT_EQ(g.inputs.size(), 1u);
+}
+
+// A graph of thousands of leaves (the graph maps grow well past their first size): every leaf maps
+// to the input of its data, inputs are distinct, the key follows the sharing pattern only.
+struct WideGraph {
+  NodePtr root;
+  std::vector<NodePtr> leaves;
+};
+// Param leaf i reads data[(i * 7) % used]: `used` sets which leaves share data.
+WideGraph wide_graph(const std::vector<std::shared_ptr<FakeData>>& data, size_t used) {
+  WideGraph w;
+  w.root = param({2});
+  for (int i = 0; i < 3000; ++i) {
+    NodePtr l = i % 3 == 0 ? make_scalar(DType::Float32, i)
+                           : make_param(DType::Float32, {2}, data[static_cast<size_t>(i * 7) % used]);
+    w.leaves.push_back(l);
+    w.root = make_node(Op::Add, {w.root, l});
+  }
+  return w;
+}
+
+TEST(GraphKey, WideGraphMapsEveryLeafToItsInput) {
+  std::vector<std::shared_ptr<FakeData>> data(300), other(300);
+  for (auto& d : data) d = std::make_shared<FakeData>();
+  for (auto& d : other) d = std::make_shared<FakeData>();
+  WideGraph w = wide_graph(data, 300);
+  Graph g = collect_graph({w.root.get()});
+  EXPECT_EQ(g.order.size(), 6001u);
+  std::set<const LeafData*> distinct;
+  for (const NodePtr& l : w.leaves)
+    if (l->op == Op::Param) distinct.insert(l->data.get());
+  EXPECT_EQ(g.inputs.size(), 1 + 1000 + distinct.size());
+  std::set<const Node*> input_nodes(g.inputs.begin(), g.inputs.end());
+  EXPECT_EQ(input_nodes.size(), g.inputs.size());
+  for (const NodePtr& l : w.leaves) {
+    const Node* in = g.inputs.at(static_cast<size_t>(g.input_of.at(l.get())));
+    if (l->op == Op::Scalar) EXPECT_EQ(in, l.get());
+    else EXPECT_EQ(in->data, l->data);
+  }
+  // Operands come before their users.
+  std::map<const Node*, size_t> pos;
+  for (size_t i = 0; i < g.order.size(); ++i) pos[g.order[i]] = i;
+  for (const Node* n : g.order)
+    for (const NodePtr& c : n->inputs) EXPECT_LT(pos.at(c.get()), pos.at(n));
+  // New data in the same pattern: same key (a cache hit); another pattern: another key.
+  EXPECT_EQ(collect_graph({wide_graph(other, 300).root.get()}).key, g.key);
+  EXPECT_NE(collect_graph({wide_graph(data, 150).root.get()}).key, g.key);
+  // A small graph after the big one (maps sized from the previous graph) still comes out right.
+  auto x = param({3});
+  Graph small = collect_graph({make_node(Op::Add, {x, x}).get()});
+  EXPECT_EQ(small.inputs.size(), 1u);
+  EXPECT_EQ(small.order.size(), 2u);
 }
 
 TEST(GraphKey, DeepChainDoesNotOverflowTheStack) {

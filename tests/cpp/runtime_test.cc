@@ -49,6 +49,29 @@ TEST_F(Runtime, ChangingAScalarDoesNotRecompile) {
   EXPECT_EQ(metrics::counters()["graph_cache_hits"], 4);
 }
 
+// A cache hit binds the new step's data (never the data the graph was compiled with), and a
+// change in which inputs are shared is a new graph, though every node hash stays the same.
+TEST_F(Runtime, CacheHitBindsNewDataAndASharingChangeMisses) {
+  auto expect_values = [](const Tensor& got, const std::vector<float>& a, const std::vector<float>& b) {
+    auto v = got.to_vector<float>();
+    ASSERT_EQ(v.size(), a.size());
+    for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(v[i], a[i] * 2.0f + b[i], 1e-5) << i;
+  };
+  for (int step = 0; step < 3; ++step) {
+    Tensor a = random_tensor({257}, 10 + step, lazy), b = random_tensor({257}, 20 + step, lazy);
+    Tensor y = a * 2 + b;
+    mark_step();
+    expect_values(y, a.to_vector<float>(), b.to_vector<float>());
+  }
+  EXPECT_EQ(metrics::counters()["graph_compiles"], 1);
+  EXPECT_EQ(metrics::counters()["graph_cache_hits"], 2);
+  Tensor a = random_tensor({257}, 30, lazy);
+  Tensor y = a * 2 + a;  // same node hashes as a * 2 + b, one input instead of two
+  mark_step();
+  EXPECT_EQ(metrics::counters()["graph_compiles"], 2);
+  expect_values(y, a.to_vector<float>(), a.to_vector<float>());
+}
+
 TEST_F(Runtime, ItemOnManyElementsIsAClearErrorAndTheSessionGoesOn) {
   Tensor x = random_tensor({4}, 5, lazy);
   EXPECT_THROW((x + 1).item(), Error);

@@ -14,8 +14,9 @@ namespace {
 
 template <typename FT, typename FS>
 void def_binary(py::module_& m, const char* name, FT tensor_fn, FS scalar_fn) {
-  m.def(name, tensor_fn, py::arg("input"), py::arg("other"));
+  // The number overload first: see bind_binary in tensor_bindings.cc.
   m.def(name, scalar_fn, py::arg("input"), py::arg("other"));
+  m.def(name, tensor_fn, py::arg("input"), py::arg("other"));
 }
 
 Tensor or_undefined(const std::optional<Tensor>& t) { return t ? *t : Tensor(); }
