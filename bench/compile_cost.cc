@@ -7,8 +7,6 @@
 //   bench_compile_cost [--repeat N] [--programs P] [--cuda-source FILE] [--no-inplace] [--no-cpu]
 //   [--no-cuda] chain1000 | FILE.json ...
 // (--programs 1: the whole plan in one NVRTC program, as before the split.)
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +19,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/clocks.h"
 #ifdef LT_HAVE_LLVM
 #include "backends/cpu/cpu_executable.h"
 #endif
@@ -40,24 +39,18 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double cpu_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
+using Clock = lt::SteadyClock;
 
 struct Timer {
   Clock::time_point t0 = Clock::now();
-  double c0 = cpu_s();
+  double c0 = lt::process_cpu_seconds();
   // Prints "<what> wall ms (cpu ms)" and restarts.
   void lap(const char* what) {
     std::printf("  %-22s %8.1f ms wall %8.1f ms cpu\n", what,
-                std::chrono::duration<double, std::milli>(Clock::now() - t0).count(),
-                (cpu_s() - c0) * 1e3);
+                lt::seconds_since(t0) * 1e3,
+                (lt::process_cpu_seconds() - c0) * 1e3);
     t0 = Clock::now();
-    c0 = cpu_s();
+    c0 = lt::process_cpu_seconds();
   }
 };
 

@@ -4,7 +4,6 @@
 // thread's CPU time (`*_cpu_*`), which other processes on a shared machine disturb far less than
 // wall time. Prints JSON for bench/run.py.  Usage: bench_trace_cost [ops] [warm_repeats]
 #include <lazytensor/lazytensor.h>
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +11,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "backends/clocks.h"
 #include "ir/graph.h"
 #include "runtime/tensor_impl.h"
 
@@ -21,11 +21,7 @@ double now_us() {
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
-double cpu_us() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
-}
+double cpu_us() { return lt::thread_cpu_seconds() * 1e6; }
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];

@@ -6,12 +6,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <exception>
 #include <thread>
 
 #include "backends/cpu/codegen.h"
 #include "backends/cpu/kernel_prep.h"
+#include "backends/clocks.h"
 #include "backends/cpu/thread_pool.h"
+#include "backends/parallel_work.h"
 #include "ir/error.h"
 #include "ir/half.h"
 #include "lowering/plan_serialize.h"
@@ -127,45 +128,26 @@ CpuExecutable::CpuExecutable(const Plan& plan)
     work += code_work[c] = 1 + instrs / kInstrsPerKernelUnit;
   }
   const size_t groups = std::clamp<size_t>(work / kKernelsPerCompileThread, 1, hw);
-  // Largest codes first, each to the least loaded group.
-  std::vector<size_t> by_work(first_of.size()), group_of(first_of.size()), load(groups, 0);
-  for (size_t c = 0; c < by_work.size(); ++c) by_work[c] = c;
-  std::stable_sort(by_work.begin(), by_work.end(),
-                   [&](size_t a, size_t b) { return code_work[a] > code_work[b]; });
-  for (size_t c : by_work) {
-    group_of[c] = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
-    load[group_of[c]] += code_work[c];
-  }
+  const std::vector<size_t> group_of = balance_groups(code_work, groups);
   std::vector<std::vector<size_t>> members(groups);  // kernels of each group, code order kept
   for (size_t i = 0; i < merged.size(); ++i) members[group_of[code_of[i]]].push_back(i);
   std::vector<std::string> objects(groups);
   std::vector<std::vector<std::string>> group_sources(groups);
   std::vector<JitTimings> group_timings(groups);
-  std::vector<std::exception_ptr> errors(groups);
-  auto compile_group = [&](size_t g) {
-    try {
-      llvm::LLVMContext ctx;
-      llvm::Module module("lazytensor_plan_" + std::to_string(g), ctx);
-      std::vector<std::string> names;
-      for (size_t i : members[g]) {
-        const std::string& name = kernels_[i].name;
-        size_t first = first_of[code_of[i]];
-        if (first == i) emit_kernel(module, merged[i], name);
-        else if (llvm::Function* f = module.getFunction(kernels_[first].name))
-          llvm::GlobalAlias::create(f->getLinkage(), name, f);
-        names.push_back(name);
-      }
-      objects[g] = jit_compile_object(module, names, &group_sources[g], &group_timings[g]);
-    } catch (...) {
-      errors[g] = std::current_exception();
+  run_in_parallel(groups, [&](size_t g) {
+    llvm::LLVMContext ctx;
+    llvm::Module module("lazytensor_plan_" + std::to_string(g), ctx);
+    std::vector<std::string> names;
+    for (size_t i : members[g]) {
+      const std::string& name = kernels_[i].name;
+      size_t first = first_of[code_of[i]];
+      if (first == i) emit_kernel(module, merged[i], name);
+      else if (llvm::Function* f = module.getFunction(kernels_[first].name))
+        llvm::GlobalAlias::create(f->getLinkage(), name, f);
+      names.push_back(name);
     }
-  };
-  std::vector<std::thread> workers;
-  for (size_t g = 1; g < groups; ++g) workers.emplace_back(compile_group, g);
-  compile_group(0);
-  for (auto& w : workers) w.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+    objects[g] = jit_compile_object(module, names, &group_sources[g], &group_timings[g]);
+  });
   sources_.assign(merged.size(), std::string());
   for (size_t g = 0; g < groups; ++g) {
     for (size_t j = 0; j < members[g].size(); ++j) sources_[members[g][j]] = std::move(group_sources[g][j]);
@@ -177,7 +159,7 @@ CpuExecutable::CpuExecutable(const Plan& plan)
   objects_ = std::move(objects);
   const auto t0 = std::chrono::steady_clock::now();
   bind(jit_load_objects(objects_, names));
-  timings_.link_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  timings_.link_s = seconds_since(t0);
 }
 
 // Layout of the CPU backend's part of a cache entry; bump kCachedFormat when it changes.

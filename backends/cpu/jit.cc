@@ -26,19 +26,13 @@
 #include <llvm/TargetParser/SubtargetFeature.h>
 
 #include <atomic>
-#include <chrono>
 #include <mutex>
 
+#include "backends/clocks.h"
 #include "ir/error.h"
 
 namespace lt::cpu {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 std::string to_string(llvm::Error e) { return llvm::toString(std::move(e)); }
 
@@ -284,7 +278,7 @@ std::string jit_compile_object(llvm::Module& m, const std::vector<std::string>& 
       fail(ErrorKind::Runtime, "cpu backend: internal: invalid LLVM IR: ", os.str());
   }
 
-  auto t0 = Clock::now();
+  auto t0 = SteadyClock::now();
   optimize(m, *tm);
   if (timings) timings->optimize_s = seconds_since(t0);
   if (sources) {
@@ -299,7 +293,7 @@ std::string jit_compile_object(llvm::Module& m, const std::vector<std::string>& 
     }
   }
 
-  t0 = Clock::now();
+  t0 = SteadyClock::now();
   llvm::SmallVector<char, 0> object_code;
   {
     llvm::raw_svector_ostream os(object_code);
