@@ -378,6 +378,7 @@ class KernelGen {
   void choose_row_mode(CudaKernelLaunch& launch) const;
   bool flat_access(const Index& ix) const;
   bool row_flat_access(const Index& ix) const;
+  std::string all_aligned(const std::set<int>& args) const;
 
   const Kernel& k_;
   std::string name_;
@@ -719,6 +720,18 @@ bool KernelGen::row_flat_access(const Index& ix) const {
   return true;
 }
 
+// The C condition that every pointer of `args` is aligned for 4-element vector accesses (16 bytes
+// for 4-byte elements, 8 for 2-byte ones, 4 for bytes).
+std::string KernelGen::all_aligned(const std::set<int>& args) const {
+  std::string bits;
+  for (int a : args) {
+    const int bytes = 4 * static_cast<int>(dtype_size(k_.args[a].dtype));
+    bits += std::string(bits.empty() ? "" : " | ") + "(reinterpret_cast<unsigned long long>(a" + std::to_string(a) +
+            ") & " + std::to_string(bytes - 1) + "ull)";
+  }
+  return "(" + bits + ") == 0ull";
+}
+
 void KernelGen::gen_elementwise(CudaKernelLaunch& launch) {
   const int threads = 256;
   launch.mode = CudaKernelMode::Elementwise;
@@ -772,14 +785,8 @@ void KernelGen::gen_elementwise(CudaKernelLaunch& launch) {
     // Vector path when every vector-accessed pointer is aligned (always true for buffers of the
     // caching allocator; checked so that any buffer stays correct). The tail and unaligned
     // buffers take the scalar loop below.
-    std::string cond;
-    for (int a : aligned_args) {
-      int bytes = 4 * static_cast<int>(dtype_size(k_.args[a].dtype));
-      cond += std::string(cond.empty() ? "" : " | ") + "(reinterpret_cast<unsigned long long>(a" + std::to_string(a) +
-              ") & " + std::to_string(bytes - 1) + "ull)";
-    }
     line(T + " start = tid;");
-    open("if ((" + cond + ") == 0ull)");
+    open("if (" + all_aligned(aligned_args) + ")");
     line("const " + T + " nv = n / 4u;");
     open("for (" + T + " q = tid; q < nv; q += stride)");
     for (const auto& [key, var] : vec_load) {
@@ -883,19 +890,24 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
   const bool row_modes = mode == CudaKernelMode::Block || mode == CudaKernelMode::Warp;
   std::map<std::pair<int, int>, std::string> vload;   // (stage, instr) -> vector variable
   std::map<const loop::Store*, std::string> vstore;  // store -> vector variable
+  std::set<int> vector_args;                         // the args those access
   if (opt_.row_vectors && row_modes && inner_n_ % 4 == 0) {
     for (size_t s = 0; s < k_.stages.size(); ++s) {
       const Stage& st = k_.stages[s];
       if (st.kind == StageKind::MapOuter) continue;
       for (size_t i = 0; i < st.body.size(); ++i) {
         const Instr& in = st.body[i];
-        if (in.kind == IKind::Load && !k_.args[in.arg].scalar && vtype(k_.args[in.arg].dtype) &&
-            row_flat_access(in.index))
-          vload[{int(s), int(i)}] = "x" + std::to_string(s) + "_" + std::to_string(i);
+        if (in.kind != IKind::Load || k_.args[in.arg].scalar || !vtype(k_.args[in.arg].dtype) ||
+            !row_flat_access(in.index))
+          continue;
+        vload[{int(s), int(i)}] = "x" + std::to_string(s) + "_" + std::to_string(i);
+        vector_args.insert(in.arg);
       }
-      for (const auto& store : st.stores)
-        if (!store.accumulate && vtype(k_.args[store.arg].dtype) && row_flat_access(store.index))
-          vstore[&store] = "y" + std::to_string(s) + "_" + std::to_string(vstore.size());
+      for (const auto& store : st.stores) {
+        if (store.accumulate || !vtype(k_.args[store.arg].dtype) || !row_flat_access(store.index)) continue;
+        vstore[&store] = "y" + std::to_string(s) + "_" + std::to_string(vstore.size());
+        vector_args.insert(store.arg);
+      }
     }
   }
   const bool vec = !vload.empty() || !vstore.empty();
@@ -907,18 +919,13 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
   std::map<std::pair<int, int>, int> cached;    // (stage, instr) -> cache array number
   std::map<std::pair<int, int>, bool> fills;    // (stage, instr) -> this load fills the cache
   if (vec && per_thread >= 1 && per_thread <= max_cached) {
+    // The vector loads (affine, so never data-dependent) by what they read; within a stage only
+    // the first load of a key counts. vload iterates in (stage, instr) order.
     std::map<std::string, std::vector<std::pair<int, int>>> uses;
-    for (size_t s = 0; s < k_.stages.size(); ++s) {
-      if (k_.stages[s].kind == StageKind::MapOuter) continue;
-      std::set<std::string> seen;
-      for (size_t i = 0; i < k_.stages[s].body.size(); ++i) {
-        const Instr& in = k_.stages[s].body[i];
-        // A data-dependent index names a value of its own stage: never shared across stages.
-        if (in.kind != IKind::Load || k_.args[in.arg].scalar || uses_value(k_, in.index)) continue;
-        if (!vload.count({int(s), int(i)})) continue;  // vectors are cached, not points
-        std::string key = std::to_string(in.arg) + ":" + index_expr(in.index);
-        if (seen.insert(key).second) uses[key].push_back({int(s), int(i)});
-      }
+    for (const auto& [at, var] : vload) {
+      const Instr& in = k_.stages[static_cast<size_t>(at.first)].body[static_cast<size_t>(at.second)];
+      auto& list = uses[std::to_string(in.arg) + ":" + index_expr(in.index)];
+      if (list.empty() || list.back().first != at.first) list.push_back(at);
     }
     for (const auto& [key, list] : uses) {
       if (list.size() < 2) continue;
@@ -941,16 +948,7 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
     // Vector accesses need the buffers 16-byte (8 for 16-bit types) aligned: always so for the
     // caching allocator's buffers; imported memory may not be, and then every vector access goes
     // element by element (lt_ld4/lt_st4; one uniform branch).
-    std::set<int> vargs;
-    for (const auto& [key, var] : vload) vargs.insert(k_.stages[key.first].body[key.second].arg);
-    for (const auto& [st, var] : vstore) vargs.insert(st->arg);
-    std::string cond;
-    for (int a : vargs) {
-      const int bytes = 4 * static_cast<int>(dtype_size(k_.args[a].dtype));
-      cond += std::string(cond.empty() ? "" : " | ") + "(reinterpret_cast<unsigned long long>(a" + std::to_string(a) +
-              ") & " + std::to_string(bytes - 1) + "ull)";
-    }
-    line("const bool al = (" + cond + ") == 0ull;");
+    line("const bool al = " + all_aligned(vector_args) + ";");
   }
   std::string red_start, red_step;
   switch (mode) {
