@@ -20,6 +20,7 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
 import lazytensor as lt  # noqa: E402
 from gpu import ROWS, cuda_ms, lt_row_step, wall_ms  # noqa: E402
+from profile_gpt import device_us  # noqa: E402  (this directory is on sys.path: the script's own)
 
 VARIANTS = [
     {},
@@ -45,7 +46,7 @@ def kernel_us_per_step(step, steps):
         lt.cuda.synchronize()
     total, launches = 0.0, 0
     for e in prof.key_averages():
-        us = float(getattr(e, "self_device_time_total", 0) or getattr(e, "self_cuda_time_total", 0) or 0)
+        us = device_us(e)
         if us > 0:
             total += us
             launches += e.count
