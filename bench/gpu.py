@@ -272,6 +272,12 @@ def main():
                 lt_step()
             row["lt_ms"] = wall_ms(lt_step, args.repeats)
             row["lt_ms_no_cuda_graphs"] = wall_ms_without_graphs(lt_step, args.repeats)
+            # The same step under lt.compile, the peer of torch.compile: captured once, then
+            # replayed without re-running the Python code (no tracing or hashing per op).
+            compiled_step = lt.compile(lt_step)
+            for _ in range(3):
+                compiled_step()
+            row["lt_compile_ms"] = wall_ms(compiled_step, args.repeats)
             want = torch_fn(*xs).cpu().numpy()
             got = y.numpy()
             row["max_abs_err_vs_torch"] = float(np.max(np.abs(got - want)))

@@ -1,6 +1,7 @@
 // Shape and dtype inference, one rule per op class. Errors name the op and the shapes involved.
 #include <algorithm>
 
+#include "ir/attention.h"
 #include "ir/conv.h"
 #include "ir/error.h"
 #include "ir/node.h"
@@ -228,6 +229,8 @@ Inferred infer(Op op, const std::vector<NodePtr>& in, const Attrs& a) {
     }
     case OpClass::Conv:
       return infer_conv(op, in, a);
+    case OpClass::Attention:
+      return infer_attention(op, in, a);
     case OpClass::Matmul: {
       same_dtype(op, in, 0);
       const Shape &x = in[0]->shape, &y = in[1]->shape;

@@ -17,7 +17,7 @@ enum class Op : uint8_t {
 
 enum class OpClass : uint8_t {
   Leaf, Rand, Unary, Predicate1, Binary, Compare, Logical, Where, Cast, Reduce, Reshape, Permute,
-  Expand, Matmul, AxisUnary, LayerNorm, Slice, Gather, ScatterAdd, Conv
+  Expand, Matmul, AxisUnary, LayerNorm, Slice, Gather, ScatterAdd, Conv, Attention
 };
 
 struct OpInfo {

@@ -18,6 +18,7 @@ std::string attrs_text(const Node& n) {
     case OpClass::Cast: os << "dtype=" << dtype_name(n.attrs.dtype); break;
     case OpClass::Rand: os << "stream=" << n.attrs.stream; break;
     case OpClass::Conv: os << "stride,padding,dilation,groups[,sizes]=" << shape_str(n.attrs.ints); break;
+    case OpClass::Attention: os << "causal=" << n.attrs.ints.at(0) << ", scale=" << n.attrs.value; break;
     case OpClass::LayerNorm: os << "dims=" << n.attrs.ints.at(0) << ", eps=" << n.attrs.value; break;
     default: break;
   }

@@ -44,6 +44,10 @@ json attrs_json(const Node& n) {
       break;
     case OpClass::LayerNorm: a["ints"] = n.attrs.ints; a["eps"] = float_json(n.attrs.value); break;
     case OpClass::Conv: a["ints"] = n.attrs.ints; break;
+    case OpClass::Attention:
+      a["causal"] = n.attrs.ints.at(0) != 0;
+      a["scale"] = float_json(n.attrs.value);
+      break;
     case OpClass::Leaf: a["value"] = float_json(n.attrs.value); break;  // Constant
     default:
       if (n.op == Op::Gelu) a["approximate"] = n.attrs.stream ? "tanh" : "none";
@@ -146,6 +150,10 @@ Attrs attrs_from(Op op, const json& a, const std::string& where) {
       r.value = float_from(a, "eps", where);
       break;
     case OpClass::Conv: r.ints = get<std::vector<int64_t>>(a, "ints", where); break;
+    case OpClass::Attention:
+      r.ints = {get<bool>(a, "causal", where) ? 1 : 0};
+      r.value = float_from(a, "scale", where);
+      break;
     default:
       if (op == Op::Gelu) r.stream = get<std::string>(a, "approximate", where) == "tanh" ? 1 : 0;
   }

@@ -153,6 +153,12 @@ void find_donations(Plan& plan) {
       write(c.out, s);
       continue;
     }
+    if (steps[s].kind == PlanStep::Kind::Attention) {  // and for library attention
+      const AttentionStep& a = plan.attentions.at(steps[s].index);
+      for (int b : a.reads()) read(b, s);
+      for (int b : a.writes()) write(b, s), write(b, s);
+      continue;
+    }
     for (const loop::Arg& a : plan.kernels.at(steps[s].index).args)
       a.output ? write(a.buffer, s) : read(a.buffer, s);
   }

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "ir/attention.h"
 #include "ir/error.h"
 #include "lowering/gemm_match.h"
 #include "lowering/symbolic.h"
@@ -478,7 +479,7 @@ void realize_shared_wide_values(const PrimGraph& g, const std::vector<int>& user
 // They are (reduction, host) pairs: realizing more nodes may give the reduction another first reader.
 // blocks_others[r]: an earlier reduction was not absorbed into r's kernel because r is absorbed.
 void absorb_targets(const PrimGraph& g, const std::vector<bool>& realized, const std::vector<int>& gemm_at,
-                    const std::vector<int>& conv_at, const std::set<std::pair<int, int>>& no_absorb,
+                    const std::vector<int>& library_at, const std::set<std::pair<int, int>>& no_absorb,
                     std::vector<int>& absorbed_into, std::vector<bool>& store_absorbed,
                     std::vector<bool>& blocks_others) {
   const int n = static_cast<int>(g.nodes.size());
@@ -516,7 +517,7 @@ void absorb_targets(const PrimGraph& g, const std::vector<bool>& realized, const
     const int j = readers[r].front();
     const PNode& host = g.nodes[j];
     if (absorbed_into[j] >= 0) blocks_others[j] = true;  // r could have gone into j's kernel
-    if (no_absorb.count({r, j}) || absorbed_into[j] >= 0 || gemm_at[j] >= 0 || conv_at[j] >= 0 || host.op == Op::ScatterAdd ||
+    if (no_absorb.count({r, j}) || absorbed_into[j] >= 0 || gemm_at[j] >= 0 || library_at[j] >= 0 || host.op == Op::ScatterAdd ||
         numel(host.shape) == 0)
       continue;
     absorbed_into[r] = j;
@@ -555,6 +556,43 @@ bool transposes_matrices(const PNode& p, const PNode& of) {
     if (got != want) return false;
   }
   return true;
+}
+
+bool forward_attention(Op op) { return op == Op::Attention || op == Op::AttentionLse; }
+
+// The library step computing the attention prims `members` (one forward or one backward group
+// over the same operands and attributes) into their buffers.
+AttentionStep attention_step(const PrimGraph& g, const std::vector<int>& members,
+                             const std::vector<int>& buffer_of) {
+  const PNode& first = g.nodes[members.front()];
+  const Shape &q = g.nodes[first.inputs[0]].shape, &k = g.nodes[first.inputs[1]].shape,
+              &v = g.nodes[first.inputs[2]].shape;
+  const AttentionParams params = AttentionParams::from(first.op, first.attrs);
+  AttentionStep a;
+  a.name = "a" + std::to_string(members.front()) + "_attention";
+  a.kind = forward_attention(first.op) ? AttentionStep::Kind::Forward : AttentionStep::Kind::Backward;
+  a.dtype = g.nodes[first.inputs[0]].dtype;
+  a.causal = params.causal;
+  a.scale = params.scale;
+  a.L = q.end()[-2], a.E = q.back(), a.S = k.end()[-2], a.Ev = v.back();
+  a.batch = 1;
+  for (size_t d = 0; d + 2 < q.size(); ++d) a.batch *= q[d];
+  a.q = buffer_of[first.inputs[0]], a.k = buffer_of[first.inputs[1]], a.v = buffer_of[first.inputs[2]];
+  if (a.kind == AttentionStep::Kind::Backward) {
+    a.dout = buffer_of[first.inputs[3]], a.lse = buffer_of[first.inputs[4]];
+    a.dsum = buffer_of[first.inputs[5]];
+  }
+  for (int m : members) {
+    const int b = buffer_of[m];
+    switch (g.nodes[m].op) {
+      case Op::Attention: a.out = b; break;
+      case Op::AttentionLse: a.lse = b; break;
+      case Op::AttentionGradQ: a.dq = b; break;
+      case Op::AttentionGradK: a.dk = b; break;
+      default: a.dv = b; break;
+    }
+  }
+  return a;
 }
 
 // The match of C = A B turned into C^T = B^T A^T: each operand's row and column strides trade
@@ -640,6 +678,40 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
     conv_node.push_back(i);
     conv_relu.push_back(root != i);
   }
+  // Library attention: operands and the prims get buffers. The prims over the same (q, k, v)
+  // and attributes, forward (output, logsumexp) or backward (dq, dk, dv), are one step, emitted
+  // at the first of them (every operand comes before it, every reader after).
+  std::vector<int> attn_at(n, -1);
+  std::vector<std::vector<int>> attn_groups;
+  for (int i = 0; i < n; ++i) {
+    const PNode& p = g.nodes[i];
+    if (op_info(p.op).cls != OpClass::Attention) continue;
+    const PNode &q = g.nodes[p.inputs[0]], &v = g.nodes[p.inputs[2]];
+    if (!opts.attention(q.dtype, q.shape.back(), v.shape.back()))
+      fail(ErrorKind::NotImplemented, "not implemented: ", op_name(p.op), " in ", dtype_name(q.dtype),
+           " with head dims ", q.shape.back(), " and ", v.shape.back(),
+           " without an attention library (the runtime expands it for such backends)");
+    for (int c : p.inputs) realized[c] = true;
+    realized[i] = true;
+    for (size_t gi = 0; gi < attn_groups.size() && attn_at[i] < 0; ++gi) {
+      const PNode& f = g.nodes[attn_groups[gi].front()];
+      if (forward_attention(f.op) != forward_attention(p.op) || f.inputs != p.inputs ||
+          f.attrs.ints != p.attrs.ints || f.attrs.value != p.attrs.value)
+        continue;
+      bool repeated = false;
+      for (int m : attn_groups[gi]) repeated |= g.nodes[m].op == p.op;
+      if (repeated) continue;
+      attn_at[i] = static_cast<int>(gi);
+      attn_groups[gi].push_back(i);
+    }
+    if (attn_at[i] < 0) {
+      attn_at[i] = static_cast<int>(attn_groups.size());
+      attn_groups.push_back({i});
+    }
+  }
+  std::vector<int> library_at = conv_at;  // nodes a library step writes: never kernel hosts
+  for (int i = 0; i < n; ++i)
+    if (attn_at[i] >= 0) library_at[i] = attn_at[i];
   realize_shared_wide_values(g, users, realized);
   // Kernel emission recurses through inlined operands: bound the inlined depth by materializing.
   // After GEMM matching (whose operands are realized already), and never at a broadcast: a node
@@ -667,7 +739,7 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
   std::vector<bool> store_absorbed, blocks_others;
   for (int attempt = 0;; ++attempt) {
     if (attempt > 4 * n + 8) fail(ErrorKind::Runtime, "internal: fusion did not converge");
-    absorb_targets(g, realized, gemm_at, conv_at, no_absorb, absorbed_into, store_absorbed, blocks_others);
+    absorb_targets(g, realized, gemm_at, library_at, no_absorb, absorbed_into, store_absorbed, blocks_others);
     Plan plan;
     std::vector<int> buffer_of(n, -1);
     // Graph inputs first, in input order, so BufferSpec::input lines up with RunInput.
@@ -718,6 +790,20 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
                    << shape_str(c.w) << " output " << shape_str(c.y) << (c.bias >= 0 ? " +bias" : "")
                    << (c.relu ? " +relu" : "") << ", nodes %" << ci << (ci != i ? " %" + std::to_string(i) : "")
                    << "\n";
+          continue;
+        }
+        if (attn_at[i] >= 0) {
+          const std::vector<int>& members = attn_groups[attn_at[i]];
+          if (members.front() != i) continue;  // written by the step of the group's first prim
+          plan.steps.push_back({PlanStep::Kind::Attention, static_cast<int>(plan.attentions.size())});
+          plan.attentions.push_back(attention_step(g, members, buffer_of));
+          const AttentionStep& a = plan.attentions.back();
+          grouping << a.name << ": attention " << dtype_name(a.dtype)
+                   << (a.kind == AttentionStep::Kind::Forward ? " forward" : " backward") << " batch "
+                   << a.batch << " L " << a.L << " S " << a.S << " E " << a.E << " Ev " << a.Ev
+                   << (a.causal ? " causal" : "") << ", nodes";
+          for (int m : members) grouping << " %" << m << ":" << op_name(g.nodes[m].op);
+          grouping << "\n";
           continue;
         }
         // A kernel (scatter_add: two) rooted at `root`, appended once built.

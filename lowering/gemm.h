@@ -36,10 +36,10 @@ struct Gemm {
   int64_t ldb() const { return b_transposed() ? b_cs : b_rs; }
 };
 
-// One step of a plan: a fused loop kernel, a library GEMM or a library convolution, by index into
-// Plan::kernels / gemms / convs.
+// One step of a plan: a fused loop kernel, a library GEMM, convolution or attention, by index
+// into Plan::kernels / gemms / convs / attentions.
 struct PlanStep {
-  enum class Kind : uint8_t { Kernel, Gemm, Conv } kind;
+  enum class Kind : uint8_t { Kernel, Gemm, Conv, Attention } kind;
   int index;
 };
 

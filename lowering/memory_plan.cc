@@ -26,6 +26,10 @@ MemoryPlan plan_memory(const Plan& plan) {
     } else if (st.kind == PlanStep::Kind::Conv) {
       const ConvStep& c = plan.convs.at(st.index);
       for (int b : {c.a, c.b, c.bias, c.out}) touch(b, s);
+    } else if (st.kind == PlanStep::Kind::Attention) {
+      const AttentionStep& a = plan.attentions.at(st.index);
+      for (int b : a.reads()) touch(b, s);
+      for (int b : a.writes()) touch(b, s);
     } else {
       for (const loop::Arg& a : plan.kernels.at(st.index).args) touch(a.buffer, s);
     }

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "lowering/attention.h"
 #include "lowering/conv.h"
 #include "lowering/gemm.h"
 #include "lowering/loop_ir.h"
@@ -29,11 +30,20 @@ struct Donation {
 // every matmul stays a fused loop kernel.
 // conv_dtypes: the dtypes of conv prims the backend runs as library steps; a conv prim of another
 // dtype must not reach lowering (the runtime expands it first, runtime/conv.h).
+// attention_dtypes / attention_head_dim: the attention prims (ir/attention.h) the backend runs as
+// library steps: of these dtypes, and with query/key and value head dims of attention_head_dim
+// (0: any); the runtime traces them only where attention() holds (runtime/attention.cc).
 struct LowerOptions {
   std::vector<DType> gemm_dtypes;
   std::vector<DType> conv_dtypes;
+  std::vector<DType> attention_dtypes;
+  int64_t attention_head_dim = 0;
   bool gemm(DType t) const { return has(gemm_dtypes, t); }
   bool conv(DType t) const { return has(conv_dtypes, t); }
+  bool attention(DType t, int64_t e, int64_t ev) const {
+    return has(attention_dtypes, t) &&
+           (attention_head_dim == 0 || (e == attention_head_dim && ev == attention_head_dim));
+  }
 
  private:
   static bool has(const std::vector<DType>& v, DType t) {
@@ -49,7 +59,8 @@ struct Plan {
   std::vector<loop::Kernel> kernels;
   std::vector<Gemm> gemms;
   std::vector<ConvStep> convs;
-  std::vector<PlanStep> steps;       // kernels, gemms and convs, in the order they run
+  std::vector<AttentionStep> attentions;
+  std::vector<PlanStep> steps;       // kernels, gemms, convs and attentions, in the order they run
   std::vector<int> output_buffers;   // per graph root: the buffer holding its value
   std::vector<Shape> output_shapes;  // per graph root
   std::string grouping;              // human-readable kernel grouping (LT_DEBUG=2)

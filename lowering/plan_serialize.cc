@@ -90,7 +90,7 @@ size_t ByteReader::count(size_t min_item_bytes) {
 namespace {
 
 // Bumped whenever the layout below changes; a reader rejects other versions.
-constexpr uint32_t kPlanFormat = 5;  // 2: Gemm steps and the step order; 3: donations, inplace; 4: gather/scatter
+constexpr uint32_t kPlanFormat = 6;  // 2: Gemm steps and the step order; 3: donations, inplace; 4: gather/scatter; 6: attention steps
                                      // indices; 5: Conv steps
 
 void put_shape(ByteWriter& w, const Shape& s) {
@@ -182,6 +182,16 @@ void put_conv(ByteWriter& w, const ConvStep& c) {
   put_shape(w, c.params.ints());
 }
 
+void put_attention(ByteWriter& w, const AttentionStep& a) {
+  w.bytes(a.name);
+  w.u8(static_cast<uint8_t>(a.kind));
+  w.u8(static_cast<uint8_t>(a.dtype));
+  w.u8(a.causal);
+  w.f64(a.scale);
+  for (int64_t v : {a.batch, a.L, a.S, a.E, a.Ev}) w.i64(v);
+  for (int b : {a.q, a.k, a.v, a.out, a.lse, a.dout, a.dsum, a.dq, a.dk, a.dv}) w.i64(b);
+}
+
 // Decoding with range checks: enums in range, ids within [lo, hi).
 struct Decoder {
   ByteReader& r;
@@ -234,6 +244,30 @@ struct Decoder {
       r.bad("gemm " + g.name + " writes an input buffer");
     validate_gemm(g, buffers[g.a].numel, buffers[g.b].numel, buffers[g.out].numel, "cached plan");
     return g;
+  }
+  // Buffer ids are range-checked here; sizes and dtypes by validate_attention.
+  AttentionStep attention(const std::vector<BufferSpec>& buffers) {
+    const int nbuffers = static_cast<int>(buffers.size());
+    AttentionStep a;
+    a.name = std::string(r.bytes());
+    a.kind = enumeration<AttentionStep::Kind>(2, "attention kind");
+    a.dtype = dtype();
+    a.causal = flag();
+    a.scale = r.f64();
+    for (int64_t* v : {&a.batch, &a.L, &a.S, &a.E, &a.Ev}) *v = r.i64();
+    for (int* b : {&a.q, &a.k, &a.v, &a.out, &a.lse, &a.dout, &a.dsum, &a.dq, &a.dk, &a.dv})
+      *b = id(-1, nbuffers, "attention buffer");
+    for (int b : a.writes())
+      if (buffers[b].kind != BufferSpec::Kind::Temp && buffers[b].kind != BufferSpec::Kind::Output)
+        r.bad("attention " + a.name + " writes an input buffer");
+    std::vector<int64_t> numels;
+    std::vector<DType> dtypes;
+    for (const BufferSpec& b : buffers) {
+      numels.push_back(b.kind == BufferSpec::Kind::Scalar ? -1 : b.numel);
+      dtypes.push_back(b.dtype);
+    }
+    validate_attention(a, numels, dtypes, "cached plan");
+    return a;
   }
   ConvStep conv(const std::vector<BufferSpec>& buffers) {
     const int nbuffers = static_cast<int>(buffers.size());
@@ -384,6 +418,8 @@ std::string serialize_plan(const Plan& plan) {
   for (const auto& g : plan.gemms) put_gemm(w, g);
   w.u64(plan.convs.size());
   for (const auto& c : plan.convs) put_conv(w, c);
+  w.u64(plan.attentions.size());
+  for (const auto& a : plan.attentions) put_attention(w, a);
   w.u64(plan.steps.size());
   for (const auto& st : plan.steps) {
     w.u8(static_cast<uint8_t>(st.kind));
@@ -424,23 +460,28 @@ Plan deserialize_plan(std::string_view bytes) {
   for (auto& g : plan.gemms) g = d.gemm(plan.buffers);
   plan.convs.resize(r.count(40));
   for (auto& c : plan.convs) c = d.conv(plan.buffers);
+  plan.attentions.resize(r.count(100));
+  for (auto& a : plan.attentions) a = d.attention(plan.buffers);
   auto count_of = [&](PlanStep::Kind k) {
-    return k == PlanStep::Kind::Gemm ? plan.gemms.size()
-                                     : k == PlanStep::Kind::Conv ? plan.convs.size() : plan.kernels.size();
+    return k == PlanStep::Kind::Gemm        ? plan.gemms.size()
+           : k == PlanStep::Kind::Conv      ? plan.convs.size()
+           : k == PlanStep::Kind::Attention ? plan.attentions.size()
+                                            : plan.kernels.size();
   };
   plan.steps.resize(r.count(9));
   for (auto& st : plan.steps) {
-    st.kind = d.enumeration<PlanStep::Kind>(3, "step kind");
+    st.kind = d.enumeration<PlanStep::Kind>(4, "step kind");
     st.index = d.id(0, count_of(st.kind), "step index");
   }
-  // Every kernel, gemm and conv runs exactly once (an empty order means the kernels in order).
-  if (!plan.steps.empty() || !plan.gemms.empty() || !plan.convs.empty()) {
-    std::vector<int> seen[3] = {std::vector<int>(plan.kernels.size()), std::vector<int>(plan.gemms.size()),
-                                std::vector<int>(plan.convs.size())};
+  // Every kernel, gemm, conv and attention runs exactly once (an empty order means the kernels
+  // in order).
+  if (!plan.steps.empty() || !plan.gemms.empty() || !plan.convs.empty() || !plan.attentions.empty()) {
+    std::vector<int> seen[4] = {std::vector<int>(plan.kernels.size()), std::vector<int>(plan.gemms.size()),
+                                std::vector<int>(plan.convs.size()), std::vector<int>(plan.attentions.size())};
     for (const auto& st : plan.steps) seen[static_cast<int>(st.kind)][st.index]++;
     for (const auto& v : seen)
       for (int c : v)
-        if (c != 1) r.bad("the step order does not run every kernel, gemm and conv once");
+        if (c != 1) r.bad("the step order does not run every kernel, gemm, conv and attention once");
   }
   plan.output_buffers.resize(r.count(8));
   for (auto& b : plan.output_buffers) b = d.id(0, nbuffers, "output buffer");

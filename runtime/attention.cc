@@ -4,10 +4,13 @@
 #include <limits>
 #include <memory>
 
+#include "backends/backend.h"
+#include "ir/attention.h"
 #include "ir/error.h"
 #include "runtime/autograd.h"
 #include "runtime/indexing.h"
 #include "runtime/ops.h"
+#include "runtime/tensor_impl.h"
 #include "runtime/vjp.h"
 
 namespace lt {
@@ -19,9 +22,7 @@ std::vector<int64_t> vec(const Shape& s) { return std::vector<int64_t>(s.begin()
 
 // Row statistics (L, D) and the softmax correction run in float32 for half/bfloat16 inputs: a
 // bfloat16 logsumexp is off by up to ~3% uniformly over a row.
-DType stats_dtype(DType t) {
-  return t == DType::Float16 || t == DType::BFloat16 ? DType::Float32 : t;
-}
+DType stats_dtype(DType t) { return attention_stats_dtype(t); }
 
 // Key/value with Hk heads (dim -3) repeated to Hk * rep heads, each head rep times in a row
 // (repeat_interleave), as movement ops; and the reverse for gradients (the rep copies summed).
@@ -48,6 +49,7 @@ Tensor sum_heads(const Tensor& g, int64_t rep) {
 // once (the GEMMs need it materialized anyway). Eager devices keep only the row logsumexp L and
 // recompute P = exp(S - L) (one GEMM) rather than hold the [..., L, S] matrix until backward.
 struct Ctx {
+  bool library = false;  // traced as attention prims (the backend's fused kernels): out and lse saved
   Saved q, k, v, mask;
   Saved probs;     // lazy: the forward's P (before dropout)
   Saved out, lse;  // eager: the output and the row logsumexp, [..., L, 1]
@@ -75,7 +77,49 @@ Tensor masked_scores(const Tensor& q, const Tensor& k, const Tensor& mask, bool 
   return s;
 }
 
+// The attention prim `op` (ir/attention.h) over `srcs`, recorded for autograd like any op (the
+// gradient prims have no gradient rule: differentiating them again fails with a clear error).
+Tensor attention_prim(Op op, const std::vector<Tensor>& srcs, const AttentionParams& p) {
+  std::vector<NodePtr> ins;
+  for (const Tensor& t : srcs) ins.push_back(t.node());
+  const Attrs at = p.attrs();
+  Tensor out(make_tensor(make_node(op, ins, at), srcs[0].device()));
+  record_op(op, at, out, ins, srcs);
+  return out;
+}
+
+// The backward through the backend's fused kernels: dsum = rowsum(dO * O) here, P recomputed
+// from the saved logsumexp there.
+std::vector<Tensor> library_attention_vjp(const Ctx& c, const Tensor& g) {
+  Tensor q = c.q.get(), k = repeat_heads(c.k.get(), c.rep), v = repeat_heads(c.v.get(), c.rep);
+  const DType st = stats_dtype(g.dtype());
+  Tensor dsum = (cast(g, st) * cast(c.out.get(), st)).sum({-1}, true);
+  const std::vector<Tensor> srcs = {q, k, v, g, c.lse.get(), dsum};
+  const AttentionParams p{c.causal, c.scale};
+  std::vector<Tensor> r(3);
+  if (c.need_q) r[0] = attention_prim(Op::AttentionGradQ, srcs, p);
+  if (c.need_k) r[1] = sum_heads(attention_prim(Op::AttentionGradK, srcs, p), c.rep);
+  if (c.need_v) r[2] = sum_heads(attention_prim(Op::AttentionGradV, srcs, p), c.rep);
+  return r;
+}
+
+// Whether the backend of `q`'s device runs this attention as its fused library prims: no
+// explicit mask, no dropout, one batch shape for q, k and v (after repeating GQA heads) and
+// nothing empty.
+bool library_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                       double dropout_p) {
+  if (mask.defined() || dropout_p != 0.0 || q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim())
+    return false;
+  for (int64_t d = 0; d + 2 < q.dim(); ++d)
+    if (k.size(d) != q.size(d) || v.size(d) != q.size(d)) return false;
+  if (q.numel() == 0 || k.numel() == 0 || v.numel() == 0) return false;
+  return get_backend(q.device().backend_name())
+      .lower_options()
+      .attention(q.dtype(), q.size(-1), v.size(-1));
+}
+
 std::vector<Tensor> attention_vjp(const Ctx& c, const Tensor& g) {
+  if (c.library) return library_attention_vjp(c, g);
   Tensor q = c.q.get(), k = repeat_heads(c.k.get(), c.rep), v = repeat_heads(c.v.get(), c.rep);
   const DType t = g.dtype(), st = stats_dtype(t);
   const bool lazy = c.probs.node() != nullptr;
@@ -109,6 +153,45 @@ std::vector<Tensor> attention_vjp(const Ctx& c, const Tensor& g) {
 }
 
 }  // namespace
+
+Tensor attention_decomposed(Op op, const std::vector<Tensor>& in, const AttentionParams& p) {
+  const Tensor &q = in.at(0), &k = in.at(1), &v = in.at(2);
+  const DType t = q.dtype(), st = stats_dtype(t);
+  Tensor s = cast(masked_scores(q, k, Tensor(), false, p.causal, p.scale), st);
+  if (op == Op::Attention) return cast(softmax(s, -1), t).matmul(v);
+  if (op == Op::AttentionLse) return logsumexp(s, {-1}, true);
+  const Tensor &dout = in.at(3), &lse = in.at(4), &dsum = in.at(5);
+  Tensor prob = (s - lse).exp();
+  if (op == Op::AttentionGradV) return cast(prob, t).transpose(-2, -1).matmul(dout);
+  Tensor dp = cast(dout.matmul(v.transpose(-2, -1)), st);
+  Tensor ds = cast(prob * (dp - dsum), t) * p.scale;
+  if (op == Op::AttentionGradQ) return ds.matmul(k);
+  return ds.transpose(-2, -1).matmul(q);
+}
+
+std::vector<Tensor> attention_prim_vjp(const VjpCtx& c, const Tensor& g) {
+  if (c.op != Op::Attention && c.op != Op::AttentionLse)
+    fail(ErrorKind::NotImplemented, "not implemented: the gradient of ", op_name(c.op),
+         " (a double backward through fused scaled_dot_product_attention; LT_FLASH_ATTENTION=0 "
+         "traces the decomposition, which has one)");
+  const AttentionParams p = AttentionParams::from(c.op, c.attrs);
+  Tensor q = c.x(0), k = c.x(1), v = c.x(2);
+  const DType t = q.dtype(), st = stats_dtype(t);
+  Tensor s = cast(masked_scores(q, k, Tensor(), false, p.causal, p.scale), st);
+  Tensor prob = (s - logsumexp(s, {-1}, true)).exp();
+  std::vector<Tensor> r(3);
+  Tensor ds;  // d(loss)/d(scaled scores), times the scale
+  if (c.op == Op::AttentionLse) {  // d lse / d s = P; v does not enter
+    ds = cast(prob * cast(g, st), t) * p.scale;
+  } else {
+    if (c.needs(2)) r[2] = cast(prob, t).transpose(-2, -1).matmul(g);
+    Tensor dp = cast(g.matmul(v.transpose(-2, -1)), st);
+    ds = cast(prob * (dp - (dp * prob).sum({-1}, true)), t) * p.scale;
+  }
+  if (c.needs(0)) r[0] = ds.matmul(k);
+  if (c.needs(1)) r[1] = ds.transpose(-2, -1).matmul(q);
+  return r;
+}
 
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const Tensor& attn_mask, double dropout_p, bool is_causal,
@@ -148,6 +231,33 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   c->rep = rep;
   c->scale = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
   const DType t = query.dtype(), st = stats_dtype(t);
+  std::vector<Tensor> inputs = {query, key, value};
+  if (attn_mask.defined() && !c->bool_mask) inputs.push_back(attn_mask);
+  const bool need_grad = grad_enabled() && any_requires_grad(inputs);
+  if (Tensor k = repeat_heads(key, rep), v = repeat_heads(value, rep);
+      library_attention(query, k, v, attn_mask, dropout_p)) {
+    const AttentionParams p{is_causal, c->scale};
+    Tensor out, lse;
+    {
+      NoGradGuard no_grad;  // one node: library_attention_vjp is its gradient
+      out = attention_prim(Op::Attention, {query, k, v}, p);
+      if (need_grad) lse = attention_prim(Op::AttentionLse, {query, k, v}, p);
+    }
+    if (!need_grad) return out;
+    const Device dev = out.device();
+    c->library = true;
+    c->q = Saved(query.node(), dev);
+    c->k = Saved(key.node(), dev);
+    c->v = Saved(value.node(), dev);
+    c->out = Saved(out.node(), dev);
+    c->lse = Saved(lse.node(), dev);
+    c->need_q = query.requires_grad();
+    c->need_k = key.requires_grad();
+    c->need_v = value.requires_grad();
+    record(out, inputs, "ScaledDotProductAttentionBackward",
+           [c](const Tensor& g) { return attention_vjp(*c, g); });
+    return out;
+  }
   Tensor out, scores, probs, keep;
   {
     NoGradGuard no_grad;  // the internals are one node: the rule below is their gradient
@@ -163,9 +273,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     }
     out = p.matmul(v);
   }
-  std::vector<Tensor> inputs = {query, key, value};
-  if (attn_mask.defined() && !c->bool_mask) inputs.push_back(attn_mask);
-  if (!grad_enabled() || !any_requires_grad(inputs)) return out;
+  if (!need_grad) return out;
   const Device dev = out.device();
   c->q = Saved(query.node(), dev);
   c->k = Saved(key.node(), dev);

@@ -6,6 +6,7 @@
 #pragma once
 #include <optional>
 
+#include "ir/attention.h"
 #include "runtime/tensor.h"
 
 namespace lt {
@@ -21,5 +22,17 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     bool is_causal = false,
                                     std::optional<double> scale = std::nullopt,
                                     bool enable_gqa = false);
+
+// The attention prim `op` (ir/attention.h) over `in` as matmuls, softmax and elementwise ops:
+// what a backend without an attention library runs when it replays a trace recorded where the
+// prims were library steps (runtime/conv.h expand_library_prims_for).
+Tensor attention_decomposed(Op op, const std::vector<Tensor>& in, const AttentionParams& p);
+
+// The VJP rule of the attention prims when one is differentiated as an op of its own (a replayed
+// trace; scaled_dot_product_attention records one node with its own rule instead): attention and
+// attention_lse by the decomposition's formulas; the gradient prims (a double backward through
+// fused attention) fail with NotImplemented.
+struct VjpCtx;
+std::vector<Tensor> attention_prim_vjp(const VjpCtx& c, const Tensor& g);
 
 }  // namespace lt

@@ -5,6 +5,7 @@
 #include "backends/backend.h"
 #include "ir/error.h"
 #include "ir/graph.h"
+#include "runtime/attention.h"
 #include "runtime/autograd.h"
 #include "runtime/ops.h"
 #include "runtime/tensor_impl.h"
@@ -75,14 +76,20 @@ Tensor conv2d_grad_weight(const Tensor& x, const Tensor& dy, const ConvParams& p
   return conv_prim(Op::Conv2dGradWeight, {x, dy}, p.ints({kh, kw}));
 }
 
-std::vector<NodePtr> expand_convs_for(const std::vector<NodePtr>& roots,
-                                      const std::string& backend) {
+std::vector<NodePtr> expand_library_prims_for(const std::vector<NodePtr>& roots,
+                                              const std::string& backend) {
   const LowerOptions opts = get_backend(backend).lower_options();
+  auto lacks_attention = [&](const Node* n) {
+    if (op_info(n->op).cls != OpClass::Attention) return false;
+    const Shape &q = n->inputs.at(0)->shape, &v = n->inputs.at(2)->shape;
+    return !opts.attention(n->inputs[0]->dtype, q.back(), v.back());
+  };
   std::vector<const Node*> r;
   for (const NodePtr& n : roots) r.push_back(n.get());
   const Graph g = collect_graph(r);
   bool any = false;
-  for (const Node* n : g.order) any |= op_info(n->op).cls == OpClass::Conv && !opts.conv(n->dtype);
+  for (const Node* n : g.order)
+    any |= (op_info(n->op).cls == OpClass::Conv && !opts.conv(n->dtype)) || lacks_attention(n);
   if (!any) return roots;
   const Device dev{Device::Type::Lazy, 0, backend};
   NoGradGuard no_grad;
@@ -105,6 +112,10 @@ std::vector<NodePtr> expand_convs_for(const std::vector<NodePtr>& roots,
                      ? conv2d_grad_input(t[0], t[1], p, n->attrs.ints[7], n->attrs.ints[8])
                      : conv2d_grad_weight(t[0], t[1], p, n->attrs.ints[7], n->attrs.ints[8]);
       memo[n] = y.node();
+    } else if (lacks_attention(n)) {
+      std::vector<Tensor> t;
+      for (const NodePtr& i : in) t.emplace_back(make_tensor(i, dev));
+      memo[n] = attention_decomposed(n->op, t, AttentionParams::from(n->op, n->attrs)).node();
     } else if (changed) {
       memo[n] = make_node(n->op, std::move(in), n->attrs);
     }

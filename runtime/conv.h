@@ -24,10 +24,11 @@ Tensor conv2d_grad_weight(const Tensor& x, const Tensor& dy, const ConvParams& p
                           int64_t kw);
 
 // The graph under `roots` with every conv prim that `backend` has no library for replaced by its
-// sliding-window expansion (other nodes are rebuilt only above a replaced one). For traces
-// recorded where conv was a library prim and replayed elsewhere (lazytensor replay / bisect).
-std::vector<NodePtr> expand_convs_for(const std::vector<NodePtr>& roots,
-                                      const std::string& backend);
+// sliding-window expansion, and every such attention prim by its matmul + softmax decomposition
+// (runtime/attention.h; other nodes are rebuilt only above a replaced one). For traces recorded
+// where those were library prims and replayed elsewhere (lazytensor replay / bisect).
+std::vector<NodePtr> expand_library_prims_for(const std::vector<NodePtr>& roots,
+                                              const std::string& backend);
 
 // VJP rules of the three conv prims (registered in runtime/vjp.cc's table).
 struct VjpCtx;

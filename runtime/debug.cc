@@ -142,9 +142,10 @@ std::pair<double, double> compare(const std::vector<unsigned char>& got, const s
 
 bool within(std::pair<double, double> e, double tol) { return e.first <= tol || e.second <= tol; }
 
-// A node of a loaded trace whose conv prims `backend` may lack a library for (runtime/conv.h).
+// A node of a loaded trace whose conv or attention prims `backend` may lack a library for
+// (runtime/conv.h).
 std::vector<unsigned char> run_one(const Node* n, const std::string& backend) {
-  NodePtr keep = expand_convs_for({NodePtr(NodePtr(), n)}, backend).at(0);
+  NodePtr keep = expand_library_prims_for({NodePtr(NodePtr(), n)}, backend).at(0);
   auto out = execute_graph({keep.get()}, backend, SyncReason::Sync).at(0);
   return host_bytes(*out, nbytes(n->dtype, n->shape));
 }
@@ -214,7 +215,7 @@ ReplayReport replay(const std::string& path, const std::string& backend, bool ch
   ReplayReport r;
   r.backend = backend;
   std::vector<const Node*> roots;
-  const std::vector<NodePtr> expanded = expand_convs_for(L.trace.roots, backend);
+  const std::vector<NodePtr> expanded = expand_library_prims_for(L.trace.roots, backend);
   for (auto& n : expanded) roots.push_back(n.get());
   auto outs = execute_graph(roots, backend, SyncReason::Sync);
   r.outputs = static_cast<int>(outs.size());

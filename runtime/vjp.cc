@@ -6,6 +6,7 @@
 
 #include "ir/error.h"
 #include "runtime/autograd.h"
+#include "runtime/attention.h"
 #include "runtime/conv.h"
 #include "runtime/indexing.h"
 #include "runtime/ops.h"
@@ -231,6 +232,11 @@ const std::map<Op, VjpRule>& rules() {
       {Op::Conv2d, conv2d_vjp},
       {Op::Conv2dGradInput, conv2d_grad_input_vjp},
       {Op::Conv2dGradWeight, conv2d_grad_weight_vjp},
+      {Op::Attention, attention_prim_vjp},
+      {Op::AttentionLse, attention_prim_vjp},
+      {Op::AttentionGradQ, attention_prim_vjp},
+      {Op::AttentionGradK, attention_prim_vjp},
+      {Op::AttentionGradV, attention_prim_vjp},
       {Op::Relu, [](C c, G g) { return Grads{g * mask(gt(c.x(0), 0.0), g.dtype())}; }},
       {Op::Sigmoid, [](C c, G g) { Tensor y = c.y(); return Grads{g * y * (1.0 - y)}; }},
       {Op::Rsqrt, [](C c, G g) { Tensor y = c.y(); return Grads{g * y * y * y * -0.5}; }},

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <mutex>
 
 #include "backends/cuda/cublas_gemm.h"
@@ -10,6 +11,7 @@
 #include "backends/cuda/cuda_compile.h"
 #include "backends/cuda/cuda_graph.h"
 #include "backends/cuda/cuda_module_image.h"
+#include "backends/cuda/flash_attention.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "lowering/memory_plan.h"
 #include "lowering/plan_serialize.h"
@@ -54,29 +56,31 @@ class CudaExecutable : public Executable {
         buffers_(plan.buffers),
         kernels_(plan.kernels),
         gemms_(plan.gemms),
+        attentions_(plan.attentions),
         steps_(plan.ordered_steps()),
         blas_(std::move(blas)),
         donations_(plan.donations),
         memory_(plan_memory(plan)),
         module_image_(std::move(module)) {
     check_plan(plan, blas_ != nullptr);
-    if (module_image_.launches.size() != kernels_.size())
+    const size_t launches = kernels_.size() + flash_attention_launches(plan);
+    if (module_image_.launches.size() != launches)
       fail(ErrorKind::Runtime, "internal: cuda module with ", module_image_.launches.size(), " launches for ",
-           kernels_.size(), " kernels");
+           launches, " kernels");
     graphs_ = steps_.size() >= kCudaGraphMinSteps && cuda_graphs_enabled();
-    if (kernels_.empty()) return;
+    if (launches == 0) return;
     const CudaDriver& d = dev_->driver();
     dev_->bind();
-    if (module_image_.program_of.size() != kernels_.size())
+    if (module_image_.program_of.size() != launches)
       fail(ErrorKind::Runtime, "internal: cuda module with ", module_image_.program_of.size(), " program indices for ",
-           kernels_.size(), " kernels");
+           launches, " kernels");
     try {
       for (const auto& image : module_image_.images) {
         CUmodule mod = nullptr;
         d.check(d.cuModuleLoadData(&mod, image.data()), "cuModuleLoadData");
         modules_.push_back(mod);
       }
-      for (size_t k = 0; k < kernels_.size(); ++k) {
+      for (size_t k = 0; k < launches; ++k) {
         const uint32_t p = module_image_.program_of[k];
         if (p >= modules_.size())
           fail(ErrorKind::Runtime, "internal: cuda kernel ", k, " in program ", p, " of ", modules_.size());
@@ -84,6 +88,15 @@ class CudaExecutable : public Executable {
         d.check(d.cuModuleGetFunction(&f, modules_[p], module_image_.launches[k].name.c_str()),
                 "cuModuleGetFunction");
         functions_.push_back(f);
+      }
+      // The flash kernels use more than the default 48 KB of dynamic shared memory.
+      if (launches > kernels_.size()) {
+        const unsigned smem[] = {kFlashForwardSmem, kFlashGradKVSmem, kFlashGradQSmem};
+        for (size_t j = 0; j < 3; ++j)
+          d.check(d.cuFuncSetAttribute(functions_[kernels_.size() + j],
+                                       CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                       static_cast<int>(smem[j])),
+                  "cuFuncSetAttribute");
       }
     } catch (...) {  // a cached image without a kernel it should have: no destructor will unload it
       for (CUmodule mod : modules_) d.cuModuleUnload(mod);
@@ -106,10 +119,29 @@ class CudaExecutable : public Executable {
     if (!plan.convs.empty())
       fail(ErrorKind::NotImplemented, "not implemented: library convolution step ", plan.convs[0].name, " on cuda");
     if (!plan.gemms.empty() && !have_blas) fail(ErrorKind::Runtime, "internal: cuda plan with gemms but no cuBLAS handle");
-    for (const PlanStep& st : plan.ordered_steps())
-      if (st.index < 0 ||
-          st.index >= static_cast<int>(st.kind == PlanStep::Kind::Gemm ? plan.gemms.size() : plan.kernels.size()))
+    std::vector<int64_t> numels;
+    std::vector<DType> dtypes;
+    for (const BufferSpec& b : plan.buffers) {
+      numels.push_back(b.kind == BufferSpec::Kind::Scalar ? -1 : b.numel);
+      dtypes.push_back(b.dtype);
+    }
+    for (const AttentionStep& a : plan.attentions) {
+      validate_attention(a, numels, dtypes, "cuda executable");
+      if (!flash_attention_supports(a.dtype, a.E, a.Ev))
+        fail(ErrorKind::NotImplemented, "not implemented: attention ", a.name, " in ", dtype_name(a.dtype),
+             " with head dims ", a.E, " and ", a.Ev, " on cuda (float32 with 64 only)");
+      if (flash_blocks(a.batch, std::max(a.L, a.S)) > INT32_MAX || a.L > INT32_MAX / 64 || a.S > INT32_MAX / 64)
+        fail(ErrorKind::NotImplemented, "not implemented: attention ", a.name, " of batch ", a.batch, ", L ", a.L,
+             ", S ", a.S, " on cuda (too large for one grid)");
+    }
+    for (const PlanStep& st : plan.ordered_steps()) {
+      const size_t count = st.kind == PlanStep::Kind::Gemm        ? plan.gemms.size()
+                           : st.kind == PlanStep::Kind::Attention ? plan.attentions.size()
+                           : st.kind == PlanStep::Kind::Conv      ? 0
+                                                                  : plan.kernels.size();
+      if (st.index < 0 || st.index >= static_cast<int>(count))
         fail(ErrorKind::Runtime, "internal: plan step names step ", st.index, " that does not exist");
+    }
     for (const loop::Kernel& kern : plan.kernels)
       for (const loop::Arg& arg : kern.args) {
         if (arg.buffer < 0 || arg.buffer >= static_cast<int>(plan.buffers.size()))
@@ -133,7 +165,12 @@ class CudaExecutable : public Executable {
     }
   }
 
-  int num_kernels() const override { return static_cast<int>(kernels_.size() + gemms_.size()); }
+  int num_kernels() const override {
+    size_t n = kernels_.size() + gemms_.size();
+    for (const AttentionStep& a : attentions_)
+      n += a.kind == AttentionStep::Kind::Forward ? 1 : (a.dq >= 0) + (a.dk >= 0 || a.dv >= 0);
+    return static_cast<int>(n);
+  }
   std::vector<std::string> kernel_sources() const override { return {module_image_.source}; }
   const CudaModuleImage& module_image() const { return module_image_; }
 
@@ -218,6 +255,10 @@ class CudaExecutable : public Executable {
     std::vector<CudaLaunchStep> out;
     out.reserve(steps_.size());
     for (const PlanStep& step : steps_) {
+      if (step.kind == PlanStep::Kind::Attention) {
+        add_attention_launches(attentions_[static_cast<size_t>(step.index)], ptrs, out);
+        continue;
+      }
       if (step.kind == PlanStep::Kind::Gemm) {
         const Gemm& g = gemms_[static_cast<size_t>(step.index)];
         CudaLaunchStep s;
@@ -266,11 +307,60 @@ class CudaExecutable : public Executable {
     return out;
   }
 
+  // The flash kernel launches of one attention step: the forward, or the backward's dK/dV and dQ
+  // kernels (each only when it has something to write). Arguments as the kernels declare them
+  // (flash_attention.cc), each in an 8-byte slot.
+  void add_attention_launches(const AttentionStep& a, const std::vector<CUdeviceptr>& ptrs,
+                              std::vector<CudaLaunchStep>& out) const {
+    auto ptr = [&](int b) { return b < 0 ? CUdeviceptr(0) : ptrs[static_cast<size_t>(b)]; };
+    const float scale_log2 = static_cast<float>(a.scale * 1.4426950408889634);
+    const float scale = static_cast<float>(a.scale);
+    auto launch = [&](size_t which, int64_t rows, unsigned smem, std::vector<CUdeviceptr> p) {
+      CudaLaunchStep s;
+      s.name = a.name;
+      s.fn = functions_[kernels_.size() + which];
+      s.grid = static_cast<unsigned>(flash_blocks(a.batch, rows));
+      s.threads = kFlashThreads;
+      s.smem = smem;
+      for (CUdeviceptr v : p) s.slots.push_back(v);
+      for (int64_t v : {a.batch, a.L, a.S, static_cast<int64_t>(a.causal)}) {
+        uint64_t slot = 0;
+        const int32_t i = static_cast<int32_t>(v);
+        std::memcpy(&slot, &i, sizeof i);
+        s.slots.push_back(slot);
+      }
+      for (float f : {scale_log2, scale}) {
+        uint64_t slot = 0;
+        std::memcpy(&slot, &f, sizeof f);
+        s.slots.push_back(slot);
+      }
+      if (which == 0) s.slots.pop_back();  // the forward takes no plain scale
+      out.push_back(std::move(s));
+    };
+    if (a.kind == AttentionStep::Kind::Forward) {
+      launch(0, a.L, kFlashForwardSmem, {ptr(a.q), ptr(a.k), ptr(a.v), ptr(a.out), ptr(a.lse)});
+      return;
+    }
+    const std::vector<CUdeviceptr> ins = {ptr(a.q), ptr(a.k), ptr(a.v), ptr(a.dout), ptr(a.lse), ptr(a.dsum)};
+    if (a.dk >= 0 || a.dv >= 0) {
+      std::vector<CUdeviceptr> p = ins;
+      p.push_back(ptr(a.dk));
+      p.push_back(ptr(a.dv));
+      launch(1, a.S, kFlashGradKVSmem, p);
+    }
+    if (a.dq >= 0) {
+      std::vector<CUdeviceptr> p = ins;
+      p.push_back(ptr(a.dq));
+      launch(2, a.L, kFlashGradQSmem, p);
+    }
+  }
+
   std::shared_ptr<CudaCachingAllocator> alloc_;
   std::shared_ptr<CudaDevice> dev_;
   std::vector<BufferSpec> buffers_;
   std::vector<loop::Kernel> kernels_;
   std::vector<Gemm> gemms_;
+  std::vector<AttentionStep> attentions_;
   std::vector<PlanStep> steps_;
   std::shared_ptr<const CublasHandle> blas_;
   // Per gemm: device and host copies of its pointer arrays (cublas_gemm.h), when it needs them.
@@ -348,7 +438,14 @@ class CudaBackendImpl : public CudaBackend {
     std::shared_ptr<const CublasHandle> blas;
     if (!plan.gemms.empty()) blas = cublas_handle();
     CudaExecutable::check_plan(plan, blas != nullptr);
-    return std::make_unique<CudaExecutable>(alloc_, plan, compile_cuda_module(plan, target_, cubin_), std::move(blas));
+    // The flash kernels compile (once per process) while the plan's programs do.
+    std::future<const std::vector<char>*> flash;
+    if (flash_attention_launches(plan))
+      flash = std::async(std::launch::async,
+                         [t = target_, c = cubin_] { return &flash_attention_image(t, c); });
+    CudaModuleImage module = compile_cuda_module(plan, target_, cubin_);
+    if (flash.valid()) append_flash_attention(module, *flash.get());
+    return std::make_unique<CudaExecutable>(alloc_, plan, std::move(module), std::move(blas));
   }
 
   // The code depends on the architecture compiled for, the NVRTC that compiled it and whether
@@ -369,7 +466,8 @@ class CudaBackendImpl : public CudaBackend {
   // nor NVRTC. Bytes that do not fit throw, and the runtime compiles afresh.
   std::unique_ptr<Executable> load(const Plan& plan, std::string_view bytes) override {
     CudaExecutable::check_plan(plan, true);
-    CudaModuleImage m = decode_cuda_module(bytes, plan.kernels.size(), target_);
+    CudaModuleImage m =
+        decode_cuda_module(bytes, plan.kernels.size() + flash_attention_launches(plan), target_);
     std::shared_ptr<const CublasHandle> blas;
     if (!plan.gemms.empty()) blas = cublas_handle();
     return std::make_unique<CudaExecutable>(alloc_, plan, std::move(m), std::move(blas));
@@ -381,6 +479,10 @@ class CudaBackendImpl : public CudaBackend {
     LowerOptions o;
     if (gemm_enabled() && cublas_available())
       o.gemm_dtypes = {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16};
+    if (flash_attention_enabled()) {
+      o.attention_dtypes = {DType::Float32};
+      o.attention_head_dim = kFlashTile;
+    }
     return o;
   }
 

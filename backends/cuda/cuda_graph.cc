@@ -21,7 +21,7 @@ CUDA_KERNEL_NODE_PARAMS kernel_params(const CudaLaunchStep& s, std::vector<void*
   p.func = s.fn;
   p.gridDimX = s.grid, p.gridDimY = 1, p.gridDimZ = 1;
   p.blockDimX = s.threads, p.blockDimY = 1, p.blockDimZ = 1;
-  p.sharedMemBytes = 0;
+  p.sharedMemBytes = s.smem;
   p.kernelParams = ptrs->data();
   return p;
 }
@@ -50,7 +50,7 @@ void launch_cuda_steps(const CudaDevice& dev, const CublasHandle* blas,
       blas->gemm(*s.gemm, s.a, s.b, s.out, s.arrays);
     } else {
       const CUDA_KERNEL_NODE_PARAMS p = kernel_params(s, &ptrs);
-      d.check(d.cuLaunchKernel(p.func, p.gridDimX, 1, 1, p.blockDimX, 1, 1, 0, dev.stream(),
+      d.check(d.cuLaunchKernel(p.func, p.gridDimX, 1, 1, p.blockDimX, 1, 1, p.sharedMemBytes, dev.stream(),
                                p.kernelParams, nullptr),
               "cuLaunchKernel");
     }

@@ -31,6 +31,9 @@ void eval_scatter_add(Ctx& c);
 void eval_conv2d(Ctx& c);
 void eval_conv2d_grad_input(Ctx& c);
 void eval_conv2d_grad_weight(Ctx& c);
+// Attention (attention_kernels.cc): attention and attention_lse; the three gradients.
+void eval_attention(Ctx& c);
+void eval_attention_grad(Ctx& c);
 // Cast and logical_not (any dtype in; no scalar function to plug in).
 void eval_cast(Ctx& c);
 void eval_not(Ctx& c);

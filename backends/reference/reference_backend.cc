@@ -82,10 +82,12 @@ class ReferenceBackend : public Backend {
   std::unique_ptr<Executable> compile(const Plan& plan) override {
     return std::make_unique<ReferenceExecutable>(plan);
   }
-  // Conv prims run as themselves (the interpreter's direct loops, the oracle), in every float dtype.
+  // Conv and attention prims run as themselves (the interpreter's direct loops, the oracle), in
+  // every float dtype.
   LowerOptions lower_options() const override {
     LowerOptions o;
     o.conv_dtypes = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16};
+    o.attention_dtypes = o.conv_dtypes;
     return o;
   }
 };

@@ -76,6 +76,11 @@ const std::pair<Op, EvalFn> kRules[] = {
     {Op::Conv2d, eval_conv2d},
     {Op::Conv2dGradInput, eval_conv2d_grad_input},
     {Op::Conv2dGradWeight, eval_conv2d_grad_weight},
+    {Op::Attention, eval_attention},
+    {Op::AttentionLse, eval_attention},
+    {Op::AttentionGradQ, eval_attention_grad},
+    {Op::AttentionGradK, eval_attention_grad},
+    {Op::AttentionGradV, eval_attention_grad},
 };
 
 const std::array<EvalFn, kNumOps>& table() {

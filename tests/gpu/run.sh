@@ -10,7 +10,7 @@
 # 2. runs the C++ GPU tests (tests/gpu/*_test.cc): the CUDA backend against host oracles and
 #    against the reference interpreter;
 # 3. runs tests/gpu/check_ops_vs_torch.py: ops and fused graphs on `lazy:cuda` and `cuda` against
-#    PyTorch CUDA; check_dlpack_cuda.py (sharing memory with PyTorch); check_trig_cuda.py
+#    PyTorch CUDA; check_dlpack_cuda.py (sharing memory with PyTorch); check_attention_cuda.py; check_trig_cuda.py
 #    (float32 sin/cos in ulps);
 # 4. runs the benchmark, bench/gpu.py.
 # Everything goes to $OUT: summary.txt, build.log, gpu_cpp_tests.log, one log per Python stage,
@@ -217,6 +217,10 @@ if [ "$built" -eq 1 ] && [ -d "$BUILD/python/lazytensor" ]; then
     rc=$?
     tail -n 8 "$OUT/trig_cuda.log"
     record "float32 sin/cos in ulps (check_trig_cuda.py)" "$rc"
+    LD_PRELOAD="$TRACE_SO" timeout 240 "$PY" -u -X faulthandler tests/gpu/check_attention_cuda.py >"$OUT/attention_cuda.log" 2>&1
+    rc=$?
+    tail -n 22 "$OUT/attention_cuda.log"
+    record "flash attention vs PyTorch CUDA (check_attention_cuda.py)" "$rc"
   fi
   if stage bench; then
     # shellcheck disable=SC2086

@@ -1,0 +1,60 @@
+// Fused (flash) attention for the CUDA backend: the attention plan steps (lowering/attention.h)
+// run as three fixed kernels instead of batched GEMMs over the full [.., L, S] score matrix. The
+// forward keeps a 64-query tile's scores, online softmax and output in registers and shared memory,
+// never writes the scores, and skips the key tiles a causal mask hides; it also writes the row
+// logsumexp L. The backward recomputes P = exp(S - L) per tile (FlashAttention-2's rule):
+// one kernel per 64-key tile accumulates dK and dV over the query tiles, one per 64-query tile
+// accumulates dQ over the key tiles, so no two blocks add into one element (no atomics, the same
+// sums every run). float32 (FFMA, no TF32) with head dims E = Ev = 64.
+//
+// The kernels are compiled with each graph's NVRTC programs that need them (cuda_compile.cc) and
+// stored in its module image, so a disk-cache hit loads them like any generated kernel.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "backends/cuda/cuda_module_image.h"
+#include "ir/dtype.h"
+#include "lowering/plan.h"
+
+namespace lt {
+
+constexpr int kFlashThreads = 256;  // 16 x 16 threads, each a 4 x 4 tile of a 64 x 64 product
+constexpr int kFlashTile = 64;      // queries or keys per tile; also the one head dim supported
+// Dynamic shared memory of each kernel (64 x 64 float32 tiles: forward 3, dK/dV 6, dQ 5).
+constexpr unsigned kFlashForwardSmem = 3 * 64 * 64 * 4;
+constexpr unsigned kFlashGradKVSmem = 6 * 64 * 64 * 4;
+constexpr unsigned kFlashGradQSmem = 5 * 64 * 64 * 4;
+
+// The extern "C" kernel names.
+constexpr const char* kFlashForwardKernel = "lt_flash_attention_fwd_f32";
+constexpr const char* kFlashGradKVKernel = "lt_flash_attention_bwd_dkdv_f32";
+constexpr const char* kFlashGradQKernel = "lt_flash_attention_bwd_dq_f32";
+
+// LT_FLASH_ATTENTION is not 0/off: scaled_dot_product_attention traces attention prims for these
+// kernels (else the matmul + softmax decomposition with cuBLAS steps; for A/B comparisons).
+bool flash_attention_enabled();
+
+// Whether the kernels cover attention of this dtype and head dims.
+bool flash_attention_supports(DType t, int64_t e, int64_t ev);
+
+// The CUDA C of the three kernels (self-contained: no preamble needed).
+const std::string& flash_attention_source();
+
+// The three kernels compiled by NVRTC for `target` (cubin, or PTX with its NUL): once per
+// process and target, on the first call; thread-safe.
+const std::vector<char>& flash_attention_image(const std::string& target, bool cubin);
+
+// Launches a plan's attention steps add after its kernels' in a module image: 3 when it has any
+// (the flash kernels, in the order forward, dK/dV, dQ), else 0.
+size_t flash_attention_launches(const Plan& plan);
+
+// Appends `image` (flash_attention_image) to `m` as one more program holding the three launches.
+void append_flash_attention(CudaModuleImage& m, const std::vector<char>& image);
+
+// Blocks of each kernel's 1-D grid: one per (batch point, tile).
+inline int64_t flash_blocks(int64_t batch, int64_t rows) {
+  return batch * ((rows + kFlashTile - 1) / kFlashTile);
+}
+
+}  // namespace lt

@@ -1,0 +1,177 @@
+// The attention prims through lowering without a GPU: fusion groups them into one forward step
+// (output + logsumexp) and one backward step (dq, dk, dv) over contiguous operand buffers (a
+// transposed view is copied first), plans with attention steps round-trip through the cache
+// format and corrupt ones are errors, a backend without an attention library is told so, and
+// (with the CUDA toolkit) NVRTC compiles the flash kernels for sm_90 and the module image that
+// carries them round-trips. Their numbers: tests/python/test_attention_prims.py (reference
+// interpreter) and tests/gpu/check_attention_cuda.py (the kernels on a GPU).
+#include <gtest/gtest.h>
+
+#include "ir/attention.h"
+#include "ir/error.h"
+#include "ir/graph.h"
+#include "lowering/lower.h"
+#include "lowering/plan_serialize.h"
+
+#ifdef LT_HAVE_CUDA
+#include "backends/cuda/cuda_compile.h"
+#include "backends/cuda/flash_attention.h"
+#include "backends/cuda/nvrtc_compiler.h"
+#endif
+
+namespace lt {
+namespace {
+
+struct FakeData : LeafData {};
+NodePtr param(Shape s) {
+  return make_param(DType::Float32, std::move(s), std::make_shared<FakeData>());
+}
+
+LowerOptions flash_options() {
+  LowerOptions o;
+  o.attention_dtypes = {DType::Float32};
+  o.attention_head_dim = 64;
+  return o;
+}
+
+// A causal attention forward and backward over [2, 3, 100, 64] heads; the query arrives as a
+// transposed view (as q.transpose(1, 2) of [B, T, H, D] in a transformer).
+struct Graphs {
+  NodePtr out, lse, dq, dk, dv, q_view;
+};
+Graphs attention_graph() {
+  Graphs g;
+  Attrs perm;
+  perm.ints = {0, 2, 1, 3};
+  g.q_view = make_node(Op::Permute, {param({2, 100, 3, 64})}, perm);
+  NodePtr k = param({2, 3, 100, 64}), v = param({2, 3, 100, 64});
+  const Attrs a = AttentionParams{true, 0.125}.attrs();
+  g.out = make_node(Op::Attention, {g.q_view, k, v}, a);
+  g.lse = make_node(Op::AttentionLse, {g.q_view, k, v}, a);
+  NodePtr dout = param({2, 3, 100, 64}), dsum = param({2, 3, 100, 1});
+  const std::vector<NodePtr> bw = {g.q_view, k, v, dout, g.lse, dsum};
+  g.dq = make_node(Op::AttentionGradQ, bw, a);
+  g.dk = make_node(Op::AttentionGradK, bw, a);
+  g.dv = make_node(Op::AttentionGradV, bw, a);
+  return g;
+}
+
+Plan attention_plan() {
+  Graphs g = attention_graph();
+  return lower(collect_graph({g.out.get(), g.dq.get(), g.dk.get(), g.dv.get()}), flash_options());
+}
+
+TEST(AttentionPlan, ForwardAndBackwardAreOneStepEach) {
+  const Plan p = attention_plan();
+  ASSERT_EQ(p.attentions.size(), 2u);
+  const AttentionStep &f = p.attentions[0], &b = p.attentions[1];
+  EXPECT_EQ(f.kind, AttentionStep::Kind::Forward);
+  EXPECT_EQ(b.kind, AttentionStep::Kind::Backward);
+  for (const AttentionStep* a : {&f, &b}) {
+    EXPECT_EQ(a->batch, 6);
+    EXPECT_EQ(a->L, 100);
+    EXPECT_EQ(a->S, 100);
+    EXPECT_EQ(a->E, 64);
+    EXPECT_EQ(a->Ev, 64);
+    EXPECT_TRUE(a->causal);
+    EXPECT_DOUBLE_EQ(a->scale, 0.125);
+  }
+  EXPECT_GE(f.out, 0);
+  EXPECT_GE(f.lse, 0);
+  EXPECT_EQ(b.lse, f.lse);  // the backward reads the forward's logsumexp buffer
+  EXPECT_EQ(b.q, f.q);
+  EXPECT_GE(b.dq, 0);
+  EXPECT_GE(b.dk, 0);
+  EXPECT_GE(b.dv, 0);
+  // The transposed query is one copy kernel; nothing else is a kernel.
+  ASSERT_EQ(p.kernels.size(), 1u);
+  ASSERT_EQ(p.steps.size(), 3u);
+  EXPECT_EQ(p.steps[0].kind, PlanStep::Kind::Kernel);
+  EXPECT_EQ(p.steps[1].kind, PlanStep::Kind::Attention);
+  EXPECT_EQ(p.steps[2].kind, PlanStep::Kind::Attention);
+  EXPECT_NE(p.grouping.find("attention float32 forward batch 6 L 100 S 100 E 64 Ev 64 causal"),
+            std::string::npos)
+      << p.grouping;
+}
+
+TEST(AttentionPlan, OnlyTheGradientsAskedForAreWritten) {
+  Graphs g = attention_graph();
+  const Plan p = lower(collect_graph({g.dv.get()}), flash_options());
+  ASSERT_EQ(p.attentions.size(), 2u);
+  EXPECT_EQ(p.attentions[0].out, -1);  // only the logsumexp is needed
+  EXPECT_GE(p.attentions[0].lse, 0);
+  EXPECT_EQ(p.attentions[1].dq, -1);
+  EXPECT_EQ(p.attentions[1].dk, -1);
+  EXPECT_GE(p.attentions[1].dv, 0);
+}
+
+TEST(AttentionPlan, RoundTripsAndCorruptionIsAnError) {
+  const Plan p = attention_plan();
+  const std::string bytes = serialize_plan(p);
+  const Plan back = deserialize_plan(bytes);
+  EXPECT_EQ(serialize_plan(back), bytes);
+  ASSERT_EQ(back.attentions.size(), 2u);
+  EXPECT_EQ(back.attentions[1].dk, p.attentions[1].dk);
+  for (size_t n = 0; n < bytes.size(); n += 7)
+    EXPECT_THROW(deserialize_plan(std::string_view(bytes).substr(0, n)), Error) << n;
+}
+
+TEST(AttentionPlan, ABackendWithoutTheLibraryIsToldSo) {
+  Graphs g = attention_graph();
+  try {
+    lower(collect_graph({g.out.get()}));
+    FAIL() << "lowered attention without a library";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not implemented: attention in float32 with head dims 64"),
+              std::string::npos)
+        << e.what();
+  }
+  LowerOptions other_dim = flash_options();
+  other_dim.attention_head_dim = 128;
+  EXPECT_THROW(lower(collect_graph({g.out.get()}), other_dim), Error);
+}
+
+TEST(AttentionPrims, ShapeRuleNamesTheOpAndShapes) {
+  const Attrs a = AttentionParams{false, 1.0}.attrs();
+  try {
+    make_node(Op::Attention, {param({2, 5, 8}), param({2, 7, 8}), param({2, 6, 8})}, a);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("attention: shapes do not match: query [2, 5, 8], key "
+                                         "[2, 7, 8], value [2, 6, 8]"),
+              std::string::npos)
+        << e.what();
+  }
+  Attrs bad = a;
+  bad.ints = {2};
+  EXPECT_THROW(make_node(Op::Attention, {param({5, 8}), param({7, 8}), param({7, 8})}, bad), Error);
+  // Batch dims must be equal, not broadcast.
+  EXPECT_THROW(make_node(Op::Attention, {param({2, 5, 8}), param({1, 7, 8}), param({1, 7, 8})}, a),
+               Error);
+}
+
+#ifdef LT_HAVE_CUDA
+TEST(FlashAttention, KernelsCompileForHopper) {
+  const std::vector<char> cubin = nvrtc_compile_cubin(flash_attention_source(), "sm_90");
+  EXPECT_GT(cubin.size(), 1024u);
+  for (const char* name : {kFlashForwardKernel, kFlashGradKVKernel, kFlashGradQKernel})
+    EXPECT_NE(std::string(cubin.begin(), cubin.end()).find(name), std::string::npos) << name;
+}
+
+TEST(FlashAttention, ModuleImageCarriesTheKernelsAfterThePlans) {
+  const Plan p = attention_plan();
+  ASSERT_EQ(flash_attention_launches(p), 3u);
+  CudaModuleImage m = compile_cuda_module(p, "sm_90", true);
+  append_flash_attention(m, flash_attention_image("sm_90", true));
+  ASSERT_EQ(m.launches.size(), p.kernels.size() + 3);
+  EXPECT_EQ(m.launches.back().name, kFlashGradQKernel);
+  const CudaModuleImage back =
+      decode_cuda_module(encode_cuda_module(m), p.kernels.size() + 3, "sm_90");
+  EXPECT_EQ(back.images, m.images);
+  EXPECT_EQ(back.program_of, m.program_of);
+  EXPECT_THROW(decode_cuda_module(encode_cuda_module(m), p.kernels.size(), "sm_90"), Error);
+}
+#endif
+
+}  // namespace
+}  // namespace lt
