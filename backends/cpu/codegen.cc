@@ -3,10 +3,12 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Module.h>
 
+#include <cmath>
 #include <functional>
 
 #include "backends/cpu/llvm_dtype.h"
 #include "backends/cpu/llvm_ops.h"
+#include "backends/cpu/trig_bounds.h"
 #include "ir/error.h"
 
 namespace lt::cpu {
@@ -38,13 +40,17 @@ class KernelEmitter {
   // A kernel that computes float32 sin/cos and can be rerun on distinct buffers (it reads no
   // buffer it writes) also gets a fast body with inline sin/cos (llvm_ops.h), which reports
   // arguments beyond their range; the wrapper then reruns the same range with the libm body.
+  // Where trig_bounds.h can bound the arguments by the loads they come from, the fast body
+  // reports the largest load instead, checked against the matching threshold.
   void emit(const std::string& name) {
     llvm::Function* apart = emit_body_function(name + ".body", /*aliased=*/false);
     llvm::Function* same =
         k_.inplace.empty() ? nullptr : emit_body_function(name + ".inplace", true);
-    llvm::Function* fast = uses_fast_trig() && rerunnable()
-                               ? emit_body_function(name + ".fast", false, /*fast_trig=*/true)
-                               : nullptr;
+    llvm::Function* fast = nullptr;
+    if (uses_fast_trig() && rerunnable()) {
+      trig_bound_ = trig_load_bound(k_);
+      fast = emit_body_function(name + ".fast", false, /*fast_trig=*/true);
+    }
     emit_wrapper(apart, same, fast, name);
   }
 
@@ -196,7 +202,9 @@ class KernelEmitter {
         Value* flag = b_.CreateCall(fast, call_args);
         BasicBlock* rerun = BasicBlock::Create(ctx_, "out_of_range", fn);
         BasicBlock* done = BasicBlock::Create(ctx_, "checked", fn);
-        b_.CreateCondBr(emit_trig_out_of_range(b_, flag), rerun, done);
+        const float limit =
+            trig_bound_.usable ? std::nextafter(trig_bound_.max_load, INFINITY) : kInlineTrigLimit;
+        b_.CreateCondBr(emit_trig_out_of_range(b_, flag, limit), rerun, done);
         b_.SetInsertPoint(rerun);
         b_.CreateCall(apart, call_args);
         b_.CreateBr(done);
@@ -426,6 +434,9 @@ class KernelEmitter {
   }
 
   std::vector<Value*> emit_body(const loop::Stage& st) {
+    const size_t stage = static_cast<size_t>(&st - k_.stages.data());
+    // In a fast body: fold the loads the sin/cos arguments depend on, or the arguments themselves.
+    const bool track_loads = range_flag_ && trig_bound_.usable;
     memo_.assign(k_.iexprs.size(), nullptr);
     std::vector<Value*> vals(st.body.size(), nullptr);
     vals_ = &vals;
@@ -436,10 +447,11 @@ class KernelEmitter {
       Value* v = nullptr;
       switch (in.kind) {
         case IKind::Load:
-          v = load_arg(in.arg, element_ptr(in.arg, index(in.index)), in.dtype);
-          break;
         case IKind::LoadScalar:
-          v = load_arg(in.arg, args_[in.arg], in.dtype);
+          v = load_arg(
+              in.arg, in.kind == IKind::Load ? element_ptr(in.arg, index(in.index)) : args_[in.arg],
+              in.dtype);
+          if (track_loads && trig_bound_.tracked[stage][i]) emit_trig_track(b_, v, range_flag_);
           break;
         case IKind::Const:
           v = make_constant(ctx_, in.dtype, in.value);
@@ -454,7 +466,7 @@ class KernelEmitter {
           } else {
             Value* y = in.b >= 0 ? convert(b_, vals[in.b], dt(in.b), dt(in.a)) : nullptr;
             v = emit_elementwise(b_, m_, in.op, in.dtype, dt(in.a), vals[in.a], y, nullptr,
-                                 range_flag_);
+                                 range_flag_, /*trig_track_args=*/!track_loads);
           }
           // Predicates produce i1 whatever dtype the instr names; convert so users see in.dtype.
           const OpClass cls = op_info(in.op).cls;
@@ -512,6 +524,7 @@ class KernelEmitter {
   const std::vector<loop::Instr>* body_ = nullptr;
   std::vector<llvm::AllocaInst*> accs_;
   llvm::AllocaInst* range_flag_ = nullptr;  // set while emitting a fast_trig body
+  TrigLoadBound trig_bound_;                // of this kernel, when it has a fast_trig body
   int interleave_ = kInterleave;
 };
 

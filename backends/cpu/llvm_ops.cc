@@ -3,6 +3,7 @@
 #include <llvm/IR/Module.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "backends/cpu/llvm_dtype.h"
@@ -83,48 +84,56 @@ Value* erf_f32(IRBuilder<>& b, Value* x) {
 // sin or cos of float32 as inline FMA code, so a fused chain vectorizes into straight-line vector
 // arithmetic instead of a libmvec call per op (a call clobbers every vector register, and the 20
 // calls of `x = x + sin(x)` x20 bound that chain). SLEEF's 3.5-ulp scheme: reduce by pi with a
-// 4-part Cody-Waite split (exact products for |x| < 39000), then an odd degree-9 polynomial on
-// [-pi/2, pi/2]; with FMA it measures within 2 ulp of float64 sin/cos up to |x| = 39000. Larger
-// |x| would need Payne-Hanek: instead the kernel's wrapper sees it in *range_flag and reruns its
-// range on the libm path (codegen.cc).
-Value* sin_cos_f32(IRBuilder<>& b, Value* x, bool cos, Value* range_flag) {
+// Cody-Waite split, then an odd degree-9 polynomial on [-pi/2, pi/2]. With FMA, 3 parts suffice
+// for |x| < 39000: the first product step is exact (x - q pi_1 has at most 24 significant bits)
+// and pi_1 + pi_2 + pi_3 is pi to 2^-70. Each part is pi's remainder rounded toward zero, so all
+// are positive and x = -0 (q = +0) stays -0 through the fmas (-0 + +0 would be +0). Measured
+// within 1.82 ulp of float64 sin/cos over every float below 39000 (tests/python/test_cpu_trig.py).
+// Larger |x| would need Payne-Hanek: instead the kernel's wrapper sees it in *range_flag and
+// reruns its range on the libm path (codegen.cc).
+//
+// Each step is kept short (18 vector instructions): rint(x/pi) by one FMA, and the last polynomial
+// step multiplies by d^3 computed beside u rather than by u * d after it. The `x = x + sin(x)` x20
+// loop (8 interleaved vectors, codegen.cc) is still bound by instruction decode and spills (a
+// 25 KB body, 4,200 instructions for 160 sin; llvm-mca puts the FMA units at ~40% busy).
+Value* sin_cos_f32(IRBuilder<>& b, Value* x, bool cos, Value* range_flag, bool track) {
   llvm::Type* f = x->getType();
   llvm::Type* i32 = b.getInt32Ty();
   auto c = [&](double v) { return llvm::ConstantFP::get(f, v); };
   auto fma = [&](Value* p, Value* q, Value* r) {
     return b.CreateIntrinsic(llvm::Intrinsic::fma, {f}, {p, q, r});
   };
-  // The slot keeps the largest |x| seen, as its bit pattern (non-negative floats order like their
-  // bits): an unsigned-max reduction, one instruction per vector, which the loop vectorizer
-  // handles however many sin/cos a body has (a chain of selects it would not).
-  Value* abs_bits = b.CreateBitCast(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x), i32);
-  Value* seen = b.CreateLoad(i32, range_flag);
-  b.CreateStore(b.CreateBinaryIntrinsic(llvm::Intrinsic::umax, seen, abs_bits), range_flag);
+  if (track) emit_trig_track(b, x, range_flag);
   // Round to an integer by adding 1.5 * 2^23: exact below 2^22, and the integer's low bit lands
   // in the sum's lowest mantissa bit (no float-to-int conversion, which is poison on NaN).
+  // cos(x) = sin(x - q pi/2) with q = 2 rint(x/pi - 1/2) + 1.
   const double magic = 12582912.0;
-  Value* t = b.CreateFMul(x, c(1.0 / M_PI));
-  if (cos) t = b.CreateFSub(t, c(0.5));  // cos(x) = sin(x - q pi/2), q = 2 rint(x/pi - 1/2) + 1
-  t = b.CreateFAdd(t, c(magic));
+  Value* t = cos ? b.CreateFAdd(fma(x, c(1.0 / M_PI), c(-0.5)), c(magic))
+                 : fma(x, c(1.0 / M_PI), c(magic));
   Value* n = b.CreateFSub(t, c(magic));
   Value* q = cos ? fma(n, c(2.0), c(1.0)) : n;
-  const double split[4] = {3.140625, 0.0009670257568359375, 6.2771141529083251953e-07,
-                           1.2154201256553420762e-10};
+  const double split[3] = {3.141592502593994, 1.5099578831723193e-07, 1.078060505991553e-14};
   Value* d = x;
   for (double part : split) d = fma(q, c(cos ? -0.5 * part : -part), d);
-  // sin(d + n pi) = (-1)^n sin(d); for cos the sign flips when n is even.
-  Value* low = b.CreateAnd(b.CreateBitCast(t, i32), b.getInt32(1));
-  if (cos) low = b.CreateXor(low, b.getInt32(1));
-  d = b.CreateBitCast(b.CreateXor(b.CreateBitCast(d, i32), b.CreateShl(low, 31)), f);
   Value* s = b.CreateFMul(d, d);
+  Value* d3 = b.CreateFMul(s, d);
   Value* u = c(2.6083159809786593541503e-06);
   for (double k :
        {-0.0001981069071916863322258, 0.00833307858556509017944336, -0.166666597127914428710938})
     u = fma(u, s, c(k));
-  return fma(s, b.CreateFMul(u, d), d);
+  // sin(d) has the sign of d on [-pi/2, pi/2]; d + d^3 u loses it only at d = -0 (-0 + +0 = +0),
+  // which OR-ing d's sign bit back keeps (sin(-0) = -0).
+  Value* r = b.CreateBitCast(fma(d3, u, d), i32);
+  Value* sign = b.getInt32(0x80000000u);
+  r = b.CreateOr(r, b.CreateAnd(b.CreateBitCast(d, i32), sign));
+  // sin(d + n pi) = (-1)^n sin(d); for cos the sign flips when n is even.
+  Value* flip = b.CreateShl(b.CreateBitCast(t, i32), 31);
+  if (cos) flip = b.CreateXor(flip, sign);
+  return b.CreateBitCast(b.CreateXor(r, flip), f);
 }
 
-Value* unary(IRBuilder<>& b, llvm::Module& m, Op op, DType t, Value* a, Value* range_flag) {
+Value* unary(IRBuilder<>& b, llvm::Module& m, Op op, DType t, Value* a, Value* range_flag,
+             bool track) {
   const bool fp = is_floating(t);
   if (op == Op::Neg) {
     if (t == DType::Bool) unsupported(op, t);
@@ -154,7 +163,7 @@ Value* unary(IRBuilder<>& b, llvm::Module& m, Op op, DType t, Value* a, Value* r
     case Op::Sin:
     case Op::Cos:
       if (range_flag && a->getType()->isFloatTy())
-        return sin_cos_f32(b, a, op == Op::Cos, range_flag);
+        return sin_cos_f32(b, a, op == Op::Cos, range_flag, track);
       id = op == Op::Sin ? llvm::Intrinsic::sin : llvm::Intrinsic::cos;
       break;
     case Op::Floor:
@@ -261,14 +270,16 @@ Value* compare(IRBuilder<>& b, Op op, DType t, Value* x, Value* y) {
 }  // namespace
 
 Value* emit_elementwise(IRBuilder<>& b, llvm::Module& m, Op op, DType result, DType operand,
-                        Value* a, Value* bv, Value* c, Value* trig_range_flag) {
+                        Value* a, Value* bv, Value* c, Value* trig_range_flag,
+                        bool trig_track_args) {
   auto need = [&](Value* v) {
     if (!v) fail(ErrorKind::Runtime, "internal: ", op_name(op), " is missing an operand");
     return v;
   };
   switch (op_info(op).cls) {
     case OpClass::Unary:
-      return unary(b, m, op, result, convert(b, need(a), operand, result), trig_range_flag);
+      return unary(b, m, op, result, convert(b, need(a), operand, result), trig_range_flag,
+                   trig_track_args);
     case OpClass::Predicate1:
       return b.CreateNot(to_bool(b, need(a), operand));
     case OpClass::Binary:
@@ -295,9 +306,21 @@ Value* emit_elementwise(IRBuilder<>& b, llvm::Module& m, Op op, DType result, DT
   fail(ErrorKind::NotImplemented, "not implemented: ", op_name(op), " inside a cpu kernel");
 }
 
-Value* emit_trig_out_of_range(IRBuilder<>& b, Value* max_abs_bits) {
-  // NaN's bits are above every float's: a NaN argument reruns too (libm returns NaN as well).
-  return b.CreateICmpUGE(max_abs_bits, b.getInt32(0x47185800));  // 39000.0f
+void emit_trig_track(IRBuilder<>& b, Value* x, Value* range_flag) {
+  // The slot keeps the largest |x| seen, as its bit pattern (non-negative floats order like their
+  // bits): an unsigned-max reduction, one instruction per vector, which the loop vectorizer
+  // handles however many values a body folds in (a chain of selects it would not).
+  Value* abs_bits =
+      b.CreateBitCast(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x), b.getInt32Ty());
+  Value* seen = b.CreateLoad(b.getInt32Ty(), range_flag);
+  b.CreateStore(b.CreateBinaryIntrinsic(llvm::Intrinsic::umax, seen, abs_bits), range_flag);
+}
+
+Value* emit_trig_out_of_range(IRBuilder<>& b, Value* max_abs_bits, float limit) {
+  // NaN's bits are above every float's: a NaN reruns too (libm returns NaN as well).
+  uint32_t bits;
+  std::memcpy(&bits, &limit, sizeof bits);
+  return b.CreateICmpUGE(max_abs_bits, b.getInt32(bits));
 }
 
 bool has_fast_trig(Op op, DType t) {

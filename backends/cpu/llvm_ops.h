@@ -13,14 +13,23 @@ namespace lt::cpu {
 // dtype. Float16/BFloat16 results are not rounded here (the caller rounds). Throws
 // lt::Error(NotImplemented) for ops or dtypes the CPU backend does not support.
 // `trig_range_flag` (an i32 slot, or null): when given, float32 sin/cos are inline code accurate
-// for |x| < 39000 that fold |x| into the slot (the largest seen); where emit_trig_out_of_range says
-// so, the caller must recompute with a null flag, which calls libm/libmvec.
+// for |x| < kInlineTrigLimit that fold |x| into the slot (emit_trig_track) unless
+// `trig_track_args` is false (the caller then tracks the loads the arguments come from, see
+// trig_bounds.h); where emit_trig_out_of_range says so, the caller must recompute with a null
+// flag, which calls libm/libmvec.
 llvm::Value* emit_elementwise(llvm::IRBuilder<>& b, llvm::Module& m, Op op, DType result,
                               DType operand, llvm::Value* a, llvm::Value* bv, llvm::Value* c,
-                              llvm::Value* trig_range_flag = nullptr);
+                              llvm::Value* trig_range_flag = nullptr, bool trig_track_args = true);
 
-// Whether a trig_range_flag slot (starting at 0) saw an argument the inline sin/cos cannot take.
-llvm::Value* emit_trig_out_of_range(llvm::IRBuilder<>& b, llvm::Value* max_abs_bits);
+// The inline float32 sin/cos take |x| below this; larger, inf and NaN go to libm.
+constexpr float kInlineTrigLimit = 39000.0f;
+
+// Folds |x| (float32) into a trig_range_flag slot: the slot keeps the largest seen.
+void emit_trig_track(llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* range_flag);
+
+// Whether a trig_range_flag slot (starting at 0) saw a value of `limit` or more, or a NaN.
+llvm::Value* emit_trig_out_of_range(llvm::IRBuilder<>& b, llvm::Value* max_abs_bits,
+                                    float limit = kInlineTrigLimit);
 
 // Whether emit_elementwise(op) on values of compute dtype t uses the inline sin/cos above.
 bool has_fast_trig(Op op, DType t);
