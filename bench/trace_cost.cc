@@ -95,7 +95,8 @@ int main(int argc, char** argv) {
       "\"graph_1000_nodes_collect_hash_cpu_us\": %.1f, \"warm_run_ms\": %.4f, \"cache\": \"%s\"}\n",
       traced, trace_us / traced, trace_cpu / traced,
       group_cpu_per_op.empty() ? trace_cpu / traced : median(group_cpu_per_op),
-      group_cpu_per_op.empty() ? trace_cpu / traced : percentile(group_cpu_per_op, 0.1), cold / 1000, median(warm), median(warm_cpu),
-      median(collect), median(collect_cpu), g.run_ms, g.cache.c_str());
+      group_cpu_per_op.empty() ? trace_cpu / traced : percentile(group_cpu_per_op, 0.1),
+      cold / 1000, median(warm), median(warm_cpu), median(collect), median(collect_cpu), g.run_ms,
+      g.cache.c_str());
   return 0;
 }

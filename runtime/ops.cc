@@ -53,7 +53,8 @@ Tensor traced(NodePtr n, const Device& d) { return Tensor(make_tensor(std::move(
 // operand that gets no gradient). Pointers, not Tensor copies, so the untaped path touches no
 // reference counts. Operands and attributes are copied for the tape only when it records (a tensor
 // requires grad): otherwise they move into the node, saving two allocations per traced op.
-Tensor op_out(Op op, std::vector<NodePtr> ins, Attrs at, const Device& d, std::initializer_list<const Tensor*> srcs) {
+Tensor op_out(Op op, std::vector<NodePtr> ins, Attrs at, const Device& d,
+              std::initializer_list<const Tensor*> srcs) {
   bool taped = false;
   if (grad_enabled())
     for (const Tensor* s : srcs) taped = taped || (s && s->requires_grad());
@@ -139,14 +140,17 @@ Tensor ge(const Tensor& a, Scalar b) { return compare(Op::Ge, a, b); }
 
 Tensor logical_and(const Tensor& a, const Tensor& b) {
   const Device& d = common_device("logical_and", {&a, &b});
-  return traced(make_node(Op::And, nodes(cast_node(a.node(), DType::Bool), cast_node(b.node(), DType::Bool))), d);
+  NodePtr x = cast_node(a.node(), DType::Bool), y = cast_node(b.node(), DType::Bool);
+  return traced(make_node(Op::And, nodes(std::move(x), std::move(y))), d);
 }
 Tensor logical_or(const Tensor& a, const Tensor& b) {
   const Device& d = common_device("logical_or", {&a, &b});
-  return traced(make_node(Op::Or, nodes(cast_node(a.node(), DType::Bool), cast_node(b.node(), DType::Bool))), d);
+  NodePtr x = cast_node(a.node(), DType::Bool), y = cast_node(b.node(), DType::Bool);
+  return traced(make_node(Op::Or, nodes(std::move(x), std::move(y))), d);
 }
 Tensor logical_not(const Tensor& a) {
-  return traced(make_node(Op::Not, nodes(cast_node(a.node(), DType::Bool))), common_device("logical_not", {&a}));
+  return traced(make_node(Op::Not, nodes(cast_node(a.node(), DType::Bool))),
+                common_device("logical_not", {&a}));
 }
 
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
@@ -215,18 +219,21 @@ NodePtr float_node(const Tensor& a) {
 Tensor softmax(const Tensor& a, int64_t dim) {
   Attrs at;
   at.ints = {dim};
-  return op_out(Op::Softmax, nodes(float_node(a)), std::move(at), common_device("softmax", {&a}), {&a});
+  return op_out(Op::Softmax, nodes(float_node(a)), std::move(at), common_device("softmax", {&a}),
+                {&a});
 }
 Tensor log_softmax(const Tensor& a, int64_t dim) {
   Attrs at;
   at.ints = {dim};
-  return op_out(Op::LogSoftmax, nodes(float_node(a)), std::move(at), common_device("log_softmax", {&a}), {&a});
+  return op_out(Op::LogSoftmax, nodes(float_node(a)), std::move(at),
+                common_device("log_softmax", {&a}), {&a});
 }
 Tensor logsumexp(const Tensor& a, std::vector<int64_t> dims, bool keepdim) {
   Attrs at;
   at.ints = all_dims(a, std::move(dims));
   at.keepdim = keepdim;
-  return op_out(Op::LogSumExp, nodes(float_node(a)), std::move(at), common_device("logsumexp", {&a}), {&a});
+  return op_out(Op::LogSumExp, nodes(float_node(a)), std::move(at),
+                common_device("logsumexp", {&a}), {&a});
 }
 Tensor var(const Tensor& a, std::vector<int64_t> dims, double correction, bool keepdim) {
   Attrs at;
@@ -266,7 +273,9 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
   at.stream = approximate == "tanh" ? 1 : 0;
   return op_out(Op::Gelu, nodes(float_node(a)), std::move(at), common_device("gelu", {&a}), {&a});
 }
-Tensor silu(const Tensor& a) { return op_out(Op::Silu, nodes(float_node(a)), {}, common_device("silu", {&a}), {&a}); }
+Tensor silu(const Tensor& a) {
+  return op_out(Op::Silu, nodes(float_node(a)), {}, common_device("silu", {&a}), {&a});
+}
 
 Tensor reshape(const Tensor& a, std::vector<int64_t> shape) {
   const Device& d = common_device("reshape", {&a});

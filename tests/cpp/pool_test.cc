@@ -65,8 +65,9 @@ TEST(Pool, NodesMadeOnOneThreadDieOnAnother) {
     EXPECT_EQ(live_nodes(), live0);
   }).join();
   // The blocks are reused correctly: a fresh chain hashes as before.
-  NodePtr a = make_node(Op::Mul, {make_param(DType::Float32, {4, 8}, nullptr), make_scalar(DType::Float32, 2)});
-  EXPECT_EQ(a->hash.hex(), "5e051236e56eda75bea086cbe1d39cc1");  // tests/cpp/ir_test.cc's pinned hash
+  NodePtr a = make_node(Op::Mul, {make_param(DType::Float32, {4, 8}, nullptr),  //
+                                  make_scalar(DType::Float32, 2)});
+  EXPECT_EQ(a->hash.hex(), "5e051236e56eda75bea086cbe1d39cc1");  // ir_test.cc's pinned hash
 }
 
 // Destroyed after the pool's own thread-exit cleanup (constructed before it): the node it holds
