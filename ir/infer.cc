@@ -71,7 +71,9 @@ int64_t check_indexed(Op op, const Attrs& a, const Node& data, const Node& index
 
 Inferred infer(Op op, const std::vector<NodePtr>& in, const Attrs& a) {
   const OpInfo& info = op_info(op);
-  const std::string name(info.name);
+  // A view, not a copy: this runs once per traced op. Op names are string literals (ir/ops.def),
+  // so name.data() is NUL-terminated where a C string is needed.
+  const std::string_view name = info.name;
   switch (info.cls) {
     case OpClass::Leaf:
       fail(ErrorKind::Runtime, name, ": leaves are made with make_param/make_scalar/make_constant");
@@ -97,20 +99,20 @@ Inferred infer(Op op, const std::vector<NodePtr>& in, const Attrs& a) {
         fail(ErrorKind::Type, name, ": expected floating operands, got ", dtypes_of(in));
       if (is_bool(in[0]->dtype) && op != Op::Maximum && op != Op::Minimum)
         fail(ErrorKind::Type, name, ": not supported for bool tensors");
-      return {in[0]->dtype, broadcast_shapes(in[0]->shape, in[1]->shape, name.c_str())};
+      return {in[0]->dtype, broadcast_shapes(in[0]->shape, in[1]->shape, name.data())};
     }
     case OpClass::Compare:
       same_dtype(op, in, 0);
-      return {DType::Bool, broadcast_shapes(in[0]->shape, in[1]->shape, name.c_str())};
+      return {DType::Bool, broadcast_shapes(in[0]->shape, in[1]->shape, name.data())};
     case OpClass::Logical:
       for (auto& i : in)
         if (!is_bool(i->dtype)) fail(ErrorKind::Type, name, ": expected bool operands, got ", dtypes_of(in));
-      return {DType::Bool, broadcast_shapes(in[0]->shape, in[1]->shape, name.c_str())};
+      return {DType::Bool, broadcast_shapes(in[0]->shape, in[1]->shape, name.data())};
     case OpClass::Where: {
       if (!is_bool(in[0]->dtype)) fail(ErrorKind::Type, name, ": condition must be bool, got ", dtype_name(in[0]->dtype));
       same_dtype(op, in, 1);
-      Shape s = broadcast_shapes(in[0]->shape, in[1]->shape, name.c_str());
-      return {in[1]->dtype, broadcast_shapes(s, in[2]->shape, name.c_str())};
+      Shape s = broadcast_shapes(in[0]->shape, in[1]->shape, name.data());
+      return {in[1]->dtype, broadcast_shapes(s, in[2]->shape, name.data())};
     }
     case OpClass::Cast:
       return {a.dtype, in[0]->shape};
@@ -206,7 +208,7 @@ Inferred infer(Op op, const std::vector<NodePtr>& in, const Attrs& a) {
       if (!is_floating(in[0]->dtype))
         fail(ErrorKind::Type, name, ": expected a floating-point tensor, got ", dtype_name(in[0]->dtype));
       if (a.ints.size() != 1) fail(ErrorKind::Runtime, name, ": expected exactly one dim");
-      normalize_axis(a.ints[0], static_cast<int64_t>(in[0]->shape.size()), name.c_str());
+      normalize_axis(a.ints[0], static_cast<int64_t>(in[0]->shape.size()), name.data());
       return {in[0]->dtype, in[0]->shape};
     }
     case OpClass::LayerNorm: {
@@ -243,7 +245,7 @@ Inferred infer(Op op, const std::vector<NodePtr>& in, const Attrs& a) {
              ": ", kx, " != ", ky, ")");
       Shape bx(x.begin(), x.end() - std::min<size_t>(x.size(), 2));
       Shape by(y.begin(), y.end() - std::min<size_t>(y.size(), 2));
-      Shape r = broadcast_shapes(bx, by, name.c_str());
+      Shape r = broadcast_shapes(bx, by, name.data());
       if (x.size() >= 2) r.push_back(x[x.size() - 2]);
       if (y.size() >= 2) r.push_back(y.back());
       return {in[0]->dtype, r};

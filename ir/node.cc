@@ -1,11 +1,13 @@
 #include "ir/node.h"
 
+#include <array>
 #include <atomic>
 #include <deque>
 #include <mutex>
 #include <unordered_map>
 
 #include "ir/error.h"
+#include "ir/pool.h"
 
 namespace lt {
 
@@ -59,6 +61,22 @@ static Hash128 node_hash(const Node& n) {
   return h.digest();
 }
 
+// A Scalar leaf's hash is a function of its dtype alone (the value is deliberately left out), so
+// it is computed once per dtype rather than once per Python-number operand of every traced op.
+static const Hash128& scalar_hash(DType dtype) {
+  static const std::array<Hash128, kNumDTypes> table = [] {
+    std::array<Hash128, kNumDTypes> t;
+    for (int i = 0; i < kNumDTypes; ++i) {
+      Node n;
+      n.op = Op::Scalar;
+      n.dtype = static_cast<DType>(i);
+      t[i] = node_hash(n);
+    }
+    return t;
+  }();
+  return table[static_cast<size_t>(dtype)];
+}
+
 NodePtr make_node(Op op, std::vector<NodePtr> inputs, Attrs attrs) {
   const OpInfo& info = op_info(op);
   if (info.arity >= 0 && static_cast<int>(inputs.size()) != info.arity)
@@ -66,7 +84,7 @@ NodePtr make_node(Op op, std::vector<NodePtr> inputs, Attrs attrs) {
   for (const auto& in : inputs)
     if (!in) fail(ErrorKind::Runtime, op_name(op), ": null operand");
   Inferred r = infer(op, inputs, attrs);
-  auto n = std::make_shared<Node>();
+  auto n = make_pooled<Node>();
   n->op = op;
   n->dtype = r.dtype;
   n->shape = std::move(r.shape);
@@ -80,7 +98,7 @@ NodePtr make_node(Op op, std::vector<NodePtr> inputs, Attrs attrs) {
 NodePtr make_param(DType dtype, Shape shape, std::shared_ptr<LeafData> data) {
   for (auto d : shape)
     if (d < 0) fail(ErrorKind::Value, "param: negative dimension in shape ", shape_str(shape));
-  auto n = std::make_shared<Node>();
+  auto n = make_pooled<Node>();
   n->op = Op::Param;
   n->dtype = dtype;
   n->shape = std::move(shape);
@@ -91,13 +109,13 @@ NodePtr make_param(DType dtype, Shape shape, std::shared_ptr<LeafData> data) {
 }
 
 NodePtr make_scalar(DType dtype, double value) {
-  auto n = std::make_shared<Node>();
+  auto n = make_pooled<Node>();
   n->op = Op::Scalar;
   n->dtype = dtype;
   n->scalar = value;
   n->scalar_i = static_cast<int64_t>(value);
   n->source = current_source();
-  n->hash = node_hash(*n);  // value deliberately not part of the hash
+  n->hash = scalar_hash(dtype);  // value deliberately not part of the hash
   return n;
 }
 
@@ -108,7 +126,7 @@ NodePtr make_int_scalar(DType dtype, int64_t value) {
 }
 
 NodePtr make_constant(DType dtype, double value, Shape shape) {
-  auto n = std::make_shared<Node>();
+  auto n = make_pooled<Node>();
   n->op = Op::Constant;
   n->dtype = dtype;
   n->shape = std::move(shape);

@@ -17,6 +17,9 @@ std::string shape_str(const Shape& s) {
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  // The common cases of every traced elementwise op: equal shapes, or a 0-d operand (a number).
+  if (b.empty() || a == b) return a;
+  if (a.empty()) return b;
   size_t n = std::max(a.size(), b.size());
   Shape r(n);
   for (size_t i = 0; i < n; ++i) {

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "ir/error.h"
+#include "ir/pool.h"
 #include "runtime/ops.h"
 #include "runtime/tensor_impl.h"
 
@@ -205,7 +206,7 @@ void Tensor::backward(const Tensor& g, bool retain_graph) const { lt::backward(*
 Tensor Tensor::detach() const {
   if (!impl_) fail(ErrorKind::Runtime, "detach: undefined tensor");
   if (impl_->pending) {
-    auto t = std::make_shared<TensorImpl>();
+    auto t = make_pooled<TensorImpl>();
     t->device = impl_->device;
     t->dtype = impl_->dtype;
     t->shape = impl_->shape;

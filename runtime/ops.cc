@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <utility>
 
 #include "ir/error.h"
 #include "runtime/tensor_impl.h"
@@ -11,6 +12,16 @@
 
 namespace lt {
 namespace {
+
+// Operand lists built by moving: a braced list of NodePtr would copy each pointer out of its
+// initializer_list (an atomic increment and decrement per operand, on every traced op).
+template <class... N>
+std::vector<NodePtr> nodes(N&&... n) {
+  std::vector<NodePtr> v;
+  v.reserve(sizeof...(n));
+  (v.push_back(std::forward<N>(n)), ...);
+  return v;
+}
 
 const Device& common_device(const char* op, std::initializer_list<const Tensor*> ts) {
   const Tensor* first = nullptr;
@@ -29,7 +40,7 @@ NodePtr cast_node(NodePtr n, DType t) {
   if (n->dtype == t) return n;
   Attrs a;
   a.dtype = t;
-  return make_node(Op::Cast, {std::move(n)}, a);
+  return make_node(Op::Cast, nodes(std::move(n)), a);
 }
 
 NodePtr scalar_node(Scalar s, DType t) {
@@ -38,16 +49,21 @@ NodePtr scalar_node(Scalar s, DType t) {
 
 Tensor traced(NodePtr n, const Device& d) { return Tensor(make_tensor(std::move(n), d)); }
 
-// Traces op(ins) and records it for autograd; srcs[i] is the tensor operand i continues.
-// Operands and attributes are copied for the tape only when it records (a tensor requires grad):
-// otherwise they move into the node, saving two allocations per traced op.
-Tensor op_out(Op op, std::vector<NodePtr> ins, Attrs at, const Device& d, std::initializer_list<Tensor> srcs) {
+// Traces op(ins) and records it for autograd; srcs[i] is the tensor operand i continues (null: an
+// operand that gets no gradient). Pointers, not Tensor copies, so the untaped path touches no
+// reference counts. Operands and attributes are copied for the tape only when it records (a tensor
+// requires grad): otherwise they move into the node, saving two allocations per traced op.
+Tensor op_out(Op op, std::vector<NodePtr> ins, Attrs at, const Device& d,
+              std::initializer_list<const Tensor*> srcs) {
   bool taped = false;
   if (grad_enabled())
-    for (const Tensor& s : srcs) taped = taped || s.requires_grad();
+    for (const Tensor* s : srcs) taped = taped || (s && s->requires_grad());
   if (!taped) return traced(make_node(op, std::move(ins), std::move(at)), d);
   Tensor out = traced(make_node(op, ins, at), d);
-  record_op(op, at, out, ins, std::vector<Tensor>(srcs));
+  std::vector<Tensor> tape_srcs;
+  tape_srcs.reserve(srcs.size());
+  for (const Tensor* s : srcs) tape_srcs.push_back(s ? *s : Tensor());
+  record_op(op, at, out, ins, tape_srcs);
   return out;
 }
 Tensor op_out(Op op, std::vector<NodePtr> ins, Attrs at, const Device& d, const std::vector<Tensor>& srcs) {
@@ -59,7 +75,7 @@ Tensor op_out(Op op, std::vector<NodePtr> ins, Attrs at, const Device& d, const 
 bool float_only(Op op) { return op == Op::Div || op == Op::Pow; }
 
 Tensor binary(Op op, const Tensor& a, const Tensor& b) {
-  const Device& d = common_device(std::string(op_name(op)).c_str(), {&a, &b});
+  const Device& d = common_device(op_name(op).data(), {&a, &b});
   DType t = promote(a.dtype(), b.dtype());
   // A zero-dim operand only decides the dtype when its category (bool < int < float) is higher
   // than the dimensioned operand's, as in PyTorch.
@@ -67,21 +83,22 @@ Tensor binary(Op op, const Tensor& a, const Tensor& b) {
   if (a.dim() == 0 && b.dim() > 0 && cat(a.dtype()) <= cat(b.dtype())) t = b.dtype();
   if (b.dim() == 0 && a.dim() > 0 && cat(b.dtype()) <= cat(a.dtype())) t = a.dtype();
   if (float_only(op) && !is_floating(t)) t = default_float();
-  return op_out(op, {cast_node(a.node(), t), cast_node(b.node(), t)}, {}, d, {a, b});
+  return op_out(op, nodes(cast_node(a.node(), t), cast_node(b.node(), t)), {}, d, {&a, &b});
 }
 
 Tensor binary(Op op, const Tensor& a, Scalar s, bool reflected = false) {
-  const Device& d = common_device(std::string(op_name(op)).c_str(), {&a});
+  const Device& d = common_device(op_name(op).data(), {&a});
   DType t = promote_with_scalar(a.dtype(), s.kind);
   if (float_only(op) && !is_floating(t)) t = default_float();
   NodePtr x = cast_node(a.node(), t), y = scalar_node(s, t);
-  return reflected ? op_out(op, {y, x}, {}, d, {Tensor(), a}) : op_out(op, {x, y}, {}, d, {a, Tensor()});
+  return reflected ? op_out(op, nodes(std::move(y), std::move(x)), {}, d, {nullptr, &a})
+                   : op_out(op, nodes(std::move(x), std::move(y)), {}, d, {&a, nullptr});
 }
 
 Tensor compare(Op op, const Tensor& a, Scalar s) {
-  const Device& d = common_device(std::string(op_name(op)).c_str(), {&a});
+  const Device& d = common_device(op_name(op).data(), {&a});
   DType t = promote_with_scalar(a.dtype(), s.kind);
-  return traced(make_node(op, {cast_node(a.node(), t), scalar_node(s, t)}), d);
+  return traced(make_node(op, nodes(cast_node(a.node(), t), scalar_node(s, t))), d);
 }
 
 std::vector<int64_t> all_dims(const Tensor& a, std::vector<int64_t> dims) {
@@ -123,14 +140,17 @@ Tensor ge(const Tensor& a, Scalar b) { return compare(Op::Ge, a, b); }
 
 Tensor logical_and(const Tensor& a, const Tensor& b) {
   const Device& d = common_device("logical_and", {&a, &b});
-  return traced(make_node(Op::And, {cast_node(a.node(), DType::Bool), cast_node(b.node(), DType::Bool)}), d);
+  NodePtr x = cast_node(a.node(), DType::Bool), y = cast_node(b.node(), DType::Bool);
+  return traced(make_node(Op::And, nodes(std::move(x), std::move(y))), d);
 }
 Tensor logical_or(const Tensor& a, const Tensor& b) {
   const Device& d = common_device("logical_or", {&a, &b});
-  return traced(make_node(Op::Or, {cast_node(a.node(), DType::Bool), cast_node(b.node(), DType::Bool)}), d);
+  NodePtr x = cast_node(a.node(), DType::Bool), y = cast_node(b.node(), DType::Bool);
+  return traced(make_node(Op::Or, nodes(std::move(x), std::move(y))), d);
 }
 Tensor logical_not(const Tensor& a) {
-  return traced(make_node(Op::Not, {cast_node(a.node(), DType::Bool)}), common_device("logical_not", {&a}));
+  return traced(make_node(Op::Not, nodes(cast_node(a.node(), DType::Bool))),
+                common_device("logical_not", {&a}));
 }
 
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
@@ -139,7 +159,8 @@ Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
     fail(ErrorKind::Runtime, "where: expected condition to be a boolean tensor, but got a tensor with dtype ",
          dtype_name(c.dtype()));
   DType t = promote(a.dtype(), b.dtype());
-  return op_out(Op::Where, {c.node(), cast_node(a.node(), t), cast_node(b.node(), t)}, {}, d, {Tensor(), a, b});
+  return op_out(Op::Where, nodes(c.node(), cast_node(a.node(), t), cast_node(b.node(), t)), {}, d,
+                {nullptr, &a, &b});
 }
 Tensor where(const Tensor& c, const Tensor& a, Scalar b) {
   DType t = promote_with_scalar(a.dtype(), b.kind);
@@ -151,13 +172,13 @@ Tensor where(const Tensor& c, Scalar a, const Tensor& b) {
 }
 
 Tensor unary(Op op, const Tensor& a) {
-  const Device& d = common_device(std::string(op_name(op)).c_str(), {&a});
+  const Device& d = common_device(op_name(op).data(), {&a});
   NodePtr x = a.node();
   bool keeps_int = op == Op::Neg || op == Op::Abs || op == Op::Relu;
   if (!keeps_int && !is_floating(x->dtype)) x = cast_node(x, default_float());
   if (keeps_int && is_bool(x->dtype))
     fail(ErrorKind::Runtime, op_name(op), ": not supported for bool tensors (shape ", shape_str(a.shape()), ")");
-  return op_out(op, {x}, {}, d, {a});
+  return op_out(op, nodes(std::move(x)), {}, d, {&a});
 }
 
 Tensor clamp(const Tensor& a, std::optional<Scalar> lo, std::optional<Scalar> hi) {
@@ -174,17 +195,17 @@ Tensor cast(const Tensor& a, DType t) {
   if (a.dtype() == t) return a;
   Attrs at;
   at.dtype = t;
-  return op_out(Op::Cast, {a.node()}, at, d, {a});
+  return op_out(Op::Cast, nodes(a.node()), std::move(at), d, {&a});
 }
 
 Tensor reduce(Op op, const Tensor& a, std::vector<int64_t> dims, bool keepdim) {
-  const Device& d = common_device(std::string(op_name(op)).c_str(), {&a});
+  const Device& d = common_device(op_name(op).data(), {&a});
   NodePtr x = a.node();
   if ((op == Op::ReduceSum || op == Op::ReduceProd) && is_integral(x->dtype)) x = cast_node(x, DType::Int64);
   Attrs at;
   at.ints = all_dims(a, std::move(dims));
   at.keepdim = keepdim;
-  return op_out(op, {x}, at, d, {a});
+  return op_out(op, nodes(std::move(x)), std::move(at), d, {&a});
 }
 
 namespace {
@@ -198,25 +219,28 @@ NodePtr float_node(const Tensor& a) {
 Tensor softmax(const Tensor& a, int64_t dim) {
   Attrs at;
   at.ints = {dim};
-  return op_out(Op::Softmax, {float_node(a)}, at, common_device("softmax", {&a}), {a});
+  return op_out(Op::Softmax, nodes(float_node(a)), std::move(at), common_device("softmax", {&a}),
+                {&a});
 }
 Tensor log_softmax(const Tensor& a, int64_t dim) {
   Attrs at;
   at.ints = {dim};
-  return op_out(Op::LogSoftmax, {float_node(a)}, at, common_device("log_softmax", {&a}), {a});
+  return op_out(Op::LogSoftmax, nodes(float_node(a)), std::move(at),
+                common_device("log_softmax", {&a}), {&a});
 }
 Tensor logsumexp(const Tensor& a, std::vector<int64_t> dims, bool keepdim) {
   Attrs at;
   at.ints = all_dims(a, std::move(dims));
   at.keepdim = keepdim;
-  return op_out(Op::LogSumExp, {float_node(a)}, at, common_device("logsumexp", {&a}), {a});
+  return op_out(Op::LogSumExp, nodes(float_node(a)), std::move(at),
+                common_device("logsumexp", {&a}), {&a});
 }
 Tensor var(const Tensor& a, std::vector<int64_t> dims, double correction, bool keepdim) {
   Attrs at;
   at.ints = all_dims(a, std::move(dims));
   at.keepdim = keepdim;
   at.value = correction;
-  return op_out(Op::Var, {float_node(a)}, at, common_device("var", {&a}), {a});
+  return op_out(Op::Var, nodes(float_node(a)), std::move(at), common_device("var", {&a}), {&a});
 }
 Tensor std(const Tensor& a, std::vector<int64_t> dims, double correction, bool keepdim) {
   return var(a, std::move(dims), correction, keepdim).sqrt();
@@ -247,9 +271,11 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
     fail(ErrorKind::Runtime, "gelu: approximate argument must be either none or tanh, got '", approximate, "'");
   Attrs at;
   at.stream = approximate == "tanh" ? 1 : 0;
-  return op_out(Op::Gelu, {float_node(a)}, at, common_device("gelu", {&a}), {a});
+  return op_out(Op::Gelu, nodes(float_node(a)), std::move(at), common_device("gelu", {&a}), {&a});
 }
-Tensor silu(const Tensor& a) { return op_out(Op::Silu, {float_node(a)}, {}, common_device("silu", {&a}), {a}); }
+Tensor silu(const Tensor& a) {
+  return op_out(Op::Silu, nodes(float_node(a)), {}, common_device("silu", {&a}), {&a});
+}
 
 Tensor reshape(const Tensor& a, std::vector<int64_t> shape) {
   const Device& d = common_device("reshape", {&a});
@@ -272,7 +298,7 @@ Tensor reshape(const Tensor& a, std::vector<int64_t> shape) {
   if (shape == a.shape()) return a;
   Attrs at;
   at.ints = std::move(shape);
-  return op_out(Op::Reshape, {a.node()}, at, d, {a});
+  return op_out(Op::Reshape, nodes(a.node()), std::move(at), d, {&a});
 }
 
 Tensor permute(const Tensor& a, std::vector<int64_t> dims) {
@@ -281,7 +307,7 @@ Tensor permute(const Tensor& a, std::vector<int64_t> dims) {
   for (auto& x : dims) x = normalize_axis(x, r, "permute");
   Attrs at;
   at.ints = std::move(dims);
-  return op_out(Op::Permute, {a.node()}, at, d, {a});
+  return op_out(Op::Permute, nodes(a.node()), std::move(at), d, {&a});
 }
 
 Tensor expand(const Tensor& a, std::vector<int64_t> shape) {
@@ -292,7 +318,7 @@ Tensor expand(const Tensor& a, std::vector<int64_t> shape) {
   if (shape == a.shape()) return a;
   Attrs at;
   at.ints = std::move(shape);
-  return op_out(Op::Expand, {a.node()}, at, d, {a});
+  return op_out(Op::Expand, nodes(a.node()), std::move(at), d, {&a});
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
@@ -300,28 +326,29 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype())
     fail(ErrorKind::Runtime, "matmul: expected both operands to have the same dtype, but got ", dtype_name(a.dtype()),
          " and ", dtype_name(b.dtype()), " (shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()), ")");
-  return op_out(Op::Matmul, {a.node(), b.node()}, {}, d, {a, b});
+  return op_out(Op::Matmul, nodes(a.node(), b.node()), {}, d, {&a, &b});
 }
 
 Tensor gather_node(const Tensor& src, int64_t axis, const Tensor& index) {
   const Device& d = common_device("gather", {&src, &index});
   Attrs at;
   at.ints = {axis};
-  return op_out(Op::Gather, {src.node(), index.node()}, at, d, {src, Tensor()});
+  return op_out(Op::Gather, nodes(src.node(), index.node()), std::move(at), d, {&src, nullptr});
 }
 
 Tensor scatter_add_node(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) {
   const Device& d = common_device("scatter_add", {&base, &index, &src});
   Attrs at;
   at.ints = {axis};
-  return op_out(Op::ScatterAdd, {base.node(), index.node(), src.node()}, at, d, {base, Tensor(), src});
+  return op_out(Op::ScatterAdd, nodes(base.node(), index.node(), src.node()), std::move(at), d,
+                {&base, nullptr, &src});
 }
 
 Tensor slice_node(const Tensor& a, std::vector<int64_t> start_step_size) {
   const Device& d = common_device("slice", {&a});
   Attrs at;
   at.ints = std::move(start_step_size);
-  return op_out(Op::Slice, {a.node()}, at, d, {a});
+  return op_out(Op::Slice, nodes(a.node()), std::move(at), d, {&a});
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

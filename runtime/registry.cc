@@ -49,6 +49,7 @@ std::vector<std::shared_ptr<TensorImpl>> registry_snapshot(bool this_thread_only
   return out;
 }
 
+TensorImpl::TensorImpl() = default;  // defined here: user-provided, see tensor_impl.h
 TensorImpl::~TensorImpl() { registry_remove(this); }
 
 }  // namespace lt

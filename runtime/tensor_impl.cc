@@ -1,3 +1,4 @@
+#include "ir/pool.h"
 #include "runtime/capture.h"
 #include "runtime/executor.h"
 #include "runtime/metrics_state.h"
@@ -8,7 +9,7 @@ namespace lt {
 
 std::shared_ptr<TensorImpl> make_tensor(NodePtr node, const Device& device) {
   metrics::bump(metrics::Counter::TracedOps);
-  auto t = std::make_shared<TensorImpl>();
+  auto t = make_pooled<TensorImpl>();
   t->device = device;
   t->dtype = node->dtype;
   t->shape = node->shape;
@@ -23,7 +24,7 @@ std::shared_ptr<TensorImpl> make_tensor(NodePtr node, const Device& device) {
 }
 
 std::shared_ptr<TensorImpl> make_data_tensor(std::shared_ptr<Storage> s, DType dtype, Shape shape, const Device& d) {
-  auto t = std::make_shared<TensorImpl>();
+  auto t = make_pooled<TensorImpl>();
   t->device = d;
   t->dtype = dtype;
   t->shape = std::move(shape);

@@ -29,7 +29,7 @@ struct Storage : LeafData {
 
 struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   Device device;
-  DType dtype;
+  DType dtype{};  // Bool until set, as the zero-filling value-initialization gave before
   Shape shape;
   std::shared_ptr<Storage> storage;  // set once materialized
   NodePtr pending;                   // lazy: IR not yet materialized (storage is null meanwhile)
@@ -43,6 +43,9 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   uint64_t birth = next_birth();
   std::thread::id owner;  // the thread that traced it: its mark_step() materializes it
 
+  // Defaulted out of line (runtime/registry.cc), hence user-provided: a new impl is built member by
+  // member instead of first zero-filled whole (a `rep stos` in the profile of every traced op).
+  TensorImpl();
   ~TensorImpl();
 };
 

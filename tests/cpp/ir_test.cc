@@ -50,6 +50,22 @@ TEST(Hash, StableAcrossRunsAndVersions) {
   EXPECT_EQ(n->hash.hex(), "5e051236e56eda75bea086cbe1d39cc1");
 }
 
+TEST(Hash, ScalarLeafHashesAreStablePerDtype) {
+  // make_scalar takes these from a per-dtype table instead of hashing each leaf; the values are the
+  // ones the per-leaf hashing gave, so disk-cache keys did not move.
+  const char* expected[kNumDTypes] = {
+      "eb313ab7007ae5c1b0fcd15522df48c0", "054ab9d70778ab703018f5866eca118c",
+      "65231e0bc50dc9a7ceeba3e91de57b68", "01d283d7bd8059996c5d3440f1799c1b",
+      "be0e75f449a4fc7db27862a9c5fe72e7", "193ee41df9fa3aad65cbf952a91622b5",
+      "751dab38c89bab0a888d8fbed5313529", "ab858adc9319337a42e4bd68546a2866",
+      "f72cdd7a21fec3272e7a9406ce890eec"};
+  for (int i = 0; i < kNumDTypes; ++i) {
+    const auto t = static_cast<DType>(i);
+    EXPECT_EQ(make_scalar(t, 1.5)->hash.hex(), expected[i]) << dtype_name(t);
+    EXPECT_EQ(make_int_scalar(t, -7)->hash.hex(), expected[i]) << dtype_name(t);
+  }
+}
+
 TEST(GraphKey, SharingOfInputsIsPartOfTheKey) {
   auto x = param({3}), y = param({3});
   auto xx = make_node(Op::Add, {x, x});
@@ -195,6 +211,24 @@ TEST(DType, Promotion) {
   EXPECT_EQ(promote_with_scalar(DType::Float16, ScalarKind::Float), DType::Float16);
   EXPECT_EQ(promote_with_scalar(DType::Bool, ScalarKind::Int), DType::Int64);
   EXPECT_EQ(promote_with_scalar(DType::Int8, ScalarKind::Int), DType::Int8);
+}
+
+TEST(Shape, BroadcastSameShapesAndZeroDimOperands) {
+  EXPECT_EQ(broadcast_shapes({2, 3}, {2, 3}, "add"), (Shape{2, 3}));
+  EXPECT_EQ(broadcast_shapes({2, 3}, {}, "add"), (Shape{2, 3}));
+  EXPECT_EQ(broadcast_shapes({}, {4, 1, 5}, "add"), (Shape{4, 1, 5}));
+  EXPECT_EQ(broadcast_shapes({}, {}, "add"), Shape{});
+  EXPECT_EQ(broadcast_shapes({0}, {}, "add"), Shape{0});
+  EXPECT_EQ(broadcast_shapes({3, 1}, {1, 4}, "add"), (Shape{3, 4}));
+  EXPECT_EQ(broadcast_shapes({5}, {2, 1}, "add"), (Shape{2, 5}));
+  EXPECT_EQ(broadcast_shapes({0, 1}, {3}, "add"), (Shape{0, 3}));
+  try {
+    broadcast_shapes({2, 3}, {4}, "mul");
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("mul: shapes [2, 3] and [4] are not broadcastable"), msg.npos) << msg;
+  }
 }
 
 }  // namespace
