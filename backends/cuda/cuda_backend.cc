@@ -439,10 +439,10 @@ class CudaBackendImpl : public CudaBackend {
     if (!plan.gemms.empty()) blas = cublas_handle();
     CudaExecutable::check_plan(plan, blas != nullptr);
     // The flash kernels compile (once per process) while the plan's programs do.
-    std::future<const std::vector<char>*> flash;
+    std::future<const std::vector<std::vector<char>>*> flash;
     if (flash_attention_launches(plan))
       flash = std::async(std::launch::async,
-                         [t = target_, c = cubin_] { return &flash_attention_image(t, c); });
+                         [t = target_, c = cubin_] { return &flash_attention_images(t, c); });
     CudaModuleImage module = compile_cuda_module(plan, target_, cubin_);
     if (flash.valid()) append_flash_attention(module, *flash.get());
     return std::make_unique<CudaExecutable>(alloc_, plan, std::move(module), std::move(blas));

@@ -4,7 +4,8 @@
 // Grid mapping (see cuda_codegen.cc for the details and the reasons):
 //   Elementwise  - only MapOuter stages: one thread per outer point, grid-stride loop over the
 //                  flattened outer index; 4 points per thread with 16/8/4-byte vector loads and
-//                  stores (float4, ...) when the contiguous accesses allow it.
+//                  stores (float4, ...) when the contiguous accesses allow it and the body is
+//                  light (cuda_point_cost <= kVectorPointCostLimit).
 //   Block        - Reduce/MapInner stages over a large inner space: one 256..1024-thread block per
 //                  outer point; each Reduce is a warp-shuffle + shared-memory block reduction whose
 //                  result every thread sees, so later stages of the same row read it.
@@ -61,6 +62,15 @@ struct CudaCodegenOptions {
   // "" for the defaults, else a tag naming the non-default values (part of the disk cache's key).
   std::string tag() const;
 };
+
+// Elementwise bodies costing more per point than this (about 10 inline sines) take the scalar
+// grid-stride loop only: they are bound by arithmetic, and one copy of the body compiles ~3x
+// faster than the vector path's five.
+constexpr int64_t kVectorPointCostLimit = 400;
+
+// A rough count of the instructions one point of `k`'s body costs (inline sin/cos ~40,
+// libdevice exp/log/tanh/erf/pow ~20, anything else 1).
+int64_t cuda_point_cost(const loop::Kernel& k);
 
 // Generates the translation unit and each kernel's launch description. Throws lt::Error
 // (NotImplemented) for IR it cannot express, naming the kernel and the op.

@@ -22,9 +22,10 @@ struct CudaCompileTimings {
 };
 
 // Bytes of kernel source per NVRTC program before a plan is split. NVRTC spent about 20 ms of CPU
-// per KB of our kernels and 60 ms on a program of the preamble alone (2-core dev machine), so a
-// program of 16 KB keeps the repeated preamble under a fifth of its time.
-constexpr size_t kSourceBytesPerProgram = 16384;
+// per KB of our kernels; a program with no kernels costs 57 ms of CPU, 37 ms with -minimal
+// (nvrtc_compiler.cc; CUDA 13, 2-core dev machine), so 8 KB programs keep that fixed cost under a
+// fifth of each while the slowest program (the critical path on a many-core host) halves.
+constexpr size_t kSourceBytesPerProgram = 8192;
 // Programs compiled at once, at most (and never more than the hardware's threads).
 constexpr size_t kMaxPrograms = 16;
 

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "backends/cuda/nvrtc_compiler.h"
+#include "backends/parallel_work.h"
 
 namespace lt {
 
@@ -24,8 +25,10 @@ bool flash_attention_supports(DType t, int64_t e, int64_t ev) {
 // one half-warp and its max and sum are 4 shuffles. Products read the left operand row-major
 // (a float4 along the reduced axis, the same address for the whole half-warp) and the right one
 // as [reduced][column] (a float4 of 4 columns): 12 shared-memory wavefronts per 64 FMAs.
-const std::string& flash_attention_source() {
-  static const std::string src = R"CUDA(
+namespace {
+
+// The helpers every kernel uses; each kernel's program is these plus the kernel.
+const char* const kCommon = R"CUDA(
 #define LT_FA_LOG2E 1.4426950408889634f
 #define LT_FA_LN2 0.6931471805599453f
 #define LT_FA_NEG_INF __int_as_float(0xff800000)
@@ -103,6 +106,9 @@ __device__ __forceinline__ void lt_fa_store_tile(float* dst, const float (&t)[4]
     *reinterpret_cast<float4*>(dst + (r0 + i) * 64 + c0) = make_float4(t[i][0], t[i][1], t[i][2], t[i][3]);
 }
 
+)CUDA";
+
+const char* const kForward = R"CUDA(
 // O = softmax(Q K^T * scale [causal: key <= query]) V and lse = the row logsumexp (natural log)
 // of the scaled, masked scores; o or lse may be null. q [batch, L, 64], k and v [batch, S, 64],
 // all contiguous. scale_log2 = scale * log2(e). Block b: batch point b % batch, query tile
@@ -185,6 +191,9 @@ extern "C" __global__ void __launch_bounds__(256) lt_flash_attention_fwd_f32(
   }
 }
 
+)CUDA";
+
+const char* const kGradQ = R"CUDA(
 // dQ = scale * dS K with dS = P * (dO V^T - D), P = exp(S * scale - lse), D = rowsum(dO * O).
 // One block per (batch point, query tile), over the visible key tiles.
 extern "C" __global__ void __launch_bounds__(256) lt_flash_attention_bwd_dq_f32(
@@ -254,6 +263,9 @@ extern "C" __global__ void __launch_bounds__(256) lt_flash_attention_bwd_dq_f32(
   }
 }
 
+)CUDA";
+
+const char* const kGradKV = R"CUDA(
 // dV = P^T dO and dK = scale * dS^T Q for one (batch point, key tile), over the query tiles that
 // see it; the products run transposed (rows are keys), so P^T and dS^T come out of registers
 // as stored. dk or dv may be null. Block b: key tile b / batch (under a causal mask the first
@@ -332,34 +344,51 @@ extern "C" __global__ void __launch_bounds__(256, 2) lt_flash_attention_bwd_dkdv
   }
 }
 )CUDA";
+
+// In launch order: forward, dK/dV, dQ.
+const char* const kKernelSources[3] = {kForward, kGradKV, kGradQ};
+const char* const kKernelNames[3] = {kFlashForwardKernel, kFlashGradKVKernel, kFlashGradQKernel};
+
+}  // namespace
+
+std::string flash_attention_program_source(int kernel) {
+  return std::string(kCommon) + kKernelSources[kernel];
+}
+
+const std::string& flash_attention_source() {
+  static const std::string src = std::string(kCommon) + kForward + kGradKV + kGradQ;
   return src;
 }
 
-const std::vector<char>& flash_attention_image(const std::string& target, bool cubin) {
+const std::vector<std::vector<char>>& flash_attention_images(const std::string& target, bool cubin) {
   static std::mutex mu;
-  static std::map<std::string, std::vector<char>> images;  // by target
+  static std::map<std::string, std::vector<std::vector<char>>> images;  // by target
   std::lock_guard<std::mutex> lock(mu);
   auto it = images.find(target);
   if (it != images.end()) return it->second;
-  std::vector<char> image;
-  if (cubin) {
-    image = nvrtc_compile_cubin(flash_attention_source(), target);
-  } else {
-    const std::string ptx = nvrtc_compile_ptx(flash_attention_source(), target);
-    image.assign(ptx.begin(), ptx.end());
-    image.push_back('\0');
-  }
-  return images.emplace(target, std::move(image)).first->second;
+  // One NVRTC program per kernel, compiled on threads of their own: together they take NVRTC
+  // ~0.9 s of CPU, the longest path of a cold GPT compile; apart, ~0.35 s each.
+  std::vector<std::vector<char>> out(3);
+  run_in_parallel(3, [&](size_t k) {
+    const std::string src = flash_attention_program_source(static_cast<int>(k));
+    if (cubin) {
+      out[k] = nvrtc_compile_cubin(src, target, kKernelNames[k]);
+    } else {
+      const std::string ptx = nvrtc_compile_ptx(src, target, kKernelNames[k]);
+      out[k].assign(ptx.begin(), ptx.end());
+      out[k].push_back('\0');
+    }
+  });
+  return images.emplace(target, std::move(out)).first->second;
 }
 
 size_t flash_attention_launches(const Plan& plan) { return plan.attentions.empty() ? 0 : 3; }
 
-void append_flash_attention(CudaModuleImage& m, const std::vector<char>& image) {
-  const auto program = static_cast<uint32_t>(m.images.size());
-  m.images.push_back(image);
-  for (const char* name : {kFlashForwardKernel, kFlashGradKVKernel, kFlashGradQKernel}) {
-    m.launches.push_back({name, CudaKernelMode::Block, kFlashThreads, 0, false});
-    m.program_of.push_back(program);
+void append_flash_attention(CudaModuleImage& m, const std::vector<std::vector<char>>& images) {
+  for (size_t k = 0; k < 3; ++k) {
+    m.launches.push_back({kKernelNames[k], CudaKernelMode::Block, kFlashThreads, 0, false});
+    m.program_of.push_back(static_cast<uint32_t>(m.images.size()));
+    m.images.push_back(images[k]);
   }
   m.source += "// ---- flash attention (backends/cuda/flash_attention.cc) ----\n";
   m.source += flash_attention_source();

@@ -41,16 +41,19 @@ bool flash_attention_supports(DType t, int64_t e, int64_t ev);
 // The CUDA C of the three kernels (self-contained: no preamble needed).
 const std::string& flash_attention_source();
 
-// The three kernels compiled by NVRTC for `target` (cubin, or PTX with its NUL): once per
-// process and target, on the first call; thread-safe.
-const std::vector<char>& flash_attention_image(const std::string& target, bool cubin);
+// The NVRTC program of one kernel (0 forward, 1 dK/dV, 2 dQ): the shared helpers and the kernel.
+std::string flash_attention_program_source(int kernel);
+
+// The three kernels compiled by NVRTC for `target` (cubin, or PTX with its NUL), one image per
+// kernel in launch order: once per process and target, on the first call; thread-safe.
+const std::vector<std::vector<char>>& flash_attention_images(const std::string& target, bool cubin);
 
 // Launches a plan's attention steps add after its kernels' in a module image: 3 when it has any
 // (the flash kernels, in the order forward, dK/dV, dQ), else 0.
 size_t flash_attention_launches(const Plan& plan);
 
-// Appends `image` (flash_attention_image) to `m` as one more program holding the three launches.
-void append_flash_attention(CudaModuleImage& m, const std::vector<char>& image);
+// Appends `images` (flash_attention_images) to `m` as three more programs, one per launch.
+void append_flash_attention(CudaModuleImage& m, const std::vector<std::vector<char>>& images);
 
 // Blocks of each kernel's 1-D grid: one per (batch point, tile).
 inline int64_t flash_blocks(int64_t batch, int64_t rows) {

@@ -97,8 +97,14 @@ void compile(Program& prog, const std::string& source, const std::string& arch, 
   // --fmad=false: no contraction of a*b+c into one FMA, so a fused kernel rounds exactly like the
   // same ops run one per kernel (eager mode, PyTorch) and like the CPU backend. The kernels are
   // memory-bound; the lost FMAs cost nothing measurable.
-  const char* opts[] = {arch_opt.c_str(), "-std=c++17", "-default-device", "--fmad=false"};
-  nvrtcResult r = nv().nvrtcCompileProgram(prog.p, 4, opts);
+  // -minimal (NVRTC >= 12.4): leave out the texture, device-runtime and driver-type
+  // declarations our kernels never use; a program's fixed cost drops from 57 to 37 ms of CPU.
+  static const bool minimal = [] {
+    int major = 0, minor = 0;
+    return nv().nvrtcVersion(&major, &minor) == NVRTC_SUCCESS && major * 100 + minor >= 1204;
+  }();
+  const char* opts[] = {arch_opt.c_str(), "-std=c++17", "-default-device", "--fmad=false", "-minimal"};
+  nvrtcResult r = nv().nvrtcCompileProgram(prog.p, minimal ? 5 : 4, opts);
   if (r == NVRTC_SUCCESS) return;
   size_t size = 0;
   std::string log;

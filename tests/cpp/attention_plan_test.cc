@@ -151,20 +151,29 @@ TEST(AttentionPrims, ShapeRuleNamesTheOpAndShapes) {
 }
 
 #ifdef LT_HAVE_CUDA
-TEST(FlashAttention, KernelsCompileForHopper) {
-  const std::vector<char> cubin = nvrtc_compile_cubin(flash_attention_source(), "sm_90");
-  EXPECT_GT(cubin.size(), 1024u);
-  for (const char* name : {kFlashForwardKernel, kFlashGradKVKernel, kFlashGradQKernel})
-    EXPECT_NE(std::string(cubin.begin(), cubin.end()).find(name), std::string::npos) << name;
+// One program per kernel (compiled in parallel), each holding just its kernel.
+TEST(FlashAttention, KernelsCompileForHopperOneProgramEach) {
+  const auto& images = flash_attention_images("sm_90", true);
+  ASSERT_EQ(images.size(), 3u);
+  const char* names[3] = {kFlashForwardKernel, kFlashGradKVKernel, kFlashGradQKernel};
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_GT(images[k].size(), 1024u);
+    const std::string bytes(images[k].begin(), images[k].end());
+    for (size_t j = 0; j < 3; ++j)
+      EXPECT_EQ(bytes.find(names[j]) != std::string::npos, j == k) << k << " " << names[j];
+  }
 }
 
 TEST(FlashAttention, ModuleImageCarriesTheKernelsAfterThePlans) {
   const Plan p = attention_plan();
   ASSERT_EQ(flash_attention_launches(p), 3u);
   CudaModuleImage m = compile_cuda_module(p, "sm_90", true);
-  append_flash_attention(m, flash_attention_image("sm_90", true));
+  const size_t programs = m.images.size();
+  append_flash_attention(m, flash_attention_images("sm_90", true));
   ASSERT_EQ(m.launches.size(), p.kernels.size() + 3);
+  ASSERT_EQ(m.images.size(), programs + 3);
   EXPECT_EQ(m.launches.back().name, kFlashGradQKernel);
+  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(m.program_of[p.kernels.size() + k], programs + k);
   const CudaModuleImage back =
       decode_cuda_module(encode_cuda_module(m), p.kernels.size() + 3, "sm_90");
   EXPECT_EQ(back.images, m.images);

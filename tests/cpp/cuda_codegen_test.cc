@@ -115,17 +115,37 @@ size_t cross_thread_reductions(const std::string& src) {
 
 TEST(CudaCodegen, ElementwiseChainIsOneVectorizedGridStrideKernel) {
   NodePtr x = param({1 << 20});
-  for (int i = 0; i < 20; ++i) x = bin(Op::Add, x, op(Op::Sin, {x}));
+  for (int i = 0; i < 20; ++i) x = bin(Op::Add, x, op(Op::Mul, {x, op(Op::Neg, {x})}));
   auto m = compile_ok(plan_of({x}), 1);
   EXPECT_EQ(m.kernels[0].mode, CudaKernelMode::Elementwise);
   EXPECT_TRUE(m.kernels[0].vectorized);
   EXPECT_EQ(m.kernels[0].threads, 256);
   EXPECT_NE(m.source.find("float4"), std::string::npos);
   EXPECT_NE(m.source.find("flat += stride"), std::string::npos);  // grid-stride
+}
+
+// The 20-sin chain costs more per point than kVectorPointCostLimit: one scalar grid-stride loop,
+// each sin emitted once (not once per vector lane plus the tail: 5x the text for NVRTC).
+TEST(CudaCodegen, HeavyElementwiseBodyIsOneScalarLoop) {
+  NodePtr x = param({1 << 20});
+  for (int i = 0; i < 20; ++i) x = bin(Op::Add, x, op(Op::Sin, {x}));
+  const Plan p = plan_of({x});
+  ASSERT_EQ(p.kernels.size(), 1u);
+  EXPECT_GT(cuda_point_cost(p.kernels[0]), kVectorPointCostLimit);
+  auto m = compile_ok(p, 1);
+  EXPECT_EQ(m.kernels[0].mode, CudaKernelMode::Elementwise);
+  EXPECT_FALSE(m.kernels[0].vectorized);
+  EXPECT_EQ(count(m.source, "float4*>(a"), 0u) << m.source;
   // Every sin is the inline one (kPreambleTrig, whose definition is the + 1); CUDA's sinf appears
   // once, out of line.
-  EXPECT_EQ(count(m.source, "lt_sinf("), 20u * 5u + 1u) << "20 sins, once per vector lane + scalar tail";
+  EXPECT_EQ(count(m.source, "lt_sinf("), 20u + 1u) << "20 sins, each emitted once";
   EXPECT_EQ(count(m.source, " sinf("), 1u) << "only lt_sinf_wide calls CUDA's sinf";
+  // Five sins are light enough for the vector path.
+  NodePtr y = param({1 << 20});
+  for (int i = 0; i < 5; ++i) y = bin(Op::Add, y, op(Op::Sin, {y}));
+  auto light = compile_ok(plan_of({y}), 1);
+  EXPECT_TRUE(light.kernels[0].vectorized);
+  EXPECT_EQ(count(light.source, "lt_sinf("), 5u * 5u + 1u) << "once per vector lane + scalar tail";
 }
 
 TEST(CudaCodegen, BroadcastIsIndexArithmetic) {
