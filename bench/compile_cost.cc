@@ -5,8 +5,10 @@
 // in, CUDA C generation and NVRTC (for sm_90; no GPU needed). Wall and process CPU time per stage.
 //
 //   bench_compile_cost [--repeat N] [--programs P] [--cuda-source FILE] [--no-inplace] [--no-cpu]
-//   [--no-cuda] chain1000 | FILE.json ...
-// (--programs 1: the whole plan in one NVRTC program, as before the split.)
+//   [--no-cuda] [--cuda-lowering] chain1000 | FILE.json ...
+// (--programs 1: the whole plan in one NVRTC program, as before the split. --cuda-lowering: lower
+// as the CUDA backend does, GEMMs for cuBLAS and attention for the flash kernels, which then
+// compile beside the plan's programs as in CudaBackend::compile; implies --no-cpu.)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -34,7 +36,10 @@
 #include "lowering/simplify.h"
 #include "lowering/split_reduce.h"
 #ifdef LT_HAVE_CUDA
+#include <future>
+
 #include "backends/cuda/cuda_compile.h"
+#include "backends/cuda/flash_attention.h"
 #endif
 
 namespace {
@@ -92,7 +97,7 @@ int main(int argc, char** argv) {
   int repeat = 1;
   size_t programs = 0;          // NVRTC programs: 0 = the backend's choice
   std::string cuda_source_out;  // --cuda-source FILE: writes the generated CUDA C
-  bool cpu = true, cuda = true;
+  bool cpu = true, cuda = true, cuda_lowering = false;
   [[maybe_unused]] bool no_inplace = false;  // read by the CPU compile only (LLVM builds)
   std::vector<std::string> inputs;
   for (int i = 1; i < argc; ++i) {
@@ -108,13 +113,25 @@ int main(int argc, char** argv) {
       cpu = false;
     else if (!std::strcmp(argv[i], "--no-cuda"))
       cuda = false;
+    else if (!std::strcmp(argv[i], "--cuda-lowering"))
+      cuda_lowering = true, cpu = false;
     else
       inputs.push_back(argv[i]);
   }
   try {
     for (const auto& in : inputs) {
       Loaded l = load(in);
-      const lt::LowerOptions opts = lt::get_backend("cpu").lower_options();
+      lt::LowerOptions opts;
+      if (cuda_lowering) {  // CudaBackend::lower_options with cuBLAS and the flash kernels
+        opts.gemm_dtypes = {lt::DType::Float32, lt::DType::Float64, lt::DType::BFloat16,
+                            lt::DType::Float16};
+#ifdef LT_HAVE_CUDA
+        opts.attention_dtypes = {lt::DType::Float32};
+        opts.attention_head_dim = lt::kFlashTile;
+#endif
+      } else {
+        opts = lt::get_backend("cpu").lower_options();
+      }
       for (int rep = 0; rep < repeat; ++rep) {
         std::printf("%s (%zu graph nodes), run %d\n", in.c_str(), l.graph.order.size(), rep + 1);
         Timer t, total;
@@ -151,8 +168,18 @@ int main(int argc, char** argv) {
 #ifdef LT_HAVE_CUDA
         if (cuda) {
           lt::CudaCompileTimings ct;
+          // The flash kernels compile on threads of their own beside the plan's programs (only
+          // the first time in a process: the second run shows a warm process).
+          std::future<double> flash;
+          if (lt::flash_attention_launches(plan))
+            flash = std::async(std::launch::async, [] {
+              const auto t0 = Clock::now();
+              lt::flash_attention_images("sm_90", true);
+              return lt::seconds_since(t0);
+            });
           lt::CudaModuleImage m =
               lt::compile_cuda_module(plan, "sm_90", /*cubin=*/true, &ct, programs);
+          if (flash.valid()) std::printf("  flash kernels %.1f ms wall\n", flash.get() * 1e3);
           if (!cuda_source_out.empty()) std::ofstream(cuda_source_out) << m.source;
           std::printf("  cuda codegen %.1f ms, nvrtc %.1f ms (%d programs, slowest %.1f ms)\n",
                       ct.codegen_s * 1e3, ct.nvrtc_s * 1e3, ct.programs,

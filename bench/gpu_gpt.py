@@ -97,6 +97,7 @@ def _gpt_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats, bf16):
         first = lt_step()
         lt.cuda.synchronize()
         row["lt_first_s"] = time.perf_counter() - t0
+        row["lt_first_compile_ms"] = lt.metrics.last_graph()["compile_ms"]  # lowering + NVRTC
         for _ in range(3):
             lt_step()
         row["lt_ms"] = wall_ms(lt_step, max(repeats, 9), rounds=3)

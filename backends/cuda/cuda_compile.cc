@@ -75,9 +75,11 @@ CudaModuleImage compile_cuda_module(const Plan& plan, const std::string& target,
     t1 = SteadyClock::now();
     const double c0 = thread_cpu_seconds();
     if (cubin) {
-      m.images[p] = nvrtc_compile_cubin(gen[p].source, target);
+      m.images[p] = nvrtc_compile_cubin(gen[p].source, target, "lazytensor_kernels.cu",
+                                        NvrtcEffort::FastCompile);
     } else {
-      std::string ptx = nvrtc_compile_ptx(gen[p].source, target);
+      std::string ptx = nvrtc_compile_ptx(gen[p].source, target, "lazytensor_kernels.cu",
+                                          NvrtcEffort::FastCompile);
       m.images[p].assign(ptx.begin(), ptx.end());
       m.images[p].push_back('\0');
     }

@@ -7,8 +7,10 @@
 // accumulates dQ over the key tiles, so no two blocks add into one element (no atomics, the same
 // sums every run). float32 (FFMA, no TF32) with head dims E = Ev = 64.
 //
-// The kernels are compiled with each graph's NVRTC programs that need them (cuda_compile.cc) and
-// stored in its module image, so a disk-cache hit loads them like any generated kernel.
+// The kernels (flash_attention.cu) ship as cubins built by nvcc with the library for sm_80 and
+// sm_90; on other GPUs NVRTC compiles them once per process, beside a graph's own programs. Either
+// way they are stored in each module image that launches them, so a disk-cache hit loads them
+// like any generated kernel.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -38,21 +40,31 @@ bool flash_attention_enabled();
 // Whether the kernels cover attention of this dtype and head dims.
 bool flash_attention_supports(DType t, int64_t e, int64_t ev);
 
-// The CUDA C of the three kernels (self-contained: no preamble needed).
+// The CUDA C of the three kernels (backends/cuda/flash_attention.cu; self-contained: no
+// preamble needed).
 const std::string& flash_attention_source();
 
 // The NVRTC program of one kernel (0 forward, 1 dK/dV, 2 dQ): the shared helpers and the kernel.
 std::string flash_attention_program_source(int kernel);
 
 // The three kernels compiled by NVRTC for `target` (cubin, or PTX with its NUL), one image per
-// kernel in launch order: once per process and target, on the first call; thread-safe.
+// kernel in launch order, the programs compiled in parallel.
+std::vector<std::vector<char>> compile_flash_attention(const std::string& target, bool cubin);
+
+// The cubin holding all three kernels that nvcc built for `target` with the library, or null
+// (another architecture, or a build without nvcc).
+const std::vector<char>* embedded_flash_attention(const std::string& target);
+
+// What a module image needs for `target`: the embedded cubin (one image) where there is one,
+// else compile_flash_attention's three; once per process and target; thread-safe.
 const std::vector<std::vector<char>>& flash_attention_images(const std::string& target, bool cubin);
 
 // Launches a plan's attention steps add after its kernels' in a module image: 3 when it has any
 // (the flash kernels, in the order forward, dK/dV, dQ), else 0.
 size_t flash_attention_launches(const Plan& plan);
 
-// Appends `images` (flash_attention_images) to `m` as three more programs, one per launch.
+// Appends `images` (flash_attention_images: one holding the three kernels, or one per kernel) to
+// `m` as more programs, and the three launches.
 void append_flash_attention(CudaModuleImage& m, const std::vector<std::vector<char>>& images);
 
 // Blocks of each kernel's 1-D grid: one per (batch point, tile).

@@ -90,21 +90,44 @@ std::string annotate(const std::string& log, const std::string& source, const st
   return out.str();
 }
 
+int nvrtc_version_number() {
+  static const int v = [] {
+    int major = 0, minor = 0;
+    return nv().nvrtcVersion(&major, &minor) == NVRTC_SUCCESS ? major * 100 + minor : 0;
+  }();
+  return v;
+}
+
+bool fast_compile_allowed() {
+  static const bool on = [] {
+    const char* e = std::getenv("LT_CUDA_FAST_COMPILE");
+    return !(e && (std::string(e) == "0" || std::string(e) == "off"));
+  }();
+  return on;
+}
+
 // Compiles `prog`; throws with the log on failure.
-void compile(Program& prog, const std::string& source, const std::string& arch, const std::string& name) {
+void compile(Program& prog, const std::string& source, const std::string& arch, const std::string& name,
+             NvrtcEffort effort) {
   check(nv().nvrtcCreateProgram(&prog.p, source.c_str(), name.c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram");
   std::string arch_opt = "--gpu-architecture=" + arch;
   // --fmad=false: no contraction of a*b+c into one FMA, so a fused kernel rounds exactly like the
   // same ops run one per kernel (eager mode, PyTorch) and like the CPU backend. The kernels are
   // memory-bound; the lost FMAs cost nothing measurable.
+  std::vector<const char*> opts = {arch_opt.c_str(), "-std=c++17", "-default-device", "--fmad=false"};
   // -minimal (NVRTC >= 12.4): leave out the texture, device-runtime and driver-type
   // declarations our kernels never use; a program's fixed cost drops from 57 to 37 ms of CPU.
-  static const bool minimal = [] {
-    int major = 0, minor = 0;
-    return nv().nvrtcVersion(&major, &minor) == NVRTC_SUCCESS && major * 100 + minor >= 1204;
-  }();
-  const char* opts[] = {arch_opt.c_str(), "-std=c++17", "-default-device", "--fmad=false", "-minimal"};
-  nvrtcResult r = nv().nvrtcCompileProgram(prog.p, minimal ? 5 : 4, opts);
+  if (nvrtc_version_number() >= 1204) opts.push_back("-minimal");
+  if (effort == NvrtcEffort::FastCompile && nvrtc_version_number() >= 1208 && fast_compile_allowed())
+    opts.push_back("--Ofast-compile=min");
+  nvrtcResult r = nv().nvrtcCompileProgram(prog.p, static_cast<int>(opts.size()), opts.data());
+  if (r == NVRTC_ERROR_INVALID_OPTION && opts.size() > 4) {
+    // An NVRTC whose version says it has -minimal/--Ofast-compile but that rejects them: the
+    // plain options, on a fresh program.
+    nv().nvrtcDestroyProgram(&prog.p);
+    check(nv().nvrtcCreateProgram(&prog.p, source.c_str(), name.c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram");
+    r = nv().nvrtcCompileProgram(prog.p, 4, opts.data());
+  }
   if (r == NVRTC_SUCCESS) return;
   size_t size = 0;
   std::string log;
@@ -119,9 +142,10 @@ void compile(Program& prog, const std::string& source, const std::string& arch, 
 
 }  // namespace
 
-std::vector<char> nvrtc_compile_cubin(const std::string& source, const std::string& arch, const std::string& name) {
+std::vector<char> nvrtc_compile_cubin(const std::string& source, const std::string& arch, const std::string& name,
+                                      NvrtcEffort effort) {
   Program prog;
-  compile(prog, source, arch, name);
+  compile(prog, source, arch, name, effort);
   size_t size = 0;
   check(nv().nvrtcGetCUBINSize(prog.p, &size), "nvrtcGetCUBINSize");
   std::vector<char> cubin(size);
@@ -130,9 +154,10 @@ std::vector<char> nvrtc_compile_cubin(const std::string& source, const std::stri
   return cubin;
 }
 
-std::string nvrtc_compile_ptx(const std::string& source, const std::string& arch, const std::string& name) {
+std::string nvrtc_compile_ptx(const std::string& source, const std::string& arch, const std::string& name,
+                              NvrtcEffort effort) {
   Program prog;
-  compile(prog, source, arch, name);
+  compile(prog, source, arch, name, effort);
   size_t size = 0;
   check(nv().nvrtcGetPTXSize(prog.p, &size), "nvrtcGetPTXSize");
   std::string ptx(size, '\0');

@@ -151,9 +151,10 @@ TEST(AttentionPrims, ShapeRuleNamesTheOpAndShapes) {
 }
 
 #ifdef LT_HAVE_CUDA
-// One program per kernel (compiled in parallel), each holding just its kernel.
-TEST(FlashAttention, KernelsCompileForHopperOneProgramEach) {
-  const auto& images = flash_attention_images("sm_90", true);
+// NVRTC's path (GPUs without an embedded cubin): one program per kernel, compiled in parallel,
+// each holding just its kernel.
+TEST(FlashAttention, NvrtcCompilesOneProgramPerKernel) {
+  const auto images = compile_flash_attention("sm_90", true);
   ASSERT_EQ(images.size(), 3u);
   const char* names[3] = {kFlashForwardKernel, kFlashGradKVKernel, kFlashGradQKernel};
   for (size_t k = 0; k < 3; ++k) {
@@ -162,6 +163,29 @@ TEST(FlashAttention, KernelsCompileForHopperOneProgramEach) {
     for (size_t j = 0; j < 3; ++j)
       EXPECT_EQ(bytes.find(names[j]) != std::string::npos, j == k) << k << " " << names[j];
   }
+  // Each program is the shared helpers plus one kernel's section of flash_attention.cu.
+  for (int k = 0; k < 3; ++k) {
+    const std::string src = flash_attention_program_source(k);
+    EXPECT_NE(src.find("lt_fa_mm"), std::string::npos);
+    for (int j = 0; j < 3; ++j)
+      EXPECT_EQ(src.find(std::string(names[j]) + "(") != std::string::npos, j == k) << k << " " << j;
+  }
+}
+
+// The build embeds nvcc's cubins for sm_80 and sm_90 (this build has nvcc: CUDA toolkit in CI and
+// on the GPU machine): one ELF image holding all three kernels, used instead of NVRTC.
+TEST(FlashAttention, BuildEmbedsCubinsForAmpereAndHopper) {
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    const std::vector<char>* cubin = embedded_flash_attention(arch);
+    ASSERT_NE(cubin, nullptr) << arch;
+    ASSERT_GT(cubin->size(), 1024u);
+    EXPECT_EQ(std::string(cubin->data() + 1, 3), "ELF");
+    const std::string bytes(cubin->begin(), cubin->end());
+    for (const char* name : {kFlashForwardKernel, kFlashGradKVKernel, kFlashGradQKernel})
+      EXPECT_NE(bytes.find(name), std::string::npos) << arch << " " << name;
+  }
+  EXPECT_EQ(embedded_flash_attention("sm_75"), nullptr);
+  EXPECT_EQ(flash_attention_images("sm_90", true).size(), 1u);
 }
 
 TEST(FlashAttention, ModuleImageCarriesTheKernelsAfterThePlans) {
@@ -169,11 +193,15 @@ TEST(FlashAttention, ModuleImageCarriesTheKernelsAfterThePlans) {
   ASSERT_EQ(flash_attention_launches(p), 3u);
   CudaModuleImage m = compile_cuda_module(p, "sm_90", true);
   const size_t programs = m.images.size();
-  append_flash_attention(m, flash_attention_images("sm_90", true));
+  append_flash_attention(m, flash_attention_images("sm_90", true));  // the embedded cubin
   ASSERT_EQ(m.launches.size(), p.kernels.size() + 3);
-  ASSERT_EQ(m.images.size(), programs + 3);
+  ASSERT_EQ(m.images.size(), programs + 1);
   EXPECT_EQ(m.launches.back().name, kFlashGradQKernel);
-  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(m.program_of[p.kernels.size() + k], programs + k);
+  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(m.program_of[p.kernels.size() + k], programs);
+  CudaModuleImage m3 = compile_cuda_module(p, "sm_90", true);
+  append_flash_attention(m3, compile_flash_attention("sm_90", true));  // NVRTC's, one per kernel
+  ASSERT_EQ(m3.images.size(), programs + 3);
+  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(m3.program_of[p.kernels.size() + k], programs + k);
   const CudaModuleImage back =
       decode_cuda_module(encode_cuda_module(m), p.kernels.size() + 3, "sm_90");
   EXPECT_EQ(back.images, m.images);

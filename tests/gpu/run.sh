@@ -223,8 +223,10 @@ if [ "$built" -eq 1 ] && [ -d "$BUILD/python/lazytensor" ]; then
     record "flash attention vs PyTorch CUDA (check_attention_cuda.py)" "$rc"
   fi
   if stage bench; then
+    # CUDA_CACHE_DISABLE=1: NVRTC (CUDA 13) keeps compiled kernels in ~/.nv/ComputeCache, which the
+    # test stages fill; the first-call columns must be cold compiles (a warm cache halved them).
     # shellcheck disable=SC2086
-    LD_PRELOAD="$TRACE_SO" timeout 500 "$PY" -u -X faulthandler bench/gpu.py --json "$OUT/bench_gpu.json" ${BENCH_ARGS:-} >"$OUT/bench_gpu.log" 2>&1
+    CUDA_CACHE_DISABLE=1 LD_PRELOAD="$TRACE_SO" timeout 500 "$PY" -u -X faulthandler bench/gpu.py --json "$OUT/bench_gpu.json" ${BENCH_ARGS:-} >"$OUT/bench_gpu.log" 2>&1
     rc=$?
     tail -n 30 "$OUT/bench_gpu.log"
     record "benchmark (bench/gpu.py)" "$rc"
