@@ -98,10 +98,11 @@ int nvrtc_version_number() {
   return v;
 }
 
+// LT_CUDA_FAST_COMPILE=1 (nvrtc_compiler.h says why it is not the default).
 bool fast_compile_allowed() {
   static const bool on = [] {
     const char* e = std::getenv("LT_CUDA_FAST_COMPILE");
-    return !(e && (std::string(e) == "0" || std::string(e) == "off"));
+    return e && (std::string(e) == "1" || std::string(e) == "on");
   }();
   return on;
 }

@@ -6,10 +6,11 @@
 
 namespace lt {
 
-// How hard NVRTC optimizes. FastCompile adds --Ofast-compile=min (NVRTC >= 12.8; the level
-// documented as least costly at run time): the generated fused kernels, memory-bound, compile in
-// ~40% less CPU (a GPT step's 28 kernels 1.16 -> 0.70 s, dev machine). The hand-written,
-// arithmetic-bound flash kernels keep Full. LT_CUDA_FAST_COMPILE=0 makes every compile Full.
+// How hard NVRTC optimizes. FastCompile, for the generated kernels, adds --Ofast-compile=min
+// (NVRTC >= 12.8) only when LT_CUDA_FAST_COMPILE=1: it cuts their NVRTC CPU by ~40% (dev machine;
+// on an H200 host a GPT step's first call 0.55 -> 0.50 s) but slows row kernels (H200:
+// layer_norm+gelu 0.121 -> 0.144 ms, softmax 0.041 -> 0.061 ms, the GPT step 19.8 -> 20.6 ms), so
+// it is off by default. The flash kernels are always Full.
 enum class NvrtcEffort { Full, FastCompile };
 
 // Compiles `source` for `arch` ("sm_90") to a cubin (nvrtcGetCUBIN) with -std=c++17,
