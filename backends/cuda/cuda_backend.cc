@@ -91,7 +91,7 @@ class CudaExecutable : public Executable {
       }
       // The flash kernels use more than the default 48 KB of dynamic shared memory.
       if (launches > kernels_.size()) {
-        const unsigned smem[] = {kFlashForwardSmem, kFlashGradKVSmem, kFlashGradQSmem};
+        const unsigned smem[] = {kFlashForwardSmem, kFlashGradKVSmem, kFlashZeroSmem};
         for (size_t j = 0; j < 3; ++j)
           d.check(d.cuFuncSetAttribute(functions_[kernels_.size() + j],
                                        CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -307,9 +307,9 @@ class CudaExecutable : public Executable {
     return out;
   }
 
-  // The flash kernel launches of one attention step: the forward, or the backward's dK/dV and dQ
-  // kernels (each only when it has something to write). Arguments as the kernels declare them
-  // (flash_attention.cc), each in an 8-byte slot.
+  // The flash kernel launches of one attention step: the forward, or the backward's zeroing of
+  // dQ (when it is wanted) and the dK/dV/dQ kernel. Arguments as the kernels declare them
+  // (flash_attention.cu), each in an 8-byte slot.
   void add_attention_launches(const AttentionStep& a, const std::vector<CUdeviceptr>& ptrs,
                               std::vector<CudaLaunchStep>& out) const {
     auto ptr = [&](int b) { return b < 0 ? CUdeviceptr(0) : ptrs[static_cast<size_t>(b)]; };
@@ -341,18 +341,22 @@ class CudaExecutable : public Executable {
       launch(0, a.L, kFlashForwardSmem, {ptr(a.q), ptr(a.k), ptr(a.v), ptr(a.out), ptr(a.lse)});
       return;
     }
-    const std::vector<CUdeviceptr> ins = {ptr(a.q), ptr(a.k), ptr(a.v), ptr(a.dout), ptr(a.lse), ptr(a.dsum)};
-    if (a.dk >= 0 || a.dv >= 0) {
-      std::vector<CUdeviceptr> p = ins;
-      p.push_back(ptr(a.dk));
-      p.push_back(ptr(a.dv));
-      launch(1, a.S, kFlashGradKVSmem, p);
-    }
     if (a.dq >= 0) {
-      std::vector<CUdeviceptr> p = ins;
-      p.push_back(ptr(a.dq));
-      launch(2, a.L, kFlashGradQSmem, p);
+      // dQ = 0 first: the dK/dV/dQ kernel adds each key tile's share into it.
+      const uint64_t n4 = static_cast<uint64_t>(a.batch * a.L * kFlashTile / 4);
+      CudaLaunchStep z;
+      z.name = a.name;
+      z.fn = functions_[kernels_.size() + 2];
+      z.grid = static_cast<unsigned>(std::clamp<uint64_t>((n4 + 255) / 256, 1, 65535));
+      z.threads = kFlashThreads;
+      z.smem = kFlashZeroSmem;
+      z.slots = {ptr(a.dq), n4};
+      out.push_back(std::move(z));
     }
+    if (a.dk >= 0 || a.dv >= 0 || a.dq >= 0)
+      launch(1, a.S, kFlashGradKVSmem,
+             {ptr(a.q), ptr(a.k), ptr(a.v), ptr(a.dout), ptr(a.lse), ptr(a.dsum), ptr(a.dk),
+              ptr(a.dv), ptr(a.dq)});
   }
 
   std::shared_ptr<CudaCachingAllocator> alloc_;

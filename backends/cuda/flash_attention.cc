@@ -24,8 +24,8 @@ bool flash_attention_supports(DType t, int64_t e, int64_t ev) {
 
 namespace {
 
-// In launch order: forward, dK/dV, dQ.
-const char* const kKernelNames[3] = {kFlashForwardKernel, kFlashGradKVKernel, kFlashGradQKernel};
+// In module order: forward, dK/dV/dQ, zero.
+const char* const kKernelNames[3] = {kFlashForwardKernel, kFlashGradKVKernel, kFlashZeroKernel};
 
 // The helpers (the text before the first "// @kernel" line) and each kernel's section.
 struct SourceParts {

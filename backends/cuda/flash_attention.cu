@@ -67,6 +67,25 @@ __device__ __forceinline__ void lt_fa_mm(float (&acc)[4][4], const float* A, con
   }
 }
 
+// acc[i][j] += sum_kk AT[kk][r0 + i] * B[kk][c0 + j]: the same with the left operand stored
+// transposed ([reduced][row]), read as a float4 of 4 rows.
+__device__ __forceinline__ void lt_fa_mm_tn(float (&acc)[4][4], const float* AT, const float* B,
+                                            int r0, int c0) {
+#pragma unroll 4
+  for (int kk = 0; kk < 64; ++kk) {
+    const float4 a = *reinterpret_cast<const float4*>(AT + kk * 64 + r0);
+    const float4 b = *reinterpret_cast<const float4*>(B + kk * 64 + c0);
+    const float av[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      acc[i][0] = fmaf(av[i], b.x, acc[i][0]);
+      acc[i][1] = fmaf(av[i], b.y, acc[i][1]);
+      acc[i][2] = fmaf(av[i], b.z, acc[i][2]);
+      acc[i][3] = fmaf(av[i], b.w, acc[i][3]);
+    }
+  }
+}
+
 __device__ __forceinline__ float lt_fa_row_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
@@ -169,86 +188,27 @@ extern "C" __global__ void __launch_bounds__(256) lt_flash_attention_fwd_f32(
   }
 }
 
-// @kernel lt_flash_attention_bwd_dq_f32
-// dQ = scale * dS K with dS = P * (dO V^T - D), P = exp(S * scale - lse), D = rowsum(dO * O).
-// One block per (batch point, query tile), over the visible key tiles.
-extern "C" __global__ void __launch_bounds__(256) lt_flash_attention_bwd_dq_f32(
-    const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
-    const float* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ dsum,
-    float* __restrict__ dq, int batch, int L, int S, int causal, float scale_log2, float scale) {
-  extern __shared__ float4 lt_fa_smem[];
-  float* Qs = reinterpret_cast<float*>(lt_fa_smem);
-  float* dOs = Qs + 4096;
-  float* KT = dOs + 4096;  // K^T [d][key], then dS [query][key]
-  float* VT = KT + 4096;
-  float* Ks = VT + 4096;
-  const int tiles = (L + 63) / 64;
-  const int bh = blockIdx.x % batch, q0 = (tiles - 1 - (int)(blockIdx.x / batch)) * 64;
-  q += (size_t)bh * L * 64;
-  dout += (size_t)bh * L * 64;
-  k += (size_t)bh * S * 64;
-  v += (size_t)bh * S * 64;
-  const int ty = threadIdx.x >> 4, tx = threadIdx.x & 15, r0 = ty * 4, c0 = tx * 4;
-  lt_fa_load_rows(Qs, q, q0, L);
-  lt_fa_load_rows(dOs, dout, q0, L);
-  float lse2[4], dd[4], acc[4][4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int qi = q0 + r0 + i;
-    lse2[i] = qi < L ? lse[(size_t)bh * L + qi] * LT_FA_LOG2E : 0.f;
-    dd[i] = qi < L ? dsum[(size_t)bh * L + qi] : 0.f;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
-  }
-  const int kend = causal ? min(S, q0 + 64) : S;
-  for (int k0 = 0; k0 < kend; k0 += 64) {
-    __syncthreads();
-    lt_fa_load_cols(KT, k, k0, S);
-    lt_fa_load_cols(VT, v, k0, S);
-    lt_fa_load_rows(Ks, k, k0, S);
-    __syncthreads();
-    float s[4][4], dp[4][4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) s[i][j] = dp[i][j] = 0.f;
-    lt_fa_mm(s, Qs, KT, r0, c0);
-    lt_fa_mm(dp, dOs, VT, r0, c0);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int qi = q0 + r0 + i;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int kj = k0 + c0 + j;
-        const bool hidden = kj >= S || (causal && kj > qi);
-        const float p = hidden ? 0.f : exp2f(s[i][j] * scale_log2 - lse2[i]);
-        s[i][j] = p * (dp[i][j] - dd[i]);
-      }
-    }
-    __syncthreads();  // every thread has read K^T
-    lt_fa_store_tile(KT, s, r0, c0);
-    __syncthreads();
-    lt_fa_mm(acc, KT, Ks, r0, c0);
-  }
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int qi = q0 + r0 + i;
-    if (qi < L)
-      *reinterpret_cast<float4*>(dq + ((size_t)bh * L + qi) * 64 + c0) =
-          make_float4(acc[i][0] * scale, acc[i][1] * scale, acc[i][2] * scale, acc[i][3] * scale);
-  }
+// @kernel lt_flash_attention_zero_f32
+// dst[0 .. 4 * n4) = 0: dQ, before the dK/dV kernel adds every key tile's share into it.
+extern "C" __global__ void __launch_bounds__(256) lt_flash_attention_zero_f32(
+    float* __restrict__ dst, unsigned long long n4) {
+  for (unsigned long long i = blockIdx.x * 256ull + threadIdx.x; i < n4; i += gridDim.x * 256ull)
+    reinterpret_cast<float4*>(dst)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
 // @kernel lt_flash_attention_bwd_dkdv_f32
 // dV = P^T dO and dK = scale * dS^T Q for one (batch point, key tile), over the query tiles that
 // see it; the products run transposed (rows are keys), so P^T and dS^T come out of registers
-// as stored. dk or dv may be null. Block b: key tile b / batch (under a causal mask the first
-// key tiles are seen by the most queries: they start first).
+// as stored. dQ += scale * dS K for each of those query tiles, added atomically (dq zeroed
+// first; FlashAttention-2's scheme: no second pass recomputing S and dP for dQ, but the order
+// of the additions, so dQ's last bits, varies run to run). dk, dv or dq may be null. Block b:
+// key tile b / batch (under a causal mask the first key tiles are seen by the most queries:
+// they start first). dS = P * (dO V^T - D), P = exp(S * scale - lse), D = rowsum(dO * O).
 extern "C" __global__ void __launch_bounds__(256, 2) lt_flash_attention_bwd_dkdv_f32(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
     const float* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ dsum,
-    float* __restrict__ dk, float* __restrict__ dv, int batch, int L, int S, int causal,
-    float scale_log2, float scale) {
+    float* __restrict__ dk, float* __restrict__ dv, float* __restrict__ dq, int batch, int L, int S,
+    int causal, float scale_log2, float scale) {
   extern __shared__ float4 lt_fa_smem[];
   float* Ks = reinterpret_cast<float*>(lt_fa_smem);
   float* Vs = Ks + 4096;
@@ -305,6 +265,23 @@ extern "C" __global__ void __launch_bounds__(256, 2) lt_flash_attention_bwd_dkdv
     __syncthreads();
     lt_fa_mm(gv, QT, dOs, r0, c0);
     lt_fa_mm(gk, dOT, Qs, r0, c0);
+    if (dq) {
+      // dQ's share of this key tile: rows are queries here, the left operand dS^T as stored.
+      float gq[4][4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) gq[i][j] = 0.f;
+      lt_fa_mm_tn(gq, dOT, Ks, r0, c0);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int qi = q0 + r0 + i;
+        if (qi >= L) continue;
+        float* row = dq + ((size_t)bh * L + qi) * 64 + c0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) atomicAdd(row + j, gq[i][j] * scale);
+      }
+    }
   }
 #pragma unroll
   for (int i = 0; i < 4; ++i) {

@@ -156,7 +156,7 @@ TEST(AttentionPrims, ShapeRuleNamesTheOpAndShapes) {
 TEST(FlashAttention, NvrtcCompilesOneProgramPerKernel) {
   const auto images = compile_flash_attention("sm_90", true);
   ASSERT_EQ(images.size(), 3u);
-  const char* names[3] = {kFlashForwardKernel, kFlashGradKVKernel, kFlashGradQKernel};
+  const char* names[3] = {kFlashForwardKernel, kFlashGradKVKernel, kFlashZeroKernel};
   for (size_t k = 0; k < 3; ++k) {
     EXPECT_GT(images[k].size(), 1024u);
     const std::string bytes(images[k].begin(), images[k].end());
@@ -181,7 +181,7 @@ TEST(FlashAttention, BuildEmbedsCubinsForAmpereAndHopper) {
     ASSERT_GT(cubin->size(), 1024u);
     EXPECT_EQ(std::string(cubin->data() + 1, 3), "ELF");
     const std::string bytes(cubin->begin(), cubin->end());
-    for (const char* name : {kFlashForwardKernel, kFlashGradKVKernel, kFlashGradQKernel})
+    for (const char* name : {kFlashForwardKernel, kFlashGradKVKernel, kFlashZeroKernel})
       EXPECT_NE(bytes.find(name), std::string::npos) << arch << " " << name;
   }
   EXPECT_EQ(embedded_flash_attention("sm_75"), nullptr);
@@ -196,7 +196,7 @@ TEST(FlashAttention, ModuleImageCarriesTheKernelsAfterThePlans) {
   append_flash_attention(m, flash_attention_images("sm_90", true));  // the embedded cubin
   ASSERT_EQ(m.launches.size(), p.kernels.size() + 3);
   ASSERT_EQ(m.images.size(), programs + 1);
-  EXPECT_EQ(m.launches.back().name, kFlashGradQKernel);
+  EXPECT_EQ(m.launches.back().name, kFlashZeroKernel);
   for (size_t k = 0; k < 3; ++k) EXPECT_EQ(m.program_of[p.kernels.size() + k], programs);
   CudaModuleImage m3 = compile_cuda_module(p, "sm_90", true);
   append_flash_attention(m3, compile_flash_attention("sm_90", true));  // NVRTC's, one per kernel
