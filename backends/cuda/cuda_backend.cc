@@ -452,11 +452,12 @@ class CudaBackendImpl : public CudaBackend {
     return std::make_unique<CudaExecutable>(alloc_, plan, std::move(module), std::move(blas));
   }
 
-  // The code depends on the architecture compiled for, the NVRTC that compiled it and whether
-  // matmuls are cuBLAS steps (the library's own build is in every entry's header).
+  // The code depends on the architecture compiled for, the NVRTC that compiled it (and how hard
+  // it optimized) and whether matmuls are cuBLAS steps (the library's own build is in every
+  // entry's header).
   std::string cache_target() override {
     return target_ + " nvrtc " + nvrtc_version() + (lower_options().gemm_dtypes.empty() ? "" : "+cublas") +
-           CudaCodegenOptions::from_env().tag();
+           (nvrtc_fast_compile() ? " ofc" : "") + CudaCodegenOptions::from_env().tag();
   }
 
   bool serialize(const Executable& exe, std::string* out) override {

@@ -13,6 +13,10 @@ namespace lt {
 // it is off by default. The flash kernels are always Full.
 enum class NvrtcEffort { Full, FastCompile };
 
+// Whether FastCompile adds --Ofast-compile=min in this process (LT_CUDA_FAST_COMPILE=1 and an
+// NVRTC that has it); part of the disk cache's key.
+bool nvrtc_fast_compile();
+
 // Compiles `source` for `arch` ("sm_90") to a cubin (nvrtcGetCUBIN) with -std=c++17,
 // -default-device, --fmad=false and no fast-math. Throws lt::Error carrying NVRTC's log (and the source lines it
 // names) when compilation fails.
