@@ -43,6 +43,13 @@ __device__ __forceinline__ void lt_fa_load_cols(float* dst, const float* src, in
   }
 }
 
+__device__ __forceinline__ void lt_fa_zero(float (&t)[4][4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) t[i][j] = 0.f;
+}
+
 // acc[i][j] += sum_kk A[r0 + i][kk] * B[kk][c0 + j] over 64 x 64 tiles in shared memory.
 __device__ __forceinline__ void lt_fa_mm(float (&acc)[4][4], const float* A, const float* B, int r0,
                                          int c0) {
@@ -140,10 +147,7 @@ extern "C" __global__ void __launch_bounds__(256) lt_flash_attention_fwd_f32(
     lt_fa_load_rows(Vs, v, k0, S);
     __syncthreads();
     float s[4][4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) s[i][j] = 0.f;
+    lt_fa_zero(s);
     lt_fa_mm(s, Qs, KP, r0, c0);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -227,10 +231,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) lt_flash_attention_bwd_dkdv
   lt_fa_load_rows(Ks, k, k0, S);
   lt_fa_load_rows(Vs, v, k0, S);
   float gk[4][4], gv[4][4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) gk[i][j] = gv[i][j] = 0.f;
+  lt_fa_zero(gk);
+  lt_fa_zero(gv);
   for (int q0 = causal ? k0 : 0; q0 < L; q0 += 64) {
     __syncthreads();
     lt_fa_load_cols(QT, q, q0, L);
@@ -239,10 +241,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) lt_flash_attention_bwd_dkdv
     lt_fa_load_rows(dOs, dout, q0, L);
     __syncthreads();
     float st[4][4], dpt[4][4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) st[i][j] = dpt[i][j] = 0.f;
+    lt_fa_zero(st);
+    lt_fa_zero(dpt);
     lt_fa_mm(st, Ks, QT, r0, c0);
     lt_fa_mm(dpt, Vs, dOT, r0, c0);
 #pragma unroll
@@ -268,10 +268,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) lt_flash_attention_bwd_dkdv
     if (dq) {
       // dQ's share of this key tile: rows are queries here, the left operand dS^T as stored.
       float gq[4][4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) gq[i][j] = 0.f;
+      lt_fa_zero(gq);
       lt_fa_mm_tn(gq, dOT, Ks, r0, c0);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
