@@ -112,6 +112,14 @@ class KernelBuilder {
   // to a few indices, so a short list searched in place spares copying the index into a map key
   // on every lookup (those copies and their frees were a third of fuse's time on a GPT step).
   std::unordered_map<int, std::vector<std::pair<std::vector<Lin>, int>>> memo_;
+  // The memoized instruction of `node` at `idx`, or null.
+  int* memo_find(int node, const std::vector<Lin>& idx) {
+    auto hit = memo_.find(node);
+    if (hit == memo_.end()) return nullptr;
+    for (auto& [at, instr] : hit->second)
+      if (at == idx) return &instr;
+    return nullptr;
+  }
   std::set<int> touched_;
   std::map<int, int> cost_;
 };
@@ -196,12 +204,8 @@ void KernelBuilder::collect_reductions(int node, std::set<int>& out, std::set<in
 }
 
 int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool compute_root) {
-  if (!compute_root) {
-    auto hit = memo_.find(node);
-    if (hit != memo_.end())
-      for (const auto& [at, instr] : hit->second)
-        if (at == idx) return instr;
-  }
+  if (!compute_root)
+    if (const int* hit = memo_find(node, idx)) return *hit;
   touched_.insert(node);
   const PNode& p = g_.nodes[node];
   const OpInfo& info = op_info(p.op);
@@ -315,12 +319,10 @@ int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool c
   } else {
     fail(ErrorKind::NotImplemented, "not implemented: fusion of ", info.name);
   }
-  auto& seen = memo_[node];
-  auto same = std::find_if(seen.begin(), seen.end(), [&](const auto& e) { return e.first == idx; });
-  if (same != seen.end())
-    same->second = result;
+  if (int* seen = memo_find(node, idx))
+    *seen = result;
   else
-    seen.emplace_back(idx, result);
+    memo_[node].emplace_back(idx, result);
   return result;
 }
 
@@ -778,6 +780,7 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
     }
     std::ostringstream grouping;
     std::vector<int> unhostable;  // found in this pass; realized together before the next
+    bool restart = false;
     try {
       for (int i = 0; i < n; ++i) {
         if (!realized[i] || g.nodes[i].input_index >= 0 || numel(g.nodes[i].shape) == 0) continue;
@@ -858,13 +861,10 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
         }
       }
     } catch (const Unabsorbable&) {
-      for (int u : unhostable) realized[u] = true;
-      continue;  // no_absorb has grown
+      restart = true;  // no_absorb has grown
     }
-    if (!unhostable.empty()) {
-      for (int u : unhostable) realized[u] = true;
-      continue;
-    }
+    for (int u : unhostable) realized[u] = true;
+    if (restart || !unhostable.empty()) continue;
     for (int o : g.outputs) {
       plan.output_buffers.push_back(buffer_of[o]);
       plan.output_shapes.push_back(g.nodes[o].shape);

@@ -84,17 +84,13 @@ std::vector<std::vector<char>> compile_flash_attention(const std::string& target
   return out;
 }
 
-const std::vector<char>* embedded_flash_attention(const std::string& target) {
-  static std::map<std::string, std::vector<char>> images = [] {
-    std::map<std::string, std::vector<char>> m;
-    for (size_t i = 0; i < kFlashAttentionCubinCount; ++i) {
-      const EmbeddedCubin& c = kFlashAttentionCubins[i];
-      m[c.arch].assign(reinterpret_cast<const char*>(c.data), reinterpret_cast<const char*>(c.data) + c.size);
-    }
-    return m;
-  }();
-  auto it = images.find(target);
-  return it == images.end() ? nullptr : &it->second;
+std::vector<char> embedded_flash_attention(const std::string& target) {
+  for (size_t i = 0; i < kFlashAttentionCubinCount; ++i) {
+    const EmbeddedCubin& c = kFlashAttentionCubins[i];
+    const auto* bytes = reinterpret_cast<const char*>(c.data);
+    if (target == c.arch) return std::vector<char>(bytes, bytes + c.size);
+  }
+  return {};
 }
 
 const std::vector<std::vector<char>>& flash_attention_images(const std::string& target, bool cubin) {
@@ -104,9 +100,9 @@ const std::vector<std::vector<char>>& flash_attention_images(const std::string& 
   auto it = images.find(target);
   if (it != images.end()) return it->second;
   std::vector<std::vector<char>> out;
-  const std::vector<char>* built = cubin ? embedded_flash_attention(target) : nullptr;
-  if (built)
-    out.push_back(*built);
+  std::vector<char> built = cubin ? embedded_flash_attention(target) : std::vector<char>();
+  if (!built.empty())
+    out.push_back(std::move(built));
   else
     out = compile_flash_attention(target, cubin);
   return images.emplace(target, std::move(out)).first->second;

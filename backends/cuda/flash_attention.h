@@ -53,9 +53,9 @@ std::string flash_attention_program_source(int kernel);
 // kernel in launch order, the programs compiled in parallel.
 std::vector<std::vector<char>> compile_flash_attention(const std::string& target, bool cubin);
 
-// The cubin holding all three kernels that nvcc built for `target` with the library, or null
+// The cubin holding all three kernels that nvcc built for `target` with the library, or empty
 // (another architecture, or a build without nvcc).
-const std::vector<char>* embedded_flash_attention(const std::string& target);
+std::vector<char> embedded_flash_attention(const std::string& target);
 
 // What a module image needs for `target`: the embedded cubin (one image) where there is one,
 // else compile_flash_attention's three; once per process and target; thread-safe.

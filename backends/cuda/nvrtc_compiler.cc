@@ -98,15 +98,6 @@ int nvrtc_version_number() {
   return v;
 }
 
-// LT_CUDA_FAST_COMPILE=1 (nvrtc_compiler.h says why it is not the default).
-bool fast_compile_allowed() {
-  static const bool on = [] {
-    const char* e = std::getenv("LT_CUDA_FAST_COMPILE");
-    return e && (std::string(e) == "1" || std::string(e) == "on");
-  }();
-  return on;
-}
-
 // Compiles `prog`; throws with the log on failure.
 void compile(Program& prog, const std::string& source, const std::string& arch, const std::string& name,
              NvrtcEffort effort) {
@@ -175,7 +166,14 @@ std::vector<int> nvrtc_supported_archs() {
   return archs;
 }
 
-bool nvrtc_fast_compile() { return fast_compile_allowed() && nvrtc_version_number() >= 1208; }
+bool nvrtc_fast_compile() {
+  // LT_CUDA_FAST_COMPILE=1 (nvrtc_compiler.h says why it is not the default).
+  static const bool on = [] {
+    const char* e = std::getenv("LT_CUDA_FAST_COMPILE");
+    return e && (std::string(e) == "1" || std::string(e) == "on") && nvrtc_version_number() >= 1208;
+  }();
+  return on;
+}
 
 std::string nvrtc_version() {
   int major = 0, minor = 0;
