@@ -78,7 +78,11 @@ Tensor conv2d_grad_weight(const Tensor& x, const Tensor& dy, const ConvParams& p
 
 std::vector<NodePtr> expand_library_prims_for(const std::vector<NodePtr>& roots,
                                               const std::string& backend) {
-  const LowerOptions opts = get_backend(backend).lower_options();
+  return expand_library_prims_for(roots, get_backend(backend).lower_options(), backend);
+}
+
+std::vector<NodePtr> expand_library_prims_for(const std::vector<NodePtr>& roots,
+                                              const LowerOptions& opts, const std::string& backend) {
   auto lacks_attention = [&](const Node* n) {
     if (op_info(n->op).cls != OpClass::Attention) return false;
     const Shape &q = n->inputs.at(0)->shape, &v = n->inputs.at(2)->shape;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/conv.h"
+#include "lowering/plan.h"
 #include "runtime/tensor.h"
 
 namespace lt {
@@ -29,6 +30,10 @@ Tensor conv2d_grad_weight(const Tensor& x, const Tensor& dy, const ConvParams& p
 // where those were library prims and replayed elsewhere (lazytensor replay / bisect).
 std::vector<NodePtr> expand_library_prims_for(const std::vector<NodePtr>& roots,
                                               const std::string& backend);
+// The same for the library prims `opts` lacks, the new nodes traced on `backend`'s lazy device
+// (bench_compile_cost: a dump's graph lowered as CUDA would, without a GPU).
+std::vector<NodePtr> expand_library_prims_for(const std::vector<NodePtr>& roots,
+                                              const LowerOptions& opts, const std::string& backend);
 
 // VJP rules of the three conv prims (registered in runtime/vjp.cc's table).
 struct VjpCtx;

@@ -5,6 +5,7 @@
 
 #include "backends/clocks.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "backends/cuda/nvrtc_worker.h"
 #include "backends/parallel_work.h"
 #include "lowering/plan_serialize.h"
 
@@ -62,6 +63,8 @@ CudaModuleImage compile_cuda_module(const Plan& plan, const std::string& target,
   m.cubin = cubin;
   std::vector<CudaModuleSource> gen(programs);
   std::vector<double> codegen_s(programs, 0), nvrtc_s(programs, 0), nvrtc_cpu_s(programs, 0);
+  std::vector<char> in_worker(programs, 0);
+  const bool use_workers = programs > 1 && !nvrtc_worker_path().empty();
   m.images.resize(programs);
   const auto t0 = SteadyClock::now();
   run_in_parallel(programs, [&](size_t p) {
@@ -73,18 +76,13 @@ CudaModuleImage compile_cuda_module(const Plan& plan, const std::string& target,
     codegen_s[p] = seconds_since(t1);
     if (distinct.empty()) return;
     t1 = SteadyClock::now();
-    const double c0 = thread_cpu_seconds();
-    if (cubin) {
-      m.images[p] = nvrtc_compile_cubin(gen[p].source, target, "lazytensor_kernels.cu",
-                                        NvrtcEffort::FastCompile);
-    } else {
-      std::string ptx = nvrtc_compile_ptx(gen[p].source, target, "lazytensor_kernels.cu",
-                                          NvrtcEffort::FastCompile);
-      m.images[p].assign(ptx.begin(), ptx.end());
-      m.images[p].push_back('\0');
-    }
+    // Several programs: each in a worker process where one runs (nvrtc_worker.h says why).
+    bool worker = false;
+    m.images[p] = compile_module_image(gen[p].source, target, "lazytensor_kernels.cu",
+                                       NvrtcEffort::FastCompile, cubin, use_workers, &worker,
+                                       &nvrtc_cpu_s[p]);
+    in_worker[p] = worker;
     nvrtc_s[p] = seconds_since(t1);
-    nvrtc_cpu_s[p] = thread_cpu_seconds() - c0;
   });
 
   // Where each code's launch lives: its program and its place there.
@@ -113,6 +111,7 @@ CudaModuleImage compile_cuda_module(const Plan& plan, const std::string& target,
     timings->program_s = nvrtc_s;
     timings->program_cpu_s = nvrtc_cpu_s;
     timings->slowest_program_s = *std::max_element(nvrtc_s.begin(), nvrtc_s.end());
+    timings->worker_programs = static_cast<int>(std::count(in_worker.begin(), in_worker.end(), 1));
   }
   return m;
 }

@@ -1,7 +1,8 @@
 // A plan's kernels -> CUDA C -> NVRTC images. NVRTC compiles one program on one thread, and a
 // training step's ~250 kernels in one program took 1.5 s on a 16-core machine, so the distinct
-// kernels are split into several programs (balanced by size) compiled on parallel threads; each
-// is a full cubin (or PTX) for the target, loaded as its own CUmodule. Identical kernels are
+// kernels are split into several programs (balanced by size) compiled in parallel, each in a
+// worker process where one can run (nvrtc_worker.h), else on a thread; each is a full cubin (or
+// PTX) for the target, loaded as its own CUmodule. Identical kernels are
 // still generated and compiled once. Needs no GPU.
 #pragma once
 #include <string>
@@ -17,8 +18,10 @@ struct CudaCompileTimings {
   double nvrtc_s = 0;            // wall time of the parallel phase (generation + NVRTC)
   double slowest_program_s = 0;  // the longest single NVRTC compile
   int programs = 0;
+  int worker_programs = 0;            // of them, compiled in worker processes (nvrtc_worker.h)
   std::vector<double> program_s;      // each program's NVRTC compile, wall
-  std::vector<double> program_cpu_s;  // and its thread's CPU time (the critical path on idle cores)
+  std::vector<double> program_cpu_s;  // and its thread's or worker's CPU time (the critical path
+                                      // on idle cores)
 };
 
 // Bytes of kernel source per NVRTC program before a plan is split. NVRTC spent about 20 ms of CPU

@@ -6,6 +6,7 @@
 
 #include "backends/cuda/flash_attention_embedded.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "backends/cuda/nvrtc_worker.h"
 #include "ir/error.h"
 #include "backends/parallel_work.h"
 
@@ -71,15 +72,11 @@ std::vector<std::vector<char>> compile_flash_attention(const std::string& target
   // One NVRTC program per kernel, compiled on threads of their own: ~0.35-0.4 s of CPU each
   // (about 1.2 s together, the longest path of a cold GPT compile when they were one program).
   std::vector<std::vector<char>> out(3);
+  // Each in a worker process where one runs (nvrtc_worker.h).
+  const bool workers = !nvrtc_worker_path().empty();
   run_in_parallel(3, [&](size_t k) {
-    const std::string src = flash_attention_program_source(static_cast<int>(k));
-    if (cubin) {
-      out[k] = nvrtc_compile_cubin(src, target, kKernelNames[k]);
-    } else {
-      const std::string ptx = nvrtc_compile_ptx(src, target, kKernelNames[k]);
-      out[k].assign(ptx.begin(), ptx.end());
-      out[k].push_back('\0');
-    }
+    out[k] = compile_module_image(flash_attention_program_source(static_cast<int>(k)), target,
+                                  kKernelNames[k], NvrtcEffort::Full, cubin, workers);
   });
   return out;
 }
