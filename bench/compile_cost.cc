@@ -42,6 +42,7 @@
 
 #include "backends/cuda/cuda_compile.h"
 #include "backends/cuda/flash_attention.h"
+#include "backends/cuda/nvrtc_worker.h"
 #endif
 
 namespace {
@@ -121,6 +122,9 @@ int main(int argc, char** argv) {
       inputs.push_back(argv[i]);
   }
   try {
+#ifdef LT_HAVE_CUDA
+    lt::start_nvrtc_workers();  // as the CUDA backend does when it opens its device
+#endif
     for (const auto& in : inputs) {
       Loaded l = load(in);
       lt::LowerOptions opts;

@@ -13,6 +13,7 @@
 #include "backends/cuda/cuda_module_image.h"
 #include "backends/cuda/flash_attention.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "backends/cuda/nvrtc_worker.h"
 #include "lowering/memory_plan.h"
 #include "lowering/plan_serialize.h"
 #include "ir/error.h"
@@ -399,6 +400,7 @@ class CudaBackendImpl : public CudaBackend {
     } else {
       target_ = nvrtc_target_for(dev_->cc_major(), dev_->cc_minor(), &cubin_);
     }
+    start_nvrtc_workers();  // warm by the time the first graph is traced and compiles
   }
 
   std::string name() const override { return "cuda"; }

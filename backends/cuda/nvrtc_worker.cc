@@ -8,6 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <mutex>
+
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -22,8 +25,8 @@ namespace lt {
 namespace {
 
 // Request: magic, u8 cubin, u8 effort, then arch, name and source as (u64 length, bytes).
-// Reply: magic, u8 status (0 image, 1 compile error), u8 error kind, (u64 length, bytes) of the
-// image or the error text. Little-endian; both sides are the same build of this file.
+// Reply: magic, u8 status (0 image, 1 compile error), u8 error kind, u64 the worker's CPU
+// microseconds, (u64 length, bytes) of the image or the error text. Little-endian; both sides are the same build of this file.
 constexpr char kMagic[8] = {'L', 'T', 'N', 'V', 'R', 'T', 'C', '1'};
 constexpr uint64_t kMaxField = uint64_t{1} << 30;  // far above any program or image
 constexpr uint8_t kImage = 0, kCompileError = 1;
@@ -112,6 +115,115 @@ std::string nvrtc_worker_path() {
   return executable(w) ? w : "";
 }
 
+namespace {
+
+// The fork server: `lazytensor-nvrtc --server`, spawned once per process (and again when
+// LT_NVRTC_WORKER names another file), holds a warm NVRTC and forks one child per request. Each
+// request gets a socketpair; one end travels to the server over the control socket (SCM_RIGHTS)
+// and becomes the child's. A failed server is not retried for the same path.
+class ForkServer {
+ public:
+  ~ForkServer() { stop(); }
+
+  // Starts the server for `path` unless it runs (or failed) already.
+  void ensure(const std::string& path) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ensure_locked(path);
+  }
+
+  // A socket connected to a fresh worker child, or -1.
+  int connect(const std::string& path) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ensure_locked(path);
+    if (failed_) return -1;
+    int rq[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rq) != 0) return -1;
+    char byte = 'r';
+    iovec iov{&byte, 1};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &rq[1], sizeof(int));
+    ssize_t sent;
+    while ((sent = ::sendmsg(control_, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+    }
+    ::close(rq[1]);
+    if (sent != 1) {
+      ::close(rq[0]);
+      stop();
+      failed_ = true;
+      return -1;
+    }
+    return rq[0];
+  }
+
+ private:
+  void ensure_locked(const std::string& path) {
+    if (path == path_) return;
+    stop();
+    path_ = path;
+    failed_ = !start();
+  }
+
+  bool start() {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return false;
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, sv[1], 0);
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    char* argv[] = {const_cast<char*>(path_.c_str()), const_cast<char*>("--server"), nullptr};
+    const int spawned = ::posix_spawn(&pid_, path_.c_str(), &actions, nullptr, argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(sv[1]);
+    if (spawned != 0) {
+      ::close(sv[0]);
+      pid_ = -1;
+      return false;
+    }
+    control_ = sv[0];
+    return true;
+  }
+
+  // Closing the control socket ends the server (children in flight finish on their own).
+  void stop() {
+    if (control_ >= 0) ::close(control_);
+    control_ = -1;
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);  // a server that is not ours to trust (LT_NVRTC_WORKER) may not exit
+      while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+    pid_ = -1;
+  }
+
+  std::mutex mu_;
+  std::string path_;
+  bool failed_ = false;
+  int control_ = -1;
+  pid_t pid_ = -1;
+};
+
+ForkServer& fork_server() {
+  static ForkServer* s = new ForkServer;  // never destroyed: compiles may run during exit
+  return *s;
+}
+
+}  // namespace
+
+void start_nvrtc_workers() {
+  const std::string path = nvrtc_worker_path();
+  if (!path.empty()) fork_server().ensure(path);
+}
+
 std::optional<std::vector<char>> nvrtc_compile_in_worker(const std::string& source,
                                                          const std::string& arch,
                                                          const std::string& name,
@@ -125,44 +237,22 @@ std::optional<std::vector<char>> nvrtc_compile_in_worker(const std::string& sour
   put_field(request, arch);
   put_field(request, name);
   put_field(request, source);
-
-  // One socket both ways: the worker's stdin and stdout. Close-on-exec, so no other worker
-  // spawned meanwhile by another thread inherits this end (its EOF would never come).
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return std::nullopt;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, sv[1], 0);
-  posix_spawn_file_actions_adddup2(&actions, sv[1], 1);
-  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  char* argv[] = {const_cast<char*>(path.c_str()), nullptr};
-  pid_t pid = -1;
-  const int spawned = ::posix_spawn(&pid, path.c_str(), &actions, nullptr, argv, environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(sv[1]);
-  if (spawned != 0) {
-    ::close(sv[0]);
-    return std::nullopt;
-  }
+  const int fd = fork_server().connect(path);
+  if (fd < 0) return std::nullopt;
   std::string reply;
-  const bool got = write_all(sv[0], request) && ::shutdown(sv[0], SHUT_WR) == 0 && read_all(sv[0], &reply);
-  ::close(sv[0]);
-  int status = 0;
-  struct rusage usage {};
-  while (::wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
-  }
-  if (cpu_s)
-    *cpu_s = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-             static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
+  const bool got = write_all(fd, request) && ::shutdown(fd, SHUT_WR) == 0 && read_all(fd, &reply);
+  ::close(fd);
   if (!got) return std::nullopt;
   Reader r{reply};
   r.magic();
   const uint8_t what = r.u8(), kind = r.u8();
+  const uint64_t cpu_us = r.u64();
   std::string payload = r.field();
   if (!r.done()) return std::nullopt;
   if (what == kCompileError && kind <= static_cast<uint8_t>(ErrorKind::NotImplemented))
     throw Error(static_cast<ErrorKind>(kind), payload);
   if (what != kImage || payload.empty()) return std::nullopt;
+  if (cpu_s) *cpu_s = static_cast<double>(cpu_us) * 1e-6;
   return std::vector<char>(payload.begin(), payload.end());
 }
 
@@ -195,6 +285,12 @@ int serve_nvrtc_request(int in, int out) {
   const std::string arch = r.field(), name = r.field(), source = r.field();
   if (!r.done() || cubin > 1 || effort > 1) return 2;
   std::string reply(kMagic, 8);
+  auto cpu_us = [] {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return static_cast<uint64_t>((u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000000 +
+                                 u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  };
   try {
     const NvrtcEffort e = effort ? NvrtcEffort::FastCompile : NvrtcEffort::Full;
     std::vector<char> image;
@@ -206,13 +302,49 @@ int serve_nvrtc_request(int in, int out) {
     }
     reply.push_back(static_cast<char>(kImage));
     reply.push_back(0);
+    put_u64(reply, cpu_us());
     put_field(reply, image.data(), image.size());
   } catch (const Error& err) {
     reply.push_back(static_cast<char>(kCompileError));
     reply.push_back(static_cast<char>(err.kind()));
+    put_u64(reply, cpu_us());
     put_field(reply, err.what(), std::strlen(err.what()));
   }
   return write_all(out, reply) ? 0 : 3;
+}
+
+int run_nvrtc_server(int control) {
+  ::signal(SIGCHLD, SIG_IGN);  // the kernel reaps the children
+  // Load NVRTC and compile once here, so every child starts warm (a cold process spends ~30-40
+  // ms of CPU more on its first program, and 16 of them at once far more).
+  try {
+    nvrtc_compile_ptx("extern \"C\" __global__ void lt_warm_up() {}\n");
+  } catch (const Error&) {
+  }
+  for (;;) {
+    char byte;
+    iovec iov{&byte, 1};
+    alignas(cmsghdr) char buf[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = buf;
+    msg.msg_controllen = sizeof buf;
+    const ssize_t r = ::recvmsg(control, &msg, MSG_CMSG_CLOEXEC);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return 0;  // the library's process closed its end (or is gone)
+    int fd = -1;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
+        std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    if (fd < 0) continue;
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(control);
+      ::_exit(serve_nvrtc_request(fd, fd));
+    }
+    ::close(fd);  // the child has it (or the fork failed: the client sees EOF and falls back)
+  }
 }
 
 }  // namespace lt
