@@ -29,6 +29,7 @@
 #include <mutex>
 
 #include "backends/clocks.h"
+#include "backends/cpu/vector_variant.h"
 #include "ir/error.h"
 
 namespace lt::cpu {
@@ -181,6 +182,7 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm) {
   // time: train_gpt's step graph 2.3-2.8 s -> 1.4-1.8 s summed over both threads (bench/README.md).
   llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
   mpm.run(m, mam);
+  inline_vector_variants(m);
 }
 
 // Links `objects` into one fresh JITDylib and looks up `names` in it.
