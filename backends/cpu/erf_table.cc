@@ -5,6 +5,7 @@
 #include <llvm/TargetParser/Host.h>
 
 #include <array>
+#include <cmath>
 #include <functional>
 
 #include "backends/cpu/vector_variant.h"
@@ -22,7 +23,7 @@ using Table = std::array<float, 4>;
 // ulps of the result. Q_k has degree 8 (degree 7 measured 1.82 ulp, too close to the 2 ulp bar);
 // coefficients from erf_table_fit.py (Lawson-weighted least squares, error weighted by 1/ulp),
 // highest degree first. Over all floats in [0, 4] the AVX2 code measured at most 1.41 ulp.
-constexpr Table kC = {0.0f, 0.842700779f, 0.995322287f, 0.999977887f};
+constexpr Table kBase = {INFINITY, 0.842700779f, 0.995322287f, 0.999977887f};  // inf: see erf_body
 constexpr std::array<Table, 9> kQ = {{
     {-0.00105115445f, 0.00329360389f, -0.00310842041f, 0.00338963582f},
     {0.013939877f, -0.0172265377f, 0.0142999487f, -0.0150841288f},
@@ -35,39 +36,38 @@ constexpr std::array<Table, 9> kQ = {{
     {0.128379151f, 0.415109694f, 0.0206634421f, 0.000142981924f},
 }};
 
-// Largest float with u + 4 below 8 after rounding (4 - 2^-21): the clamp keeps the interval index
-// in the exponent-2 binade. erf there rounds to 1 (1 - erf(4) is below half an ulp of 1), as it
-// does for every larger u, inf included.
-constexpr float kClamp = 3.99999952f;
+// Largest float below 4: the clamp keeps floor(u) at most 3. erf there rounds to 1 (1 - erf(4) is
+// below half an ulp of 1), as it does for every larger u, inf included.
+constexpr float kClamp = 3.99999976f;
 
 using Lookup = std::function<Value*(const Table&, Value* idx)>;
+using Truncate = std::function<Value*(Value* u)>;
 
 // The body shared by the scalar and the vector function: x and the result are float or
-// <8 x float>; `lookup` picks each lane's entry of a table by the low 2 bits of idx. No float to
-// int conversion (poison on NaN): the index comes from the bits of u + 4, whose two leading
-// mantissa bits are floor(u), and NaN stays NaN through s.
-Value* erf_body(IRBuilder<>& b, Value* x, const Lookup& lookup) {
+// <8 x float>; `truncate` gives floor(u) as i32 with x86 semantics (NaN does not make poison, as
+// LLVM's fptosi would; its index 0x80000000 reads entry 0, and NaN stays NaN through s), and
+// `lookup` picks each lane's entry of a table by the low 2 bits of that index. Besides the
+// polynomial's 9 lookups and 8 FMAs: 10 instructions (abs, clamp, floor, truncate, s, base lookup
+// and min, FMA, sign and/or).
+Value* erf_body(IRBuilder<>& b, Value* x, const Lookup& lookup, const Truncate& truncate) {
   llvm::Type* f = x->getType();
   llvm::Type* i = b.getInt32Ty();
   if (auto* v = llvm::dyn_cast<llvm::VectorType>(f)) i = llvm::VectorType::get(i, v);
   auto c = [&](double v) { return llvm::ConstantFP::get(f, v); };
-  auto ci = [&](uint32_t v) { return llvm::ConstantInt::get(i, v); };
   Value* u = b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
   u = b.CreateSelect(b.CreateFCmpOGT(u, c(kClamp)), c(kClamp), u);  // vminps; NaN passes
-  Value* t = b.CreateBitCast(b.CreateFAdd(u, c(4.0)), i);
-  Value* idx = b.CreateLShr(t, 21);
-  // s = u - k, exact: k = (u + 4 with its mantissa cut to the 2 index bits) - 4.
-  Value* k = b.CreateFSub(b.CreateBitCast(b.CreateAnd(t, ci(0xFFE00000u)), f), c(4.0));
-  Value* s = b.CreateFSub(u, k);
+  Value* idx = truncate(u);
+  Value* s = b.CreateFSub(u, b.CreateUnaryIntrinsic(llvm::Intrinsic::floor, u));  // exact
   Value* q = lookup(kQ[0], idx);
   for (size_t j = 1; j < kQ.size(); ++j)
     q = b.CreateIntrinsic(llvm::Intrinsic::fma, {f}, {q, s, lookup(kQ[j], idx)});
-  // The term q is added to: u on interval 0 (idx of u + 4 in [4, 5) is 0x204), else c_k.
-  Value* first = b.CreateICmpEQ(idx, ci(0x204));
-  Value* base = b.CreateFAdd(b.CreateSelect(first, u, c(0.0)), lookup(kC, idx));
+  // The term s q is added to: u on interval 0, else c_k. One min does both: kBase holds +inf for
+  // k = 0 and c_k < 1 <= u for k > 0.
+  Value* cb = lookup(kBase, idx);
+  Value* base = b.CreateSelect(b.CreateFCmpOGT(cb, u), u, cb);
   Value* r = b.CreateBitCast(b.CreateIntrinsic(llvm::Intrinsic::fma, {f}, {s, q, base}), i);
   // r >= 0; x's sign bit makes erf odd and keeps erf(-0) = -0.
-  Value* sign = b.CreateAnd(b.CreateBitCast(x, i), ci(0x80000000u));
+  Value* sign = b.CreateAnd(b.CreateBitCast(x, i), llvm::ConstantInt::get(i, 0x80000000u));
   return b.CreateBitCast(b.CreateOr(r, sign), f);
 }
 
@@ -107,11 +107,17 @@ llvm::Function* erf_functions(llvm::Module& m) {
   llvm::Function* vec = make_function(m, "lt_erf_f32_v8", llvm::FixedVectorType::get(f32, 8));
   IRBuilder<> b(ctx);
   b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", scalar));
-  b.CreateRet(erf_body(b, scalar->getArg(0),
-                       [&](const Table& t, Value* idx) { return scalar_lookup(b, m, t, idx); }));
+  b.CreateRet(erf_body(
+      b, scalar->getArg(0), [&](const Table& t, Value* idx) { return scalar_lookup(b, m, t, idx); },
+      [&](Value* u) {
+        Value* v = b.CreateInsertElement(llvm::PoisonValue::get(llvm::FixedVectorType::get(f32, 4)),
+                                         u, uint64_t{0});
+        return b.CreateIntrinsic(llvm::Intrinsic::x86_sse_cvttss2si, {}, {v});
+      }));
   b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", vec));
-  b.CreateRet(erf_body(b, vec->getArg(0),
-                       [&](const Table& t, Value* idx) { return vector_lookup(b, t, idx); }));
+  b.CreateRet(erf_body(
+      b, vec->getArg(0), [&](const Table& t, Value* idx) { return vector_lookup(b, t, idx); },
+      [&](Value* u) { return b.CreateIntrinsic(llvm::Intrinsic::x86_avx_cvtt_ps2dq_256, {}, {u}); }));
   map_vector_variant(m, scalar, vec, 8);
   return scalar;
 }
