@@ -2,12 +2,16 @@
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Module.h>
+#include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/Triple.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
 #include "backends/cpu/llvm_dtype.h"
 #include "backends/cpu/llvm_ops.h"
+#include "backends/cpu/streaming_stores.h"
 #include "backends/cpu/trig_bounds.h"
 #include "ir/error.h"
 
@@ -51,7 +55,16 @@ class KernelEmitter {
       trig_bound_ = trig_load_bound(k_);
       fast = emit_body_function(name + ".fast", false, /*fast_trig=*/true);
     }
-    emit_wrapper(apart, same, fast, name);
+    // A kernel with a large output gets a streaming body (streaming_stores.h), the plain one's
+    // twin for distinct buffers whose outputs are aligned.
+    llvm::Function* stream = nullptr;
+    streamed_ = streamed_outputs(k_);
+    if (!fast && llvm::Triple(llvm::sys::getProcessTriple()).isX86() &&
+        std::find(streamed_.begin(), streamed_.end(), true) != streamed_.end()) {
+      stream = emit_body_function(name + ".stream", false, false, /*streaming=*/true);
+      mark_streaming_body(stream, streamed_);
+    }
+    emit_wrapper(apart, same, fast, stream, name);
   }
 
  private:
@@ -87,8 +100,8 @@ class KernelEmitter {
   }
 
   // fast_trig: the function returns the trig_range_flag slot (llvm_ops.h), i32.
-  llvm::Function* emit_body_function(const std::string& name, bool aliased,
-                                     bool fast_trig = false) {
+  llvm::Function* emit_body_function(const std::string& name, bool aliased, bool fast_trig = false,
+                                     bool streaming = false) {
     const size_t nargs = k_.args.size();
     std::vector<bool> paired(nargs, false);
     // Aliased body: per paired input, the output whose pointer reads it.
@@ -104,7 +117,8 @@ class KernelEmitter {
     auto* fty =
         llvm::FunctionType::get(fast_trig ? b_.getInt32Ty() : b_.getVoidTy(), params, false);
     fn_ = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, m_);
-    fn_->addFnAttr(llvm::Attribute::AlwaysInline);
+    // A streaming body stays out of line: stream_stores finds its stores by its arguments.
+    fn_->addFnAttr(streaming ? llvm::Attribute::NoInline : llvm::Attribute::AlwaysInline);
     fn_->addFnAttr(llvm::Attribute::NoUnwind);
     const auto loaded = loaded_args();
     for (size_t i = 0; i < nargs; ++i) {
@@ -120,6 +134,8 @@ class KernelEmitter {
       fn_->addParamAttr(a, llvm::Attribute::NoCapture);
       if (!out) fn_->addParamAttr(a, llvm::Attribute::ReadOnly);
       if (out && !also_read) fn_->addParamAttr(a, llvm::Attribute::WriteOnly);
+      if (streaming && streamed_[i])  // the wrapper checked it
+        fn_->addParamAttr(a, llvm::Attribute::getWithAlignment(ctx_, llvm::Align(kStreamAlign)));
       args_.push_back(fn_->getArg(a));
     }
     for (size_t i = 0; i < nargs; ++i)
@@ -178,8 +194,10 @@ class KernelEmitter {
 
   // `same` (may be null): the body for every in-place pair sharing one buffer. `fast` (may be
   // null): the fast_trig body, run first on distinct buffers, with `apart` as its fallback.
+  // `stream` (may be null, never with `fast`): `apart` with streaming stores, for distinct buffers
+  // whose streamed outputs are aligned.
   void emit_wrapper(llvm::Function* apart, llvm::Function* same, llvm::Function* fast,
-                    const std::string& name) {
+                    llvm::Function* stream, const std::string& name) {
     auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {b_.getPtrTy(), i64(), i64()}, false);
     auto* fn = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, name, m_);
     fn->addFnAttr(llvm::Attribute::NoUnwind);
@@ -210,6 +228,16 @@ class KernelEmitter {
         b_.CreateBr(done);
         b_.SetInsertPoint(done);
       } else {
+        if (stream) {
+          Value* aligned = b_.getTrue();
+          for (size_t i = 0; i < k_.args.size(); ++i) {
+            if (!streamed_[i]) continue;
+            Value* low =
+                b_.CreateAnd(b_.CreatePtrToInt(call_args[i], i64()), c64(kStreamAlign - 1));
+            aligned = b_.CreateAnd(aligned, b_.CreateICmpEQ(low, c64(0)));
+          }
+          call_and_return_if(aligned, stream, call_args, fn, "stream", "unaligned");
+        }
         b_.CreateCall(apart, call_args);
       }
       b_.CreateRetVoid();
@@ -525,6 +553,7 @@ class KernelEmitter {
   std::vector<llvm::AllocaInst*> accs_;
   llvm::AllocaInst* range_flag_ = nullptr;  // set while emitting a fast_trig body
   TrigLoadBound trig_bound_;                // of this kernel, when it has a fast_trig body
+  std::vector<bool> streamed_;              // per arg: streamed in the streaming body
   int interleave_ = kInterleave;
 };
 

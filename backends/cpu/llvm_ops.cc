@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "backends/cpu/erf_table.h"
 #include "backends/cpu/llvm_dtype.h"
 #include "ir/error.h"
 
@@ -37,12 +38,13 @@ Value* call_libm(IRBuilder<>& b, llvm::Module& m, const char* f32_name, const ch
 }
 
 // erf of float32 as inline FMA code with no division or call, so a fused gelu loop vectorizes into
-// straight-line vector arithmetic (erf is most of a gelu(layer_norm) kernel's work). Cephes/SLEEF
-// shape with coefficients fitted for this code (Lawson-weighted least squares in float64 on
-// Chebyshev nodes, then checked in float32): for |x| <= 0.921875, erf(x) = x + x P(x^2); above,
-// erf(|x|) = 1 - 2^Q(|x|) with Q fitting log2(erfc) on [0.921875, 4] (past 4, erf rounds to +-1).
-// Both halves are computed and selected, so there is no branch; it measures within 1.25 ulp of
-// float64 erf over all floats (tests/python/test_cpu_erf.py).
+// straight-line vector arithmetic (erf is most of a gelu(layer_norm) kernel's work). Hosts with
+// AVX2 and FMA use the cheaper table erf instead (erf_table.h); this one serves the others.
+// Cephes/SLEEF shape with coefficients fitted for this code (Lawson-weighted least squares in
+// float64 on Chebyshev nodes, then checked in float32): for |x| <= 0.921875, erf(x) = x + x P(x^2);
+// above, erf(|x|) = 1 - 2^Q(|x|) with Q fitting log2(erfc) on [0.921875, 4] (past 4, erf rounds to
+// +-1). Both halves are computed and selected, so there is no branch; it measures within 1.25 ulp
+// of float64 erf over all floats (tests/python/test_cpu_erf.py).
 Value* erf_f32(IRBuilder<>& b, Value* x) {
   llvm::Type* f = x->getType();
   llvm::Type* i32 = b.getInt32Ty();
@@ -172,7 +174,8 @@ Value* unary(IRBuilder<>& b, llvm::Module& m, Op op, DType t, Value* a, Value* r
     case Op::Tanh:
       return call_libm(b, m, "tanhf", "tanh", a);
     case Op::Erf:
-      if (a->getType()->isFloatTy()) return erf_f32(b, a);
+      if (a->getType()->isFloatTy())
+        return erf_table_available() ? emit_erf_table_call(b, m, a) : erf_f32(b, a);
       return call_libm(b, m, "erff", "erf", a);
     case Op::Recip:
       return b.CreateFDiv(llvm::ConstantFP::get(a->getType(), 1.0), a);

@@ -1,6 +1,9 @@
-"""erf and gelu on lazy:cpu, whose fused float32 kernels compute erf inline
-(backends/cpu/llvm_ops.cc: x + x P(x^2) below |x| = 0.921875, 1 - 2^Q(|x|) above). Oracle: torch
-in float64, compared in float32 ulps; float16/bfloat16 go through the same float32 code."""
+"""erf and gelu on lazy:cpu, whose fused float32 kernels compute erf inline: on AVX2+FMA hosts one
+polynomial per interval [k, k+1) of |x| with per-lane coefficient tables (backends/cpu/erf_table.cc),
+elsewhere x + x P(x^2) below |x| = 0.921875 and 1 - 2^Q(|x|) above (llvm_ops.cc). Oracle: torch in
+float64, compared in float32 ulps; float16/bfloat16 go through the same float32 code."""
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -43,14 +46,56 @@ def test_random_bit_patterns_over_the_whole_float_range():
     assert err.max() <= 2.0, (err.max(), x[err.argmax()])
 
 
-def test_every_float_near_the_seam_and_near_zero():
-    # All floats within 2^14 ulps of +-0.921875 and of +-1e-3, and of each side of 3.9 (erf -> 1).
+def test_every_float_near_the_seams_and_near_zero():
+    # All floats within 2^14 ulps of each seam of either erf (0.921875; the table's 1, 2, 3 and its
+    # clamp 4 - 2^-21), of +-1e-3, and of 3.9 and 2.8 (erf -> 1).
     steps = np.arange(-(1 << 14), 1 << 14, dtype=np.int64)
-    centres = np.array([0.921875, 1e-3, 3.9, 2.8], dtype=np.float32).view(np.int32).astype(np.int64)
+    centres = np.array([0.921875, 1e-3, 3.9, 2.8, 1.0, 2.0, 3.0, 4.0 - 2.0**-21, 4.0],
+                       dtype=np.float32).view(np.int32).astype(np.int64)
     pos = (centres[:, None] + steps[None, :]).astype(np.int32).view(np.float32).ravel()
     x = np.concatenate([pos, -pos])
     err = _ulps(_erf(x), _ref_erf(x))
     assert err.max() <= 2.0, (err.max(), x[err.argmax()])
+
+
+def test_strided_sweep_of_the_floats_below_4():
+    # Every 61st float in [0, 4] (17.7M, an odd stride so each mantissa pattern mod 61 is hit), and
+    # their negatives: past 4 the result is exactly +-1 (test_special_values).
+    x = np.arange(0, 0x40800001, 61, dtype=np.uint32).view(np.float32)
+    x = np.concatenate([x, -x[::7]])
+    err = _ulps(_erf(x), _ref_erf(x))
+    assert err.max() <= 2.0, (err.max(), x[err.argmax()])
+
+
+def test_vector_lanes_and_scalar_tail_agree_bitwise():
+    # The vectorized loop and its scalar remainder run different code (AVX2 lookups vs. loads from
+    # a table); the same input must give the same bits wherever it lands. Shifting the array by
+    # 1..7 moves every element between vector lanes and the tail of a 8k+r long loop.
+    x = np.random.default_rng(11).uniform(-4.5, 4.5, 64 + 7).astype(np.float32)
+    base = _erf(x)
+    for shift in range(1, 8):
+        got = _erf(x[shift:])
+        assert np.array_equal(got.view(np.uint32), base[shift:].view(np.uint32)), shift
+
+
+def _host_has(*flags):
+    try:
+        with open("/proc/cpuinfo") as f:
+            have = set(re.search(r"^flags\s*:(.*)$", f.read(), re.M).group(1).split())
+    except (OSError, AttributeError):
+        return False
+    return all(fl in have for fl in flags)
+
+
+@pytest.mark.skipif(not _host_has("avx2", "fma"), reason="the table erf needs AVX2 and FMA")
+def test_fused_gelu_kernel_vectorizes_the_table_erf_without_calls():
+    x = lt.tensor(np.ones((64, 256), np.float32), device=DEV)
+    y = F.gelu(x) + x
+    lt.mark_step()
+    src = "\n".join(lt.debug.kernel_sources())
+    assert "vpermilvar.ps.256" in src  # the 8-lane table lookups, inlined into the loop
+    assert not re.search(r"call .*@lt_erf", src), "the erf call was left out of line"
+    assert np.isfinite(y.numpy()).all()
 
 
 def test_special_values():
