@@ -73,19 +73,22 @@ test-tsan: deps
 # libFuzzer (clang-14) on the two file readers, each seeded from tests/fuzz/corpus/<name> and run for
 # FUZZ_SECONDS: the trace-file loader (ir/) and the safetensors reader (runtime/safetensors.cc, which
 # needs only ir/). A crash fails the run; its input becomes a corpus file and a ctest case.
+# ir/ is compiled once (one object per file, in parallel) and linked into both fuzzers.
 FUZZ_DIR := $(BUILD)/fuzz
 FUZZ_CXX := clang++-14 -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I.
-IR_SRC := $(wildcard ir/*.cc ir/*.h ir/*.def)
-$(FUZZ_DIR)/trace_loader_fuzz: tests/fuzz/trace_loader_fuzz.cc $(IR_SRC) | deps
-	@mkdir -p $(FUZZ_DIR)
-	$(FUZZ_CXX) ir/*.cc tests/fuzz/trace_loader_fuzz.cc -o $@
-$(FUZZ_DIR)/safetensors_fuzz: tests/fuzz/safetensors_fuzz.cc runtime/safetensors.cc runtime/safetensors.h $(IR_SRC) | deps
-	@mkdir -p $(FUZZ_DIR)
-	$(FUZZ_CXX) ir/*.cc runtime/safetensors.cc tests/fuzz/safetensors_fuzz.cc -o $@
+IR_HDR := $(wildcard ir/*.h ir/*.def)
+FUZZ_IR_OBJ := $(patsubst ir/%.cc,$(FUZZ_DIR)/ir/%.o,$(wildcard ir/*.cc))
+$(FUZZ_DIR)/ir/%.o: ir/%.cc $(IR_HDR) | deps
+	@mkdir -p $(FUZZ_DIR)/ir
+	$(FUZZ_CXX) -c $< -o $@
+$(FUZZ_DIR)/trace_loader_fuzz: tests/fuzz/trace_loader_fuzz.cc $(FUZZ_IR_OBJ) | deps
+	$(FUZZ_CXX) $^ -o $@
+$(FUZZ_DIR)/safetensors_fuzz: tests/fuzz/safetensors_fuzz.cc runtime/safetensors.cc runtime/safetensors.h $(FUZZ_IR_OBJ) | deps
+	$(FUZZ_CXX) $(filter %.cc %.o,$^) -o $@
 
 # The two fuzzers are built in parallel and run side by side (tests/fuzz/run_fuzzers.sh).
 test-fuzz: | deps
-	$(MAKE) -j2 $(FUZZ_DIR)/trace_loader_fuzz $(FUZZ_DIR)/safetensors_fuzz
+	$(MAKE) -j$(JOBS) $(FUZZ_DIR)/trace_loader_fuzz $(FUZZ_DIR)/safetensors_fuzz
 	tests/fuzz/run_fuzzers.sh $(FUZZ_DIR) $(FUZZ_SECONDS) trace_loader_fuzz:trace safetensors_fuzz:safetensors
 	@echo "fuzz crashes: 0"
 

@@ -97,6 +97,23 @@ bool read_all(int fd, std::string* out) {
   }
 }
 
+// A one-byte socket message with room for one file descriptor (SCM_RIGHTS): how a request's
+// socket travels to the fork server.
+struct FdMessage {
+  char byte = 'r';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  FdMessage() {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+  }
+  FdMessage(const FdMessage&) = delete;
+  FdMessage& operator=(const FdMessage&) = delete;
+};
+
 bool executable(const std::string& path) { return !path.empty() && ::access(path.c_str(), X_OK) == 0; }
 
 }  // namespace
@@ -138,21 +155,14 @@ class ForkServer {
     if (failed_) return -1;
     int rq[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rq) != 0) return -1;
-    char byte = 'r';
-    iovec iov{&byte, 1};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    FdMessage m;
+    cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &rq[1], sizeof(int));
     ssize_t sent;
-    while ((sent = ::sendmsg(control_, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+    while ((sent = ::sendmsg(control_, &m.msg, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
     }
     ::close(rq[1]);
     if (sent != 1) {
@@ -322,19 +332,12 @@ int run_nvrtc_server(int control) {
   } catch (const Error&) {
   }
   for (;;) {
-    char byte;
-    iovec iov{&byte, 1};
-    alignas(cmsghdr) char buf[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = buf;
-    msg.msg_controllen = sizeof buf;
-    const ssize_t r = ::recvmsg(control, &msg, MSG_CMSG_CLOEXEC);
+    FdMessage m;
+    const ssize_t r = ::recvmsg(control, &m.msg, MSG_CMSG_CLOEXEC);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return 0;  // the library's process closed its end (or is gone)
     int fd = -1;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m.msg); c; c = CMSG_NXTHDR(&m.msg, c))
       if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
         std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
     if (fd < 0) continue;
