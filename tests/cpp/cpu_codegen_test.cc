@@ -1,6 +1,7 @@
 // The CPU backend's code generator, JIT and thread pool, driven by hand-written loop IR. Every
 // expectation is computed here with plain C++ loops (float16 through the compiler's _Float16,
-// bfloat16 by a nearest-value search), never with backend code.
+// bfloat16 by a nearest-value search), never with backend code. Casts and 16-bit rounding:
+// cpu_codegen_casts_test.cc; the sin/cos load bounds: cpu_codegen_trig_test.cc.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -11,209 +12,13 @@
 #include <random>
 #include <thread>
 
-#include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/cpu_jit.h"
 #include "backends/cpu/thread_pool.h"
-#include "backends/cpu/trig_bounds.h"
-#include "ir/error.h"
+#include "cpu_codegen_util.h"
 
 namespace lt {
 namespace {
 
-using loop::IKind;
-using loop::Index;
-using loop::Instr;
-using loop::Stage;
-using loop::StageKind;
-using K = BufferSpec::Kind;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr DType kAllDTypes[] = {DType::Bool,     DType::UInt8,   DType::Int8,
-                                DType::Int32,    DType::Int64,   DType::Float16,
-                                DType::BFloat16, DType::Float32, DType::Float64};
-
-Backend& cpu() {
-  static std::unique_ptr<Backend> b = make_cpu_backend();
-  return *b;
-}
-
-Index aff(std::vector<int64_t> strides, int64_t offset = 0) {
-  Index ix;
-  ix.offset = offset;
-  ix.strides = std::move(strides);
-  return ix;
-}
-Index general(int root) {
-  Index ix;
-  ix.general = root;
-  return ix;
-}
-
-// Builds one stage body; each helper returns the new instruction's id.
-struct Body {
-  Stage st;
-  explicit Body(StageKind k) { st.kind = k; }
-  int push(Instr in) {
-    st.body.push_back(std::move(in));
-    return static_cast<int>(st.body.size()) - 1;
-  }
-  int load(DType t, int arg, Index ix) {
-    Instr in{IKind::Load, Op::Add, t};
-    in.arg = arg;
-    in.index = std::move(ix);
-    return push(in);
-  }
-  int scalar(DType t, int arg) {
-    Instr in{IKind::LoadScalar, Op::Add, t};
-    in.arg = arg;
-    return push(in);
-  }
-  int cnst(DType t, double v) {
-    Instr in{IKind::Const, Op::Add, t};
-    in.value = v;
-    return push(in);
-  }
-  int op(Op o, DType t, int a, int b = -1, int c = -1) { return push({IKind::Op, o, t, a, b, c}); }
-  int result(DType t, int stage) {
-    Instr in{IKind::ReduceResult, Op::Add, t};
-    in.arg = stage;
-    return push(in);
-  }
-  int rand(DType t, int seed, int offset, Index ix, int64_t stream) {
-    Instr in{IKind::RandUniform, Op::Rand, t, seed, offset};
-    in.index = std::move(ix);
-    in.stream = stream;
-    return push(in);
-  }
-  void store(int arg, Index ix, int v) { st.stores.push_back({arg, std::move(ix), v}); }
-  Stage reduce(Op op, DType acc, int v) {
-    st.reduce_op = op;
-    st.acc_dtype = acc;
-    st.reduce_value = v;
-    return st;
-  }
-};
-
-// A plan with buffers; kernel args name them by buffer id.
-struct PlanBuilder {
-  Plan p;
-  int inputs = 0;
-  int add(K kind, DType t, int64_t n) {
-    BufferSpec b{kind, t, n};
-    if (kind == K::Input || kind == K::Scalar) b.input = inputs++;
-    p.buffers.push_back(b);
-    return static_cast<int>(p.buffers.size()) - 1;
-  }
-  loop::Arg arg(int buffer, bool output = false) const {
-    const BufferSpec& b = p.buffers[buffer];
-    return {buffer, b.dtype, b.numel, b.kind == K::Scalar, output};
-  }
-  void kernel(Shape outer, Shape inner, std::vector<loop::Arg> args, std::vector<Stage> stages,
-              std::vector<loop::IExpr> iexprs = {}) {
-    loop::Kernel k;
-    k.name = "k" + std::to_string(p.kernels.size());
-    k.outer = std::move(outer);
-    k.inner = std::move(inner);
-    k.args = std::move(args);
-    k.stages = std::move(stages);
-    k.iexprs = std::move(iexprs);
-    p.kernels.push_back(std::move(k));
-  }
-};
-
-template <typename T>
-BufferPtr host(const std::vector<T>& v) {
-  auto b = std::make_shared<HostBuffer>(v.size() * sizeof(T));
-  if (!v.empty()) std::memcpy(b->data(), v.data(), v.size() * sizeof(T));
-  return b;
-}
-template <typename T>
-std::vector<T> read(const BufferPtr& b, size_t n) {
-  std::vector<T> v(n);
-  if (n) std::memcpy(v.data(), b->data(), n * sizeof(T));
-  return v;
-}
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
-template <typename T>
-std::vector<T> randint(size_t n, uint32_t seed, int64_t lo, int64_t hi) {
-  std::mt19937 g(seed);
-  std::uniform_int_distribution<int64_t> d(lo, hi);
-  std::vector<T> v(n);
-  for (auto& x : v) x = static_cast<T>(d(g));
-  return v;
-}
-
-// |a - b| in units in the last place (NaN == NaN).
-int64_t ulps(double a, double b, bool single) {
-  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b) ? 0 : INT64_MAX;
-  if (a == b) return 0;
-  if (single) {
-    int32_t x, y;
-    float fa = static_cast<float>(a), fb = static_cast<float>(b);
-    std::memcpy(&x, &fa, 4);
-    std::memcpy(&y, &fb, 4);
-    if ((x < 0) != (y < 0)) return INT64_MAX;
-    return std::llabs(static_cast<int64_t>(x) - y);
-  }
-  int64_t x, y;
-  std::memcpy(&x, &a, 8);
-  std::memcpy(&y, &b, 8);
-  if ((x < 0) != (y < 0)) return INT64_MAX;
-  return x > y ? x - y : y - x;
-}
-
-// --- independent 16-bit oracles -------------------------------------------------------------
-uint16_t f16_bits(float f) {
-  _Float16 h = static_cast<_Float16>(f);
-  uint16_t u;
-  std::memcpy(&u, &h, 2);
-  return u;
-}
-float f16_value(uint16_t u) {
-  _Float16 h;
-  std::memcpy(&h, &u, 2);
-  return static_cast<float>(h);
-}
-float bf16_value(uint16_t u) {
-  uint32_t w = static_cast<uint32_t>(u) << 16;
-  float f;
-  std::memcpy(&f, &w, 4);
-  return f;
-}
-// Nearest bfloat16 by comparing the two neighbours in double precision; ties to the even one.
-uint16_t bf16_bits(float f) {
-  uint32_t w;
-  std::memcpy(&w, &f, 4);
-  if (std::isnan(f)) return static_cast<uint16_t>((w >> 16) | 0x40);
-  uint16_t lo = static_cast<uint16_t>(w >> 16);
-  if ((w & 0xffff) == 0) return lo;
-  uint16_t hi = static_cast<uint16_t>(lo + 1);
-  if (std::isinf(bf16_value(hi))) {  // rounding past the largest finite value
-    double top = bf16_value(lo), next = std::ldexp(1.0, 128) * (top < 0 ? -1 : 1);
-    return std::fabs(f - top) < std::fabs(next - f) ? lo : hi;
-  }
-  double dl = std::fabs(static_cast<double>(f) - bf16_value(lo));
-  double dh = std::fabs(static_cast<double>(bf16_value(hi)) - f);
-  if (dl != dh) return dl < dh ? lo : hi;
-  return (lo & 1) ? hi : lo;
-}
-
-std::vector<BufferPtr> run(const Plan& p, const std::vector<RunInput>& in,
-                           int expect_kernels = -1) {
-  auto exe = cpu().compile(p);
-  RunStats stats;
-  auto out = exe->run(in, &stats);
-  EXPECT_EQ(out.size(), p.buffers.size());
-  EXPECT_EQ(stats.kernel_launches,
-            expect_kernels < 0 ? static_cast<int>(p.kernels.size()) : expect_kernels);
-  return out;
-}
+using namespace cpu_codegen_test;  // NOLINT: the shared test helpers
 
 // out = max((x * y + 1.5) - |x| / (y*y + 1), x) and exp(x) as float64, N odd (vector remainder).
 TEST(CpuCodegen, ElementwiseChain1D) {
@@ -398,212 +203,6 @@ TEST(CpuCodegen, GeneralIndexFloorDivMod) {
     for (int64_t r = 0; r < R; ++r) ASSERT_EQ(out[c * R + r], v[r * C + c]);
 }
 
-// --- casts -----------------------------------------------------------------------------------
-struct Val {  // a value of some dtype: integral ones in i, floating ones in d
-  bool fp;
-  int64_t i;
-  double d;
-};
-Val decode(const uint8_t* p, DType t) {
-  switch (t) {
-    case DType::Bool:
-      return {false, *p != 0, 0};
-    case DType::UInt8:
-      return {false, *p, 0};
-    case DType::Int8:
-      return {false, static_cast<int8_t>(*p), 0};
-    case DType::Int32: {
-      int32_t v;
-      std::memcpy(&v, p, 4);
-      return {false, v, 0};
-    }
-    case DType::Int64: {
-      int64_t v;
-      std::memcpy(&v, p, 8);
-      return {false, v, 0};
-    }
-    case DType::Float16: {
-      uint16_t v;
-      std::memcpy(&v, p, 2);
-      return {true, 0, f16_value(v)};
-    }
-    case DType::BFloat16: {
-      uint16_t v;
-      std::memcpy(&v, p, 2);
-      return {true, 0, bf16_value(v)};
-    }
-    case DType::Float32: {
-      float v;
-      std::memcpy(&v, p, 4);
-      return {true, 0, v};
-    }
-    case DType::Float64: {
-      double v;
-      std::memcpy(&v, p, 8);
-      return {true, 0, v};
-    }
-  }
-  return {};
-}
-// torch semantics: float -> int truncates (NaN / beyond int64 -> 0) then wraps; x -> bool is x !=
-// 0.
-void encode(uint8_t* p, DType t, Val v) {
-  int64_t i = v.i;
-  if (v.fp) i = (std::isnan(v.d) || std::fabs(v.d) > 9.2e18) ? 0 : static_cast<int64_t>(v.d);
-  float f = v.fp ? static_cast<float>(v.d) : static_cast<float>(v.i);
-  switch (t) {
-    case DType::Bool:
-      *p = v.fp ? v.d != 0 : v.i != 0;
-      break;
-    case DType::UInt8:
-      *p = static_cast<uint8_t>(i);
-      break;
-    case DType::Int8:
-      *p = static_cast<uint8_t>(static_cast<int8_t>(i));
-      break;
-    case DType::Int32: {
-      int32_t x = static_cast<int32_t>(i);
-      std::memcpy(p, &x, 4);
-      break;
-    }
-    case DType::Int64:
-      std::memcpy(p, &i, 8);
-      break;
-    case DType::Float16: {
-      uint16_t x = f16_bits(f);
-      std::memcpy(p, &x, 2);
-      break;
-    }
-    case DType::BFloat16: {
-      uint16_t x = bf16_bits(f);
-      std::memcpy(p, &x, 2);
-      break;
-    }
-    case DType::Float32:
-      std::memcpy(p, &f, 4);
-      break;
-    case DType::Float64: {
-      double x = v.fp ? v.d : static_cast<double>(v.i);
-      std::memcpy(p, &x, 8);
-      break;
-    }
-  }
-}
-
-TEST(CpuCodegen, CastsAmongAllDTypes) {
-  std::vector<double> specials = {
-      0.0,          -0.0,          1.0,    -1.0,  0.5,   -1.5,   2.5,        127.9,
-      128.0,        -129.5,        255.5,  256.0, 300.7, -300.7, 65504.0,    65519.0,
-      65520.0,      1e-5,          6e-8,   3e-8,  1e-40, 3.4e38, 1e20,       -1e20,
-      2147483648.5, -2147483649.0, 9.3e18, kInf,  -kInf, kNaN,   1.00390625, 1.005859375};
-  std::mt19937 g(12);
-  std::normal_distribution<double> nd(0, 1000);
-  std::uniform_int_distribution<int64_t> id(INT64_MIN, INT64_MAX);
-  for (DType from : kAllDTypes) {
-    const size_t fs = dtype_size(from);
-    std::vector<uint8_t> src;
-    auto add = [&](Val v) {
-      src.resize(src.size() + fs);
-      encode(&src[src.size() - fs], from, v);
-    };
-    for (double d : specials) add({true, 0, d});
-    for (int i = 0; i < 200; ++i) add({true, 0, nd(g)});
-    for (int i = 0; i < 100; ++i) add({false, id(g) >> (i % 60), 0});
-    const int64_t n = static_cast<int64_t>(src.size() / fs);
-    auto in = std::make_shared<HostBuffer>(src.size());
-    std::memcpy(in->data(), src.data(), src.size());
-    for (DType to : kAllDTypes) {
-      PlanBuilder pb;
-      int x = pb.add(K::Input, from, n), o = pb.add(K::Output, to, n);
-      Body b(StageKind::MapOuter);
-      b.store(1, aff({1}), b.op(Op::Cast, to, b.load(from, 0, aff({1}))));
-      pb.kernel({n}, {}, {pb.arg(x), pb.arg(o, true)}, {b.st});
-      auto out = run(pb.p, {{in.get()}})[o];
-      const auto* got = static_cast<const uint8_t*>(out->data());
-      for (int64_t i = 0; i < n; ++i) {
-        Val sv = decode(&src[i * fs], from);
-        uint8_t want[8];
-        encode(want, to, sv);
-        Val w = decode(want, to), h = decode(got + i * dtype_size(to), to);
-        bool same = w.fp ? ((std::isnan(w.d) && std::isnan(h.d)) ||
-                            std::memcmp(want, got + i * dtype_size(to), dtype_size(to)) == 0)
-                         : w.i == h.i;
-        ASSERT_TRUE(same) << dtype_name(from) << " -> " << dtype_name(to) << " of "
-                          << (sv.fp ? sv.d : sv.i) << ": got " << (h.fp ? h.d : h.i) << ", want "
-                          << (w.fp ? w.d : w.i);
-      }
-    }
-  }
-}
-
-// Every float16 / bfloat16 encoding widens exactly and narrows back to itself; random float32
-// bit patterns (all magnitudes, subnormals included) narrow to nearest-even.
-TEST(CpuCodegen, Float16BFloat16RoundTrips) {
-  for (DType h : {DType::Float16, DType::BFloat16}) {
-    std::vector<uint16_t> all(65536);
-    for (int i = 0; i < 65536; ++i) all[i] = static_cast<uint16_t>(i);
-    std::vector<uint32_t> f32 = randint<uint32_t>(200000, 13, 0, UINT32_MAX);
-    PlanBuilder pb;
-    int a = pb.add(K::Input, h, 65536), w = pb.add(K::Output, DType::Float32, 65536);
-    int back = pb.add(K::Output, h, 65536);
-    int f = pb.add(K::Input, DType::Float32, 200000), n = pb.add(K::Output, h, 200000);
-    Body b1(StageKind::MapOuter), b2(StageKind::MapOuter);
-    int wide = b1.op(Op::Cast, DType::Float32, b1.load(h, 0, aff({1})));
-    b1.store(1, aff({1}), wide);
-    b1.store(2, aff({1}), b1.op(Op::Cast, h, wide));
-    b2.store(1, aff({1}), b2.op(Op::Cast, h, b2.load(DType::Float32, 0, aff({1}))));
-    pb.kernel({65536}, {}, {pb.arg(a), pb.arg(w, true), pb.arg(back, true)}, {b1.st});
-    pb.kernel({200000}, {}, {pb.arg(f), pb.arg(n, true)}, {b2.st});
-    auto out = run(pb.p, {{host(all).get()}, {host(f32).get()}});
-    auto wv = read<float>(out[w], 65536);
-    auto bv = read<uint16_t>(out[back], 65536), nv = read<uint16_t>(out[n], 200000);
-    for (int i = 0; i < 65536; ++i) {
-      float want = h == DType::Float16 ? f16_value(all[i]) : bf16_value(all[i]);
-      if (std::isnan(want)) {
-        ASSERT_TRUE(std::isnan(wv[i])) << i;
-        continue;
-      }
-      ASSERT_EQ(std::memcmp(&wv[i], &want, 4), 0) << dtype_name(h) << " " << i;
-      ASSERT_EQ(bv[i], all[i]) << dtype_name(h) << " " << i;
-    }
-    for (int i = 0; i < 200000; ++i) {
-      float x;
-      std::memcpy(&x, &f32[i], 4);
-      uint16_t want = h == DType::Float16 ? f16_bits(x) : bf16_bits(x);
-      if (std::isnan(x))
-        ASSERT_TRUE((nv[i] & 0x7fff) > (h == DType::Float16 ? 0x7c00 : 0x7f80)) << i;
-      else
-        ASSERT_EQ(nv[i], want) << dtype_name(h) << " of " << x;
-    }
-  }
-}
-
-// float16 arithmetic rounds after every op, as torch does: (a + b) * c in float16.
-TEST(CpuCodegen, Float16RoundsPerOp) {
-  const int64_t N = 4099;
-  auto H = DType::Float16;
-  PlanBuilder pb;
-  int a = pb.add(K::Input, H, N), b = pb.add(K::Input, H, N), c = pb.add(K::Input, H, N);
-  int o = pb.add(K::Output, H, N);
-  Body bd(StageKind::MapOuter);
-  bd.store(3, aff({1}),
-           bd.op(Op::Mul, H, bd.op(Op::Add, H, bd.load(H, 0, aff({1})), bd.load(H, 1, aff({1}))),
-                 bd.load(H, 2, aff({1}))));
-  pb.kernel({N}, {}, {pb.arg(a), pb.arg(b), pb.arg(c), pb.arg(o, true)}, {bd.st});
-  auto enc = [](const std::vector<float>& v) {
-    std::vector<uint16_t> r;
-    for (float x : v) r.push_back(f16_bits(x));
-    return r;
-  };
-  auto av = enc(randn(N, 14, 100)), bv = enc(randn(N, 15, 100)), cv = enc(randn(N, 16, 3));
-  auto out =
-      read<uint16_t>(run(pb.p, {{host(av).get()}, {host(bv).get()}, {host(cv).get()}})[o], N);
-  for (int64_t i = 0; i < N; ++i) {
-    float sum = f16_value(f16_bits(f16_value(av[i]) + f16_value(bv[i])));
-    ASSERT_EQ(out[i], f16_bits(sum * f16_value(cv[i]))) << i;
-  }
-}
-
 // Runtime scalars: float32 from RunInput::scalar, int64 from scalar_i (beyond 2^53), float16.
 // One executable, two sets of values: the scalars are not baked in.
 TEST(CpuCodegen, ScalarArgs) {
@@ -629,7 +228,7 @@ TEST(CpuCodegen, ScalarArgs) {
             {pb.arg(x), pb.arg(s), pb.arg(y), pb.arg(k), pb.arg(h), pb.arg(o1, true),
              pb.arg(o2, true), pb.arg(o3, true)},
             {b.st});
-  auto exe = cpu().compile(pb.p);
+  auto exe = cpu_backend().compile(pb.p);
   auto xv = randn(N, 17);
   auto yv = randint<int64_t>(N, 18, -1000000, 1000000);
   auto xb = host(xv), yb = host(yv);
@@ -871,14 +470,14 @@ TEST(CpuCodegen, UnsupportedThrowsNotImplemented) {
   b.store(1, aff({1}), b.op(Op::Div, DType::Int32, l, l));
   pb.kernel({4}, {}, {pb.arg(x), pb.arg(o, true)}, {b.st});
   try {
-    cpu().compile(pb.p);
+    cpu_backend().compile(pb.p);
     FAIL() << "expected lt::Error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::NotImplemented);
     EXPECT_NE(std::string(e.what()).find("on cpu"), std::string::npos) << e.what();
   }
   pb.p.kernels[0].stages[0].body[1].op = Op::Reshape;
-  EXPECT_THROW(cpu().compile(pb.p), Error);
+  EXPECT_THROW(cpu_backend().compile(pb.p), Error);
 }
 
 // A plan big enough for the thread pool, with rows split across chunks (outer [7, 3, 1001],
@@ -898,7 +497,7 @@ TEST(CpuCodegen, ThreadedEqualsSingleThreaded) {
   Stage rs = r.reduce(Op::ReduceSum, F, r.op(Op::Exp, F, r.load(F, 0, aff({M, 1}))));
   e.store(1, aff({1, 0}), e.op(Op::Log, F, e.result(F, 0)));
   pb.kernel({R}, {M}, {pb.arg(y), pb.arg(s, true)}, {rs, e.st});
-  auto exe = cpu().compile(pb.p);
+  auto exe = cpu_backend().compile(pb.p);
   auto xv = randn(A * B * C, 21), yv = randn(R * M, 22);
   auto xb = host(xv), yb = host(yv);
   auto& pool = cpu::ThreadPool::global();
@@ -964,7 +563,7 @@ TEST(CpuCodegen, ElementwiseKernelIsVectorized) {
                  bd.load(F, 1, aff({C, 1}))));
   pb.kernel({R, C}, {}, {pb.arg(a), pb.arg(b), pb.arg(o, true)}, {bd.st});
   auto t0 = std::chrono::steady_clock::now();
-  auto exe = cpu().compile(pb.p);
+  auto exe = cpu_backend().compile(pb.p);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("[ info ] compile of a fused elementwise kernel: %.1f ms (%s)\n", secs * 1e3,
               cpu::jit_target_description().c_str());
@@ -986,11 +585,11 @@ TEST(CpuCodegen, DroppedExecutablesFreeTheirCode) {
   b.store(1, aff({1}), b.op(Op::Add, F, b.load(F, 0, aff({1})), b.cnst(F, 1)));
   pb.kernel({8}, {}, {pb.arg(x), pb.arg(o, true)}, {b.st});
   auto xb = host(std::vector<float>(8, 2.f));
-  cpu().compile(pb.p);  // JIT set up before the baseline
+  cpu_backend().compile(pb.p);  // JIT set up before the baseline
   const auto before = cpu::jit_stats();
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 200; ++i) {
-    auto exe = cpu().compile(pb.p);
+    auto exe = cpu_backend().compile(pb.p);
     auto out = exe->run({{xb.get()}}, nullptr);
     ASSERT_EQ(read<float>(out[o], 8)[7], 3.f);
     ASSERT_EQ(cpu::jit_stats().live_dylibs, before.live_dylibs + 1);
@@ -1000,92 +599,6 @@ TEST(CpuCodegen, DroppedExecutablesFreeTheirCode) {
   const auto after = cpu::jit_stats();
   EXPECT_EQ(after.live_dylibs, before.live_dylibs);
   EXPECT_EQ(after.created_dylibs, before.created_dylibs + 200);
-}
-
-// ---- trig_load_bound: which loads bound the inline sin/cos arguments, and up to what size -------
-
-loop::Kernel one_stage_kernel(Stage st, DType t) {
-  loop::Kernel k;
-  k.name = "bounds";
-  k.outer = {64};
-  k.args = {{0, t, 64, false, false}, {1, t, 64, false, true}};
-  k.stages = {std::move(st)};
-  return k;
-}
-
-TEST(TrigLoadBound, SinChainAllowsLoadsUpToTheLimitMinusTheSteps) {
-  // x = x + sin(x), 20 times: argument k is at most |x| + k, so loads up to ~38980 qualify.
-  Body b(StageKind::MapOuter);
-  int x = b.load(DType::Float32, 0, aff({1}));
-  const int first = x;
-  for (int i = 0; i < 20; ++i)
-    x = b.op(Op::Add, DType::Float32, x, b.op(Op::Sin, DType::Float32, x));
-  b.store(1, aff({1}), x);
-  const cpu::TrigLoadBound tb = cpu::trig_load_bound(one_stage_kernel(b.st, DType::Float32));
-  ASSERT_TRUE(tb.usable);
-  EXPECT_GT(tb.max_load, 38979.0f);
-  EXPECT_LT(tb.max_load, 38981.0f);
-  ASSERT_EQ(tb.tracked.size(), 1u);
-  for (size_t i = 0; i < tb.tracked[0].size(); ++i) EXPECT_EQ(tb.tracked[0][i], i == size_t(first));
-}
-
-TEST(TrigLoadBound, ProductsScaleTheThresholdAndUntouchedLoadsAreNotTracked) {
-  // sin(x * 1000) + y: loads of x up to ~39 qualify; y never reaches an argument.
-  Body b(StageKind::MapOuter);
-  int x = b.load(DType::Float32, 0, aff({1}));
-  int y = b.load(DType::Float32, 0, aff({1}, 7));
-  int s = b.op(Op::Sin, DType::Float32,
-               b.op(Op::Mul, DType::Float32, x, b.cnst(DType::Float32, 1000.0)));
-  b.store(1, aff({1}), b.op(Op::Add, DType::Float32, s, y));
-  const cpu::TrigLoadBound tb = cpu::trig_load_bound(one_stage_kernel(b.st, DType::Float32));
-  ASSERT_TRUE(tb.usable);
-  EXPECT_NEAR(tb.max_load, 39.0f, 1e-4f);
-  EXPECT_LT(tb.max_load * 1000.0f, 39000.0f);
-  EXPECT_TRUE(tb.tracked[0][static_cast<size_t>(x)]);
-  EXPECT_FALSE(tb.tracked[0][static_cast<size_t>(y)]);
-}
-
-TEST(TrigLoadBound, UnboundedOperationsFallBackToTrackingArguments) {
-  for (Op o : {Op::Div, Op::Exp, Op::Log, Op::Sqrt}) {
-    Body b(StageKind::MapOuter);
-    int x = b.load(DType::Float32, 0, aff({1}));
-    int v = o == Op::Div ? b.op(o, DType::Float32, b.cnst(DType::Float32, 1.0), x)
-                         : b.op(o, DType::Float32, x);
-    b.store(1, aff({1}), b.op(Op::Cos, DType::Float32, v));
-    EXPECT_FALSE(cpu::trig_load_bound(one_stage_kernel(b.st, DType::Float32)).usable) << op_name(o);
-  }
-  // A constant argument beyond the range can never take the inline code either.
-  Body b(StageKind::MapOuter);
-  int x = b.load(DType::Float32, 0, aff({1}));
-  b.store(1, aff({1}),
-          b.op(Op::Sin, DType::Float32,
-               b.op(Op::Add, DType::Float32, x, b.cnst(DType::Float32, 40000.0))));
-  EXPECT_FALSE(cpu::trig_load_bound(one_stage_kernel(b.st, DType::Float32)).usable);
-}
-
-TEST(TrigLoadBound, NarrowDtypesStopAtTheirOverflow) {
-  // float16 x + x - x: the argument is at most 3 |x| (under 39000 for |x| < 13000), and x + x must
-  // stay finite (2 |x| <= 65504); bfloat16 has float32's range, so only the first limit applies.
-  for (DType t : {DType::Float16, DType::BFloat16}) {
-    Body b(StageKind::MapOuter);
-    int x = b.load(t, 0, aff({1}));
-    int v = b.op(Op::Sub, t, b.op(Op::Add, t, x, x), x);
-    b.store(1, aff({1}), b.op(Op::Sin, t, v));
-    const cpu::TrigLoadBound tb = cpu::trig_load_bound(one_stage_kernel(b.st, t));
-    ASSERT_TRUE(tb.usable);
-    EXPECT_LT(tb.max_load, 13000.0f);
-    EXPECT_GT(tb.max_load, 12600.0f);  // rounding margins: 2^-7 per bfloat16 op
-  }
-  // (x * 4) * 0.25: the float16 overflow of x * 4 (past 65504) comes before the argument limit.
-  Body b(StageKind::MapOuter);
-  int x = b.load(DType::Float16, 0, aff({1}));
-  int big = b.op(Op::Mul, DType::Float16, x, b.cnst(DType::Float16, 4.0));
-  int v = b.op(Op::Mul, DType::Float16, big, b.cnst(DType::Float16, 0.25));
-  b.store(1, aff({1}), b.op(Op::Sin, DType::Float16, v));
-  const cpu::TrigLoadBound tb = cpu::trig_load_bound(one_stage_kernel(b.st, DType::Float16));
-  ASSERT_TRUE(tb.usable);
-  EXPECT_LT(tb.max_load * 4.0f, 65504.0f);
-  EXPECT_GT(tb.max_load * 4.0f, 65000.0f);
 }
 
 }  // namespace
