@@ -1,7 +1,7 @@
 // Loop IR -> CUDA C. One translation unit per plan, one `extern "C" __global__` function per kernel,
 // compiled by NVRTC (nvrtc_compiler.h). Nothing here touches a GPU, so CI tests it without one.
 //
-// Grid mapping (see cuda_codegen.cc for the details and the reasons):
+// Grid mapping (see kernel_gen_elementwise.cc and kernel_gen_rows.cc for the details and the reasons):
 //   Elementwise  - only MapOuter stages: one thread per outer point, grid-stride loop over the
 //                  flattened outer index; 4 points per thread with 16/8/4-byte vector loads and
 //                  stores (float4, ...) when the contiguous accesses allow it and the body is

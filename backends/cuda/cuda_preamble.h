@@ -188,7 +188,7 @@ template <class T, class F> __device__ __forceinline__ T lt_tile_reduce(T v, F f
 
 )CUDA";
 
-// When a row kernel reads or writes 4 consecutive elements at once (cuda_codegen.cc gen_rows):
+// When a row kernel reads or writes 4 consecutive elements at once (kernel_gen_rows.cc gen_rows):
 // one 16-byte (8 for 16-bit types) access when the kernel's buffers are aligned, else 4 element
 // accesses. `aligned` is the same for every thread of the kernel.
 constexpr char kPreambleVector[] = R"CUDA(// Vector accesses of 4 consecutive elements.
