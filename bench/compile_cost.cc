@@ -69,6 +69,12 @@ struct Loaded {
   lt::Graph graph;
 };
 
+lt::Graph graph_of(const std::vector<lt::NodePtr>& roots) {
+  std::vector<const lt::Node*> r;
+  for (auto& n : roots) r.push_back(n.get());
+  return lt::collect_graph(r);
+}
+
 Loaded load(const std::string& what) {
   Loaded l;
   if (what == "chain1000") {
@@ -88,9 +94,7 @@ Loaded load(const std::string& what) {
                 return std::make_shared<NoData>();
               }).roots;
   }
-  std::vector<const lt::Node*> r;
-  for (auto& n : l.roots) r.push_back(n.get());
-  l.graph = lt::collect_graph(r);
+  l.graph = graph_of(l.roots);
   return l;
 }
 
@@ -139,9 +143,7 @@ int main(int argc, char** argv) {
         // traces them for every float dtype) become their matmul + softmax decomposition, as
         // they would have been traced on lazy:cuda.
         l.roots = lt::expand_library_prims_for(l.roots, opts, "reference");
-        std::vector<const lt::Node*> r;
-        for (auto& n : l.roots) r.push_back(n.get());
-        l.graph = lt::collect_graph(r);
+        l.graph = graph_of(l.roots);
       } else {
         opts = lt::get_backend("cpu").lower_options();
       }
