@@ -3,7 +3,10 @@
 eager CPU, in one process, reported as medians and ratios (and JSON with --json).
 
   PYTHONPATH=build/python /usr/bin/python3 bench/run.py [--quick] [--json out.json] [--only NAME]
-                                                     [--trace-cost-bin build/bin/bench_trace_cost]
+                  [--repeats 30] [--rounds 3] [--trace-cost-bin build/bin/bench_trace_cost]
+
+Each workload's implementations take turns in `rounds` blocks, each after a 0.3 s pause (see
+time_impls): the medians are over all blocks.
 
 PyTorch runs with torch.set_num_threads(os.cpu_count()); install libopenblas0-pthread, or torch
 measures reference BLAS on one thread. Speed claims come from this table, never from unit tests.
@@ -27,7 +30,18 @@ except ImportError:  # the table says "n/a"
     torch = None
 
 
-def timeit(fn, repeats, warmup=2):
+# Before each timed block: long enough for another runtime's worker threads to stop spinning.
+# OpenBLAS's (PyTorch's GEMMs) busy-wait about 2^28 cycles (~0.1 s) after each call, and on this
+# 2-core machine a spinning thread takes half the machine from whatever runs next: lazytensor's
+# MLP step measured 25 ms right after a PyTorch step and 13-15 ms after a pause (or with
+# OPENBLAS_THREAD_TIMEOUT=4). Every implementation gets the same pause.
+SETTLE_S = 0.3
+
+
+def time_block(fn, repeats, warmup, settle_s):
+    """`repeats` timings of fn (seconds), after a pause and `warmup` untimed calls."""
+    if settle_s:
+        time.sleep(settle_s)
     for _ in range(warmup):
         fn()
     times = []
@@ -35,7 +49,29 @@ def timeit(fn, repeats, warmup=2):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+    return times
+
+
+def time_impls(impls, repeats, rounds, settle_s=SETTLE_S):
+    """Median ms of each implementation (None where it raised NotImplementedError, with a note).
+
+    The implementations take turns, `rounds` blocks each: this VM's speed drifts by up to 2x over
+    seconds to minutes, and alternating blocks spread the drift over all of them instead of
+    charging it to whichever ran during a slow phase."""
+    times = {impl: [] for impl in impls}
+    notes = []
+    per_block = max(1, -(-repeats // rounds))
+    for r in range(rounds):
+        for impl, fn in impls.items():
+            if times[impl] is None:
+                continue
+            try:
+                times[impl] += time_block(fn, per_block, 2 if r == 0 else 1, settle_s)
+            except NotImplementedError as e:  # reported, never hidden
+                times[impl] = None
+                notes.append(f"{impl}: {e}")
+    ms = {impl: (statistics.median(t) * 1e3 if t else None) for impl, t in times.items()}
+    return ms, notes
 
 
 def lt_sync(x):
@@ -248,7 +284,9 @@ def default_trace_cost_bin():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
-    ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--repeats", type=int, default=None, help="timed calls per implementation (default 30)")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="alternating blocks the repeats are split into (default 3)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--only", default=None)
     ap.add_argument("--trace-cost-bin", default=None,
@@ -256,7 +294,8 @@ def main():
     args = ap.parse_args()
     # Cold compiles are measured, so nothing may come from an earlier run's disk cache.
     os.environ["LT_CACHE_DIR"] = "off"
-    repeats = args.repeats or (3 if args.quick else 10)
+    repeats = args.repeats or (3 if args.quick else 30)
+    rounds = args.rounds or (1 if args.quick else 3)
     rows = []
     for name, (make, kw) in WORKLOADS.items():
         if args.only and args.only not in name:
@@ -264,14 +303,12 @@ def main():
         kw = QUICK.get(name, {}) if args.quick else kw
         impls = make(**kw)
         row = {"workload": name}
-        for impl, fn in impls.items():
-            try:
-                if impl == "lazy":
-                    row["lazy_first_s"] = first_call_s(fn)
-                row[impl] = timeit(fn, repeats)
-            except NotImplementedError as e:  # reported, never hidden
-                row[impl] = None
-                row.setdefault("notes", []).append(f"{impl}: {e}")
+        if "lazy" in impls:
+            row["lazy_first_s"] = first_call_s(impls["lazy"])
+        ms, notes = time_impls(impls, repeats, rounds, 0 if args.quick else SETTLE_S)
+        row.update(ms)
+        if notes:
+            row["notes"] = notes
         rows.append(row)
     impls = ["lazy", "cpu", "numpy", "torch"]
     print(f"# {platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "

@@ -237,6 +237,28 @@ TEST(GemmCpu, MatchesReferenceAndFloat64) {
   check("two chained", {12, 10}, {10, 10}, [](auto& a, auto& b) { return matmul(matmul(a, b).tanh(), b); }, 2 * g);
 }
 
+// Few rows times a large row-major B: the CPU backend runs oneDNN on a transposed copy of B
+// (onednn_gemm.cc, transpose_b_first). Ragged sizes (not multiples of 8) and a B sliced out of a
+// wider buffer (row stride 1100, offset 3) go through the copy too.
+TEST(GemmCpu, SmallMTimesLargeRowMajorBMatchesFloat64) {
+  if (!cpu_has_gemm()) GTEST_SKIP() << "cpu backend built without oneDNN";
+  const int64_t M = 96, K = 1027, N = 1030, W = 1100;
+  auto da = testing::random_floats(M * K, 11), dw = testing::random_floats(K * W, 12);
+  std::vector<float> db(static_cast<size_t>(K * N));
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) db[static_cast<size_t>(k * N + n)] = dw[static_cast<size_t>(k * W + 3 + n)];
+  auto want = host_matmul(da, db, 1, M, N, K, false, false);
+  Device d = Device::parse("lazy:cpu");
+  Tensor a = from_host(da.data(), DType::Float32, {M, K}, d);
+  Tensor whole = from_host(db.data(), DType::Float32, {K, N}, d);
+  testing::expect_close(matmul(a, whole).to_vector<double>(), want, 1e-4, 1e-4, "contiguous B");
+  Tensor wide = from_host(dw.data(), DType::Float32, {K, W}, d);
+  testing::expect_close(matmul(a, slice(wide, 1, 3, 3 + N)).to_vector<double>(), want, 1e-4, 1e-4,
+                        "sliced B");
+  auto g = metrics::last_graph();
+  EXPECT_NE(g.grouping.find(": gemm "), std::string::npos) << g.grouping;
+}
+
 TEST(GemmCpu, KernelCountCountsTheGemm) {
   if (!cpu_has_gemm()) GTEST_SKIP() << "cpu backend built without oneDNN";
   Device d = Device::parse("lazy:cpu");
