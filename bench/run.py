@@ -268,6 +268,7 @@ def trace_cost(binary):
         return None
     import subprocess
     env = dict(os.environ, LT_CACHE_DIR="off")
+    time.sleep(SETTLE_S)  # PyTorch's worker threads, still spinning in this process, share the cores
     out = subprocess.run([binary], capture_output=True, text=True, env=env, timeout=300)
     for line in reversed(out.stdout.splitlines()):
         if line.startswith("{"):
