@@ -185,6 +185,47 @@ TEST(CpuCodegen, SoftmaxKernel) {
   }
 }
 
+// layer_norm's shape (sum, sum of squared deviations, normalize) on rows long enough to be
+// pipelined (codegen.cc emit_pipelined_rows: row i + 1's sum runs inside row i's last loop), for
+// row counts and thread counts that give chunks of one row, ragged chunks and one chunk.
+TEST(CpuCodegen, PipelinedRowsMatchFloat64ForEveryChunking) {
+  const int64_t M = 300;
+  auto F = DType::Float32;
+  auto& pool = cpu::ThreadPool::global();
+  const int saved = pool.num_threads();
+  for (int64_t R : {1, 2, 5, 67}) {
+    PlanBuilder pb;
+    int x = pb.add(K::Input, F, R * M), o = pb.add(K::Output, F, R * M);
+    Body s0(StageKind::Reduce), s1(StageKind::Reduce), s2(StageKind::MapInner);
+    Stage st0 = s0.reduce(Op::ReduceSum, F, s0.load(F, 0, aff({M, 1})));
+    int d1 = s1.op(Op::Sub, F, s1.load(F, 0, aff({M, 1})),
+                   s1.op(Op::Mul, F, s1.result(F, 0), s1.cnst(F, 1.0 / M)));
+    Stage st1 = s1.reduce(Op::ReduceSum, F, s1.op(Op::Mul, F, d1, d1));
+    int d2 = s2.op(Op::Sub, F, s2.load(F, 0, aff({M, 1})),
+                   s2.op(Op::Mul, F, s2.result(F, 0), s2.cnst(F, 1.0 / M)));
+    s2.store(1, aff({M, 1}), s2.op(Op::Div, F, d2, s2.op(Op::Sqrt, F, s2.result(F, 1))));
+    pb.kernel({R}, {M}, {pb.arg(x), pb.arg(o, true)}, {st0, st1, s2.st});
+    auto xv = randn(R * M, 40 + static_cast<uint32_t>(R), 3.f);
+    for (int64_t i = 0; i < R * M; ++i) xv[i] += static_cast<float>(i / M);  // rows differ
+    for (int threads : {1, 3}) {
+      pool.set_num_threads(threads);
+      auto out = read<float>(run(pb.p, {{host(xv).get()}})[o], R * M);
+      for (int64_t r = 0; r < R; ++r) {
+        double mean = 0, ss = 0;
+        for (int64_t c = 0; c < M; ++c) mean += xv[r * M + c];
+        mean /= M;
+        for (int64_t c = 0; c < M; ++c) ss += (xv[r * M + c] - mean) * (xv[r * M + c] - mean);
+        for (int64_t c = 0; c < M; ++c) {
+          double want = (xv[r * M + c] - mean) / std::sqrt(ss);
+          ASSERT_NEAR(out[r * M + c], want, 1e-5) << R << " rows, " << threads << " threads, at "
+                                                  << r << "," << c;
+        }
+      }
+    }
+  }
+  pool.set_num_threads(saved);
+}
+
 // A transpose through a non-affine index: out[v] = in[(v % R) * C + v / R].
 TEST(CpuCodegen, GeneralIndexFloorDivMod) {
   const int64_t R = 23, C = 41;
