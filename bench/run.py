@@ -3,7 +3,7 @@
 eager CPU, in one process, reported as medians and ratios (and JSON with --json).
 
   PYTHONPATH=build/python /usr/bin/python3 bench/run.py [--quick] [--json out.json] [--only NAME]
-                  [--repeats 30] [--rounds 3] [--trace-cost-bin build/bin/bench_trace_cost]
+                  [--repeats 30] [--rounds 6] [--trace-cost-bin build/bin/bench_trace_cost]
 
 Each workload's implementations take turns in `rounds` blocks, each after a 0.3 s pause (see
 time_impls): the medians are over all blocks.
@@ -56,8 +56,9 @@ def time_impls(impls, repeats, rounds, settle_s=SETTLE_S):
     """Median ms of each implementation (None where it raised NotImplementedError, with a note).
 
     The implementations take turns, `rounds` blocks each: this VM's speed drifts by up to 2x over
-    seconds to minutes, and alternating blocks spread the drift over all of them instead of
-    charging it to whichever ran during a slow phase."""
+    seconds to minutes (lazytensor's and PyTorch's layer_norm rows both flip between two speeds
+    about 1.9x apart within a block), and short alternating blocks spread the drift over all of
+    them instead of charging it to whichever ran during a slow phase."""
     times = {impl: [] for impl in impls}
     notes = []
     per_block = max(1, -(-repeats // rounds))
@@ -287,7 +288,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
     ap.add_argument("--repeats", type=int, default=None, help="timed calls per implementation (default 30)")
     ap.add_argument("--rounds", type=int, default=None,
-                    help="alternating blocks the repeats are split into (default 3)")
+                    help="alternating blocks the repeats are split into (default 6)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--only", default=None)
     ap.add_argument("--trace-cost-bin", default=None,
@@ -296,7 +297,7 @@ def main():
     # Cold compiles are measured, so nothing may come from an earlier run's disk cache.
     os.environ["LT_CACHE_DIR"] = "off"
     repeats = args.repeats or (3 if args.quick else 30)
-    rounds = args.rounds or (1 if args.quick else 3)
+    rounds = args.rounds or (1 if args.quick else 6)
     rows = []
     for name, (make, kw) in WORKLOADS.items():
         if args.only and args.only not in name:
