@@ -382,6 +382,12 @@ class KernelEmitter {
     b_.CreateStore(emit_reduce_combine(b_, st.reduce_op, st.acc_dtype, acc, v), accs_[s]);
   }
 
+  // Stage s's reduction over the current row, left in its accumulator.
+  void reduce_row(size_t s) {
+    reset_acc(s);
+    if (numel(k_.inner) > 0) emit_inner_nest(0, [&] { accumulate(s); });
+  }
+
   Value* load_acc(size_t s) {
     return b_.CreateLoad(compute_type(ctx_, k_.stages[s].acc_dtype), accs_[s],
                          llvm::Twine("r") + llvm::Twine(s));
@@ -395,8 +401,7 @@ class KernelEmitter {
       const loop::Stage& st = k_.stages[s];
       switch (st.kind) {
         case StageKind::Reduce:
-          reset_acc(s);
-          if (!inner_empty) emit_inner_nest(0, [&] { accumulate(s); });
+          reduce_row(s);
           results_[s] = load_acc(s);
           break;
         case StageKind::MapInner:
@@ -451,8 +456,7 @@ class KernelEmitter {
     b_.CreateCondBr(b_.CreateICmpSLT(begin, end), run, done);
     b_.SetInsertPoint(run);
     vars_[0] = begin;
-    reset_acc(0);
-    emit_inner_nest(0, [&] { accumulate(0); });
+    reduce_row(0);
     Value* last = b_.CreateSub(end, c64(1));
     emit_loop(begin, end, true, [&](Value* iv) {
       vars_[0] = iv;

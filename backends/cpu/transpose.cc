@@ -67,26 +67,24 @@ __attribute__((target("avx2"))) void transpose_rows_avx2(const float* src, int64
 }
 #endif
 
+// Rows [r0, r1) of the transpose, in 8 x 8 register blocks where the host has AVX2.
+void transpose_rows(const float* src, int64_t ls, int64_t cols, int64_t ld, int64_t r0,
+                    int64_t r1, float* dst) {
+#ifdef LT_TRANSPOSE_AVX2
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return transpose_rows_avx2(src, ls, cols, ld, r0, r1, dst);
+#endif
+  transpose_rows_scalar(src, ls, cols, ld, r0, r1, dst);
+}
+
 }  // namespace
 
 void transpose_f32(const float* src, int64_t src_row_stride, int64_t rows, int64_t cols,
                    float* dst) {
   if (rows <= 0 || cols <= 0) return;
-#ifdef LT_TRANSPOSE_AVX2
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-#else
-  [[maybe_unused]] constexpr bool avx2 = false;
-#endif
-  auto band = [&](int64_t r0, int64_t r1) {
-#ifdef LT_TRANSPOSE_AVX2
-    if (avx2) return transpose_rows_avx2(src, src_row_stride, cols, rows, r0, r1, dst);
-#endif
-    transpose_rows_scalar(src, src_row_stride, cols, rows, r0, r1, dst);
-  };
-  // Bands of 64 rows (multiples of 8, so 8 x 8 blocks never straddle two bands).
-  const int64_t bands = (rows + 63) / 64;
-  ThreadPool::global().parallel_for(0, bands, 1, 1, [&](int64_t b0, int64_t b1) {
-    band(b0 * 64, std::min(rows, b1 * 64));
+  // Chunks of at least 64 rows, in whole blocks of 8 (align), so no 8 x 8 block straddles two.
+  ThreadPool::global().parallel_for(0, rows, 64, 8, [&](int64_t r0, int64_t r1) {
+    transpose_rows(src, src_row_stride, cols, rows, r0, r1, dst);
   });
 }
 
