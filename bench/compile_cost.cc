@@ -65,11 +65,11 @@ struct Timer {
 struct NoData : lt::LeafData {};
 
 struct Loaded {
-  std::vector<lt::NodePtr> roots;
+  lt::NodeList roots;
   lt::Graph graph;
 };
 
-lt::Graph graph_of(const std::vector<lt::NodePtr>& roots) {
+lt::Graph graph_of(const lt::NodeList& roots) {
   std::vector<const lt::Node*> r;
   for (auto& n : roots) r.push_back(n.get());
   return lt::collect_graph(r);

@@ -26,7 +26,7 @@ DType attention_stats_dtype(DType t) {
   return t == DType::Float16 || t == DType::BFloat16 ? DType::Float32 : t;
 }
 
-Inferred infer_attention(Op op, const std::vector<NodePtr>& in, const Attrs& a) {
+Inferred infer_attention(Op op, const NodeList& in, const Attrs& a) {
   const std::string name(op_name(op));
   AttentionParams::from(op, a);
   const size_t want = op == Op::Attention || op == Op::AttentionLse ? 3 : 6;

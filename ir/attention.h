@@ -19,6 +19,6 @@ DType attention_stats_dtype(DType t);
 // Shape/dtype rule of the Attention class prims (ir/infer.cc): q [.., L, E], k [.., S, E],
 // v [.., S, Ev] with identical batch dims and one floating dtype; the gradients' dout [.., L, Ev]
 // and lse, dsum [.., L, 1] in attention_stats_dtype.
-Inferred infer_attention(Op op, const std::vector<NodePtr>& in, const Attrs& a);
+Inferred infer_attention(Op op, const NodeList& in, const Attrs& a);
 
 }  // namespace lt

@@ -62,7 +62,7 @@ Shape conv_output_shape(Op op, const Shape& x, const Shape& w, const ConvParams&
   return y;
 }
 
-Inferred infer_conv(Op op, const std::vector<NodePtr>& in, const Attrs& a) {
+Inferred infer_conv(Op op, const NodeList& in, const Attrs& a) {
   const std::string name(op_name(op));
   if (in.size() < 2 || in.size() > (op == Op::Conv2d ? 3u : 2u))
     fail(ErrorKind::Runtime, name, ": wrong number of operands (", in.size(), ")");

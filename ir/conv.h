@@ -27,6 +27,6 @@ Shape conv_output_shape(Op op, const Shape& x, const Shape& w, const ConvParams&
 std::array<int64_t, 2> conv_extra(Op op, const Attrs& a);
 
 // Shape/dtype rule of the three Conv class prims (ir/infer.cc).
-Inferred infer_conv(Op op, const std::vector<NodePtr>& in, const Attrs& a);
+Inferred infer_conv(Op op, const NodeList& in, const Attrs& a);
 
 }  // namespace lt

@@ -9,19 +9,19 @@
 namespace lt {
 namespace {
 
-std::string shapes_of(const std::vector<NodePtr>& in) {
+std::string shapes_of(const NodeList& in) {
   std::string s;
   for (size_t i = 0; i < in.size(); ++i) s += (i ? " and " : "") + shape_str(in[i]->shape);
   return s;
 }
 
-std::string dtypes_of(const std::vector<NodePtr>& in) {
+std::string dtypes_of(const NodeList& in) {
   std::string s;
   for (size_t i = 0; i < in.size(); ++i) s += (i ? ", " : "") + std::string(dtype_name(in[i]->dtype));
   return s;
 }
 
-void same_dtype(Op op, const std::vector<NodePtr>& in, size_t from) {
+void same_dtype(Op op, const NodeList& in, size_t from) {
   for (size_t i = from + 1; i < in.size(); ++i)
     if (in[i]->dtype != in[from]->dtype)
       fail(ErrorKind::Type, op_name(op), ": operand dtypes differ (", dtypes_of(in),
@@ -69,7 +69,7 @@ int64_t check_indexed(Op op, const Attrs& a, const Node& data, const Node& index
 
 }  // namespace
 
-Inferred infer(Op op, const std::vector<NodePtr>& in, const Attrs& a) {
+Inferred infer(Op op, const NodeList& in, const Attrs& a) {
   const OpInfo& info = op_info(op);
   // A view, not a copy: this runs once per traced op. Op names are string literals (ir/ops.def),
   // so name.data() is NUL-terminated where a C string is needed.

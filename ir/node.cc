@@ -37,7 +37,7 @@ Node::Node(const Node& o)
 
 Node::~Node() {
   g_live_nodes.fetch_sub(1, std::memory_order_relaxed);
-  std::vector<NodePtr> stack = std::move(inputs);
+  NodeList stack = std::move(inputs);
   while (!stack.empty()) {
     NodePtr n = std::move(stack.back());
     stack.pop_back();
@@ -77,7 +77,7 @@ static const Hash128& scalar_hash(DType dtype) {
   return table[static_cast<size_t>(dtype)];
 }
 
-NodePtr make_node(Op op, std::vector<NodePtr> inputs, Attrs attrs) {
+NodePtr make_node(Op op, NodeList inputs, Attrs attrs) {
   const OpInfo& info = op_info(op);
   if (info.arity >= 0 && static_cast<int>(inputs.size()) != info.arity)
     fail(ErrorKind::Runtime, op_name(op), ": expected ", info.arity, " operands, got ", inputs.size());

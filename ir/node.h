@@ -10,6 +10,7 @@
 #include "ir/dtype.h"
 #include "ir/hash.h"
 #include "ir/ops.h"
+#include "ir/pool.h"
 #include "ir/shape.h"
 
 namespace lt {
@@ -29,13 +30,16 @@ struct LeafData {
 
 struct Node;
 using NodePtr = std::shared_ptr<const Node>;
+// Operand lists (and other lists of nodes) in pooled blocks (ir/pool.h): every traced op makes
+// one, and glibc's malloc for it was a tenth of the per-op tracing cost.
+using NodeList = std::vector<NodePtr, PoolAllocator<NodePtr>>;
 
 struct Node {
   Op op;
   DType dtype;
   Shape shape;
   Attrs attrs;
-  std::vector<NodePtr> inputs;
+  NodeList inputs;
   Hash128 hash;
   std::shared_ptr<LeafData> data;  // Param leaves only
   double scalar = 0;               // Scalar leaves only: the runtime value (not hashed)
@@ -52,7 +56,7 @@ struct Node {
 int64_t live_nodes();
 
 // Makes a node: validates operands, infers dtype and shape, computes the hash.
-NodePtr make_node(Op op, std::vector<NodePtr> inputs, Attrs attrs = {});
+NodePtr make_node(Op op, NodeList inputs, Attrs attrs = {});
 NodePtr make_param(DType dtype, Shape shape, std::shared_ptr<LeafData> data);
 NodePtr make_scalar(DType dtype, double value);  // integral dtypes keep int64(value) exactly
 NodePtr make_int_scalar(DType dtype, int64_t value);
@@ -63,7 +67,7 @@ struct Inferred {
   DType dtype;
   Shape shape;
 };
-Inferred infer(Op op, const std::vector<NodePtr>& inputs, const Attrs& attrs);
+Inferred infer(Op op, const NodeList& inputs, const Attrs& attrs);
 
 // Source locations: interned "file:line" strings; the thread's current one is stamped on new nodes.
 int32_t intern_source(const std::string& loc);

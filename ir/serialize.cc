@@ -271,7 +271,7 @@ LoadedTrace load_trace(const std::string& text,
     if (!op_from_name(name, &op)) bad(where + ": unknown op \"" + name + "\"");
     where += " (" + name + ")";
     if (by_id.count(id)) bad(where + ": duplicate id");
-    std::vector<NodePtr> ins;
+    NodeList ins;
     for (int c : get<std::vector<int>>(n, "inputs", where)) {
       auto it = by_id.find(c);
       if (it == by_id.end()) bad(where + ": input id " + std::to_string(c) + " is not defined before it");

@@ -34,9 +34,9 @@ std::string trace_to_json(const Graph& g, const std::string& hash, const std::st
 struct LoadedTrace {
   std::string hash, backend;
   std::vector<TraceInput> inputs;
-  std::vector<NodePtr> roots;              // rebuilt nodes, leaves made with `leaf_data`
+  NodeList roots;              // rebuilt nodes, leaves made with `leaf_data`
   std::vector<std::string> output_refs;
-  std::vector<NodePtr> nodes;              // every rebuilt node by trace order (for bisect)
+  NodeList nodes;              // every rebuilt node by trace order (for bisect)
   std::vector<int> node_ids;               // trace id of nodes[i]
   std::vector<std::string> node_refs;      // recorded value of nodes[i] ("" when not recorded)
 };

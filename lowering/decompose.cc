@@ -27,7 +27,7 @@ NodePtr expand(NodePtr x, Shape s) {
 
 // matmul as broadcast-multiply and a sum over K: a[..., M, K, 1] * b[..., 1, K, N] -> sum(-2).
 // The loop kernel this fuses into is correct everywhere; library matmul replaces it per backend.
-NodePtr matmul_rule(const Node& n, const std::vector<NodePtr>& in) {
+NodePtr matmul_rule(const Node& n, const NodeList& in) {
   NodePtr a = in[0], b = in[1];
   bool va = a->shape.size() == 1, vb = b->shape.size() == 1;
   if (va) a = reshape(a, {1, a->shape[0]});
@@ -70,7 +70,7 @@ std::vector<int64_t> axes_of(const Node& n, const Shape& in) {
   return rank ? r : std::vector<int64_t>{};
 }
 
-NodePtr softmax_rule(const Node& n, const std::vector<NodePtr>& in, bool log) {
+NodePtr softmax_rule(const Node& n, const NodeList& in, bool log) {
   auto ax = axes_of(n, in[0]->shape);
   NodePtr m = reduce(Op::ReduceMax, in[0], ax, true);
   NodePtr z = bin(Op::Sub, in[0], m);
@@ -81,7 +81,7 @@ NodePtr softmax_rule(const Node& n, const std::vector<NodePtr>& in, bool log) {
   return log ? bin(Op::Sub, z, un(Op::Log, s)) : bin(Op::Mul, e, un(Op::Recip, s));
 }
 
-NodePtr logsumexp_rule(const Node& n, const std::vector<NodePtr>& in) {
+NodePtr logsumexp_rule(const Node& n, const NodeList& in) {
   auto ax = axes_of(n, in[0]->shape);
   NodePtr m = reduce(Op::ReduceMax, in[0], ax, true);
   // An all -inf (or +inf) row would give inf - inf = NaN: shift by 0 there instead.
@@ -91,7 +91,7 @@ NodePtr logsumexp_rule(const Node& n, const std::vector<NodePtr>& in) {
   return reshape(r, n.shape);
 }
 
-NodePtr var_rule(const Node& n, const std::vector<NodePtr>& in) {
+NodePtr var_rule(const Node& n, const NodeList& in) {
   auto ax = axes_of(n, in[0]->shape);
   int64_t count = 1;
   for (auto a : ax) count *= in[0]->shape.empty() ? 1 : in[0]->shape[a];
@@ -102,7 +102,7 @@ NodePtr var_rule(const Node& n, const std::vector<NodePtr>& in) {
   return bin(Op::Mul, ss, cnst(n.dtype, denom > 0 ? 1.0 / denom : NAN));
 }
 
-NodePtr layer_norm_rule(const Node& n, const std::vector<NodePtr>& in) {
+NodePtr layer_norm_rule(const Node& n, const NodeList& in) {
   int64_t rank = static_cast<int64_t>(in[0]->shape.size()), k = n.attrs.ints[0];
   std::vector<int64_t> ax;
   int64_t count = 1;
@@ -118,7 +118,7 @@ NodePtr layer_norm_rule(const Node& n, const std::vector<NodePtr>& in) {
   return y;
 }
 
-NodePtr gelu_rule(const Node& n, const std::vector<NodePtr>& in) {
+NodePtr gelu_rule(const Node& n, const NodeList& in) {
   DType t = n.dtype;
   const NodePtr& x = in[0];
   NodePtr half_x = bin(Op::Mul, x, cnst(t, 0.5));
@@ -132,14 +132,14 @@ NodePtr gelu_rule(const Node& n, const std::vector<NodePtr>& in) {
 
 const std::map<Op, DecompRule>& rules() {
   static const std::map<Op, DecompRule> table = {
-      {Op::Relu, [](const Node& n, const std::vector<NodePtr>& in) { return bin(Op::Maximum, in[0], cnst(n.dtype, 0)); }},
+      {Op::Relu, [](const Node& n, const NodeList& in) { return bin(Op::Maximum, in[0], cnst(n.dtype, 0)); }},
       {Op::Sigmoid,
-       [](const Node& n, const std::vector<NodePtr>& in) {
+       [](const Node& n, const NodeList& in) {
          return un(Op::Recip, bin(Op::Add, cnst(n.dtype, 1), un(Op::Exp, un(Op::Neg, in[0]))));
        }},
-      {Op::Rsqrt, [](const Node& n, const std::vector<NodePtr>& in) { return un(Op::Recip, un(Op::Sqrt, in[0])); }},
+      {Op::Rsqrt, [](const Node& n, const NodeList& in) { return un(Op::Recip, un(Op::Sqrt, in[0])); }},
       {Op::Mean,
-       [](const Node& n, const std::vector<NodePtr>& in) {
+       [](const Node& n, const NodeList& in) {
          int64_t count = numel(in[0]->shape) / std::max<int64_t>(1, numel(n.shape));
          NodePtr s = make_node(Op::ReduceSum, {in[0]}, n.attrs);
          // mean of an empty reduction is NaN, as in PyTorch (0 * inf would hide it).
@@ -147,12 +147,12 @@ const std::map<Op, DecompRule>& rules() {
        }},
       {Op::Matmul, matmul_rule},
       {Op::Silu,
-       [](const Node& n, const std::vector<NodePtr>& in) {
+       [](const Node& n, const NodeList& in) {
          return bin(Op::Mul, in[0], un(Op::Recip, bin(Op::Add, cnst(n.dtype, 1), un(Op::Exp, un(Op::Neg, in[0])))));
        }},
       {Op::Gelu, gelu_rule},
-      {Op::Softmax, [](const Node& n, const std::vector<NodePtr>& in) { return softmax_rule(n, in, false); }},
-      {Op::LogSoftmax, [](const Node& n, const std::vector<NodePtr>& in) { return softmax_rule(n, in, true); }},
+      {Op::Softmax, [](const Node& n, const NodeList& in) { return softmax_rule(n, in, false); }},
+      {Op::LogSoftmax, [](const Node& n, const NodeList& in) { return softmax_rule(n, in, true); }},
       {Op::LogSumExp, logsumexp_rule},
       {Op::Var, var_rule},
       {Op::LayerNorm, layer_norm_rule},
@@ -164,7 +164,7 @@ struct Flattener {
   PrimGraph pg;
   std::unordered_map<const Node*, int> index;  // node -> prim graph index
   std::map<std::vector<uint64_t>, int> cse;     // (hash, input index, operand indices) -> index
-  std::vector<NodePtr> keep;                    // stand-ins and rule outputs stay alive: addresses are keys
+  NodeList keep;                    // stand-ins and rule outputs stay alive: addresses are keys
 
   int add(const Node& n, std::vector<int> ins, int input_index, int32_t source) {
     // Graph inputs are distinct by input index; everything else by structure (CSE).
@@ -188,7 +188,7 @@ struct Flattener {
     const DecompRule* rule = decomposition(n.op);
     if (!rule) fail(ErrorKind::NotImplemented, "not implemented: decomposition of ", op_name(n.op));
     // The rule sees opaque stand-ins for the operands (rules use only their dtype and shape).
-    std::vector<NodePtr> operands;
+    NodeList operands;
     for (size_t i = 0; i < ins.size(); ++i) {
       auto s = std::make_shared<Node>();
       s->op = Op::Param;

@@ -9,7 +9,7 @@
 namespace lt {
 
 // A rule builds the primitive form of node `n` from its (already primitive) operands.
-using DecompRule = std::function<NodePtr(const Node& n, const std::vector<NodePtr>& in)>;
+using DecompRule = std::function<NodePtr(const Node& n, const NodeList& in)>;
 // nullptr when `op` has no rule (primitives have none).
 const DecompRule* decomposition(Op op);
 

@@ -80,7 +80,7 @@ Tensor masked_scores(const Tensor& q, const Tensor& k, const Tensor& mask, bool 
 // The attention prim `op` (ir/attention.h) over `srcs`, recorded for autograd like any op (the
 // gradient prims have no gradient rule: differentiating them again fails with a clear error).
 Tensor attention_prim(Op op, const std::vector<Tensor>& srcs, const AttentionParams& p) {
-  std::vector<NodePtr> ins;
+  NodeList ins;
   for (const Tensor& t : srcs) ins.push_back(t.node());
   const Attrs at = p.attrs();
   Tensor out(make_tensor(make_node(op, ins, at), srcs[0].device()));

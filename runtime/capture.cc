@@ -288,7 +288,7 @@ Captured end(const std::vector<Tensor>& args, const std::vector<Tensor>& rets) {
   }
 
   // Run the step's work as one graph, keeping the IR alive until its leaves are classified.
-  std::vector<NodePtr> hold;
+  NodeList hold;
   std::vector<const Node*> roots;
   for (auto& t : pending) {
     hold.push_back(t->pending);

@@ -18,7 +18,7 @@ namespace {
 // The traced prim `op` over `operands` (their tensors in `srcs`), recorded for autograd.
 Tensor conv_prim(Op op, const std::vector<Tensor>& srcs, std::vector<int64_t> ints) {
   const Device& d = srcs[0].device();
-  std::vector<NodePtr> ins;
+  NodeList ins;
   for (const Tensor& t : srcs) {
     if (!(t.device() == d))
       fail(ErrorKind::Runtime, op_name(op), ": expected all tensors on one device, got ", d.str(),
@@ -76,12 +76,12 @@ Tensor conv2d_grad_weight(const Tensor& x, const Tensor& dy, const ConvParams& p
   return conv_prim(Op::Conv2dGradWeight, {x, dy}, p.ints({kh, kw}));
 }
 
-std::vector<NodePtr> expand_library_prims_for(const std::vector<NodePtr>& roots,
+NodeList expand_library_prims_for(const NodeList& roots,
                                               const std::string& backend) {
   return expand_library_prims_for(roots, get_backend(backend).lower_options(), backend);
 }
 
-std::vector<NodePtr> expand_library_prims_for(const std::vector<NodePtr>& roots,
+NodeList expand_library_prims_for(const NodeList& roots,
                                               const LowerOptions& opts, const std::string& backend) {
   auto lacks_attention = [&](const Node* n) {
     if (op_info(n->op).cls != OpClass::Attention) return false;
@@ -99,7 +99,7 @@ std::vector<NodePtr> expand_library_prims_for(const std::vector<NodePtr>& roots,
   NoGradGuard no_grad;
   std::unordered_map<const Node*, NodePtr> memo;  // rebuilt nodes
   for (const Node* n : g.order) {
-    std::vector<NodePtr> in;
+    NodeList in;
     bool changed = false;
     for (const NodePtr& i : n->inputs) {
       auto it = memo.find(i.get());
@@ -124,7 +124,7 @@ std::vector<NodePtr> expand_library_prims_for(const std::vector<NodePtr>& roots,
       memo[n] = make_node(n->op, std::move(in), n->attrs);
     }
   }
-  std::vector<NodePtr> out;
+  NodeList out;
   for (const NodePtr& n : roots) {
     auto it = memo.find(n.get());
     out.push_back(it != memo.end() ? it->second : n);

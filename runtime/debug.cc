@@ -153,14 +153,14 @@ std::vector<unsigned char> run_one(const Node* n, const std::string& backend) {
 }  // namespace
 
 std::string ir_text(const std::vector<Tensor>& ts) {
-  std::vector<NodePtr> keep;
+  NodeList keep;
   std::vector<const Node*> roots;
   for (auto& t : ts) keep.push_back(t.node()), roots.push_back(keep.back().get());
   return graph_text(collect_graph(roots));
 }
 
 std::string ir_dot(const std::vector<Tensor>& ts) {
-  std::vector<NodePtr> keep;
+  NodeList keep;
   std::vector<const Node*> roots;
   for (auto& t : ts) keep.push_back(t.node()), roots.push_back(keep.back().get());
   return graph_dot(collect_graph(roots));
@@ -169,7 +169,7 @@ std::string ir_dot(const std::vector<Tensor>& ts) {
 std::string dump(const std::string& path, const std::vector<Tensor>& ts, bool data) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   if (ts.empty()) fail(ErrorKind::Value, "dump: no tensors given");
-  std::vector<NodePtr> keep;
+  NodeList keep;
   std::vector<const Node*> roots;
   for (auto& t : ts) keep.push_back(t.node()), roots.push_back(keep.back().get());
   Graph g = collect_graph(roots);
@@ -215,7 +215,7 @@ ReplayReport replay(const std::string& path, const std::string& backend, bool ch
   ReplayReport r;
   r.backend = backend;
   std::vector<const Node*> roots;
-  const std::vector<NodePtr> expanded = expand_library_prims_for(L.trace.roots, backend);
+  const NodeList expanded = expand_library_prims_for(L.trace.roots, backend);
   for (auto& n : expanded) roots.push_back(n.get());
   auto outs = execute_graph(roots, backend, SyncReason::Sync);
   r.outputs = static_cast<int>(outs.size());

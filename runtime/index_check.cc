@@ -128,7 +128,7 @@ std::vector<Taken> take_for(const std::string& backend, const std::vector<const 
   if (p.empty()) return taken;
   // Anchors of this backend's live checks; then a walk from the roots until all are found.
   std::unordered_map<const Node*, std::vector<size_t>> wanted;
-  std::vector<NodePtr> keep;  // anchors stay alive during the walk
+  NodeList keep;  // anchors stay alive during the walk
   for (size_t i = 0; i < p.size(); ++i) {
     if (p[i].backend != backend) continue;
     if (auto a = p[i].anchor.lock()) {

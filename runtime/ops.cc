@@ -16,8 +16,8 @@ namespace {
 // Operand lists built by moving: a braced list of NodePtr would copy each pointer out of its
 // initializer_list (an atomic increment and decrement per operand, on every traced op).
 template <class... N>
-std::vector<NodePtr> nodes(N&&... n) {
-  std::vector<NodePtr> v;
+NodeList nodes(N&&... n) {
+  NodeList v;
   v.reserve(sizeof...(n));
   (v.push_back(std::forward<N>(n)), ...);
   return v;
@@ -53,7 +53,7 @@ Tensor traced(NodePtr n, const Device& d) { return Tensor(make_tensor(std::move(
 // operand that gets no gradient). Pointers, not Tensor copies, so the untaped path touches no
 // reference counts. Operands and attributes are copied for the tape only when it records (a tensor
 // requires grad): otherwise they move into the node, saving two allocations per traced op.
-Tensor op_out(Op op, std::vector<NodePtr> ins, Attrs at, const Device& d,
+Tensor op_out(Op op, NodeList ins, Attrs at, const Device& d,
               std::initializer_list<const Tensor*> srcs) {
   bool taped = false;
   if (grad_enabled())
@@ -66,7 +66,7 @@ Tensor op_out(Op op, std::vector<NodePtr> ins, Attrs at, const Device& d,
   record_op(op, at, out, ins, tape_srcs);
   return out;
 }
-Tensor op_out(Op op, std::vector<NodePtr> ins, Attrs at, const Device& d, const std::vector<Tensor>& srcs) {
+Tensor op_out(Op op, NodeList ins, Attrs at, const Device& d, const std::vector<Tensor>& srcs) {
   Tensor out = traced(make_node(op, ins, at), d);
   record_op(op, at, out, ins, srcs);
   return out;
@@ -253,7 +253,7 @@ Tensor layer_norm(const Tensor& x, std::vector<int64_t> normalized_shape, const 
   if (k == 0 || k > x.dim() || tail != Shape(normalized_shape))
     fail(ErrorKind::Runtime, "layer_norm: normalized_shape ", shape_str(normalized_shape),
          " does not match the trailing dims of input of shape ", shape_str(x.shape()));
-  std::vector<NodePtr> in = {x.node()};
+  NodeList in = {x.node()};
   std::vector<Tensor> srcs = {x};
   for (const Tensor* t : {&w, &b})
     if (t->defined()) {

@@ -304,7 +304,7 @@ const VjpRule* vjp_rule(Op op) {
   return it == rules().end() || !it->second ? nullptr : &it->second;
 }
 
-void record_op(Op op, const Attrs& attrs, const Tensor& out, const std::vector<NodePtr>& operands,
+void record_op(Op op, const Attrs& attrs, const Tensor& out, const NodeList& operands,
                const std::vector<Tensor>& sources) {
   if (!grad_enabled() || !any_requires_grad(sources) || non_differentiable(op)) return;
   const VjpRule* rule = vjp_rule(op);

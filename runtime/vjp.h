@@ -43,7 +43,7 @@ bool non_differentiable(Op op);
 
 // Records the op that produced `out` from operand nodes `operands`; `sources[i]` is the tensor
 // whose history operand i continues (undefined for scalars and constants).
-void record_op(Op op, const Attrs& attrs, const Tensor& out, const std::vector<NodePtr>& operands,
+void record_op(Op op, const Attrs& attrs, const Tensor& out, const NodeList& operands,
                const std::vector<Tensor>& sources);
 
 }  // namespace lt

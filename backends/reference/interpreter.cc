@@ -52,7 +52,7 @@ bool copies_operands(Op op) {
 void validate_graph(const PrimGraph& g) {
   const size_t num_ops = all_ops().size();
   // Stand-ins for IR nodes, so ir/infer.cc's rules check each node (only dtype and shape are read).
-  std::vector<NodePtr> shadow(g.nodes.size());
+  NodeList shadow(g.nodes.size());
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const PNode& n = g.nodes[i];
     if (static_cast<size_t>(n.op) >= num_ops)
@@ -66,7 +66,7 @@ void validate_graph(const PrimGraph& g) {
     check_shape(g, i);
     if (info.arity >= 0 && n.inputs.size() != static_cast<size_t>(info.arity))
       fail(ErrorKind::Runtime, node_str(g, i), ": expected ", info.arity, " operands, got ", n.inputs.size());
-    std::vector<NodePtr> operands;
+    NodeList operands;
     for (int j : n.inputs) {
       if (j < 0 || static_cast<size_t>(j) >= i)
         fail(ErrorKind::Runtime, node_str(g, i), ": operand index ", j,

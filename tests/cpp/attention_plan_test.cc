@@ -49,7 +49,7 @@ Graphs attention_graph() {
   g.out = make_node(Op::Attention, {g.q_view, k, v}, a);
   g.lse = make_node(Op::AttentionLse, {g.q_view, k, v}, a);
   NodePtr dout = param({2, 3, 100, 64}), dsum = param({2, 3, 100, 1});
-  const std::vector<NodePtr> bw = {g.q_view, k, v, dout, g.lse, dsum};
+  const NodeList bw = {g.q_view, k, v, dout, g.lse, dsum};
   g.dq = make_node(Op::AttentionGradQ, bw, a);
   g.dk = make_node(Op::AttentionGradK, bw, a);
   g.dv = make_node(Op::AttentionGradV, bw, a);

@@ -32,7 +32,7 @@ ConvParams params(int64_t s, int64_t p, int64_t d, int64_t g) {
   c.stride = {s, s}, c.padding = {p, p}, c.dilation = {d, d}, c.groups = g;
   return c;
 }
-NodePtr conv(std::vector<NodePtr> in, const ConvParams& p) {
+NodePtr conv(NodeList in, const ConvParams& p) {
   Attrs a;
   a.ints = p.ints();
   return make_node(Op::Conv2d, std::move(in), a);
@@ -43,7 +43,7 @@ LowerOptions with_conv() {
   o.conv_dtypes = {DType::Float32};
   return o;
 }
-Plan plan_of(std::vector<NodePtr> roots, const LowerOptions& opts = with_conv()) {
+Plan plan_of(NodeList roots, const LowerOptions& opts = with_conv()) {
   std::vector<const Node*> r;
   for (auto& n : roots) r.push_back(n.get());
   return lower(collect_graph(r), opts);

@@ -35,7 +35,7 @@ struct FakeData : LeafData {};
 NodePtr param(Shape s, DType t = DType::Float32) {
   return make_param(t, std::move(s), std::make_shared<FakeData>());
 }
-NodePtr op(Op o, std::vector<NodePtr> in, std::vector<int64_t> ints = {}, bool keepdim = false) {
+NodePtr op(Op o, NodeList in, std::vector<int64_t> ints = {}, bool keepdim = false) {
   Attrs a;
   a.ints = std::move(ints);
   a.keepdim = keepdim;
@@ -51,7 +51,7 @@ NodePtr layer_norm(NodePtr x, NodePtr w, NodePtr b) {
   Attrs a;
   a.ints = {1, w ? 1 : 0, b ? 1 : 0};
   a.value = 1e-5;
-  std::vector<NodePtr> in = {std::move(x)};
+  NodeList in = {std::move(x)};
   if (w) in.push_back(std::move(w));
   if (b) in.push_back(std::move(b));
   return make_node(Op::LayerNorm, std::move(in), a);
@@ -65,7 +65,7 @@ NodePtr rand_node(Shape s, DType t, int64_t stream = 0) {
                    a);
 }
 
-Plan plan_of(const std::vector<NodePtr>& roots) {
+Plan plan_of(const NodeList& roots) {
   std::vector<const Node*> r;
   for (auto& n : roots) r.push_back(n.get());
   return lower(collect_graph(r));
@@ -170,7 +170,7 @@ TEST(CudaCodegen, PermuteReshapeUsesDivMod) {
 }
 
 // Builds a node, or nothing when the IR rejects the dtypes at trace time (add of bools, ...).
-void try_add(std::vector<NodePtr>& roots, const std::function<NodePtr()>& make) {
+void try_add(NodeList& roots, const std::function<NodePtr()>& make) {
   try {
     roots.push_back(make());
   } catch (const Error&) {
@@ -179,7 +179,7 @@ void try_add(std::vector<NodePtr>& roots, const std::function<NodePtr()>& make) 
 
 TEST(CudaCodegen, EveryElementwisePrimitiveOfEveryDtype) {
   // Walks the op registry: every elementwise primitive, for every dtype the IR accepts for it.
-  std::vector<NodePtr> roots;
+  NodeList roots;
   size_t ops = 0;
   for (const OpInfo& info : all_ops()) {
     if (!info.primitive || info.cls == OpClass::Rand) continue;  // rand: its own test below
@@ -226,7 +226,7 @@ TEST(CudaCodegen, EveryElementwisePrimitiveOfEveryDtype) {
 }
 
 TEST(CudaCodegen, EveryCastBetweenEveryDtypePair) {
-  std::vector<NodePtr> roots;
+  NodeList roots;
   for (DType from : kAllDTypes) {
     auto x = param({1000}, from);
     for (DType to : kAllDTypes)
@@ -253,7 +253,7 @@ TEST(CudaCodegen, CastsInsideFusedChains) {
 TEST(CudaCodegen, EveryReductionOfEveryDtypeAlongEveryAxis) {
   size_t dtypes = 0;
   for (DType t : kAllDTypes) {
-    std::vector<NodePtr> roots;
+    NodeList roots;
     auto x = param({48, 300}, t);
     for (Op r : {Op::ReduceSum, Op::ReduceMax, Op::ReduceMin, Op::ReduceProd}) {
       try_add(roots, [&] { return op(r, {x}, {1}); });
@@ -412,7 +412,7 @@ TEST(CudaCodegen, RowKernelsUseVectorAccessesWhereTheRowIsContiguous) {
 // ---- random numbers, matmul, edges -----------------------------------------------------------
 
 TEST(CudaCodegen, RandUniformIsTheSharedCounterGenerator) {
-  std::vector<NodePtr> roots;
+  NodeList roots;
   for (DType t : kFloatDTypes) roots.push_back(rand_node({33, 7}, t, 1));
   roots.push_back(op(Op::ReduceSum, {rand_node({16, 300}, DType::Float32)}, {1}));
   auto m = compile_ok(plan_of(roots));
@@ -518,7 +518,7 @@ TEST(Nvrtc, CompileErrorCarriesTheLog) {
 
 // ---- gather / scatter_add --------------------------------------------------------------------
 
-NodePtr indexed(Op o, std::vector<NodePtr> in, int64_t axis) {
+NodePtr indexed(Op o, NodeList in, int64_t axis) {
   Attrs a;
   a.ints = {axis};
   return make_node(o, std::move(in), a);

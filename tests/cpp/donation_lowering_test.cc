@@ -18,7 +18,7 @@ namespace {
 const Device kLz = Device::parse("lazy:cpu");
 
 struct Lowered {
-  std::vector<NodePtr> keep;
+  NodeList keep;
   Graph graph;
   Plan plan;
 };

@@ -185,7 +185,7 @@ TEST(Donation, ExecutablesAgreeForEverySubsetOfDonations) {
   Tensor m2 = m * 0.9 + g * 0.1;
   Tensor v2 = v * 0.999 + g * g * 0.001;
   Tensor p2 = p - m2 / ((v2 * 1.5).sqrt() + 1e-8) * 0.01;
-  std::vector<NodePtr> keep = {p2.node(), m2.node(), v2.node()};
+  NodeList keep = {p2.node(), m2.node(), v2.node()};
   Graph graph = collect_graph({keep[0].get(), keep[1].get(), keep[2].get()});
   for (const char* name : {"cpu", "reference"}) {
     Backend& be = get_backend(name);
@@ -206,7 +206,7 @@ TEST(Donation, ExecutablesAgreeForEverySubsetOfDonations) {
 TEST(Donation, ExecutableRejectsAPairThePlanDoesNotAllow) {
   Tensor a = testing::random_tensor({16}, 1, kLz), b = testing::random_tensor({16}, 2, kLz);
   Tensor r = a + flip(b, {0});
-  std::vector<NodePtr> keep = {r.node()};
+  NodeList keep = {r.node()};
   Graph graph = collect_graph({keep[0].get()});
   Plan plan = lower(graph, get_backend("cpu").lower_options());
   auto exe = get_backend("cpu").compile(plan);

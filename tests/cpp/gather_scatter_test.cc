@@ -84,12 +84,12 @@ struct FakeData : LeafData {};
 NodePtr param(Shape s, DType t = DType::Float32) {
   return make_param(t, std::move(s), std::make_shared<FakeData>());
 }
-NodePtr indexed(Op op, std::vector<NodePtr> in, int64_t axis) {
+NodePtr indexed(Op op, NodeList in, int64_t axis) {
   Attrs a;
   a.ints = {axis};
   return make_node(op, std::move(in), a);
 }
-Plan plan_of(const std::vector<NodePtr> &roots) {
+Plan plan_of(const NodeList &roots) {
   std::vector<const Node *> r;
   for (auto &n : roots)
     r.push_back(n.get());

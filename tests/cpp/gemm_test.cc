@@ -25,7 +25,7 @@ NodePtr tr(NodePtr a, std::vector<int64_t> perm) {
   return make_node(Op::Permute, {std::move(a)}, at);
 }
 LowerOptions f32_gemm() { return LowerOptions{{DType::Float32}}; }
-Plan plan_of(std::vector<NodePtr> roots, const LowerOptions& opts = f32_gemm()) {
+Plan plan_of(NodeList roots, const LowerOptions& opts = f32_gemm()) {
   std::vector<const Node*> r;
   for (auto& n : roots) r.push_back(n.get());
   return lower(collect_graph(r), opts);

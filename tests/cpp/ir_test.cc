@@ -91,7 +91,7 @@ TEST(GraphKey, ParamsWithSameDataDeduplicate) {
 // to the input of its data, inputs are distinct, the key follows the sharing pattern only.
 struct WideGraph {
   NodePtr root;
-  std::vector<NodePtr> leaves;
+  NodeList leaves;
 };
 // Param leaf i reads data[(i * 7) % used]: `used` sets which leaves share data.
 WideGraph wide_graph(const std::vector<std::shared_ptr<FakeData>>& data, size_t used) {
@@ -145,7 +145,7 @@ TEST(GraphKey, DeepChainDoesNotOverflowTheStack) {
   auto g = collect_graph({x.get()});
   EXPECT_EQ(g.order.size(), 200001u);
   // Destroying a 200k-deep chain must not overflow the stack either.
-  std::vector<NodePtr> keep;
+  NodeList keep;
   keep.push_back(x);
 }
 

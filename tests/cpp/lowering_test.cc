@@ -11,13 +11,13 @@ namespace {
 
 struct FakeData : LeafData {};
 NodePtr param(Shape s, DType t = DType::Float32) { return make_param(t, std::move(s), std::make_shared<FakeData>()); }
-NodePtr op(Op o, std::vector<NodePtr> in, std::vector<int64_t> ints = {}, bool keepdim = false) {
+NodePtr op(Op o, NodeList in, std::vector<int64_t> ints = {}, bool keepdim = false) {
   Attrs a;
   a.ints = std::move(ints);
   a.keepdim = keepdim;
   return make_node(o, std::move(in), a);
 }
-Plan plan_of(std::vector<NodePtr> roots) {
+Plan plan_of(NodeList roots) {
   std::vector<const Node*> r;
   for (auto& n : roots) r.push_back(n.get());
   return lower(collect_graph(r));

@@ -30,7 +30,7 @@ Plan training_step_plan() {
   for (size_t i = 0; i < yv.size(); ++i) yv[i] = static_cast<int64_t>(i % 4);
   Tensor y = from_host(yv.data(), DType::Int64, {32}, dev);
   nn::cross_entropy(model(x), y).backward();
-  std::vector<NodePtr> keep;
+  NodeList keep;
   std::vector<const Node*> roots;
   for (auto& p : model.parameters()) {
     keep.push_back(p.grad().node());

@@ -51,7 +51,7 @@ TEST(Pool, AThreadKeepsABoundedNumberOfBlocks) {
 
 TEST(Pool, NodesMadeOnOneThreadDieOnAnother) {
   const int64_t live0 = live_nodes();
-  std::vector<NodePtr> made;
+  NodeList made;
   std::thread([&] {
     NodePtr x = make_param(DType::Float32, {3}, nullptr);
     for (int i = 0; i < 1000; ++i) {

@@ -14,14 +14,14 @@ namespace {
 
 struct FakeData : LeafData {};
 NodePtr param(Shape s, DType t = DType::Float32) { return make_param(t, std::move(s), std::make_shared<FakeData>()); }
-NodePtr op(Op o, std::vector<NodePtr> in, std::vector<int64_t> ints = {}) {
+NodePtr op(Op o, NodeList in, std::vector<int64_t> ints = {}) {
   Attrs a;
   a.ints = std::move(ints);
   return make_node(o, std::move(in), a);
 }
 NodePtr c(double v, DType t = DType::Float32) { return make_constant(t, v); }
 
-PrimGraph simplified(std::vector<NodePtr> roots) {
+PrimGraph simplified(NodeList roots) {
   std::vector<const Node*> r;
   for (auto& n : roots) r.push_back(n.get());
   return simplify(decompose(collect_graph(r)));

@@ -23,7 +23,7 @@ namespace {
 struct FakeData : LeafData {};
 
 struct G {
-  std::vector<NodePtr> params;
+  NodeList params;
   NodePtr p(Shape s, DType t = DType::Float32) {
     params.push_back(make_param(t, std::move(s), std::make_shared<FakeData>()));
     return params.back();

@@ -611,7 +611,7 @@ TEST_F(CudaGpu, CopiesAndBadBuffersAreChecked) {
 
 struct FakeData : LeafData {};
 NodePtr param(Shape s, DType t = DType::Float32) { return make_param(t, std::move(s), std::make_shared<FakeData>()); }
-NodePtr node(Op o, std::vector<NodePtr> in, std::vector<int64_t> ints = {}, bool keepdim = false) {
+NodePtr node(Op o, NodeList in, std::vector<int64_t> ints = {}, bool keepdim = false) {
   Attrs a;
   a.ints = std::move(ints);
   a.keepdim = keepdim;

@@ -74,7 +74,7 @@ int64_t counter(const char* name) { return metrics::counters().at(name); }
 NodePtr param(Shape s) {
   return make_param(DType::Float32, std::move(s), std::make_shared<FakeData>());
 }
-NodePtr node(Op op, std::vector<NodePtr> in, std::vector<int64_t> ints = {}) {
+NodePtr node(Op op, NodeList in, std::vector<int64_t> ints = {}) {
   Attrs a;
   a.ints = std::move(ints);
   return make_node(op, std::move(in), a);
@@ -83,7 +83,7 @@ NodePtr node(Op op, std::vector<NodePtr> in, std::vector<int64_t> ints = {}) {
 // Kernels around a strided GEMM (x @ w) and a GEMM whose 2-d batch needs pointer arrays
 // (q[3,5,6,4] @ k[5,4,2]), with a runtime scalar in both epilogues.
 struct TestGraph {
-  std::vector<NodePtr> roots;
+  NodeList roots;
   Graph graph;
   TestGraph() {
     NodePtr x = param({64, 48}), w = param({48, 40}), bias = param({40}), q = param({3, 5, 6, 4}),

@@ -24,13 +24,13 @@ struct FakeData : LeafData {};
 
 // A graph built from params; `params` keeps the leaves in graph-input order.
 struct G {
-  std::vector<NodePtr> params;
+  NodeList params;
   NodePtr p(Shape s, DType t = DType::Float32) {
     params.push_back(make_param(t, std::move(s), std::make_shared<FakeData>()));
     return params.back();
   }
 };
-NodePtr op(Op o, std::vector<NodePtr> in, std::vector<int64_t> ints = {}, bool keepdim = false) {
+NodePtr op(Op o, NodeList in, std::vector<int64_t> ints = {}, bool keepdim = false) {
   Attrs a;
   a.ints = std::move(ints);
   a.keepdim = keepdim;
@@ -81,7 +81,7 @@ class CudaVsReference : public ::testing::Test {
 
   // Lowers `roots`, runs the plan on both backends with the same random inputs and compares every
   // output; `kernels` >= 0 also pins the kernel count (as lowering_test does).
-  void same(const std::string& what, const std::vector<NodePtr>& roots, double rtol, double atol,
+  void same(const std::string& what, const NodeList& roots, double rtol, double atol,
             int kernels = -1, bool positive = false) {
     SCOPED_TRACE(what);
     std::vector<const Node*> r;
@@ -194,7 +194,7 @@ TEST_F(CudaVsReference, IntegerReductions) {
   for (DType t : {DType::Int32, DType::Int64, DType::Int8, DType::UInt8}) {
     G g;
     auto x = g.p({33, 700}, t);
-    std::vector<NodePtr> roots;
+    NodeList roots;
     for (Op r : {Op::ReduceSum, Op::ReduceMax, Op::ReduceMin}) {
       try {  // the IR may want a cast first for some (op, dtype) pairs
         roots.push_back(op(r, {x}, {1}));
@@ -240,7 +240,7 @@ TEST_F(CudaVsReference, CastsBetweenEveryDtypePair) {
   for (DType from : all) {
     G g;
     auto x = g.p({1000}, from);
-    std::vector<NodePtr> roots;
+    NodeList roots;
     for (DType to : all)
       if (to != from) roots.push_back(cast(x, to));
     same(std::string("casts from ") + std::string(dtype_name(from)), roots, 0, 0);

@@ -91,7 +91,7 @@ TEST(DonationGpu, ExecutableAgreesForEverySubsetOfDonations) {
   Tensor m2 = m * 0.9 + g * 0.1;
   Tensor v2 = v * 0.999 + g * g * 0.001;
   Tensor p2 = p - m2 / ((v2 * 1.5).sqrt() + 1e-8) * 0.01;
-  std::vector<NodePtr> keep = {p2.node(), m2.node(), v2.node()};
+  NodeList keep = {p2.node(), m2.node(), v2.node()};
   Graph graph = collect_graph({keep[0].get(), keep[1].get(), keep[2].get()});
   Backend& be = get_backend("cuda");
   Plan plan = lower(graph, be.lower_options());
