@@ -6,9 +6,9 @@
 
 namespace lt {
 
-std::vector<int64_t> ConvParams::ints(std::vector<int64_t> extra) const {
-  std::vector<int64_t> r = {stride[0],   stride[1],   padding[0], padding[1],
-                            dilation[0], dilation[1], groups};
+IntList ConvParams::ints(std::vector<int64_t> extra) const {
+  IntList r = {stride[0],   stride[1],   padding[0], padding[1],
+               dilation[0], dilation[1], groups};
   r.insert(r.end(), extra.begin(), extra.end());
   return r;
 }

@@ -13,7 +13,7 @@ struct ConvParams {
   std::array<int64_t, 2> stride{1, 1}, padding{0, 0}, dilation{1, 1};
   int64_t groups = 1;
   // The attrs.ints of a conv prim: {stride h, w, padding h, w, dilation h, w, groups} + `extra`.
-  std::vector<int64_t> ints(std::vector<int64_t> extra = {}) const;
+  IntList ints(std::vector<int64_t> extra = {}) const;
   // Reads attrs.ints of `op` (a Conv class op); throws naming the op when malformed.
   static ConvParams from(Op op, const Attrs& a);
 };

@@ -16,7 +16,7 @@
 namespace lt {
 
 struct Attrs {
-  std::vector<int64_t> ints;  // axes (reduce), shape (reshape/expand), permutation (permute)
+  IntList ints;  // axes (reduce), shape (reshape/expand), permutation (permute)
   bool keepdim = false;       // reduce
   DType dtype = DType::Float32;  // cast target
   double value = 0;           // constant value (hashed); for Scalar leaves see Node::scalar

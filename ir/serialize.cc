@@ -129,13 +129,13 @@ Attrs attrs_from(Op op, const json& a, const std::string& where) {
   if (!a.is_object()) bad(where + ": attrs must be an object");
   switch (op_info(op).cls) {
     case OpClass::Reduce:
-      r.ints = get<std::vector<int64_t>>(a, "axes", where);
+      r.ints = get<IntList>(a, "axes", where);
       r.keepdim = get<bool>(a, "keepdim", where);
       if (op == Op::Var) r.value = float_from(a, "correction", where);
       break;
     case OpClass::Reshape: case OpClass::Expand: r.ints = get_shape(a, "shape", where); break;
-    case OpClass::Permute: r.ints = get<std::vector<int64_t>>(a, "perm", where); break;
-    case OpClass::Slice: r.ints = get<std::vector<int64_t>>(a, "slices", where); break;
+    case OpClass::Permute: r.ints = get<IntList>(a, "perm", where); break;
+    case OpClass::Slice: r.ints = get<IntList>(a, "slices", where); break;
     case OpClass::AxisUnary: case OpClass::Gather: case OpClass::ScatterAdd:
       r.ints = {get<int64_t>(a, "axis", where)};
       break;
@@ -146,10 +146,10 @@ Attrs attrs_from(Op op, const json& a, const std::string& where) {
       r.stream = get<int64_t>(a, "stream", where);
       break;
     case OpClass::LayerNorm:
-      r.ints = get<std::vector<int64_t>>(a, "ints", where);
+      r.ints = get<IntList>(a, "ints", where);
       r.value = float_from(a, "eps", where);
       break;
-    case OpClass::Conv: r.ints = get<std::vector<int64_t>>(a, "ints", where); break;
+    case OpClass::Conv: r.ints = get<IntList>(a, "ints", where); break;
     case OpClass::Attention:
       r.ints = {get<bool>(a, "causal", where) ? 1 : 0};
       r.value = float_from(a, "scale", where);

@@ -10,7 +10,7 @@ int64_t numel(const Shape& s) {
   return n;
 }
 
-std::string shape_str(const Shape& s) {
+std::string shape_str(std::span<const int64_t> s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
   return r + "]";

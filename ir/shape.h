@@ -1,15 +1,33 @@
 // Shapes: dimension lists, broadcasting, axis normalization, contiguous strides.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "ir/pool.h"
+
 namespace lt {
 
-using Shape = std::vector<int64_t>;
+// Dimension lists in pooled blocks (ir/pool.h), like operand lists: every traced op makes a
+// shape for its node and copies it into its tensor, and glibc's malloc for those two was the
+// largest part of the per-op tracing cost left. Attribute lists (axes, permutations) share the
+// type, being shapes as often as not.
+using IntList = std::vector<int64_t, PoolAllocator<int64_t>>;
+using Shape = IntList;
+
+// Between IntList and the std::vector<int64_t> of public signatures (reshape, sum, ...).
+inline IntList to_ints(std::span<const int64_t> v) { return IntList(v.begin(), v.end()); }
+inline std::vector<int64_t> to_vector(std::span<const int64_t> v) { return {v.begin(), v.end()}; }
+inline bool same_ints(std::span<const int64_t> a, std::span<const int64_t> b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
 
 int64_t numel(const Shape& s);
-std::string shape_str(const Shape& s);  // "[2, 3]"
+std::string shape_str(std::span<const int64_t> s);  // "[2, 3]"; any list of extents
+inline std::string shape_str(std::initializer_list<int64_t> s) { return shape_str(std::span(s.begin(), s.size())); }
 // NumPy/PyTorch broadcasting; `op` names the operation in the error.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 // Maps a possibly negative axis into [0, rank); rank 0 accepts -1 and 0 as PyTorch does.

@@ -55,7 +55,7 @@ NodePtr matmul_rule(const Node& n, const NodeList& in) {
   return reshape(out, n.shape);
 }
 
-NodePtr reduce(Op op, NodePtr x, std::vector<int64_t> axes, bool keepdim) {
+NodePtr reduce(Op op, NodePtr x, IntList axes, bool keepdim) {
   Attrs a;
   a.ints = std::move(axes);
   a.keepdim = keepdim;
@@ -63,11 +63,11 @@ NodePtr reduce(Op op, NodePtr x, std::vector<int64_t> axes, bool keepdim) {
 }
 
 // The reduced axes of a reduction-like node, normalized (empty attrs already mean "these axes").
-std::vector<int64_t> axes_of(const Node& n, const Shape& in) {
-  std::vector<int64_t> r;
+IntList axes_of(const Node& n, const Shape& in) {
+  IntList r;
   int64_t rank = static_cast<int64_t>(in.size());
   for (auto a : n.attrs.ints) r.push_back(rank ? (a < 0 ? a + rank : a) : 0);
-  return rank ? r : std::vector<int64_t>{};
+  return rank ? r : IntList{};
 }
 
 NodePtr softmax_rule(const Node& n, const NodeList& in, bool log) {
@@ -104,7 +104,7 @@ NodePtr var_rule(const Node& n, const NodeList& in) {
 
 NodePtr layer_norm_rule(const Node& n, const NodeList& in) {
   int64_t rank = static_cast<int64_t>(in[0]->shape.size()), k = n.attrs.ints[0];
-  std::vector<int64_t> ax;
+  IntList ax;
   int64_t count = 1;
   for (int64_t d = rank - k; d < rank; ++d) ax.push_back(d), count *= in[0]->shape[d];
   DType t = n.dtype;

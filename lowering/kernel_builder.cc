@@ -304,7 +304,7 @@ loop::Kernel KernelBuilder::build(std::vector<int>* touched) {
   // (MapOuter) has that shape.
   for (int r : hosted)
     if (absorbed(r) && store_absorbed_[r] && shape_kind != Epilogue) throw Unabsorbable{r, root_};
-  std::vector<int64_t> extents = k_.outer;
+  IntList extents = k_.outer;
   extents.insert(extents.end(), k_.inner.begin(), k_.inner.end());
   sym_ = std::make_unique<SymCtx>(extents);
 

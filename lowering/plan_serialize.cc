@@ -93,7 +93,8 @@ namespace {
 constexpr uint32_t kPlanFormat = 6;  // 2: Gemm steps and the step order; 3: donations, inplace; 4: gather/scatter; 6: attention steps
                                      // indices; 5: Conv steps
 
-void put_shape(ByteWriter& w, const Shape& s) {
+template <class Ints>  // Shape or std::vector<int64_t>
+void put_shape(ByteWriter& w, const Ints& s) {
   w.u64(s.size());
   for (int64_t e : s) w.i64(e);
 }
@@ -234,9 +235,10 @@ struct Decoder {
     g.b = id(0, nbuffers, "gemm B buffer");
     g.out = id(0, nbuffers, "gemm output buffer");
     for (int64_t* v : {&g.M, &g.N, &g.K, &g.a_offset, &g.a_rs, &g.a_cs, &g.b_offset, &g.b_rs, &g.b_cs}) *v = r.i64();
-    g.batch = shape();
-    g.a_batch_stride = shape();
-    g.b_batch_stride = shape();
+    for (std::vector<int64_t>* v : {&g.batch, &g.a_batch_stride, &g.b_batch_stride}) {
+      Shape s = shape();
+      v->assign(s.begin(), s.end());
+    }
     for (int buf : {g.a, g.b, g.out})
       if (buffers[buf].dtype != g.dtype || buffers[buf].kind == BufferSpec::Kind::Scalar)
         r.bad("gemm " + g.name + " buffer " + std::to_string(buf) + " does not hold " + std::string(dtype_name(g.dtype)));

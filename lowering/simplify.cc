@@ -138,7 +138,7 @@ class Simplifier {
     if (n.op == Op::Permute) {
       if (at(a).op == Op::Permute) {  // permute(permute(y, p), q) = permute(y, p[q[i]])
         const auto& p = at(a).attrs.ints;
-        std::vector<int64_t> r(n.attrs.ints.size());
+        IntList r(n.attrs.ints.size());
         for (size_t i = 0; i < r.size(); ++i) r[i] = p[n.attrs.ints[i]];
         n.attrs.ints = std::move(r);
         n.inputs[0] = at(a).inputs[0];

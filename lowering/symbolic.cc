@@ -11,7 +11,7 @@ int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 
 
 }  // namespace
 
-SymCtx::SymCtx(std::vector<int64_t> extents) : extents_(std::move(extents)) {}
+SymCtx::SymCtx(IntList extents) : extents_(std::move(extents)) {}
 
 int SymCtx::atom(Atom a) {
   auto key = std::make_pair(std::make_pair(static_cast<int>(a.kind), a.var_or_d), a.arg);

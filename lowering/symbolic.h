@@ -23,7 +23,7 @@ struct Lin {
 
 class SymCtx {
  public:
-  explicit SymCtx(std::vector<int64_t> extents);  // one extent per loop variable
+  explicit SymCtx(IntList extents);  // one extent per loop variable
   Lin var(int v);
   // The data-dependent index held by instruction `instr` of stage `stage`, known to be in [0, hi]
   // (gather/scatter_add clamp it first). Emitted as IExpr::Value; never folded into strides.
@@ -66,7 +66,7 @@ class SymCtx {
   std::optional<Split> split_at_coefficient(const Lin& r, int64_t d) const;
   int emit(const Lin& a, std::vector<loop::IExpr>& out) const;
   int emit_atom(int id, std::vector<loop::IExpr>& out) const;
-  std::vector<int64_t> extents_;
+  IntList extents_;
   std::vector<Atom> atoms_;
   std::map<std::pair<std::pair<int, int64_t>, Lin>, int> atom_ids_;
 };

@@ -16,7 +16,7 @@ namespace lt {
 namespace {
 
 // The traced prim `op` over `operands` (their tensors in `srcs`), recorded for autograd.
-Tensor conv_prim(Op op, const std::vector<Tensor>& srcs, std::vector<int64_t> ints) {
+Tensor conv_prim(Op op, const std::vector<Tensor>& srcs, IntList ints) {
   const Device& d = srcs[0].device();
   NodeList ins;
   for (const Tensor& t : srcs) {

@@ -293,7 +293,7 @@ void require_int64(const char* op, const Tensor& a, const Tensor& index) {
 // shape with J at dim. A view (expand), so the gather reads index[j] once per element.
 Tensor spread_index(const Tensor& a, int64_t dim, const Tensor& index) {
   const int64_t j = index.numel();
-  std::vector<int64_t> one(static_cast<size_t>(a.dim()), 1), full = a.shape();
+  std::vector<int64_t> one(static_cast<size_t>(a.dim()), 1), full = to_vector(a.shape());
   one[dim] = full[dim] = j;
   return cast(index, DType::Int64).reshape(one).expand(full);
 }
@@ -354,7 +354,7 @@ Tensor embedding(const Tensor& weight, const Tensor& index) {
   if (weight.dim() != 2) fail(ErrorKind::Runtime, "embedding: weight must be 2-D, got ", shape_str(weight.shape()));
   return with_index_check("embedding", index, weight.shape()[0], 0, weight.shape(), [&] {
     // Rows of weight gathered by the flattened index; the gradient scatters back (gather's VJP).
-    std::vector<int64_t> shape = index.shape();
+    std::vector<int64_t> shape = to_vector(index.shape());
     shape.push_back(weight.shape()[1]);
     return gather_node(weight, 0, spread_index(weight, 0, index.reshape({-1}))).reshape(shape);
   });

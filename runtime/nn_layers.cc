@@ -116,15 +116,15 @@ LayerNorm::LayerNorm(std::vector<int64_t> normalized_shape, double eps, bool ele
       fail(ErrorKind::Value, "LayerNorm: normalized_shape ", shape_str(shape_),
            " must be positive");
   if (elementwise_affine) {
-    w_ = &register_parameter("weight", filled(shape_, 1.0, device));
-    if (bias) b_ = &register_parameter("bias", filled(shape_, 0.0, device));
+    w_ = &register_parameter("weight", filled(to_ints(shape_), 1.0, device));
+    if (bias) b_ = &register_parameter("bias", filled(to_ints(shape_), 0.0, device));
   }
 }
 
 Tensor LayerNorm::forward(const Tensor& x) {
   if (!x.defined()) fail(ErrorKind::Type, "LayerNorm: input must be a defined tensor");
   const int64_t k = static_cast<int64_t>(shape_.size());
-  if (x.dim() < k || Shape(x.shape().end() - k, x.shape().end()) != Shape(shape_))
+  if (x.dim() < k || !same_ints(std::span(x.shape()).last(static_cast<size_t>(k)), shape_))
     fail(ErrorKind::Runtime, "LayerNorm: input of shape ", shape_str(x.shape()),
          " does not end in normalized_shape ", shape_str(shape_));
   return layer_norm(x, shape_, w_ ? *w_ : Tensor(), b_ ? *b_ : Tensor(), eps_);

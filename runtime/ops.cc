@@ -203,7 +203,7 @@ Tensor reduce(Op op, const Tensor& a, std::vector<int64_t> dims, bool keepdim) {
   NodePtr x = a.node();
   if ((op == Op::ReduceSum || op == Op::ReduceProd) && is_integral(x->dtype)) x = cast_node(x, DType::Int64);
   Attrs at;
-  at.ints = all_dims(a, std::move(dims));
+  at.ints = to_ints(all_dims(a, std::move(dims)));
   at.keepdim = keepdim;
   return op_out(op, nodes(std::move(x)), std::move(at), d, {&a});
 }
@@ -230,14 +230,14 @@ Tensor log_softmax(const Tensor& a, int64_t dim) {
 }
 Tensor logsumexp(const Tensor& a, std::vector<int64_t> dims, bool keepdim) {
   Attrs at;
-  at.ints = all_dims(a, std::move(dims));
+  at.ints = to_ints(all_dims(a, std::move(dims)));
   at.keepdim = keepdim;
   return op_out(Op::LogSumExp, nodes(float_node(a)), std::move(at),
                 common_device("logsumexp", {&a}), {&a});
 }
 Tensor var(const Tensor& a, std::vector<int64_t> dims, double correction, bool keepdim) {
   Attrs at;
-  at.ints = all_dims(a, std::move(dims));
+  at.ints = to_ints(all_dims(a, std::move(dims)));
   at.keepdim = keepdim;
   at.value = correction;
   return op_out(Op::Var, nodes(float_node(a)), std::move(at), common_device("var", {&a}), {&a});
@@ -250,7 +250,7 @@ Tensor layer_norm(const Tensor& x, std::vector<int64_t> normalized_shape, const 
   const Device& d = common_device("layer_norm", {&x});
   int64_t k = static_cast<int64_t>(normalized_shape.size());
   Shape tail = k <= x.dim() ? Shape(x.shape().end() - k, x.shape().end()) : Shape{};
-  if (k == 0 || k > x.dim() || tail != Shape(normalized_shape))
+  if (k == 0 || k > x.dim() || !same_ints(tail, normalized_shape))
     fail(ErrorKind::Runtime, "layer_norm: normalized_shape ", shape_str(normalized_shape),
          " does not match the trailing dims of input of shape ", shape_str(x.shape()));
   NodeList in = {x.node()};
@@ -295,9 +295,9 @@ Tensor reshape(const Tensor& a, std::vector<int64_t> shape) {
       fail(ErrorKind::Runtime, "reshape: shape ", shape_str(shape), " is invalid for input of size ", a.numel());
     shape[infer_at] = a.numel() / known;
   }
-  if (shape == a.shape()) return a;
+  if (same_ints(shape, a.shape())) return a;
   Attrs at;
-  at.ints = std::move(shape);
+  at.ints = to_ints(shape);
   return op_out(Op::Reshape, nodes(a.node()), std::move(at), d, {&a});
 }
 
@@ -306,7 +306,7 @@ Tensor permute(const Tensor& a, std::vector<int64_t> dims) {
   int64_t r = a.dim();
   for (auto& x : dims) x = normalize_axis(x, r, "permute");
   Attrs at;
-  at.ints = std::move(dims);
+  at.ints = to_ints(dims);
   return op_out(Op::Permute, nodes(a.node()), std::move(at), d, {&a});
 }
 
@@ -315,9 +315,9 @@ Tensor expand(const Tensor& a, std::vector<int64_t> shape) {
   size_t off = shape.size() >= a.shape().size() ? shape.size() - a.shape().size() : 0;
   for (size_t i = off; i < shape.size(); ++i)
     if (shape[i] == -1) shape[i] = a.shape()[i - off];
-  if (shape == a.shape()) return a;
+  if (same_ints(shape, a.shape())) return a;
   Attrs at;
-  at.ints = std::move(shape);
+  at.ints = to_ints(shape);
   return op_out(Op::Expand, nodes(a.node()), std::move(at), d, {&a});
 }
 
@@ -347,7 +347,7 @@ Tensor scatter_add_node(const Tensor& base, int64_t axis, const Tensor& index, c
 Tensor slice_node(const Tensor& a, std::vector<int64_t> start_step_size) {
   const Device& d = common_device("slice", {&a});
   Attrs at;
-  at.ints = std::move(start_step_size);
+  at.ints = to_ints(start_step_size);
   return op_out(Op::Slice, nodes(a.node()), std::move(at), d, {&a});
 }
 

@@ -124,7 +124,7 @@ void validate_kernel(const loop::Kernel& k) {
 loop::Kernel merge_dims(const loop::Kernel& src) {
   loop::Kernel k = src;
   const int nouter = static_cast<int>(k.outer.size());
-  std::vector<int64_t> ext = k.outer;
+  IntList ext = k.outer;
   ext.insert(ext.end(), k.inner.begin(), k.inner.end());
   const int nvars = static_cast<int>(ext.size());
   std::vector<int> group(nvars), orig(nvars);

@@ -43,7 +43,7 @@ OnednnConv::OnednnConv(const ConvStep& c) {
   const ConvParams& p = c.params;
   std::vector<int64_t> key = {static_cast<int64_t>(c.kind), c.bias >= 0, c.relu};
   for (const Shape* s : {&c.x, &c.w, &c.y}) key.insert(key.end(), s->begin(), s->end());
-  const std::vector<int64_t> ints = p.ints();
+  const IntList ints = p.ints();
   key.insert(key.end(), ints.begin(), ints.end());
   static std::mutex mu;
   static std::map<std::vector<int64_t>, std::shared_ptr<const Impl>> cache;

@@ -326,7 +326,7 @@ CudaKernelLaunch KernelGen::generate() {
   check_kernel();
   nouter_ = static_cast<int>(k_.outer.size());
   ninner_ = static_cast<int>(k_.inner.size());
-  ext_ = k_.outer;
+  ext_.assign(k_.outer.begin(), k_.outer.end());
   ext_.insert(ext_.end(), k_.inner.begin(), k_.inner.end());
   outer_n_ = numel(k_.outer);
   inner_n_ = numel(k_.inner);

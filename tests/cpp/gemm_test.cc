@@ -21,7 +21,7 @@ NodePtr param(Shape s, DType t = DType::Float32) { return make_param(t, std::mov
 NodePtr mm(NodePtr a, NodePtr b) { return make_node(Op::Matmul, {std::move(a), std::move(b)}); }
 NodePtr tr(NodePtr a, std::vector<int64_t> perm) {
   Attrs at;
-  at.ints = std::move(perm);
+  at.ints = to_ints(perm);
   return make_node(Op::Permute, {std::move(a)}, at);
 }
 LowerOptions f32_gemm() { return LowerOptions{{DType::Float32}}; }

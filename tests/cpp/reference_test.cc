@@ -312,7 +312,7 @@ TEST(ReferenceTest, Reductions) {
       Builder b;
       int p = b.param(DType::Float32, s, 0);
       Attrs a;
-      a.ints = axes, a.keepdim = keep;
+      a.ints = to_ints(axes), a.keepdim = keep;
       int rs = b.op(Op::ReduceSum, DType::Float32, os, {p}, a), rp = b.op(Op::ReduceProd, DType::Float32, os, {p}, a);
       int rx = b.op(Op::ReduceMax, DType::Float32, os, {p}, a), rn = b.op(Op::ReduceMin, DType::Float32, os, {p}, a);
       auto bx = buf(xv);
