@@ -32,7 +32,7 @@ struct G {
 NodePtr mm(NodePtr a, NodePtr b) { return make_node(Op::Matmul, {std::move(a), std::move(b)}); }
 NodePtr tr(NodePtr a, std::vector<int64_t> perm) {
   Attrs at;
-  at.ints = std::move(perm);
+  at.ints = to_ints(perm);
   return make_node(Op::Permute, {std::move(a)}, at);
 }
 

@@ -613,7 +613,7 @@ struct FakeData : LeafData {};
 NodePtr param(Shape s, DType t = DType::Float32) { return make_param(t, std::move(s), std::make_shared<FakeData>()); }
 NodePtr node(Op o, NodeList in, std::vector<int64_t> ints = {}, bool keepdim = false) {
   Attrs a;
-  a.ints = std::move(ints);
+  a.ints = to_ints(ints);
   a.keepdim = keepdim;
   return make_node(o, std::move(in), a);
 }

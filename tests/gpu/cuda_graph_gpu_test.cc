@@ -76,7 +76,7 @@ NodePtr param(Shape s) {
 }
 NodePtr node(Op op, NodeList in, std::vector<int64_t> ints = {}) {
   Attrs a;
-  a.ints = std::move(ints);
+  a.ints = to_ints(ints);
   return make_node(op, std::move(in), a);
 }
 

@@ -32,7 +32,7 @@ struct G {
 };
 NodePtr op(Op o, NodeList in, std::vector<int64_t> ints = {}, bool keepdim = false) {
   Attrs a;
-  a.ints = std::move(ints);
+  a.ints = to_ints(ints);
   a.keepdim = keepdim;
   return make_node(o, std::move(in), a);
 }
