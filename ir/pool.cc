@@ -25,30 +25,45 @@ struct Block {
   Block* next;
 };
 
-// Trivially destructible, so it stays usable after the guard below has drained it at thread exit
-// (a thread_local destroyed later may still free nodes: those go straight to delete).
 struct Cache {
   Block* head[kClasses];
   std::uint32_t count[kClasses];
-  enum : std::uint8_t { kFresh, kLive, kDead } state;
+  bool dead;  // the shared g_dead below
 };
-thread_local Cache t_cache;
 
-// Constructed on the first block a thread keeps; its destructor returns the thread's blocks.
+// The thread's lists, reached through one pointer in the initial-exec TLS model: in a shared
+// library the default model calls __tls_get_addr on every access, twice per pooled object (a
+// tenth of the per-op tracing cost). One initial-exec variable puts the library's whole TLS block
+// (about 200 bytes) in the static TLS block, of which a library loaded by dlopen (the Python
+// module) may only take a little: glibc keeps ~1.5 KB spare. Hence one pointer, not the 400-byte
+// lists. Null until the thread's first pooled block; after its exit cleanup, the shared empty
+// g_dead below, which is never written: its lists are empty and nothing is kept in it.
+[[gnu::tls_model("initial-exec")]] thread_local Cache* t_cache = nullptr;
+Cache g_dead = {{}, {}, true};
+
+// Constructed with the thread's cache; its destructor returns the thread's blocks.
 struct Guard {
   bool armed = false;
   ~Guard() {
-    Cache& c = t_cache;
+    Cache* c = t_cache;
+    if (!c || c->dead) return;
     for (std::size_t k = 0; k < kClasses; ++k)
-      while (Block* b = c.head[k]) {
-        c.head[k] = b->next;
+      while (Block* b = c->head[k]) {
+        c->head[k] = b->next;
         ::operator delete(b);
       }
-    for (auto& n : c.count) n = 0;
-    c.state = Cache::kDead;
+    delete c;
+    t_cache = &g_dead;  // a thread_local destroyed later may still free blocks: straight to delete
   }
 };
 thread_local Guard t_guard;
+
+Cache& cache() {
+  if (Cache* c = t_cache) return *c;
+  t_guard.armed = true;  // constructs the guard: the cache dies with the thread
+  t_cache = new Cache{{}, {}, false};
+  return *t_cache;
+}
 
 std::size_t size_class(std::size_t bytes) { return (bytes + kGrain - 1) / kGrain; }
 
@@ -57,7 +72,7 @@ std::size_t size_class(std::size_t bytes) { return (bytes + kGrain - 1) / kGrain
 void* allocate(std::size_t bytes) {
   const std::size_t k = size_class(bytes);
   if (LT_POOL_BYPASS || k >= kClasses) return ::operator new(bytes);
-  Cache& c = t_cache;
+  Cache& c = cache();
   if (Block* b = c.head[k]) {
     c.head[k] = b->next;
     --c.count[k];
@@ -68,16 +83,14 @@ void* allocate(std::size_t bytes) {
 
 void deallocate(void* p, std::size_t bytes) noexcept {
   const std::size_t k = size_class(bytes);
-  Cache& c = t_cache;
-  const bool keep = !LT_POOL_BYPASS && k < kClasses && c.state != Cache::kDead &&
-                    (c.count[k] + 1) * k * kGrain <= kMaxBytesPerClass;
-  if (!keep) {
+  if (LT_POOL_BYPASS || k >= kClasses) {
     ::operator delete(p);
     return;
   }
-  if (c.state == Cache::kFresh) {  // first block kept on this thread: arm the drain at its exit
-    t_guard.armed = true;
-    c.state = Cache::kLive;
+  Cache& c = cache();
+  if (c.dead || (c.count[k] + 1) * k * kGrain > kMaxBytesPerClass) {
+    ::operator delete(p);
+    return;
   }
   auto* b = static_cast<Block*>(p);
   b->next = c.head[k];
@@ -87,7 +100,8 @@ void deallocate(void* p, std::size_t bytes) noexcept {
 
 std::size_t cached_blocks() {
   std::size_t n = 0;
-  for (std::size_t k = 0; k < kClasses; ++k) n += t_cache.count[k];
+  const Cache& c = cache();
+  for (std::size_t k = 0; k < kClasses; ++k) n += c.count[k];
   return n;
 }
 
