@@ -277,7 +277,9 @@ Tensor silu(const Tensor& a) {
   return op_out(Op::Silu, nodes(float_node(a)), {}, common_device("silu", {&a}), {&a});
 }
 
-Tensor reshape(const Tensor& a, std::vector<int64_t> shape) {
+Tensor reshape(const Tensor& a, std::vector<int64_t> shape) { return reshape_to(a, to_ints(shape)); }
+
+Tensor reshape_to(const Tensor& a, IntList shape) {
   const Device& d = common_device("reshape", {&a});
   int64_t known = 1, infer_at = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -297,7 +299,7 @@ Tensor reshape(const Tensor& a, std::vector<int64_t> shape) {
   }
   if (same_ints(shape, a.shape())) return a;
   Attrs at;
-  at.ints = to_ints(shape);
+  at.ints = std::move(shape);
   return op_out(Op::Reshape, nodes(a.node()), std::move(at), d, {&a});
 }
 

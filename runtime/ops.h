@@ -75,6 +75,9 @@ Tensor silu(const Tensor& a);
 
 // Movement.
 Tensor reshape(const Tensor& a, std::vector<int64_t> shape);
+// reshape from a pooled list (unsqueeze, squeeze, flatten build theirs from the tensor's shape):
+// no heap allocation, as for every other traced op (tests/cpp/trace_alloc_test.cc).
+Tensor reshape_to(const Tensor& a, IntList shape);
 Tensor permute(const Tensor& a, std::vector<int64_t> dims);
 Tensor expand(const Tensor& a, std::vector<int64_t> shape);
 Tensor matmul(const Tensor& a, const Tensor& b);

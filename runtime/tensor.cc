@@ -135,7 +135,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   int64_t at = normalize_axis(d, dim() + 1, "unsqueeze");
   Shape s = shape();
   s.insert(s.begin() + at, 1);
-  return lt::reshape(*this, lt::to_vector(s));
+  return lt::reshape_to(*this, std::move(s));
 }
 Tensor Tensor::squeeze(std::optional<int64_t> d) const {
   Shape s;
@@ -147,7 +147,7 @@ Tensor Tensor::squeeze(std::optional<int64_t> d) const {
     for (auto x : shape())
       if (x != 1) s.push_back(x);
   }
-  return lt::reshape(*this, lt::to_vector(s));
+  return lt::reshape_to(*this, std::move(s));
 }
 Tensor Tensor::flatten(int64_t start, int64_t end) const {
   if (dim() == 0) return lt::reshape(*this, {1});
@@ -158,7 +158,7 @@ Tensor Tensor::flatten(int64_t start, int64_t end) const {
   for (int64_t i = a; i <= b; ++i) m *= shape()[i];
   s.push_back(m);
   s.insert(s.end(), shape().begin() + b + 1, shape().end());
-  return lt::reshape(*this, lt::to_vector(s));
+  return lt::reshape_to(*this, std::move(s));
 }
 Tensor Tensor::matmul(const Tensor& o) const { return lt::matmul(*this, o); }
 
