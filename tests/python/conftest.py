@@ -72,6 +72,13 @@ def assert_close(t, expected, dtype=None, rtol=None, atol=None):
         np.testing.assert_array_equal(got, expected.astype(got.dtype))
 
 
+def float32_ulps(got, ref):
+    """|got - ref| in ulps of the float64 reference's float32 neighbourhood; subnormal results
+    count in 2^-149 (the spacing below float32's smallest normal)."""
+    spacing = np.spacing(np.maximum(np.abs(ref).astype(np.float32), np.float32(2.0**-126)))
+    return np.abs(got.astype(np.float64) - ref) / spacing.astype(np.float64)
+
+
 def run_isolated(code, timeout=120):
     """Runs `code` (after `import lazytensor as lt, numpy as np`) in a child interpreter, so that a
     crash of the C++ runtime fails one test instead of killing the whole run."""

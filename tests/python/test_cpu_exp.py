@@ -6,13 +6,9 @@ import numpy as np
 import torch
 
 import lazytensor as lt
+from conftest import float32_ulps
 
 DEV = "lazy:cpu"
-
-
-def _ulps(got, ref):
-    spacing = np.spacing(np.maximum(np.abs(ref).astype(np.float32), np.float32(2.0**-126)))
-    return np.abs(got.astype(np.float64) - ref) / spacing.astype(np.float64)
 
 
 def _exp(x):
@@ -30,7 +26,7 @@ def test_dense_sweep_over_the_whole_finite_range():
     x = np.linspace(-105.0, 90.0, (1 << 22) + 1, dtype=np.float32)
     got, ref = _exp(x), _ref(x)
     finite = np.abs(ref) <= np.finfo(np.float32).max
-    err = _ulps(got[finite], ref[finite])
+    err = float32_ulps(got[finite], ref[finite])
     assert err.max() <= 1.5, (err.max(), x[finite][err.argmax()])
     # Past float32's largest value the float32 result is inf, as float32 rounding of ref gives.
     with np.errstate(over="ignore"):
@@ -53,7 +49,7 @@ def test_random_bit_patterns_and_every_float_near_the_edges():
         expect = ref.astype(np.float32)
     big = ~np.isfinite(expect) | (expect == 0)
     assert np.array_equal(got[big], expect[big]), x[big][got[big] != expect[big]][:5]
-    err = _ulps(got[~big], ref[~big])
+    err = float32_ulps(got[~big], ref[~big])
     assert err.max() <= 1.5, (err.max(), x[~big][err.argmax()])
 
 

@@ -8,14 +8,13 @@ import numpy as np
 import pytest
 
 import lazytensor as lt
+from conftest import float32_ulps
 
 DEV = "lazy:cpu"
 
 
 def _ulps(got, x, fn):
-    ref = fn(x.astype(np.float64))
-    spacing = np.spacing(np.maximum(np.abs(ref).astype(np.float32), np.float32(2.0**-126)))
-    return np.abs(got.astype(np.float64) - ref) / spacing.astype(np.float64)
+    return float32_ulps(got, fn(x.astype(np.float64)))
 
 
 def _run(x, name, dev=DEV):
