@@ -100,8 +100,8 @@ void deallocate(void* p, std::size_t bytes) noexcept {
 
 std::size_t cached_blocks() {
   std::size_t n = 0;
-  const Cache& c = cache();
-  for (std::size_t k = 0; k < kClasses; ++k) n += c.count[k];
+  if (const Cache* c = t_cache)  // a query: a thread with no cache yet holds nothing
+    for (std::size_t k = 0; k < kClasses; ++k) n += c->count[k];
   return n;
 }
 

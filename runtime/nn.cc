@@ -128,7 +128,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
   Tensor safe = where(valid_mask, cast(target, DType::Int64), Scalar(int64_t{0}));
   Tensor picked = gather_node(logp, logp.dim() - 1, safe.unsqueeze(-1)).squeeze(-1);
   Tensor wt = opt.weight.defined()
-                  ? gather_node(opt.weight, 0, safe.reshape({-1})).reshape(to_vector(safe.shape())) * valid
+                  ? reshape_to(gather_node(opt.weight, 0, safe.reshape({-1})), safe.shape()) * valid
                   : valid;
   Tensor loss = -picked * wt;
   if (smooth > 0) {
