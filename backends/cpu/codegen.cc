@@ -31,6 +31,8 @@ constexpr int kFastTrigInterleave = 8;
 constexpr int kInterleave = 4;
 // Rows shorter than this are not pipelined (emit_pipelined_rows): the pass it saves is short.
 constexpr int64_t kPipelineMinRow = 256;
+// Outputs a column reduction (emit_column_segment) accumulates at once: 8 AVX2 vectors of float.
+constexpr int64_t kColumnBlock = 64;
 
 class KernelEmitter {
  public:
@@ -156,6 +158,10 @@ class KernelEmitter {
                                    llvm::Twine("acc") + llvm::Twine(s));
     range_flag_ = nullptr;
     interleave_ = kInterleave;
+    col_accs_ = nullptr;
+    if (!k_.stages.empty() && k_.stages.front().kind == StageKind::Reduce && !fast_trig)
+      col_accs_ = b_.CreateAlloca(compute_type(ctx_, k_.stages.front().acc_dtype), c64(kColumnBlock),
+                                  "col_accs");
     if (fast_trig) {
       interleave_ = kFastTrigInterleave;
       range_flag_ = b_.CreateAlloca(b_.getInt32Ty(), nullptr, "trig_range");
@@ -302,6 +308,10 @@ class KernelEmitter {
       emit_pipelined_rows(begin, end);
       return;
     }
+    if (column_reduction()) {
+      emit_row_segments(begin, end, [&](Value* first, Value* len) { emit_column_segment(first, len); });
+      return;
+    }
     if (n == 1) {
       emit_loop(begin, end, false, [&](Value* iv) {
         vars_[0] = iv;
@@ -309,8 +319,20 @@ class KernelEmitter {
       });
       return;
     }
-    // Rows: split the flat position into dims once, then run along the innermost outer dim
-    // up to the end of the row or of the range, whichever comes first.
+    emit_row_segments(begin, end, [&](Value* first, Value* len) {
+      emit_loop(first, b_.CreateAdd(first, len), true, [&](Value* iv) {
+        vars_[n - 1] = iv;
+        emit_point();
+      });
+    });
+  }
+
+  // Splits the outer positions [begin, end) into runs along the innermost outer dim, each up to
+  // the end of its row or of the range: per run, the outer vars but the last are set (the flat
+  // position split into dims once) and segment(first, len) emits the run from last-dim index
+  // `first`, `len` > 0 points long.
+  void emit_row_segments(Value* begin, Value* end, const std::function<void(Value*, Value*)>& segment) {
+    const size_t n = k_.outer.size();
     BasicBlock* pre = b_.GetInsertBlock();
     BasicBlock* row = BasicBlock::Create(ctx_, "row", fn_);
     BasicBlock* done = BasicBlock::Create(ctx_, "rows.end");
@@ -334,15 +356,68 @@ class KernelEmitter {
     }
     Value* avail = b_.CreateSub(c64(k_.outer[n - 1]), last);
     Value* len = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, avail, b_.CreateSub(end, pos));
-    emit_loop(last, b_.CreateAdd(last, len), true, [&](Value* iv) {
-      vars_[n - 1] = iv;
-      emit_point();
-    });
+    segment(last, len);
     Value* next = b_.CreateAdd(pos, len);
     pos->addIncoming(next, b_.GetInsertBlock());
     b_.CreateCondBr(b_.CreateICmpSLT(next, end), row, done);
     done->insertInto(fn_);
     b_.SetInsertPoint(done);
+  }
+
+  // A reduction down columns: one Reduce stage whose loads step along the innermost outer dim
+  // (stride 1 in some load) but never along the innermost inner dim (the bias gradient
+  // x.sum(0) of x [128, 1024]: each output reads one column, 1,024 floats apart). Reducing one
+  // output at a time gathers its column element by element; instead emit_column_segment sums a
+  // block of neighbouring outputs at once, row after row, each row's loads contiguous across the
+  // block. Later stages may only be per-output (MapOuter): they run per block lane at the end.
+  bool column_reduction() const {
+    const size_t n = k_.outer.size(), m = k_.inner.size();
+    if (n == 0 || m == 0 || k_.outer[n - 1] < 2 || range_flag_ || k_.accumulates()) return false;
+    if (k_.stages.front().kind != StageKind::Reduce) return false;
+    for (size_t s = 1; s < k_.stages.size(); ++s)
+      if (k_.stages[s].kind != StageKind::MapOuter) return false;
+    const size_t last_outer = n - 1, last_inner = n + m - 1;
+    bool along_outer = false;
+    for (const loop::Instr& in : k_.stages.front().body) {
+      if (in.kind == IKind::ReduceResult || in.kind == IKind::RandUniform) return false;
+      if (in.kind != IKind::Load) continue;
+      if (!in.index.affine() || in.index.strides[last_inner] == 1) return false;
+      along_outer = along_outer || in.index.strides[last_outer] == 1;
+    }
+    return along_outer;
+  }
+
+  // Outputs [first, first + len) of the innermost outer dim, kColumnBlock at a time: each block
+  // keeps one accumulator per output in `col_accs_` (L1), updated by a loop across the block per
+  // inner point, which LLVM vectorizes (contiguous loads and accumulators, no reassociation).
+  void emit_column_segment(Value* first, Value* len) {
+    const size_t last_outer = k_.outer.size() - 1;
+    const loop::Stage& st = k_.stages.front();
+    llvm::Type* acc_t = compute_type(ctx_, st.acc_dtype);
+    Value* blocks = b_.CreateUDiv(b_.CreateAdd(len, c64(kColumnBlock - 1)), c64(kColumnBlock));
+    emit_loop(c64(0), blocks, true, [&](Value* bi) {
+      Value* off = b_.CreateMul(bi, c64(kColumnBlock), "", true, true);
+      Value* lo = b_.CreateAdd(first, off, "", true, true);
+      Value* nb = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, c64(kColumnBlock), b_.CreateSub(len, off));
+      auto lane = [&](Value* j) { return b_.CreateGEP(acc_t, col_accs_, j); };
+      const bool mx = st.reduce_op == Op::ReduceMax, mn = st.reduce_op == Op::ReduceMin;
+      Value* identity = reduce_identity(ctx_, st.acc_dtype, mx, mn, st.reduce_op == Op::ReduceProd);
+      emit_loop(c64(0), nb, true, [&](Value* j) { b_.CreateStore(identity, lane(j)); });
+      emit_inner_nest(0, [&] {
+        emit_loop(c64(0), nb, true, [&](Value* j) {
+          vars_[last_outer] = b_.CreateAdd(lo, j, "", true, true);
+          std::vector<Value*> vals = emit_body(st);
+          Value* v = convert(b_, vals[st.reduce_value], st.body[st.reduce_value].dtype, st.acc_dtype);
+          Value* acc = b_.CreateLoad(acc_t, lane(j));
+          b_.CreateStore(emit_reduce_combine(b_, st.reduce_op, st.acc_dtype, acc, v), lane(j));
+        });
+      });
+      emit_loop(c64(0), nb, true, [&](Value* j) {
+        vars_[last_outer] = b_.CreateAdd(lo, j, "", true, true);
+        results_[0] = b_.CreateLoad(acc_t, lane(j), "r0");
+        emit_stages(1, nullptr);
+      });
+    });
   }
 
   void emit_inner_nest(size_t level, const std::function<void()>& body) {
@@ -628,6 +703,7 @@ class KernelEmitter {
   const std::vector<Value*>* vals_ = nullptr;
   const std::vector<loop::Instr>* body_ = nullptr;
   std::vector<llvm::AllocaInst*> accs_;
+  llvm::AllocaInst* col_accs_ = nullptr;    // emit_column_segment's accumulators
   llvm::AllocaInst* range_flag_ = nullptr;  // set while emitting a fast_trig body
   TrigLoadBound trig_bound_;                // of this kernel, when it has a fast_trig body
   std::vector<bool> streamed_;              // per arg: streamed in the streaming body

@@ -92,6 +92,26 @@ TEST(Vectorization, RowReductionVectorizes) {
   EXPECT_TRUE(std::regex_search(sources_of_last_graph(), std::regex(R"(<[0-9]+ x float>)")));
   (void)s;
 }
+
+// A sum down columns (a bias gradient) loads whole vectors across neighbouring outputs
+// (codegen.cc emit_column_segment), where one output at a time gathered its column from scalar
+// loads 1,024 floats apart (about 10x slower on [128, 1024]).
+TEST(Vectorization, ColumnReductionLoadsVectorsAcrossOutputs) {
+  Tensor x = testing::random_tensor({128, 1024}, 7, Device::parse("lazy:cpu"));
+  mark_step();
+  Tensor s = (x * x).sum({0});
+  mark_step();
+  ASSERT_EQ(metrics::last_graph().kernels, 1);
+  EXPECT_TRUE(std::regex_search(sources_of_last_graph(), std::regex(R"(load <[0-9]+ x float>)")))
+      << sources_of_last_graph().substr(0, 4000);
+  const auto got = s.to_vector<float>();
+  const auto xv = x.to_vector<float>();
+  for (int64_t j = 0; j < 1024; j += 97) {
+    double want = 0;
+    for (int64_t i = 0; i < 128; ++i) want += double(xv[i * 1024 + j]) * xv[i * 1024 + j];
+    EXPECT_NEAR(got[j], want, 1e-4 * want) << "column " << j;
+  }
+}
 #endif
 
 }  // namespace

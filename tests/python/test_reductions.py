@@ -145,3 +145,45 @@ def test_reduce_then_elementwise_chain(device, rng):
     assert_close(centered, x64 - x64.mean(1, keepdims=True), atol=1e-5)
     norm = (centered * centered).sum(1).sqrt()
     assert_close(norm, np.sqrt(((x64 - x64.mean(1, keepdims=True)) ** 2).sum(1)), rtol=1e-5, atol=1e-5)
+
+
+# Reductions down columns (the reduced axes outside the innermost kept one), which the CPU backend
+# sums a block of neighbouring outputs at a time (backends/cpu/codegen.cc emit_column_segment):
+# widths that are not a multiple of the block, several outer dims, runs split across threads
+# mid-row, a fused producer, and every reduce op and accumulator dtype.
+COLUMN_CASES = [
+    ((128, 1024), 0),
+    ((37, 200), 0),
+    ((5, 3), 0),
+    ((4, 64, 1000), 1),
+    ((6, 7, 129), (0, 1)),
+    ((3, 50, 2, 70), (1, 2)),
+]
+
+
+@pytest.mark.parametrize("shape,dim", COLUMN_CASES, ids=str)
+@pytest.mark.parametrize("name", list(REDUCTIONS))
+def test_column_reductions(device, rng, shape, dim, name):
+    x = (rng.uniform(0.9, 1.1, shape) * rng.choice([-1, 1], shape)).astype(np.float32)
+    y = rng.uniform(0.9, 1.1, shape[-1]).astype(np.float32)  # products stay in float32's range
+    t, u = lt.tensor(x, device=device), lt.tensor(y, device=device)
+    want = REDUCTIONS[name](x.astype(np.float64), axis=dim)
+    assert_close(getattr(t, name)(dim), want, rtol=1e-5, atol=1e-5)
+    fused = (x * y).astype(np.float64)  # float32 products, as the kernel forms them
+    assert_close(getattr(t * u, name)(dim, keepdim=True),
+                 REDUCTIONS[name](fused, axis=dim, keepdims=True), rtol=1e-5, atol=1e-5)
+
+
+def test_column_reductions_of_integers_halves_and_nan(device, rng):
+    xi = rng.integers(-50, 50, (33, 77)).astype(np.int32)
+    ti = lt.tensor(xi, device=device)
+    assert_close(ti.sum(0), xi.sum(0, dtype=np.int64))
+    assert_close(ti.amax(0), xi.max(0))
+    xh = rng.standard_normal((300, 70)).astype(np.float16)
+    assert_close(lt.tensor(xh, device=device).sum(0), xh.astype(np.float64).sum(0), rtol=2e-3, atol=5e-2)
+    xn = rng.standard_normal((20, 90)).astype(np.float32)
+    xn[7, 3] = np.nan
+    xn[0, 80] = np.nan
+    got = lt.tensor(xn, device=device).amax(0).numpy()
+    assert np.isnan(got[3]) and np.isnan(got[80])
+    np.testing.assert_array_equal(np.delete(got, [3, 80]), np.delete(xn.max(0), [3, 80]))
