@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/error.h"
 
@@ -179,6 +180,18 @@ struct Flattener {
     return id;
   }
 
+  // An opaque leaf standing for prim node `in` (hashing as `hash`), for a rule to build on.
+  NodePtr stand_in(int in, const Hash128& hash) {
+    auto s = std::make_shared<Node>();
+    s->op = Op::Param;
+    s->dtype = pg.nodes[static_cast<size_t>(in)].dtype;
+    s->shape = pg.nodes[static_cast<size_t>(in)].shape;
+    s->hash = hash;
+    keep.push_back(s);
+    index.emplace(s.get(), in);
+    return s;
+  }
+
   // Adds node n whose operands are already indexed; composites are rewritten by their rule,
   // recursively, into primitives. Returns n's prim graph index.
   int add_node(const Node& n, int32_t source) {
@@ -189,19 +202,29 @@ struct Flattener {
     if (!rule) fail(ErrorKind::NotImplemented, "not implemented: decomposition of ", op_name(n.op));
     // The rule sees opaque stand-ins for the operands (rules use only their dtype and shape).
     NodeList operands;
-    for (size_t i = 0; i < ins.size(); ++i) {
-      auto s = std::make_shared<Node>();
-      s->op = Op::Param;
-      s->dtype = pg.nodes[ins[i]].dtype;
-      s->shape = pg.nodes[ins[i]].shape;
-      s->hash = n.inputs[i]->hash;
-      keep.push_back(s);
-      index.emplace(s.get(), ins[i]);
-      operands.push_back(s);
-    }
+    for (size_t i = 0; i < ins.size(); ++i) operands.push_back(stand_in(ins[i], n.inputs[i]->hash));
     NodePtr out = (*rule)(n, operands);
     keep.push_back(out);  // its nodes' addresses are keys in `index`: they must not be reused
     return lookup(out, n.source >= 0 ? n.source : source);
+  }
+
+  // permute(a @ b) swapping the last two dims, as b^T @ a^T: the GEMM writes the product in the
+  // layout its reader wants. Otherwise the reader (a weight's SGD update w - lr * grad, whose
+  // grad is (x^T dy)^T) walks the GEMM's output column by column: strided loads on a CPU,
+  // uncoalesced ones on a GPU. `mm` was not added (see decompose); its operands were.
+  int add_transposed_product(const Node& permute, const Node& mm) {
+    NodeList t;
+    for (size_t i : {size_t{1}, size_t{0}}) {
+      NodePtr s = stand_in(index.at(mm.inputs[i].get()), mm.inputs[i]->hash);
+      Attrs swap;
+      for (size_t d = 0; d < s->shape.size(); ++d) swap.ints.push_back(static_cast<int64_t>(d));
+      std::swap(swap.ints[swap.ints.size() - 1], swap.ints[swap.ints.size() - 2]);
+      t.push_back(make_node(Op::Permute, {s}, swap));
+    }
+    NodePtr out = make_node(Op::Matmul, std::move(t));
+    keep.push_back(out);
+    const int32_t source = permute.source >= 0 ? permute.source : mm.source;
+    return lookup(out, source);
   }
 
   int lookup(const NodePtr& n, int32_t source) {
@@ -220,12 +243,51 @@ const DecompRule* decomposition(Op op) {
   return it == rules().end() ? nullptr : &it->second;
 }
 
+namespace {
+
+bool swaps_last_two(const Node& p) {
+  const auto& perm = p.attrs.ints;
+  const size_t r = perm.size();
+  if (r < 2 || perm[r - 1] != static_cast<int64_t>(r - 2) || perm[r - 2] != static_cast<int64_t>(r - 1)) return false;
+  for (size_t d = 0; d + 2 < r; ++d)
+    if (perm[d] != static_cast<int64_t>(d)) return false;
+  return true;
+}
+
+// Matmuls read only through one permute that swaps their last two dims (and not outputs of the
+// graph): Flattener::add_transposed_product computes them at that permute instead.
+std::unordered_map<const Node*, const Node*> transposed_products(const Graph& g) {
+  std::unordered_map<const Node*, int> users;
+  for (const Node* n : g.order)
+    for (const auto& c : n->inputs) ++users[c.get()];
+  for (const Node* r : g.roots) ++users[r];
+  std::unordered_map<const Node*, const Node*> by_permute;  // permute -> its matmul
+  for (const Node* n : g.order) {
+    if (n->op != Op::Permute || !swaps_last_two(*n)) continue;
+    const Node* m = n->inputs[0].get();
+    if (m->op == Op::Matmul && users[m] == 1 && m->inputs[0]->shape.size() >= 2 && m->inputs[1]->shape.size() >= 2)
+      by_permute.emplace(n, m);
+  }
+  return by_permute;
+}
+
+}  // namespace
+
 PrimGraph decompose(const Graph& g) {
   Flattener f;
+  const auto transposed = transposed_products(g);
+  std::unordered_set<const Node*> deferred;  // matmuls their permute computes
+  for (const auto& [p, m] : transposed) deferred.insert(m);
   // g.order is a post order, so every operand is indexed before its users (no deep recursion).
   for (const Node* n : g.order) {
-    int id = (n->op == Op::Param || n->op == Op::Scalar) ? f.add(*n, {}, g.input_of.at(n), n->source)
-                                                          : f.add_node(*n, n->source);
+    if (deferred.count(n)) continue;
+    int id;
+    if (n->op == Op::Param || n->op == Op::Scalar)
+      id = f.add(*n, {}, g.input_of.at(n), n->source);
+    else if (auto t = transposed.find(n); t != transposed.end())
+      id = f.add_transposed_product(*n, *t->second);
+    else
+      id = f.add_node(*n, n->source);
     f.index.emplace(n, id);
   }
   for (const Node* r : g.roots) f.pg.outputs.push_back(f.index.at(r));

@@ -64,6 +64,28 @@ TEST(GemmLowering, TransposedOperandsAreReadInPlace) {
   EXPECT_EQ(q.gemms[0].lda(), 32);
 }
 
+TEST(GemmLowering, TransposedProductIsTheSwappedGemm) {
+  // A weight's gradient (x^T dy)^T, as autograd builds it for nn.Linear: the GEMM computes
+  // dy^T x in the layout the reader wants (lowering/decompose.cc), with no transposing copy.
+  auto x = param({128, 24}), dy = param({128, 40});
+  Plan p = plan_of({tr(mm(tr(x, {1, 0}), dy), {1, 0})});
+  ASSERT_EQ(p.gemms.size(), 1u) << p.grouping;
+  EXPECT_TRUE(p.kernels.empty()) << p.grouping;
+  EXPECT_EQ(p.gemms[0].M, 40);
+  EXPECT_EQ(p.gemms[0].N, 24);
+  EXPECT_TRUE(p.gemms[0].a_transposed());
+  EXPECT_FALSE(p.gemms[0].b_transposed());
+  // Batched, with B broadcast over the batch: still one GEMM step and no kernel.
+  Plan b = plan_of({tr(mm(param({4, 6, 5}), param({5, 3})), {0, 2, 1})});
+  ASSERT_EQ(b.gemms.size(), 1u) << b.grouping;
+  EXPECT_TRUE(b.kernels.empty()) << b.grouping;
+  // The product read untransposed too: computed once, and the transpose is a copy kernel.
+  auto m = mm(param({8, 5}), param({5, 6}));
+  Plan both = plan_of({m, tr(m, {1, 0})});
+  EXPECT_EQ(both.gemms.size(), 1u) << both.grouping;
+  EXPECT_EQ(both.kernels.size(), 1u) << both.grouping;
+}
+
 TEST(GemmLowering, BatchesCollapseAndBroadcastWithZeroStride) {
   Plan p = plan_of({mm(param({4, 6, 5}), param({4, 5, 3}))});
   ASSERT_EQ(p.gemms.size(), 1u) << p.grouping;

@@ -107,6 +107,20 @@ def test_matmul(device, rng, sa, sb):
     assert_close(lt.matmul(ta, tb), want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("sa,sb", [s for s in MATMUL_SHAPES if len(s[0]) >= 2 and len(s[1]) >= 2], ids=str)
+def test_transposed_matmul(device, rng, sa, sb):
+    # (a @ b).mT is computed as b.mT @ a.mT (lowering/decompose.cc); with the product also read
+    # as it is, it is computed once and transposed.
+    a = rng.standard_normal(sa).astype(np.float32)
+    b = rng.standard_normal(sb).astype(np.float32)
+    ta, tb = lt.tensor(a, device=device), lt.tensor(b, device=device)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    assert_close((ta @ tb).transpose(-1, -2), np.swapaxes(want, -1, -2), rtol=1e-4, atol=1e-5)
+    p = ta @ tb
+    assert_close(p.transpose(-1, -2) * 2 + p.sum(), np.swapaxes(want, -1, -2) * 2 + want.sum(),
+                 rtol=1e-4, atol=1e-4)
+
+
 def test_matmul_float64_and_forms(device, rng):
     a, b = rng.standard_normal((4, 6)), rng.standard_normal((6, 3))
     ta, tb = lt.tensor(a, device=device), lt.tensor(b, device=device)
