@@ -146,7 +146,8 @@ std::unordered_map<std::string, int32_t>& src_index() {
   static std::unordered_map<std::string, int32_t> m;
   return m;
 }
-thread_local int32_t t_current_source = -1;
+// Initial-exec (see ir/pool.cc): read for every traced node.
+[[gnu::tls_model("initial-exec")]] thread_local int32_t t_current_source = -1;
 }  // namespace
 
 int32_t intern_source(const std::string& loc) {

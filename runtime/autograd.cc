@@ -12,7 +12,8 @@
 
 namespace lt {
 namespace {
-thread_local bool t_grad_enabled = true;
+// Initial-exec (see ir/pool.cc): read for every traced op.
+[[gnu::tls_model("initial-exec")]] thread_local bool t_grad_enabled = true;
 std::atomic<uint64_t> g_seq{0};
 
 AutogradMeta& meta(TensorImpl& t) {

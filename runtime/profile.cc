@@ -117,7 +117,8 @@ void record(Phase p, const std::string& name, Clock::time_point start, Clock::ti
 }
 
 namespace {
-thread_local bool t_tracing_step = false;
+// Initial-exec (see ir/pool.cc): read for every traced op.
+[[gnu::tls_model("initial-exec")]] thread_local bool t_tracing_step = false;
 thread_local Clock::time_point t_trace_start;
 }  // namespace
 
