@@ -11,6 +11,7 @@
 
 #include "backends/cpu/llvm_dtype.h"
 #include "backends/cpu/llvm_ops.h"
+#include "backends/cpu/row_reuse.h"
 #include "backends/cpu/streaming_stores.h"
 #include "backends/cpu/trig_bounds.h"
 #include "ir/error.h"
@@ -33,6 +34,8 @@ constexpr int kInterleave = 4;
 constexpr int64_t kPipelineMinRow = 256;
 // Outputs a column reduction (emit_column_segment) accumulates at once: 8 AVX2 vectors of float.
 constexpr int64_t kColumnBlock = 64;
+// Longest row whose reused values (row_reuse.h) are kept on the stack: 64 KiB of float32.
+constexpr int64_t kMaxReuseRow = 16384;
 
 class KernelEmitter {
  public:
@@ -51,6 +54,7 @@ class KernelEmitter {
   // Where trig_bounds.h can bound the arguments by the loads they come from, the fast body
   // reports the largest load instead, checked against the matching threshold.
   void emit(const std::string& name) {
+    reuse_ = find_row_reuse(k_, kMaxReuseRow);
     llvm::Function* apart = emit_body_function(name + ".body", /*aliased=*/false);
     llvm::Function* same =
         k_.inplace.empty() ? nullptr : emit_body_function(name + ".inplace", true);
@@ -74,6 +78,29 @@ class KernelEmitter {
  private:
   llvm::Type* i64() { return b_.getInt64Ty(); }
   Value* c64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
+
+  // The flat position of the current inner point in a contiguous row (row scratch index).
+  Value* inner_flat() {
+    Value* pos = c64(0);
+    int64_t stride = 1;
+    for (size_t d = k_.inner.size(); d-- > 0;) {
+      Value* v = vars_[k_.outer.size() + d];
+      pos = b_.CreateAdd(pos, stride == 1 ? v : b_.CreateMul(v, c64(stride), "", true, true), "", true, true);
+      stride *= k_.inner[d];
+    }
+    return pos;
+  }
+
+  // The row scratch element for the current inner point; the array is made in the body's entry
+  // block on first use, of the value's own type.
+  Value* row_scratch_ptr(llvm::Type* t) {
+    if (!row_scratch_) {
+      llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+      row_scratch_ = entry.CreateAlloca(t, c64(numel(k_.inner)), "row_scratch");
+    }
+    LT_CHECK(row_scratch_->getAllocatedType() == t, ErrorKind::Runtime, "internal: row reuse type mismatch in ", k_.name);
+    return b_.CreateGEP(t, row_scratch_, inner_flat());
+  }
 
   bool uses_fast_trig() const {
     for (const auto& st : k_.stages)
@@ -159,6 +186,7 @@ class KernelEmitter {
     range_flag_ = nullptr;
     interleave_ = kInterleave;
     col_accs_ = nullptr;
+    row_scratch_ = nullptr;
     if (!k_.stages.empty() && k_.stages.front().kind == StageKind::Reduce && !fast_trig)
       col_accs_ = b_.CreateAlloca(compute_type(ctx_, k_.stages.front().acc_dtype), c64(kColumnBlock),
                                   "col_accs");
@@ -452,6 +480,10 @@ class KernelEmitter {
   void accumulate(size_t s) {
     const loop::Stage& st = k_.stages[s];
     std::vector<Value*> vals = emit_body(st);
+    if (static_cast<int>(s) == reuse_.stage) {
+      Value* keep = vals[static_cast<size_t>(reuse_.src)];
+      b_.CreateStore(keep, row_scratch_ptr(keep->getType()));
+    }
     Value* v = convert(b_, vals[st.reduce_value], st.body[st.reduce_value].dtype, st.acc_dtype);
     Value* acc = b_.CreateLoad(compute_type(ctx_, st.acc_dtype), accs_[s]);
     b_.CreateStore(emit_reduce_combine(b_, st.reduce_op, st.acc_dtype, acc, v), accs_[s]);
@@ -622,9 +654,16 @@ class KernelEmitter {
     vals_ = &vals;
     body_ = &st.body;
     auto dt = [&](int i) { return st.body[i].dtype; };
+    const bool reuses = reuse_.stage >= 0 && stage + 1 == k_.stages.size();
     for (size_t i = 0; i < st.body.size(); ++i) {
       const loop::Instr& in = st.body[i];
       Value* v = nullptr;
+      if (reuses && static_cast<int>(i) == reuse_.dst) {  // kept by the Reduce stage (RowReuse)
+        llvm::Type* t = row_scratch_ ? row_scratch_->getAllocatedType() : nullptr;
+        LT_CHECK(t, ErrorKind::Runtime, "internal: row reuse before its Reduce stage in ", k_.name);
+        vals[i] = b_.CreateLoad(t, row_scratch_ptr(t), "reused");
+        continue;
+      }
       switch (in.kind) {
         case IKind::Load:
         case IKind::LoadScalar:
@@ -704,6 +743,8 @@ class KernelEmitter {
   const std::vector<loop::Instr>* body_ = nullptr;
   std::vector<llvm::AllocaInst*> accs_;
   llvm::AllocaInst* col_accs_ = nullptr;    // emit_column_segment's accumulators
+  RowReuse reuse_;                          // of this kernel (find_row_reuse)
+  llvm::AllocaInst* row_scratch_ = nullptr; // the row's kept values, in the body being emitted
   llvm::AllocaInst* range_flag_ = nullptr;  // set while emitting a fast_trig body
   TrigLoadBound trig_bound_;                // of this kernel, when it has a fast_trig body
   std::vector<bool> streamed_;              // per arg: streamed in the streaming body

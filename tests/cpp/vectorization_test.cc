@@ -93,6 +93,31 @@ TEST(Vectorization, RowReductionVectorizes) {
   (void)s;
 }
 
+// Softmax computes exp once per element: its output stage reads the values its sum stage kept
+// (codegen.cc find_row_reuse) instead of a second inline exp. Counted by a coefficient of the
+// inline exp (Cephes' P0, once per vector lane): as many copies as in the row sum of exps alone.
+TEST(Vectorization, SoftmaxComputesExpOncePerElement) {
+  Tensor x = testing::random_tensor({64, 1024}, 8, Device::parse("lazy:cpu"));
+  mark_step();
+  auto exp_copies = [] {
+    const std::string ir = sources_of_last_graph();
+    size_t n = 0;
+    for (size_t at = ir.find("0x3F2A0D2CE0000000"); at != std::string::npos; at = ir.find("0x3F2A0D2CE0000000", at + 1)) ++n;
+    return n;
+  };
+  Tensor y = softmax(x, -1);
+  mark_step();
+  ASSERT_EQ(metrics::last_graph().kernels, 1);
+  const size_t in_softmax = exp_copies();
+  Tensor s = reduce(Op::ReduceSum, unary(Op::Exp, x - reduce(Op::ReduceMax, x, {1}, true)), {1}, false);
+  mark_step();
+  ASSERT_EQ(metrics::last_graph().kernels, 1);
+  const size_t in_sum = exp_copies();
+  EXPECT_GT(in_sum, 0u);
+  EXPECT_EQ(in_softmax, in_sum);
+  (void)y, (void)s;
+}
+
 // A sum down columns (a bias gradient) loads whole vectors across neighbouring outputs
 // (codegen.cc emit_column_segment), where one output at a time gathered its column from scalar
 // loads 1,024 floats apart (about 10x slower on [128, 1024]).
