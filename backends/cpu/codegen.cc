@@ -400,7 +400,8 @@ class KernelEmitter {
   // block. Later stages may only be per-output (MapOuter): they run per block lane at the end.
   bool column_reduction() const {
     const size_t n = k_.outer.size(), m = k_.inner.size();
-    if (n == 0 || m == 0 || k_.outer[n - 1] < 2 || range_flag_ || k_.accumulates()) return false;
+    if (n == 0 || m == 0 || numel(k_.inner) == 0 || k_.outer[n - 1] < 2 || range_flag_ || k_.accumulates())
+      return false;  // an empty inner space: the plain path stores the identity
     if (k_.stages.front().kind != StageKind::Reduce) return false;
     for (size_t s = 1; s < k_.stages.size(); ++s)
       if (k_.stages[s].kind != StageKind::MapOuter) return false;

@@ -174,6 +174,16 @@ def test_column_reductions(device, rng, shape, dim, name):
                  REDUCTIONS[name](fused, axis=dim, keepdims=True), rtol=1e-5, atol=1e-5)
 
 
+def test_column_reductions_of_empty_columns(device):
+    # Reducing a zero-length axis down columns gives the identity (a kernel with an empty inner
+    # space must not run its loop body).
+    x = np.zeros((0, 70), np.float32)
+    t = lt.tensor(x, device=device)
+    assert_close(t.sum(0), np.zeros(70))
+    assert_close(t.prod(0), np.ones(70))
+    assert_close(lt.tensor(np.zeros((3, 0, 70), np.float32), device=device).sum(1), np.zeros((3, 70)))
+
+
 def test_column_reductions_of_integers_halves_and_nan(device, rng):
     xi = rng.integers(-50, 50, (33, 77)).astype(np.int32)
     ti = lt.tensor(xi, device=device)
