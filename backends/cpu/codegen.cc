@@ -406,12 +406,13 @@ class KernelEmitter {
     for (size_t s = 1; s < k_.stages.size(); ++s)
       if (k_.stages[s].kind != StageKind::MapOuter) return false;
     const size_t last_outer = n - 1, last_inner = n + m - 1;
+    auto stride = [](const loop::Index& ix, size_t v) { return v < ix.strides.size() ? ix.strides[v] : 0; };
     bool along_outer = false;
     for (const loop::Instr& in : k_.stages.front().body) {
       if (in.kind == IKind::ReduceResult || in.kind == IKind::RandUniform) return false;
       if (in.kind != IKind::Load) continue;
-      if (!in.index.affine() || in.index.strides[last_inner] == 1) return false;
-      along_outer = along_outer || in.index.strides[last_outer] == 1;
+      if (!in.index.affine() || stride(in.index, last_inner) == 1) return false;
+      along_outer = along_outer || stride(in.index, last_outer) == 1;
     }
     return along_outer;
   }
