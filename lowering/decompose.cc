@@ -13,6 +13,13 @@ namespace {
 NodePtr cnst(DType t, double v) { return make_constant(t, v); }
 NodePtr un(Op op, NodePtr x) { return make_node(op, {std::move(x)}); }
 NodePtr bin(Op op, NodePtr a, NodePtr b) { return make_node(op, {std::move(a), std::move(b)}); }
+// The permutation that swaps the last two of `rank` dims (a batched transpose).
+Attrs swap_last_two(size_t rank) {
+  Attrs a;
+  for (size_t d = 0; d < rank; ++d) a.ints.push_back(static_cast<int64_t>(d));
+  std::swap(a.ints[rank - 1], a.ints[rank - 2]);
+  return a;
+}
 NodePtr reshape(NodePtr x, Shape s) {
   if (x->shape == s) return x;
   Attrs a;
@@ -45,10 +52,7 @@ NodePtr matmul_rule(const Node& n, const NodeList& in) {
   Shape a3 = ba, b3 = bb;
   a3.insert(a3.end(), {M, 1, K});
   b3.insert(b3.end(), {1, N, K});
-  Attrs swap;
-  for (size_t d = 0; d < sb.size(); ++d) swap.ints.push_back(static_cast<int64_t>(d));
-  std::swap(swap.ints[sb.size() - 1], swap.ints[sb.size() - 2]);
-  NodePtr bt = make_node(Op::Permute, {b}, swap);
+  NodePtr bt = make_node(Op::Permute, {b}, swap_last_two(sb.size()));
   NodePtr prod = bin(Op::Mul, expand(reshape(a, a3), full), expand(reshape(bt, b3), full));
   Attrs r;
   r.ints = {static_cast<int64_t>(full.size()) - 1};
@@ -216,10 +220,7 @@ struct Flattener {
     NodeList t;
     for (size_t i : {size_t{1}, size_t{0}}) {
       NodePtr s = stand_in(index.at(mm.inputs[i].get()), mm.inputs[i]->hash);
-      Attrs swap;
-      for (size_t d = 0; d < s->shape.size(); ++d) swap.ints.push_back(static_cast<int64_t>(d));
-      std::swap(swap.ints[swap.ints.size() - 1], swap.ints[swap.ints.size() - 2]);
-      t.push_back(make_node(Op::Permute, {s}, swap));
+      t.push_back(make_node(Op::Permute, {s}, swap_last_two(s->shape.size())));
     }
     NodePtr out = make_node(Op::Matmul, std::move(t));
     keep.push_back(out);

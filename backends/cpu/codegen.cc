@@ -91,13 +91,17 @@ class KernelEmitter {
     return pos;
   }
 
+  // An array of n `t` in the body's entry block (allocas there are the function's frame, made once,
+  // wherever the builder is now).
+  llvm::AllocaInst* entry_alloca(llvm::Type* t, int64_t n, const char* name) {
+    llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+    return entry.CreateAlloca(t, c64(n), name);
+  }
+
   // The row scratch element for the current inner point; the array is made in the body's entry
   // block on first use, of the value's own type.
   Value* row_scratch_ptr(llvm::Type* t) {
-    if (!row_scratch_) {
-      llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-      row_scratch_ = entry.CreateAlloca(t, c64(numel(k_.inner)), "row_scratch");
-    }
+    if (!row_scratch_) row_scratch_ = entry_alloca(t, numel(k_.inner), "row_scratch");
     LT_CHECK(row_scratch_->getAllocatedType() == t, ErrorKind::Runtime, "internal: row reuse type mismatch in ", k_.name);
     return b_.CreateGEP(t, row_scratch_, inner_flat());
   }
@@ -185,11 +189,7 @@ class KernelEmitter {
                                    llvm::Twine("acc") + llvm::Twine(s));
     range_flag_ = nullptr;
     interleave_ = kInterleave;
-    col_accs_ = nullptr;
     row_scratch_ = nullptr;
-    if (!k_.stages.empty() && k_.stages.front().kind == StageKind::Reduce && !fast_trig)
-      col_accs_ = b_.CreateAlloca(compute_type(ctx_, k_.stages.front().acc_dtype), c64(kColumnBlock),
-                                  "col_accs");
     if (fast_trig) {
       interleave_ = kFastTrigInterleave;
       range_flag_ = b_.CreateAlloca(b_.getInt32Ty(), nullptr, "trig_range");
@@ -418,28 +418,23 @@ class KernelEmitter {
   }
 
   // Outputs [first, first + len) of the innermost outer dim, kColumnBlock at a time: each block
-  // keeps one accumulator per output in `col_accs_` (L1), updated by a loop across the block per
+  // keeps one accumulator per output in a stack array (L1), updated by a loop across the block per
   // inner point, which LLVM vectorizes (contiguous loads and accumulators, no reassociation).
   void emit_column_segment(Value* first, Value* len) {
     const size_t last_outer = k_.outer.size() - 1;
-    const loop::Stage& st = k_.stages.front();
-    llvm::Type* acc_t = compute_type(ctx_, st.acc_dtype);
+    llvm::Type* acc_t = compute_type(ctx_, k_.stages.front().acc_dtype);
+    Value* accs = entry_alloca(acc_t, kColumnBlock, "col_accs");
     Value* blocks = b_.CreateUDiv(b_.CreateAdd(len, c64(kColumnBlock - 1)), c64(kColumnBlock));
     emit_loop(c64(0), blocks, true, [&](Value* bi) {
       Value* off = b_.CreateMul(bi, c64(kColumnBlock), "", true, true);
       Value* lo = b_.CreateAdd(first, off, "", true, true);
       Value* nb = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, c64(kColumnBlock), b_.CreateSub(len, off));
-      auto lane = [&](Value* j) { return b_.CreateGEP(acc_t, col_accs_, j); };
-      const bool mx = st.reduce_op == Op::ReduceMax, mn = st.reduce_op == Op::ReduceMin;
-      Value* identity = reduce_identity(ctx_, st.acc_dtype, mx, mn, st.reduce_op == Op::ReduceProd);
-      emit_loop(c64(0), nb, true, [&](Value* j) { b_.CreateStore(identity, lane(j)); });
+      auto lane = [&](Value* j) { return b_.CreateGEP(acc_t, accs, j); };
+      emit_loop(c64(0), nb, true, [&](Value* j) { reset_acc(0, lane(j)); });
       emit_inner_nest(0, [&] {
         emit_loop(c64(0), nb, true, [&](Value* j) {
           vars_[last_outer] = b_.CreateAdd(lo, j, "", true, true);
-          std::vector<Value*> vals = emit_body(st);
-          Value* v = convert(b_, vals[st.reduce_value], st.body[st.reduce_value].dtype, st.acc_dtype);
-          Value* acc = b_.CreateLoad(acc_t, lane(j));
-          b_.CreateStore(emit_reduce_combine(b_, st.reduce_op, st.acc_dtype, acc, v), lane(j));
+          accumulate(0, lane(j));
         });
       });
       emit_loop(c64(0), nb, true, [&](Value* j) {
@@ -470,16 +465,17 @@ class KernelEmitter {
 
   void emit_point() { emit_stages(0, nullptr); }
 
-  // Resets stage s's accumulator to the reduction's identity.
-  void reset_acc(size_t s) {
+  // Resets stage s's accumulator (or `slot`, one of emit_column_segment's) to the identity.
+  void reset_acc(size_t s, Value* slot = nullptr) {
     const loop::Stage& st = k_.stages[s];
     const bool mx = st.reduce_op == Op::ReduceMax, mn = st.reduce_op == Op::ReduceMin;
     b_.CreateStore(reduce_identity(ctx_, st.acc_dtype, mx, mn, st.reduce_op == Op::ReduceProd),
-                   accs_[s]);
+                   slot ? slot : accs_[s]);
   }
 
-  // Combines stage s's value at the current point into its accumulator.
-  void accumulate(size_t s) {
+  // Combines stage s's value at the current point into its accumulator (or `slot`).
+  void accumulate(size_t s, Value* slot = nullptr) {
+    if (!slot) slot = accs_[s];
     const loop::Stage& st = k_.stages[s];
     std::vector<Value*> vals = emit_body(st);
     if (static_cast<int>(s) == reuse_.stage) {
@@ -487,8 +483,8 @@ class KernelEmitter {
       b_.CreateStore(keep, row_scratch_ptr(keep->getType()));
     }
     Value* v = convert(b_, vals[st.reduce_value], st.body[st.reduce_value].dtype, st.acc_dtype);
-    Value* acc = b_.CreateLoad(compute_type(ctx_, st.acc_dtype), accs_[s]);
-    b_.CreateStore(emit_reduce_combine(b_, st.reduce_op, st.acc_dtype, acc, v), accs_[s]);
+    Value* acc = b_.CreateLoad(compute_type(ctx_, st.acc_dtype), slot);
+    b_.CreateStore(emit_reduce_combine(b_, st.reduce_op, st.acc_dtype, acc, v), slot);
   }
 
   // Stage s's reduction over the current row, left in its accumulator.
@@ -744,7 +740,6 @@ class KernelEmitter {
   const std::vector<Value*>* vals_ = nullptr;
   const std::vector<loop::Instr>* body_ = nullptr;
   std::vector<llvm::AllocaInst*> accs_;
-  llvm::AllocaInst* col_accs_ = nullptr;    // emit_column_segment's accumulators
   RowReuse reuse_;                          // of this kernel (find_row_reuse)
   llvm::AllocaInst* row_scratch_ = nullptr; // the row's kept values, in the body being emitted
   llvm::AllocaInst* range_flag_ = nullptr;  // set while emitting a fast_trig body
