@@ -27,7 +27,14 @@ class Hasher {
     hi_ = mix64(hi_ ^ 0x1d8e4e27c47d124full, v + 0x9e3779b97f4a7c15ull);
     return *this;
   }
-  Hasher& add(const Hash128& h) { return add(h.lo).add(h.hi); }
+  // A whole 128-bit hash in one step per lane (as wyhash folds 128 bits per multiply), not two:
+  // node hashes fold in each operand's, on every traced op.
+  Hasher& add(const Hash128& h) {
+    const uint64_t lo = lo_;
+    lo_ = mix64(lo ^ h.lo, h.hi ^ 0x8bb84b93962eacc9ull);
+    hi_ = mix64(hi_ ^ h.hi, h.lo + lo + 0x4b33a62ed433d4a3ull);
+    return *this;
+  }
   Hasher& add_double(double d) {
     uint64_t u;
     std::memcpy(&u, &d, 8);

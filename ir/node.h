@@ -31,7 +31,9 @@ struct LeafData {
 struct Node;
 using NodePtr = std::shared_ptr<const Node>;
 // Operand lists (and other lists of nodes) in pooled blocks (ir/pool.h): every traced op makes
-// one, and glibc's malloc for it was a tenth of the per-op tracing cost.
+// one, and glibc's malloc for it was a tenth of the per-op tracing cost. Not a SmallVec: an
+// operand list is moved three times on its way into its node, and moving inline shared_ptrs one
+// by one cost more than the pooled block saved.
 using NodeList = std::vector<NodePtr, PoolAllocator<NodePtr>>;
 
 struct Node {
@@ -47,6 +49,9 @@ struct Node {
   int32_t source = -1;             // index into the source-location table (ir/source.h)
 
   Node();
+  // Built with its final fields in place rather than default-built and assigned field by field
+  // (each list built empty, then moved into), on every traced op.
+  Node(Op op, DType dtype, Shape&& shape, Attrs&& attrs, NodeList&& inputs, int32_t source);
   Node(const Node&);
   // Releases long operand chains iteratively: a trace of 100k ops must not overflow the stack.
   ~Node();

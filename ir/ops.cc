@@ -1,17 +1,13 @@
 #include "ir/ops.h"
 
+#include <iterator>
+
 namespace lt {
 
 const std::vector<OpInfo>& all_ops() {
-  static const std::vector<OpInfo> table = {
-#define LT_OP(N, name, arity, cls, prim) {Op::N, name, arity, OpClass::cls, prim},
-#include "ir/ops.def"
-#undef LT_OP
-  };
+  static const std::vector<OpInfo> table(std::begin(kOpTable), std::end(kOpTable));
   return table;
 }
-
-const OpInfo& op_info(Op op) { return all_ops()[static_cast<size_t>(op)]; }
 
 bool op_from_name(std::string_view name, Op* out) {
   for (const auto& i : all_ops())

@@ -7,15 +7,14 @@
 #include <string>
 #include <vector>
 
-#include "ir/pool.h"
+#include "ir/small_vec.h"
 
 namespace lt {
 
-// Dimension lists in pooled blocks (ir/pool.h), like operand lists: every traced op makes a
-// shape for its node and copies it into its tensor, and glibc's malloc for those two was the
-// largest part of the per-op tracing cost left. Attribute lists (axes, permutations) share the
-// type, being shapes as often as not.
-using IntList = std::vector<int64_t, PoolAllocator<int64_t>>;
+// Dimension lists, inline up to rank 4 and in pooled blocks past it (ir/small_vec.h): every traced
+// op makes a shape for its node and copies it into its tensor. Attribute lists (axes,
+// permutations) share the type, being shapes as often as not.
+using IntList = SmallVec<int64_t, 4>;
 using Shape = IntList;
 
 // Between IntList and the std::vector<int64_t> of public signatures (reshape, sum, ...).

@@ -1,5 +1,6 @@
 // Tracing an op allocates nothing from the heap once the thread's pool lists are warm: nodes,
-// tensors, operand lists (NodeList) and shapes (IntList) all come from ir/pool.h. glibc's malloc
+// tensors and operand lists (NodeList) come from ir/pool.h, shapes (IntList) up to rank 4 live
+// inline (ir/small_vec.h). glibc's malloc
 // and free for the operand list and the two shapes were a fifth of the per-op tracing cost (bench/
 // README.md, tenth session). This binary replaces the global operator new to count calls; the
 // library's allocations go through it too (the executable's definition wins for the process).

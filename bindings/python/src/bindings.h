@@ -101,4 +101,9 @@ struct type_caster<lt::DType> {
   }
 };
 
+// Shapes and attribute lists (lt::IntList, an lt::SmallVec) to and from Python sequences, as
+// pybind11/stl.h does for std::vector: a list in, a list out.
+template <class T, std::size_t N>
+struct type_caster<lt::SmallVec<T, N>> : list_caster<lt::SmallVec<T, N>, T> {};
+
 }  // namespace pybind11::detail
