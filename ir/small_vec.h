@@ -274,7 +274,9 @@ class SmallVec {
   T* data_ = inline_data();
   uint32_t size_ = 0;
   uint32_t cap_ = N;
-  alignas(T) unsigned char inline_[N * sizeof(T)];
+  // Zeroed (one small store per list): the fixed-size copies above read all N slots, and a
+  // compiler must not see uninitialized bytes copied (gcc 13 rejects it under -Werror).
+  alignas(T) unsigned char inline_[N * sizeof(T)] = {};
 };
 
 }  // namespace lt
