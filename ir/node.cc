@@ -35,6 +35,10 @@ Node::Node(Op o, DType t, Shape&& s, Attrs&& a, NodeList&& in, int32_t src)
   g_live_nodes.fetch_add(1, std::memory_order_relaxed);
 }
 
+Node::Node(Op o, DType t, int32_t src) : op(o), dtype(t), source(src) {
+  g_live_nodes.fetch_add(1, std::memory_order_relaxed);
+}
+
 Node::Node(const Node& o)
     : op(o.op), dtype(o.dtype), shape(o.shape), attrs(o.attrs), inputs(o.inputs), hash(o.hash), data(o.data),
       scalar(o.scalar), scalar_i(o.scalar_i), source(o.source) {
@@ -115,18 +119,15 @@ NodePtr make_node(Op op, NodeList inputs, Attrs attrs) {
 NodePtr make_param(DType dtype, Shape shape, std::shared_ptr<LeafData> data) {
   for (auto d : shape)
     if (d < 0) fail(ErrorKind::Value, "param: negative dimension in shape ", shape_str(shape));
-  auto n = make_pooled<Node>();
-  n->op = Op::Param;
-  n->dtype = dtype;
+  auto n = make_pooled<Node>(Op::Param, dtype, current_source());
   n->shape = std::move(shape);
   n->data = std::move(data);
-  n->source = current_source();
   n->hash = node_hash(*n);
   return n;
 }
 
 NodePtr make_scalar(DType dtype, double value) {
-  auto n = make_pooled<Node>(Op::Scalar, dtype, Shape{}, Attrs{}, NodeList{}, current_source());
+  auto n = make_pooled<Node>(Op::Scalar, dtype, current_source());
   n->scalar = value;
   n->scalar_i = static_cast<int64_t>(value);
   n->hash = scalar_hash(dtype);  // value deliberately not part of the hash
@@ -140,12 +141,9 @@ NodePtr make_int_scalar(DType dtype, int64_t value) {
 }
 
 NodePtr make_constant(DType dtype, double value, Shape shape) {
-  auto n = make_pooled<Node>();
-  n->op = Op::Constant;
-  n->dtype = dtype;
+  auto n = make_pooled<Node>(Op::Constant, dtype, current_source());
   n->shape = std::move(shape);
   n->attrs.value = value;
-  n->source = current_source();
   n->hash = node_hash(*n);
   return n;
 }

@@ -52,6 +52,8 @@ struct Node {
   // Built with its final fields in place rather than default-built and assigned field by field
   // (each list built empty, then moved into), on every traced op.
   Node(Op op, DType dtype, Shape&& shape, Attrs&& attrs, NodeList&& inputs, int32_t source);
+  // A leaf (Param, Scalar, Constant): no operands, its other fields set by its maker.
+  Node(Op op, DType dtype, int32_t source);
   Node(const Node&);
   // Releases long operand chains iteratively: a trace of 100k ops must not overflow the stack.
   ~Node();

@@ -72,7 +72,15 @@ class SmallVec {
   }
 
   SmallVec& operator=(const SmallVec& o) {
-    if (this != &o) assign(o.begin(), o.end());
+    if (this == &o) return *this;
+    if constexpr (std::is_trivially_copyable_v<T>) {
+      if (o.size_ <= N && is_inline()) {  // a tensor's copy of its node's shape: as the copy ctor
+        std::memcpy(static_cast<void*>(inline_), static_cast<const void*>(o.data_), sizeof inline_);
+        size_ = o.size_;
+        return *this;
+      }
+    }
+    assign(o.begin(), o.end());
     return *this;
   }
   SmallVec& operator=(SmallVec&& o) noexcept {
