@@ -1,9 +1,8 @@
-// A vector that keeps its first N elements inside itself: shapes (IntList) and operand lists
-// (NodeList) are short, and every traced op made three of them (its node's shape, its tensor's
-// copy of it, its operand list), each a pooled block allocated and later freed. Longer lists spill
-// to a pooled block (ir/pool.h) as std::vector would. The interface is the subset of std::vector
-// the code base uses; iterators are pointers, so a SmallVec is a contiguous range (std::span
-// takes one).
+// A vector that keeps its first N elements inside itself: shapes (IntList) are short, and every
+// traced op made two of them (its node's shape, its tensor's copy of it), each a pooled block
+// allocated and later freed. Longer lists spill to a pooled block (ir/pool.h) as std::vector
+// would. The interface is the subset of std::vector the code base uses; iterators are pointers,
+// so a SmallVec is a contiguous range (std::span takes one).
 #pragma once
 #include <algorithm>
 #include <compare>
@@ -22,8 +21,10 @@
 
 // GCC 12 reports the members of a SmallVec built inside an aggregate initializer as "maybe used
 // uninitialized" where the destructor reads them (they are set by their default initializers).
+#if defined(__GNUC__) && !defined(__clang__)  // clang has no such warning and warns of the name
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace lt {
 
@@ -53,18 +54,7 @@ class SmallVec {
     assign(first, last);
   }
   SmallVec(std::initializer_list<T> il) { assign(il.begin(), il.end()); }
-  SmallVec(const SmallVec& o) {
-    if constexpr (std::is_trivially_copyable_v<T>) {
-      // A shape copied into its tensor on every traced op: one fixed-size copy of N elements
-      // (o's storage holds at least N, inline or spilled), no per-element loop or memcpy call.
-      if (o.size_ <= N) {
-        std::memcpy(static_cast<void*>(inline_), static_cast<const void*>(o.data_), sizeof inline_);
-        size_ = o.size_;
-        return;
-      }
-    }
-    assign(o.begin(), o.end());
-  }
+  SmallVec(const SmallVec& o) { *this = o; }  // starts inline: copy-assignment's fixed-size path
   SmallVec(SmallVec&& o) noexcept { steal(o); }
   ~SmallVec() {
     destroy_all();
@@ -74,7 +64,9 @@ class SmallVec {
   SmallVec& operator=(const SmallVec& o) {
     if (this == &o) return *this;
     if constexpr (std::is_trivially_copyable_v<T>) {
-      if (o.size_ <= N && is_inline()) {  // a tensor's copy of its node's shape: as the copy ctor
+      // A shape copied into its tensor on every traced op: one fixed-size copy of N elements
+      // (o's storage holds at least N, inline or spilled), no per-element loop or memcpy call.
+      if (o.size_ <= N && is_inline()) {
         std::memcpy(static_cast<void*>(inline_), static_cast<const void*>(o.data_), sizeof inline_);
         size_ = o.size_;
         return *this;
@@ -289,4 +281,6 @@ class SmallVec {
 
 }  // namespace lt
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
