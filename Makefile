@@ -45,15 +45,20 @@ test-python: build
 
 # The C++ suite again under AddressSanitizer + UndefinedBehaviorSanitizer (Debug, own build dir;
 # -g1: line tables are all a report needs, and the build is ~20% faster than with full -g).
+# Unity-built (a few source files per translation unit) with the test files in one executable:
+# each header is parsed once per batch, not once per file, and the build takes half the time
+# (496 -> 254 s on 2 cores). ctest still runs each test in its own process.
 # Any report aborts the test that caused it (-fno-sanitize-recover), so a green run means zero reports.
 test-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DLT_SANITIZE=ON \
+	  -DCMAKE_UNITY_BUILD=ON -DLT_TESTS_IN_ONE_BINARY=ON \
 	  -DLT_WITH_PYTHON=OFF -DPython3_EXECUTABLE=$(PY) >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && $(CURDIR)/tests/asan_ctest.sh $(JOBS)
 	@echo "sanitizer reports: 0 (ASan+UBSan, every C++ test passed with -fno-sanitize-recover)"
 
-# The multi-threaded tests under ThreadSanitizer (own build dir; only their targets are built;
+# The multi-threaded tests under ThreadSanitizer (own build dir; only their targets are built,
+# the library unity-built and without the CUDA backend, which none of them runs without a GPU;
 # -O1 -g1, TSan's usual level, compiles in half the time of -O2 -g; at -O1 GCC 12 warns falsely
 # that llvm::unique_function's storage may be used uninitialized, inside LLVM's headers).
 # halt_on_error=1: the first report fails the run. tests/tsan.supp names third-party frames only.
@@ -62,7 +67,7 @@ TSAN_FILTER := Threads.*:ThreadsStress.*:CpuCodegen.Thread*
 test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG -Wno-maybe-uninitialized" -DLT_SANITIZE_THREAD=ON \
-	  -DLT_WITH_PYTHON=OFF -DPython3_EXECUTABLE=$(PY) >/dev/null
+	  -DCMAKE_UNITY_BUILD=ON -DLT_WITH_CUDA=OFF -DLT_WITH_PYTHON=OFF -DPython3_EXECUTABLE=$(PY) >/dev/null
 	cmake --build $(TSAN_BUILD) -j $(JOBS) $(addprefix --target ,$(TSAN_TESTS))
 	@cd $(TSAN_BUILD) && export LT_CACHE_DIR=off \
 	  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" && \

@@ -17,6 +17,7 @@
 
 #include "ir/error.h"
 #include "lowering/plan_serialize.h"
+#include "runtime/debug_level.h"
 
 namespace lt {
 namespace {
@@ -29,11 +30,6 @@ constexpr uint32_t kFormat = 1;
 constexpr size_t kFixedHeader = 32;  // magic, format, reserved, payload length, checksum
 constexpr const char* kExt = ".ltc";
 constexpr uint64_t kMaxEntryBytes = uint64_t{1} << 31;
-
-int debug_level() {
-  const char* e = std::getenv("LT_DEBUG");
-  return e ? std::atoi(e) : 0;
-}
 
 // One line, only under LT_DEBUG.
 void warn(const std::string& msg) {

@@ -10,6 +10,7 @@
 #include "ir/half.h"
 #include "lowering/lower.h"
 #include "runtime/capture.h"
+#include "runtime/debug_level.h"
 #include "runtime/disk_cache.h"
 #include "runtime/graph_cache.h"
 #include "runtime/metrics_state.h"
@@ -27,14 +28,6 @@ double ms_since(Clock::time_point t) {
 GraphCache& cache() {
   static GraphCache c(4096);
   return c;
-}
-
-int debug_level() {
-  static int level = [] {
-    const char* e = std::getenv("LT_DEBUG");
-    return e ? std::atoi(e) : 0;
-  }();
-  return level;
 }
 
 bool host_backend(const std::string& b) { return b == "cpu" || b == "reference"; }

@@ -27,7 +27,7 @@ namespace {
 // Request: magic, u8 cubin, u8 effort, then arch, name and source as (u64 length, bytes).
 // Reply: magic, u8 status (0 image, 1 compile error), u8 error kind, u64 the worker's CPU
 // microseconds, (u64 length, bytes) of the image or the error text. Little-endian; both sides are the same build of this file.
-constexpr char kMagic[8] = {'L', 'T', 'N', 'V', 'R', 'T', 'C', '1'};
+constexpr char kWireMagic[8] = {'L', 'T', 'N', 'V', 'R', 'T', 'C', '1'};
 constexpr uint64_t kMaxField = uint64_t{1} << 30;  // far above any program or image
 constexpr uint8_t kImage = 0, kCompileError = 1;
 
@@ -50,7 +50,7 @@ struct Reader {
     return ok;
   }
   void magic() {
-    if (take(8)) ok = std::memcmp(s.data() + at, kMagic, 8) == 0, at += 8;
+    if (take(8)) ok = std::memcmp(s.data() + at, kWireMagic, 8) == 0, at += 8;
   }
   uint8_t u8() { return take(1) ? static_cast<uint8_t>(s[at++]) : 0; }
   uint64_t u64() {
@@ -241,7 +241,7 @@ std::optional<std::vector<char>> nvrtc_compile_in_worker(const std::string& sour
                                                          double* cpu_s) {
   const std::string path = nvrtc_worker_path();
   if (path.empty()) return std::nullopt;
-  std::string request(kMagic, 8);
+  std::string request(kWireMagic, 8);
   request.push_back(cubin ? 1 : 0);
   request.push_back(effort == NvrtcEffort::FastCompile ? 1 : 0);
   put_field(request, arch);
@@ -294,7 +294,7 @@ int serve_nvrtc_request(int in, int out) {
   const uint8_t cubin = r.u8(), effort = r.u8();
   const std::string arch = r.field(), name = r.field(), source = r.field();
   if (!r.done() || cubin > 1 || effort > 1) return 2;
-  std::string reply(kMagic, 8);
+  std::string reply(kWireMagic, 8);
   auto cpu_us = [] {
     rusage u{};
     ::getrusage(RUSAGE_SELF, &u);

@@ -12,6 +12,7 @@
 #include "ir/graph.h"
 #include "lowering/lower.h"
 #include "lowering/plan_serialize.h"
+#include "graph_util.h"
 
 #ifdef LT_HAVE_CUDA
 #include "backends/cuda/cuda_compile.h"
@@ -22,10 +23,8 @@
 namespace lt {
 namespace {
 
-struct FakeData : LeafData {};
-NodePtr param(Shape s) {
-  return make_param(DType::Float32, std::move(s), std::make_shared<FakeData>());
-}
+using testing::FakeData;
+using testing::param;
 
 LowerOptions flash_options() {
   LowerOptions o;

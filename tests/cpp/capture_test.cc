@@ -13,7 +13,7 @@ namespace {
 using testing::random_floats;
 using testing::random_tensor;
 
-const Device kLazyCpu = Device::parse("lazy:cpu");
+using testing::kLazyCpu;
 
 // The step: w <- w - 0.5 * x * w; returns sum(w * x) (of the new w) and x + 1.
 std::vector<Tensor> step(Tensor& w, const Tensor& x) {

@@ -19,14 +19,13 @@
 #include "runtime/sync.h"
 #include "runtime/windows.h"
 #include "test_util.h"
+#include "graph_util.h"
 
 namespace lt {
 namespace {
 
-struct FakeData : LeafData {};
-NodePtr param(Shape s, DType t = DType::Float32) {
-  return make_param(t, std::move(s), std::make_shared<FakeData>());
-}
+using testing::FakeData;
+using testing::param;
 ConvParams params(int64_t s, int64_t p, int64_t d, int64_t g) {
   ConvParams c;
   c.stride = {s, s}, c.padding = {p, p}, c.dilation = {d, d}, c.groups = g;
@@ -43,10 +42,8 @@ LowerOptions with_conv() {
   o.conv_dtypes = {DType::Float32};
   return o;
 }
-Plan plan_of(NodeList roots, const LowerOptions& opts = with_conv()) {
-  std::vector<const Node*> r;
-  for (auto& n : roots) r.push_back(n.get());
-  return lower(collect_graph(r), opts);
+Plan conv_plan(const NodeList& roots, const LowerOptions& opts = with_conv()) {
+  return testing::plan_of(roots, opts);
 }
 int count(const Plan& p, PlanStep::Kind k) {
   int n = 0;
@@ -113,7 +110,7 @@ TEST(ConvShape, OutputSizesAndClearErrors) {
 
 TEST(ConvLowering, ConvBiasReluIsOneLibraryStepAndNoKernel) {
   NodePtr y = conv({param({2, 3, 10, 10}), param({8, 3, 3, 3}), param({8})}, params(1, 1, 1, 1));
-  Plan p = plan_of({make_node(Op::Relu, {y})});
+  Plan p = conv_plan({make_node(Op::Relu, {y})});
   ASSERT_EQ(p.steps.size(), 1u) << p.grouping;
   ASSERT_EQ(p.convs.size(), 1u);
   EXPECT_TRUE(p.convs[0].relu);
@@ -125,7 +122,7 @@ TEST(ConvLowering, ReluWithAnotherUserStaysAKernel) {
   // The conv output is read twice (relu and the mask relu's gradient would use): not fused.
   NodePtr y = conv({param({2, 3, 8, 8}), param({4, 3, 3, 3})}, params(1, 1, 1, 1));
   NodePtr r = make_node(Op::Relu, {y});
-  Plan p = plan_of({r, make_node(Op::Exp, {y})});
+  Plan p = conv_plan({r, make_node(Op::Exp, {y})});
   EXPECT_EQ(count(p, PlanStep::Kind::Conv), 1);
   EXPECT_FALSE(p.convs[0].relu);
   EXPECT_EQ(count(p, PlanStep::Kind::Kernel), 2) << p.grouping;  // relu, exp (outputs both)
@@ -139,19 +136,19 @@ TEST(ConvLowering, BackwardPrimsAreTheirOwnSteps) {
   NodePtr x = param({2, 3, 9, 9}), w = param({4, 3, 3, 3}), dy = param({2, 4, 5, 5});
   NodePtr dx = make_node(Op::Conv2dGradInput, {make_node(Op::Exp, {dy}), w}, gi);
   NodePtr dw = make_node(Op::Conv2dGradWeight, {x, dy}, gw);
-  Plan p = plan_of({dx, dw});
+  Plan p = conv_plan({dx, dw});
   EXPECT_EQ(count(p, PlanStep::Kind::Conv), 2);
   EXPECT_EQ(count(p, PlanStep::Kind::Kernel), 1);  // exp(dy): an operand gets its own buffer
   EXPECT_EQ(p.convs[0].kind, ConvStep::Kind::GradInput);
   EXPECT_EQ(p.convs[1].kind, ConvStep::Kind::GradWeight);
   // Without a conv library, lowering refuses (the runtime expands conv for such backends).
-  expect_error([&] { plan_of({dx}, LowerOptions{}); },
+  expect_error([&] { conv_plan({dx}, LowerOptions{}); },
                {"conv2d_grad_input", "convolution library"});
 }
 
 TEST(ConvLowering, PlanFormatRoundTripsConvStepsAndRejectsDamage) {
   NodePtr y = conv({param({1, 4, 6, 6}), param({4, 2, 3, 3}), param({4})}, params(1, 1, 2, 2));
-  Plan p = plan_of({make_node(Op::Relu, {y})});
+  Plan p = conv_plan({make_node(Op::Relu, {y})});
   Plan q = deserialize_plan(serialize_plan(p));
   ASSERT_EQ(q.convs.size(), 1u);
   EXPECT_EQ(q.convs[0].params.ints(), p.convs[0].params.ints());
@@ -169,11 +166,11 @@ Tensor rnd(Shape s, uint32_t seed, const Device& d, DType t = DType::Float32) {
   return t == DType::Float32 ? r : r.to(t);
 }
 
-struct Case {
+struct ConvCase {
   Shape x, w;
   ConvParams p;
 };
-const Case kCases[] = {
+const ConvCase kCases[] = {
     {{2, 3, 9, 8}, {4, 3, 3, 3}, params(1, 1, 1, 1)},
     {{2, 4, 11, 10}, {6, 2, 3, 2}, params(2, 1, 1, 2)},
     {{1, 2, 12, 12}, {3, 2, 3, 3}, params(3, 2, 2, 1)},
@@ -181,7 +178,7 @@ const Case kCases[] = {
 };
 
 // conv2d with bias, and the gradients of sum(y * r) w.r.t. x, w, b, on device d.
-std::vector<std::vector<double>> forward_backward(const Case& c, const Device& d, DType t) {
+std::vector<std::vector<double>> forward_backward(const ConvCase& c, const Device& d, DType t) {
   Tensor x = rnd(c.x, 1, d, t).requires_grad_(), w = rnd(c.w, 2, d, t).requires_grad_();
   Tensor b = rnd({c.w[0]}, 3, d, t).requires_grad_();
   Tensor y = conv2d_nchw(x, w, b, c.p);
@@ -193,7 +190,7 @@ std::vector<std::vector<double>> forward_backward(const Case& c, const Device& d
 
 TEST(ConvValues, CpuAndLazyAndFloat64ExpansionMatchTheReferenceLoops) {
   const char* names[] = {"y", "dx", "dw", "db"};
-  for (const Case& c : kCases) {
+  for (const ConvCase& c : kCases) {
     auto want = forward_backward(c, Device::parse("lazy:reference"), DType::Float64);
     for (auto [dev, t] :
          {std::pair{"cpu", DType::Float32}, std::pair{"lazy:cpu", DType::Float32},

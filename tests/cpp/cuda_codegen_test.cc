@@ -22,6 +22,7 @@
 #include "ir/graph.h"
 #include "lowering/lower.h"
 #include "runtime/device.h"
+#include "graph_util.h"
 
 namespace lt {
 namespace {
@@ -31,10 +32,9 @@ constexpr DType kAllDTypes[] = {DType::Bool,    DType::UInt8,    DType::Int8,
                                 DType::BFloat16, DType::Float32, DType::Float64};
 constexpr DType kFloatDTypes[] = {DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
 
-struct FakeData : LeafData {};
-NodePtr param(Shape s, DType t = DType::Float32) {
-  return make_param(t, std::move(s), std::make_shared<FakeData>());
-}
+using testing::FakeData;
+using testing::param;
+using testing::plan_of;
 NodePtr op(Op o, NodeList in, std::vector<int64_t> ints = {}, bool keepdim = false) {
   Attrs a;
   a.ints = to_ints(ints);
@@ -65,11 +65,6 @@ NodePtr rand_node(Shape s, DType t, int64_t stream = 0) {
                    a);
 }
 
-Plan plan_of(const NodeList& roots) {
-  std::vector<const Node*> r;
-  for (auto& n : roots) r.push_back(n.get());
-  return lower(collect_graph(r));
-}
 
 size_t count(const std::string& s, const std::string& what) {
   size_t n = 0;

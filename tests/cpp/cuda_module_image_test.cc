@@ -16,14 +16,13 @@
 #include "ir/error.h"
 #include "ir/graph.h"
 #include "lowering/lower.h"
+#include "graph_util.h"
 
 namespace lt {
 namespace {
 
-struct FakeData : LeafData {};
-NodePtr param(Shape s) {
-  return make_param(DType::Float32, std::move(s), std::make_shared<FakeData>());
-}
+using testing::FakeData;
+using testing::param;
 
 // A softmax and an elementwise epilogue: kernels of several launch modes.
 CudaModuleImage compiled(bool cubin) {

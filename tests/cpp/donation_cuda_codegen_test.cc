@@ -11,11 +11,12 @@
 #include "backends/cuda/nvrtc_compiler.h"
 #include "ir/graph.h"
 #include "lowering/lower.h"
+#include "graph_util.h"
 
 namespace lt {
 namespace {
 
-struct FakeData : LeafData {};
+using testing::FakeData;
 
 TEST(DonationCudaCodegen, InPlacePairDropsRestrictAndCompiles) {
   NodePtr p = make_param(DType::Float32, {256, 64}, std::make_shared<FakeData>());

@@ -24,7 +24,7 @@
 namespace lt {
 namespace {
 
-const Device kLz = Device::parse("lazy:cpu");
+using testing::kLazyCpu;
 
 const void* data_ptr(const Tensor& t) { return t.impl()->storage->buffer->data(); }
 int64_t donated() { return metrics::counters().at("donated_buffers"); }
@@ -97,13 +97,13 @@ class OptimizerDonation : public ::testing::TestWithParam<const char*> {};
 TEST_P(OptimizerDonation, StepUpdatesParametersInPlace) {
   const std::string opt = GetParam();
   const int steps = 4;
-  TrainRun lazy = train(kLz, opt, steps, false);
+  TrainRun lazy = train(kLazyCpu, opt, steps, false);
   for (int s = 1; s <= steps; ++s) EXPECT_EQ(lazy.ptrs[s], lazy.ptrs[0]) << opt << " step " << s;
   // Every parameter and every state tensor (momentum; Adam's two moments) each step.
   const int64_t per_param = opt == "sgd" ? 2 : 3;
   EXPECT_EQ(lazy.donated, per_param * 4 * steps) << opt;
 
-  TrainRun kept = train(kLz, opt, steps, true);
+  TrainRun kept = train(kLazyCpu, opt, steps, true);
   // The parameters are held, so only the optimizer state (in the same kernels) is donated.
   EXPECT_EQ(kept.donated, (per_param - 1) * 4 * steps) << opt;
   for (size_t i = 0; i < 4; ++i)
@@ -117,7 +117,7 @@ TEST_P(OptimizerDonation, StepUpdatesParametersInPlace) {
 INSTANTIATE_TEST_SUITE_P(Optimizers, OptimizerDonation, ::testing::Values("sgd", "adam", "adamw"));
 
 TEST(Donation, SecondTensorOverTheStorageKeepsOldValues) {
-  Tensor p = testing::random_tensor({64}, 1, kLz);
+  Tensor p = testing::random_tensor({64}, 1, kLazyCpu);
   const std::vector<double> old = p.to_vector<double>();
   Tensor q(make_data_tensor(p.impl()->storage, p.dtype(), p.shape(), p.device()));
   const void* before = data_ptr(p);
@@ -137,7 +137,7 @@ TEST(Donation, SecondTensorOverTheStorageKeepsOldValues) {
 }
 
 TEST(Donation, PendingViewLeftForALaterSyncKeepsOldValues) {
-  Tensor p = testing::random_tensor({8, 8}, 2, kLz);
+  Tensor p = testing::random_tensor({8, 8}, 2, kLazyCpu);
   const std::vector<double> old = p.to_vector<double>();
   const void* before = data_ptr(p);
   Tensor view = p.transpose(0, 1).reshape({64});  // pending, reads p's leaf
@@ -153,7 +153,7 @@ TEST(Donation, PendingViewLeftForALaterSyncKeepsOldValues) {
 }
 
 TEST(Donation, ViewSyncedTogetherStillSeesOldValues) {
-  Tensor p = testing::random_tensor({8, 8}, 3, kLz);
+  Tensor p = testing::random_tensor({8, 8}, 3, kLazyCpu);
   const std::vector<double> old = p.to_vector<double>();
   Tensor view = p.reshape({64}) + 0.0;
   p.assign(p * 3.0);
@@ -180,8 +180,8 @@ TEST(Donation, ReferenceBackendUpdatesInPlace) {
 // vector; every subset gives the same numbers.
 TEST(Donation, ExecutablesAgreeForEverySubsetOfDonations) {
   const int64_t n = 70001;
-  Tensor p = testing::random_tensor({n}, 1, kLz), m = testing::random_tensor({n}, 2, kLz);
-  Tensor v = testing::random_tensor({n}, 3, kLz, 0.f, 1.f), g = testing::random_tensor({n}, 4, kLz);
+  Tensor p = testing::random_tensor({n}, 1, kLazyCpu), m = testing::random_tensor({n}, 2, kLazyCpu);
+  Tensor v = testing::random_tensor({n}, 3, kLazyCpu, 0.f, 1.f), g = testing::random_tensor({n}, 4, kLazyCpu);
   Tensor m2 = m * 0.9 + g * 0.1;
   Tensor v2 = v * 0.999 + g * g * 0.001;
   Tensor p2 = p - m2 / ((v2 * 1.5).sqrt() + 1e-8) * 0.01;
@@ -204,7 +204,7 @@ TEST(Donation, ExecutablesAgreeForEverySubsetOfDonations) {
 }
 
 TEST(Donation, ExecutableRejectsAPairThePlanDoesNotAllow) {
-  Tensor a = testing::random_tensor({16}, 1, kLz), b = testing::random_tensor({16}, 2, kLz);
+  Tensor a = testing::random_tensor({16}, 1, kLazyCpu), b = testing::random_tensor({16}, 2, kLazyCpu);
   Tensor r = a + flip(b, {0});
   NodeList keep = {r.node()};
   Graph graph = collect_graph({keep[0].get()});

@@ -12,6 +12,7 @@
 #include "runtime/indexing.h"
 #include "runtime/metrics.h"
 #include "test_util.h"
+#include "graph_util.h"
 
 namespace lt {
 namespace {
@@ -80,20 +81,13 @@ INSTANTIATE_TEST_SUITE_P(Devices, GatherScatter,
                          ::testing::Values("lazy:cpu", "lazy:reference",
                                            "cpu"));
 
-struct FakeData : LeafData {};
-NodePtr param(Shape s, DType t = DType::Float32) {
-  return make_param(t, std::move(s), std::make_shared<FakeData>());
-}
+using testing::FakeData;
+using testing::param;
+using testing::plan_of;
 NodePtr indexed(Op op, NodeList in, int64_t axis) {
   Attrs a;
   a.ints = {axis};
   return make_node(op, std::move(in), a);
-}
-Plan plan_of(const NodeList &roots) {
-  std::vector<const Node *> r;
-  for (auto &n : roots)
-    r.push_back(n.get());
-  return lower(collect_graph(r));
 }
 
 TEST(GatherScatterLowering, GatherIsAnIndexedLoadFusedWithItsNeighbours) {

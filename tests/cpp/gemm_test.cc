@@ -12,12 +12,13 @@
 #include "runtime/indexing.h"
 #include "runtime/metrics.h"
 #include "test_util.h"
+#include "graph_util.h"
 
 namespace lt {
 namespace {
 
-struct FakeData : LeafData {};
-NodePtr param(Shape s, DType t = DType::Float32) { return make_param(t, std::move(s), std::make_shared<FakeData>()); }
+using testing::FakeData;
+using testing::param;
 NodePtr mm(NodePtr a, NodePtr b) { return make_node(Op::Matmul, {std::move(a), std::move(b)}); }
 NodePtr tr(NodePtr a, std::vector<int64_t> perm) {
   Attrs at;
@@ -25,14 +26,12 @@ NodePtr tr(NodePtr a, std::vector<int64_t> perm) {
   return make_node(Op::Permute, {std::move(a)}, at);
 }
 LowerOptions f32_gemm() { return LowerOptions{{DType::Float32}}; }
-Plan plan_of(NodeList roots, const LowerOptions& opts = f32_gemm()) {
-  std::vector<const Node*> r;
-  for (auto& n : roots) r.push_back(n.get());
-  return lower(collect_graph(r), opts);
+Plan gemm_plan(const NodeList& roots, const LowerOptions& opts = f32_gemm()) {
+  return testing::plan_of(roots, opts);
 }
 
 TEST(GemmLowering, PlainMatmulIsOneGemmAndNoKernel) {
-  Plan p = plan_of({mm(param({32, 16}), param({16, 8}))});
+  Plan p = gemm_plan({mm(param({32, 16}), param({16, 8}))});
   ASSERT_EQ(p.gemms.size(), 1u) << p.grouping;
   EXPECT_TRUE(p.kernels.empty()) << p.grouping;
   const Gemm& g = p.gemms[0];
@@ -51,13 +50,13 @@ TEST(GemmLowering, PlainMatmulIsOneGemmAndNoKernel) {
 
 TEST(GemmLowering, TransposedOperandsAreReadInPlace) {
   // nn.Linear's x @ w.T: w [N, K] read as a transposed B, no copy.
-  Plan p = plan_of({mm(param({32, 16}), tr(param({8, 16}), {1, 0}))});
+  Plan p = gemm_plan({mm(param({32, 16}), tr(param({8, 16}), {1, 0}))});
   ASSERT_EQ(p.gemms.size(), 1u) << p.grouping;
   EXPECT_TRUE(p.kernels.empty());
   EXPECT_TRUE(p.gemms[0].b_transposed());
   EXPECT_EQ(p.gemms[0].ldb(), 16);
   // x.T @ g (a weight gradient): A transposed.
-  Plan q = plan_of({mm(tr(param({16, 32}), {1, 0}), param({16, 8}))});
+  Plan q = gemm_plan({mm(tr(param({16, 32}), {1, 0}), param({16, 8}))});
   ASSERT_EQ(q.gemms.size(), 1u) << q.grouping;
   EXPECT_TRUE(q.kernels.empty());
   EXPECT_TRUE(q.gemms[0].a_transposed());
@@ -68,7 +67,7 @@ TEST(GemmLowering, TransposedProductIsTheSwappedGemm) {
   // A weight's gradient (x^T dy)^T, as autograd builds it for nn.Linear: the GEMM computes
   // dy^T x in the layout the reader wants (lowering/decompose.cc), with no transposing copy.
   auto x = param({128, 24}), dy = param({128, 40});
-  Plan p = plan_of({tr(mm(tr(x, {1, 0}), dy), {1, 0})});
+  Plan p = gemm_plan({tr(mm(tr(x, {1, 0}), dy), {1, 0})});
   ASSERT_EQ(p.gemms.size(), 1u) << p.grouping;
   EXPECT_TRUE(p.kernels.empty()) << p.grouping;
   EXPECT_EQ(p.gemms[0].M, 40);
@@ -76,35 +75,35 @@ TEST(GemmLowering, TransposedProductIsTheSwappedGemm) {
   EXPECT_TRUE(p.gemms[0].a_transposed());
   EXPECT_FALSE(p.gemms[0].b_transposed());
   // Batched, with B broadcast over the batch: still one GEMM step and no kernel.
-  Plan b = plan_of({tr(mm(param({4, 6, 5}), param({5, 3})), {0, 2, 1})});
+  Plan b = gemm_plan({tr(mm(param({4, 6, 5}), param({5, 3})), {0, 2, 1})});
   ASSERT_EQ(b.gemms.size(), 1u) << b.grouping;
   EXPECT_TRUE(b.kernels.empty()) << b.grouping;
   // The product read untransposed too: computed once, and the transpose is a copy kernel.
   auto m = mm(param({8, 5}), param({5, 6}));
-  Plan both = plan_of({m, tr(m, {1, 0})});
+  Plan both = gemm_plan({m, tr(m, {1, 0})});
   EXPECT_EQ(both.gemms.size(), 1u) << both.grouping;
   EXPECT_EQ(both.kernels.size(), 1u) << both.grouping;
 }
 
 TEST(GemmLowering, BatchesCollapseAndBroadcastWithZeroStride) {
-  Plan p = plan_of({mm(param({4, 6, 5}), param({4, 5, 3}))});
+  Plan p = gemm_plan({mm(param({4, 6, 5}), param({4, 5, 3}))});
   ASSERT_EQ(p.gemms.size(), 1u) << p.grouping;
   EXPECT_EQ(p.gemms[0].batch, (std::vector<int64_t>{4}));
   EXPECT_EQ(p.gemms[0].a_batch_stride, (std::vector<int64_t>{30}));
   EXPECT_EQ(p.gemms[0].b_batch_stride, (std::vector<int64_t>{15}));
   // [3, 5] batch against one matrix: A's rows stack, so one GEMM of 3*5*6 rows, no batch.
-  Plan q = plan_of({mm(param({3, 5, 6, 4}), param({4, 2}))});
+  Plan q = gemm_plan({mm(param({3, 5, 6, 4}), param({4, 2}))});
   ASSERT_EQ(q.gemms.size(), 1u) << q.grouping;
   EXPECT_TRUE(q.kernels.empty());
   EXPECT_TRUE(q.gemms[0].batch.empty());
   EXPECT_EQ(q.gemms[0].M, 90);
   // A transposed in each batch (x.mT @ W): rows do not stack; a batch of 15 with B's stride 0.
-  Plan t = plan_of({mm(tr(param({3, 5, 4, 6}), {0, 1, 3, 2}), param({4, 2}))});
+  Plan t = gemm_plan({mm(tr(param({3, 5, 4, 6}), {0, 1, 3, 2}), param({4, 2}))});
   ASSERT_EQ(t.gemms.size(), 1u) << t.grouping;
   EXPECT_EQ(t.gemms[0].batch, (std::vector<int64_t>{15}));
   EXPECT_EQ(t.gemms[0].b_batch_stride, (std::vector<int64_t>{0}));
   // [3, 5] against [5]: the dims do not merge (B repeats along the outer one).
-  Plan r = plan_of({mm(param({3, 5, 6, 4}), param({5, 4, 2}))});
+  Plan r = gemm_plan({mm(param({3, 5, 6, 4}), param({5, 4, 2}))});
   ASSERT_EQ(r.gemms.size(), 1u) << r.grouping;
   EXPECT_EQ(r.gemms[0].batch, (std::vector<int64_t>{3, 5}));
   EXPECT_EQ(r.gemms[0].a_batch_stride, (std::vector<int64_t>{120, 24}));
@@ -113,7 +112,7 @@ TEST(GemmLowering, BatchesCollapseAndBroadcastWithZeroStride) {
 
 TEST(GemmLowering, VectorOperands) {
   for (auto [a, b] : std::vector<std::pair<Shape, Shape>>{{{16}, {16, 8}}, {{32, 16}, {16}}, {{16}, {16}}, {{2, 3, 16}, {16}}}) {
-    Plan p = plan_of({mm(param(a), param(b))});
+    Plan p = gemm_plan({mm(param(a), param(b))});
     EXPECT_EQ(p.gemms.size(), 1u) << shape_str(a) << " @ " << shape_str(b) << "\n" << p.grouping;
     // The GEMM writes the output's buffer directly, even through the final reshape.
     EXPECT_TRUE(p.kernels.empty()) << shape_str(a) << " @ " << shape_str(b) << "\n" << p.grouping;
@@ -123,7 +122,7 @@ TEST(GemmLowering, VectorOperands) {
 TEST(GemmLowering, PrologueAndEpilogueAreLoopKernelsAroundTheGemm) {
   auto x = param({32, 16}), w = param({8, 16}), bias = param({8});
   auto y = make_node(Op::Relu, {make_node(Op::Add, {mm(make_node(Op::Exp, {x}), tr(w, {1, 0})), bias})});
-  Plan p = plan_of({y});
+  Plan p = gemm_plan({y});
   ASSERT_EQ(p.steps.size(), 3u) << p.grouping;
   EXPECT_EQ(p.steps[0].kind, PlanStep::Kind::Kernel);  // exp(x)
   EXPECT_EQ(p.steps[1].kind, PlanStep::Kind::Gemm);
@@ -138,7 +137,7 @@ TEST(GemmLowering, DeepOperandChainsStillMatchAndNeverMaterializeTheProduct) {
   for (int depth = 240; depth <= 270; depth += 3) {  // the product lands at and around the bound
     NodePtr x = param({16, 32});
     for (int i = 0; i < depth; ++i) x = make_node(Op::Add, {x, param({16, 32})});
-    Plan p = plan_of({mm(x, tr(param({8, 32}), {1, 0}))});
+    Plan p = gemm_plan({mm(x, tr(param({8, 32}), {1, 0}))});
     ASSERT_EQ(p.gemms.size(), 1u) << depth << "\n" << p.grouping;
     for (const auto& b : p.buffers) EXPECT_LT(b.numel, 16 * 8 * 32) << depth << "\n" << p.grouping;
   }
@@ -146,19 +145,19 @@ TEST(GemmLowering, DeepOperandChainsStillMatchAndNeverMaterializeTheProduct) {
 
 TEST(GemmLowering, FallsBackToLoopKernelsWhereTheLibraryCannot) {
   // No GEMM offered (the default, and backends without a library).
-  EXPECT_TRUE(plan_of({mm(param({8, 4}), param({4, 2}))}, LowerOptions{}).gemms.empty());
+  EXPECT_TRUE(gemm_plan({mm(param({8, 4}), param({4, 2}))}, LowerOptions{}).gemms.empty());
   // A dtype the library lacks.
-  EXPECT_TRUE(plan_of({mm(param({8, 4}, DType::Float64), param({4, 2}, DType::Float64))}).gemms.empty());
-  EXPECT_TRUE(plan_of({mm(param({8, 4}, DType::Int32), param({4, 2}, DType::Int32))}).gemms.empty());
+  EXPECT_TRUE(gemm_plan({mm(param({8, 4}, DType::Float64), param({4, 2}, DType::Float64))}).gemms.empty());
+  EXPECT_TRUE(gemm_plan({mm(param({8, 4}, DType::Int32), param({4, 2}, DType::Int32))}).gemms.empty());
   // A sum that is not a matrix product (both factors vary with every index).
   auto a = param({2, 3, 4, 5}), b = param({2, 3, 4, 5});
   Attrs r;
   r.ints = {3};
-  EXPECT_TRUE(plan_of({make_node(Op::ReduceSum, {make_node(Op::Mul, {a, b})}, r)}).gemms.empty());
+  EXPECT_TRUE(gemm_plan({make_node(Op::ReduceSum, {make_node(Op::Mul, {a, b})}, r)}).gemms.empty());
 }
 
 TEST(GemmLowering, PlansWithGemmsSurviveSerialization) {
-  Plan p = plan_of({make_node(Op::Relu, {mm(param({3, 5, 6, 4}), param({5, 4, 2}))})});
+  Plan p = gemm_plan({make_node(Op::Relu, {mm(param({3, 5, 6, 4}), param({5, 4, 2}))})});
   ASSERT_EQ(p.gemms.size(), 1u);
   Plan q = deserialize_plan(serialize_plan(p));
   ASSERT_EQ(q.gemms.size(), 1u);

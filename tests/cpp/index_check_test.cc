@@ -13,7 +13,7 @@
 namespace lt {
 namespace {
 
-const Device kLazyCpu = Device::parse("lazy:cpu");
+using testing::kLazyCpu;
 
 // An int64 index computed in the graph: floor(v * 10) of float data uploaded as v / 10, so the
 // values are exact and only known after the sync.
@@ -39,7 +39,7 @@ std::string index_error_of_mark_step() {
   return "";
 }
 
-struct Case {
+struct IndexCase {
   std::string op;
   // Builds the op's result from a 10-row input and an index of the given values and shape.
   std::function<Tensor(const Tensor& index)> run;
@@ -47,7 +47,7 @@ struct Case {
   std::vector<int64_t> good;
 };
 
-std::vector<Case> cases() {
+std::vector<IndexCase> cases() {
   auto a = testing::random_tensor({10, 3}, 7, kLazyCpu);
   auto v = testing::random_tensor({10}, 8, kLazyCpu);
   return {

@@ -8,13 +8,14 @@
 #include "ir/error.h"
 #include "ir/graph.h"
 #include "ir/node.h"
+#include "graph_util.h"
 
 namespace lt {
 namespace {
 
-struct FakeData : LeafData {};
+using testing::FakeData;
+using testing::param;
 
-NodePtr param(Shape s, DType t = DType::Float32) { return make_param(t, std::move(s), std::make_shared<FakeData>()); }
 
 TEST(Hash, SameStructureSameHashDifferentDataSameHash) {
   auto a = make_node(Op::Add, {param({2, 3}), param({3})});

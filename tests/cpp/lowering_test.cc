@@ -5,22 +5,19 @@
 #include "lowering/decompose.h"
 #include "lowering/lower.h"
 #include "lowering/symbolic.h"
+#include "graph_util.h"
 
 namespace lt {
 namespace {
 
-struct FakeData : LeafData {};
-NodePtr param(Shape s, DType t = DType::Float32) { return make_param(t, std::move(s), std::make_shared<FakeData>()); }
+using testing::FakeData;
+using testing::param;
+using testing::plan_of;
 NodePtr op(Op o, NodeList in, std::vector<int64_t> ints = {}, bool keepdim = false) {
   Attrs a;
   a.ints = to_ints(ints);
   a.keepdim = keepdim;
   return make_node(o, std::move(in), a);
-}
-Plan plan_of(NodeList roots) {
-  std::vector<const Node*> r;
-  for (auto& n : roots) r.push_back(n.get());
-  return lower(collect_graph(r));
 }
 
 TEST(Symbolic, ReshapeOfContiguousDimsFoldsBack) {

@@ -22,6 +22,7 @@
 #include "ir/error.h"
 #include "ir/graph.h"
 #include "lowering/lower.h"
+#include "graph_util.h"
 
 namespace lt {
 namespace {
@@ -54,8 +55,8 @@ std::string script(const std::string& name, const std::string& body) {
   return path;
 }
 
-struct FakeData : LeafData {};
-NodePtr param(Shape s) { return make_param(DType::Float32, std::move(s), std::make_shared<FakeData>()); }
+using testing::FakeData;
+using testing::param;
 
 // Kernels of three kinds (row reduction, broadcast elementwise, a transcendental): 3 programs.
 Plan three_kernel_plan() {

@@ -10,11 +10,12 @@
 
 #include "ir/error.h"
 #include "ir/serialize.h"
+#include "graph_util.h"
 
 namespace lt {
 namespace {
 
-struct FakeData : LeafData {};
+using testing::FakeData;
 std::shared_ptr<LeafData> fake(const TraceInput&) { return std::make_shared<FakeData>(); }
 std::string none(int) { return ""; }
 

@@ -8,12 +8,13 @@
 #include "lowering/decompose.h"
 #include "lowering/lower.h"
 #include "lowering/simplify.h"
+#include "graph_util.h"
 
 namespace lt {
 namespace {
 
-struct FakeData : LeafData {};
-NodePtr param(Shape s, DType t = DType::Float32) { return make_param(t, std::move(s), std::make_shared<FakeData>()); }
+using testing::FakeData;
+using testing::param;
 NodePtr op(Op o, NodeList in, std::vector<int64_t> ints = {}) {
   Attrs a;
   a.ints = to_ints(ints);

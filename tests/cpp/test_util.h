@@ -10,6 +10,8 @@
 
 namespace lt::testing {
 
+inline const Device kLazyCpu = Device::parse("lazy:cpu");
+
 inline std::vector<float> random_floats(int64_t n, uint32_t seed, float lo = -2.f, float hi = 2.f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> d(lo, hi);
