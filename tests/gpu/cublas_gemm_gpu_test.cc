@@ -16,11 +16,12 @@
 #include "ir/graph.h"
 #include "ir/half.h"
 #include "lowering/lower.h"
+#include "tests/cpp/graph_util.h"
 
 namespace lt {
 namespace {
 
-struct FakeData : LeafData {};
+using testing::FakeData;
 
 struct G {
   NodeList params;

@@ -16,6 +16,7 @@
 #include "ir/graph.h"
 #include "ir/half.h"
 #include "lowering/lower.h"
+#include "tests/cpp/graph_util.h"
 #include "tests/gpu/cuda_test_kernels.h"
 
 namespace lt {
@@ -609,8 +610,7 @@ TEST_F(CudaGpu, CopiesAndBadBuffersAreChecked) {
 
 // ---- lowered graphs ----
 
-struct FakeData : LeafData {};
-NodePtr param(Shape s, DType t = DType::Float32) { return make_param(t, std::move(s), std::make_shared<FakeData>()); }
+using testing::param;
 NodePtr node(Op o, NodeList in, std::vector<int64_t> ints = {}, bool keepdim = false) {
   Attrs a;
   a.ints = to_ints(ints);

@@ -20,6 +20,7 @@
 #include <memory>
 #include <random>
 
+#include "../cpp/graph_util.h"
 #include "../cpp/test_util.h"
 #include "backends/backend.h"
 #include "backends/cuda/cuda_backend.h"
@@ -40,7 +41,7 @@
 namespace lt {
 namespace {
 
-struct FakeData : LeafData {};
+using testing::param;
 
 // Sets an environment variable for one scope (nullptr: unset), restoring it after.
 class ScopedEnv {
@@ -71,9 +72,6 @@ int64_t counter(const char* name) { return metrics::counters().at(name); }
 
 // ---- one plan, run by the backend directly ----------------------------------------------------
 
-NodePtr param(Shape s) {
-  return make_param(DType::Float32, std::move(s), std::make_shared<FakeData>());
-}
 NodePtr node(Op op, NodeList in, std::vector<int64_t> ints = {}) {
   Attrs a;
   a.ints = to_ints(ints);

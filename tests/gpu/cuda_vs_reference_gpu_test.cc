@@ -16,11 +16,12 @@
 #include "ir/graph.h"
 #include "ir/half.h"
 #include "lowering/lower.h"
+#include "tests/cpp/graph_util.h"
 
 namespace lt {
 namespace {
 
-struct FakeData : LeafData {};
+using testing::FakeData;
 
 // A graph built from params; `params` keeps the leaves in graph-input order.
 struct G {
