@@ -24,8 +24,10 @@ deps:
 	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q $$missing; \
 	fi
 
+# The C++ test files build as one unity executable (build/tests/all_tests; see tests/cpp/CMakeLists.txt):
+# 417 s of compiler time as 40 executables, 163 s as one, on 2 cores. The library is built file by file.
 $(BUILD)/build.ninja: CMakeLists.txt | deps
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=$(PY)
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DLT_TESTS_IN_ONE_BINARY=ON -DPython3_EXECUTABLE=$(PY)
 
 configure: deps $(BUILD)/build.ninja
 
