@@ -16,11 +16,11 @@
 namespace lt {
 namespace {
 
-using testing::FakeData;
+using testing::param;
 
 TEST(DonationCudaCodegen, InPlacePairDropsRestrictAndCompiles) {
-  NodePtr p = make_param(DType::Float32, {256, 64}, std::make_shared<FakeData>());
-  NodePtr g = make_param(DType::Float32, {256, 64}, std::make_shared<FakeData>());
+  NodePtr p = param({256, 64});
+  NodePtr g = param({256, 64});
   NodePtr lr = make_scalar(DType::Float32, 0.1);
   NodePtr root =
       make_node(Op::Sub, {p, make_node(Op::Mul, {g, make_node(Op::Expand, {lr}, {{256, 64}})})});

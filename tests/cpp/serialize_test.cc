@@ -16,12 +16,13 @@ namespace lt {
 namespace {
 
 using testing::FakeData;
+using testing::param;
 std::shared_ptr<LeafData> fake(const TraceInput&) { return std::make_shared<FakeData>(); }
 std::string none(int) { return ""; }
 
 std::string sample() {
-  auto x = make_param(DType::Float32, {4, 3}, std::make_shared<FakeData>());
-  auto w = make_param(DType::Float32, {3}, std::make_shared<FakeData>());
+  auto x = param({4, 3});
+  auto w = param({3});
   Attrs ax;
   ax.ints = {1};
   auto y = make_node(Op::ReduceSum, {make_node(Op::Sin, {make_node(Op::Mul, {x, w})})}, ax);
@@ -36,8 +37,8 @@ TEST(Trace, RoundTripKeepsTheGraphKey) {
   ASSERT_EQ(t.roots.size(), 1u);
   EXPECT_EQ(t.inputs.size(), 3u);
   EXPECT_EQ(t.roots[0]->shape, (Shape{4}));
-  auto x = make_param(DType::Float32, {4, 3}, std::make_shared<FakeData>());
-  auto w = make_param(DType::Float32, {3}, std::make_shared<FakeData>());
+  auto x = param({4, 3});
+  auto w = param({3});
   Attrs ax;
   ax.ints = {1};
   auto z = make_node(Op::Mul, {make_node(Op::ReduceSum, {make_node(Op::Sin, {make_node(Op::Mul, {x, w})})}, ax),
@@ -50,7 +51,7 @@ TEST(Trace, RoundTripKeepsTheGraphKey) {
 // inf constants are written as strings and read back as the same values.
 TEST(Trace, NonFiniteScalarsAndConstantsRoundTrip) {
   const double inf = std::numeric_limits<double>::infinity();
-  auto x = make_param(DType::Float32, {2, 3}, std::make_shared<FakeData>());
+  auto x = param({2, 3});
   auto keep = make_node(Op::Gt, {x, make_scalar(DType::Float32, 0.5)});
   auto masked = make_node(Op::Where, {keep, x, make_scalar(DType::Float32, -inf)});
   auto y = make_node(Op::Add, {make_node(Op::Maximum, {masked, make_constant(DType::Float32, inf)}),
