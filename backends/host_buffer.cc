@@ -1,15 +1,18 @@
 #include <cstdlib>
-#include <new>
+#include <cstdint>
 
 #include "backends/backend.h"
+#include "ir/error.h"
 
 namespace lt {
 
 HostBuffer::HostBuffer(size_t bytes) {
   bytes_ = bytes;
-  size_t rounded = (bytes + 63) / 64 * 64;
-  data_ = std::aligned_alloc(64, rounded ? rounded : 64);
-  if (!data_) throw std::bad_alloc();
+  // A size near SIZE_MAX would wrap when rounded up; either way it is PyTorch's CPU out-of-memory
+  // error, an lt::Error naming the size rather than a bare std::bad_alloc.
+  const size_t rounded = bytes > SIZE_MAX - 63 ? 0 : (bytes + 63) / 64 * 64;
+  data_ = bytes > SIZE_MAX - 63 ? nullptr : std::aligned_alloc(64, rounded ? rounded : 64);
+  if (!data_) fail(ErrorKind::Runtime, "cpu: not enough memory: tried to allocate ", bytes, " bytes");
 }
 
 HostBuffer::~HostBuffer() { std::free(data_); }

@@ -47,14 +47,18 @@ Shape conv_output_shape(Op op, const Shape& x, const Shape& w, const ConvParams&
     fail(ErrorKind::Runtime, name, ": expected a 4-D input [N, C, H, W] and a 4-D weight ",
          "[out_channels, in_channels/groups, kH, kW], got ", shapes());
   const int64_t C = x[1], O = w[0], Cg = w[1];
-  if (C != Cg * p.groups || O % p.groups != 0 || O < 1)
+  const int64_t channels = size_mul(Cg, p.groups, name);  // groups is a user attribute
+  if (C != channels || O % p.groups != 0 || O < 1)
     fail(ErrorKind::Runtime, name, ": ", shapes(), " do not match with groups=", p.groups,
-         " (expected input channels = weight.size(1) * groups = ", Cg * p.groups,
+         " (expected input channels = weight.size(1) * groups = ", channels,
          " and out_channels divisible by groups)");
   Shape y = {x[0], O, 0, 0};
   for (int i = 0; i < 2; ++i) {
-    const int64_t span = p.dilation[i] * (w[2 + i] - 1) + 1, padded = x[2 + i] + 2 * p.padding[i];
-    if (w[2 + i] < 1 || padded < span)
+    if (w[2 + i] < 1)
+      fail(ErrorKind::Runtime, name, ": ", shapes(), ": empty kernel (dim ", 2 + i, ")");
+    const int64_t span = size_add(size_mul(p.dilation[i], w[2 + i] - 1, name), 1, name);
+    const int64_t padded = size_add(x[2 + i], size_mul(2, p.padding[i], name), name);
+    if (padded < span)
       fail(ErrorKind::Runtime, name, ": ", shapes(), ": input size ", x[2 + i], " with padding ",
            p.padding[i], " is smaller than the kernel extent ", span, " (dim ", 2 + i, ")");
     y[2 + i] = (padded - span) / p.stride[i] + 1;
@@ -87,7 +91,7 @@ Inferred infer_conv(Op op, const NodeList& in, const Attrs& a) {
     if (dy.size() != 4 || w.size() != 4)
       fail(ErrorKind::Runtime, name, ": expected 4-D grad_output and weight, got ", shape_str(dy),
            " and ", shape_str(w));
-    x = {dy[0], w[1] * p.groups, extra[0], extra[1]};
+    x = {dy[0], size_mul(w[1], p.groups, name), extra[0], extra[1]};
   } else {
     x = in[0]->shape, dy = in[1]->shape;
     if (x.size() != 4 || dy.size() != 4)

@@ -81,8 +81,8 @@ inline double load_as_double(const void* p, DType t) {
 // Float -> integer conversion: truncates toward zero; NaN, infinities and values outside the int64
 // range give 0 instead of undefined behaviour (the CUDA backend's lt_f2i does the same).
 inline int64_t double_to_int64(double v) {
-  double tv = std::trunc(v);
-  return (tv >= -9.2e18 && tv <= 9.2e18) ? static_cast<int64_t>(tv) : 0;  // false for NaN
+  // The cast truncates; the range test on v equals one on trunc(v) (a double past 2^53 is whole).
+  return (v >= -9.2e18 && v <= 9.2e18) ? static_cast<int64_t>(v) : 0;  // false for NaN
 }
 
 // The value of an integral dtype that an int64 wraps to (two's complement; bool is v != 0).

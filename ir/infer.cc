@@ -127,12 +127,10 @@ Inferred infer(Op op, const NodeList& in, const Attrs& a) {
       return {t, reduce_shape(op, in[0]->shape, a)};
     }
     case OpClass::Reshape: {
-      int64_t n = 1;
-      for (auto d : a.ints) {
+      for (auto d : a.ints)
         if (d < 0) fail(ErrorKind::Runtime, name, ": invalid shape ", shape_str(a.ints), " (resolve -1 before tracing)");
-        n *= d;
-      }
-      if (n != numel(in[0]->shape))
+      check_extent(a.ints, name);  // so numel() below cannot overflow
+      if (numel(a.ints) != numel(in[0]->shape))
         fail(ErrorKind::Runtime, name, ": shape ", shape_str(a.ints), " is invalid for input of size ",
              numel(in[0]->shape), " (shape ", shape_str(in[0]->shape), ")");
       return {in[0]->dtype, a.ints};
@@ -177,7 +175,7 @@ Inferred infer(Op op, const NodeList& in, const Attrs& a) {
       for (size_t d = 0; d < s.size(); ++d) {
         int64_t start = a.ints[3 * d], step = a.ints[3 * d + 1], size = a.ints[3 * d + 2];
         if (step == 0 || size < 0) fail(ErrorKind::Runtime, name, ": dim ", d, " has step ", step, " and size ", size);
-        int64_t last = start + step * (size - 1);
+        const int64_t last = size > 0 ? size_add(start, size_mul(step, size - 1, name), name) : start;
         if (size > 0 && (start < 0 || start >= s[d] || last < 0 || last >= s[d]))
           fail(ErrorKind::Index, name, ": dim ", d, " reads [", start, " .. ", last, "] (step ", step,
                ") outside 0..", s[d] - 1, " of input ", shape_str(s));
@@ -215,7 +213,8 @@ Inferred infer(Op op, const NodeList& in, const Attrs& a) {
       const Shape& x = in[0]->shape;
       if (!is_floating(in[0]->dtype))
         fail(ErrorKind::Type, name, ": expected a floating-point input, got ", dtype_name(in[0]->dtype));
-      if (a.ints.size() != 3 || in.size() != static_cast<size_t>(1 + a.ints[1] + a.ints[2]))
+      if (a.ints.size() != 3 || a.ints[1] < 0 || a.ints[1] > 1 || a.ints[2] < 0 || a.ints[2] > 1 ||
+          in.size() != static_cast<size_t>(1 + a.ints[1] + a.ints[2]))
         fail(ErrorKind::Runtime, name, ": malformed attributes");
       int64_t k = a.ints[0];
       if (k < 1 || k > static_cast<int64_t>(x.size()))

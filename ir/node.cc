@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "ir/error.h"
+#include "ir/half.h"
 #include "ir/pool.h"
 
 namespace lt {
@@ -111,14 +112,14 @@ NodePtr make_node(Op op, NodeList inputs, Attrs attrs) {
   for (const auto& in : inputs)
     if (!in) fail(ErrorKind::Runtime, op_name(op), ": null operand");
   Inferred r = infer(op, inputs, attrs);
+  check_extent(r.shape, info.name);  // e.g. broadcasting [2^40, 1] with [1, 2^40]
   auto n = make_pooled<Node>(op, r.dtype, std::move(r.shape), std::move(attrs), std::move(inputs), current_source());
   n->hash = node_hash(*n);
   return n;
 }
 
 NodePtr make_param(DType dtype, Shape shape, std::shared_ptr<LeafData> data) {
-  for (auto d : shape)
-    if (d < 0) fail(ErrorKind::Value, "param: negative dimension in shape ", shape_str(shape));
+  check_extent(shape, "param");
   auto n = make_pooled<Node>(Op::Param, dtype, current_source());
   n->shape = std::move(shape);
   n->data = std::move(data);
@@ -129,7 +130,9 @@ NodePtr make_param(DType dtype, Shape shape, std::shared_ptr<LeafData> data) {
 NodePtr make_scalar(DType dtype, double value) {
   auto n = make_pooled<Node>(Op::Scalar, dtype, current_source());
   n->scalar = value;
-  n->scalar_i = static_cast<int64_t>(value);
+  // Integral dtypes read scalar_i. A floating value outside int64's range (1e30, inf, NaN) has no
+  // integer twin: double_to_int64 gives 0 where a plain cast would be undefined behaviour.
+  n->scalar_i = double_to_int64(value);
   n->hash = scalar_hash(dtype);  // value deliberately not part of the hash
   return n;
 }
@@ -141,6 +144,7 @@ NodePtr make_int_scalar(DType dtype, int64_t value) {
 }
 
 NodePtr make_constant(DType dtype, double value, Shape shape) {
+  check_extent(shape, "constant");
   auto n = make_pooled<Node>(Op::Constant, dtype, current_source());
   n->shape = std::move(shape);
   n->attrs.value = value;

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "ir/error.h"
+#include "ir/half.h"
 
 namespace lt {
 
@@ -61,6 +62,8 @@ template <typename T>
 struct is_vector : std::false_type {};
 template <typename U>
 struct is_vector<std::vector<U>> : std::true_type {};
+template <typename U, size_t N>
+struct is_vector<SmallVec<U, N>> : std::true_type {};  // Shape and IntList
 
 // Whether `v` can become a T without nlohmann's unchecked static_cast: integers must be JSON
 // integers within T's range (a float such as 8.9e106 read as int is undefined behaviour, found
@@ -243,8 +246,7 @@ LoadedTrace load_trace(const std::string& text,
       if (!ti.shape.empty()) bad(where + ": a scalar input must have shape []");
       if (is_floating(ti.dtype)) {
         ti.value = float_from(in, "value", where);
-        // (only integral scalars use value_i; a cast of inf, NaN or a huge value would be UB)
-        ti.value_i = std::fabs(ti.value) < 9.2e18 ? static_cast<int64_t>(ti.value) : 0;
+        ti.value_i = double_to_int64(ti.value);  // only integral scalars use it
       } else {
         ti.value_i = get<int64_t>(in, "value", where), ti.value = static_cast<double>(ti.value_i);
       }

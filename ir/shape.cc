@@ -10,6 +10,31 @@ int64_t numel(const Shape& s) {
   return n;
 }
 
+void check_extent_slow(std::span<const int64_t> s, std::string_view op) {
+  constexpr int64_t kMaxElements = int64_t{1} << 60;
+  // Zero extents count as 1: an empty tensor's strides are still products of the other extents.
+  int64_t n = 1;
+  bool too_many = false;
+  for (auto d : s) {
+    if (d < 0) fail(ErrorKind::Runtime, op, ": negative dimension ", d, " in shape ", shape_str(s));
+    // Multiplying on after an overflow would be UB: remember it, and still look for negatives.
+    if (!too_many && (__builtin_mul_overflow(n, std::max<int64_t>(d, 1), &n) || n > kMaxElements)) too_many = true;
+  }
+  if (too_many) fail(ErrorKind::Runtime, op, ": shape ", shape_str(s), " has more than 2^60 elements");
+}
+
+int64_t size_add(int64_t a, int64_t b, std::string_view op) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) fail(ErrorKind::Runtime, op, ": integer overflow in ", a, " + ", b);
+  return r;
+}
+
+int64_t size_mul(int64_t a, int64_t b, std::string_view op) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) fail(ErrorKind::Runtime, op, ": integer overflow in ", a, " * ", b);
+  return r;
+}
+
 std::string shape_str(std::span<const int64_t> s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);

@@ -16,6 +16,7 @@ namespace {
 void check_shape(const Shape& s, const char* op) {
   for (auto d : s)
     if (d < 0) fail(ErrorKind::Runtime, op, ": trying to create tensor with negative dimension ", d, ": ", shape_str(s));
+  check_extent(s, op);
 }
 
 Tensor traced(NodePtr n, const Device& d) { return Tensor(make_tensor(std::move(n), d)); }
@@ -94,6 +95,9 @@ Tensor full(Shape shape, Scalar value, std::optional<DType> dtype, const Device&
   DType t = dtype ? *dtype : value.kind == ScalarKind::Float ? default_float()
                            : value.kind == ScalarKind::Int   ? DType::Int64
                                                              : DType::Bool;
+  // PyTorch's check: a float value becomes an integer by truncation, if int64 can hold it at all.
+  if (!is_floating(t) && value.kind == ScalarKind::Float && !(std::fabs(value.f) < 0x1p63))
+    fail(ErrorKind::Runtime, "full: value ", value.f, " cannot be converted to type ", dtype_name(t), " without overflow");
   // 0 and 1 are baked (they enable simplification); other values are runtime scalars.
   double v = is_floating(t) ? value.f : static_cast<double>(value.kind == ScalarKind::Float ? static_cast<int64_t>(value.f) : value.i);
   NodePtr leaf = (v == 0 || v == 1) ? make_constant(t, v)
@@ -114,7 +118,11 @@ Tensor arange(double start, double end, double step, std::optional<DType> dtype,
   if (!std::isfinite(start) || !std::isfinite(end)) fail(ErrorKind::Runtime, "arange: unsupported range: ", start, " -> ", end);
   if ((step > 0 && end < start) || (step < 0 && end > start))
     fail(ErrorKind::Runtime, "arange: upper bound and larger bound inconsistent with step sign");
-  int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
+  // In double first: a tiny step or a huge range would overflow the integer count.
+  const double count = std::ceil((end - start) / step);
+  if (!(count <= 0x1p60))
+    fail(ErrorKind::Runtime, "arange: invalid size ", count, " for the range ", start, " -> ", end, " by ", step);
+  const int64_t n = static_cast<int64_t>(count);
   bool integral = start == std::floor(start) && end == std::floor(end) && step == std::floor(step);
   DType t = dtype ? *dtype : integral ? DType::Int64 : default_float();
   // Computed on the host in double (exact for integers), then placed on the device.
@@ -128,6 +136,7 @@ Tensor arange(double start, double end, double step, std::optional<DType> dtype,
 
 Tensor linspace(double start, double end, int64_t steps, DType dtype, const Device& device) {
   if (steps < 0) fail(ErrorKind::Runtime, "linspace: number of steps must be non-negative, got ", steps);
+  check_extent(Shape{steps}, "linspace");
   std::vector<unsigned char> buf(static_cast<size_t>(steps) * dtype_size(dtype));
   double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0;
   for (int64_t i = 0; i < steps; ++i) {
@@ -141,6 +150,7 @@ Tensor linspace(double start, double end, int64_t steps, DType dtype, const Devi
 Tensor eye(int64_t n, std::optional<int64_t> m_opt, DType dtype, const Device& device) {
   int64_t m = m_opt ? *m_opt : n;
   if (n < 0 || m < 0) fail(ErrorKind::Runtime, "eye: n and m must be non-negative, got ", n, " and ", m);
+  check_extent(Shape{n, m}, "eye");
   std::vector<unsigned char> buf(static_cast<size_t>(n * m) * dtype_size(dtype), 0);
   for (int64_t i = 0; i < std::min(n, m); ++i) {
     store_from_double(buf.data() + (i * m + i) * dtype_size(dtype), dtype, 1.0);
@@ -173,7 +183,8 @@ Tensor randn(Shape shape, DType dtype, const Device& device) {
 Tensor randint(int64_t low, int64_t high, Shape shape, DType dtype, const Device& device) {
   if (high <= low) fail(ErrorKind::Runtime, "randint: expected low < high, got low=", low, " high=", high);
   Tensor u = rand(std::move(shape), DType::Float64, device);
-  Tensor v = (u * static_cast<double>(high - low)).floor() + static_cast<double>(low);
+  // The range in double: high - low in int64 overflows for ranges wider than 2^63.
+  Tensor v = (u * (static_cast<double>(high) - static_cast<double>(low))).floor() + static_cast<double>(low);
   return cast(v, dtype);
 }
 

@@ -134,6 +134,11 @@ Tensor pad_dim(const Tensor& a, int64_t dim, int64_t before, int64_t after, doub
   dim = norm_dim(dim, a.dim(), "pad");
   Tensor x = a;
   const int64_t n0 = a.shape()[dim];
+  // Bounded so that the sums below cannot overflow; no tensor is 2^60 long anyway.
+  constexpr int64_t kMaxPad = int64_t{1} << 60;
+  if (before < -kMaxPad || before > kMaxPad || after < -kMaxPad || after > kMaxPad)
+    fail(ErrorKind::Runtime, "pad: padding (", before, ", ", after, ") of dimension ", dim, " is out of range (shape ",
+         shape_str(a.shape()), ")");
   if (before < 0 || after < 0) {  // negative padding crops first
     int64_t lo = std::max<int64_t>(0, -before), hi = std::max<int64_t>(0, -after);
     if (lo + hi > n0)
@@ -273,8 +278,11 @@ Tensor one_hot(const Tensor& index, int64_t num_classes) {
          dtype_name(index.dtype()));
   if (num_classes < 0) {
     auto v = index.to_vector<int64_t>();  // PyTorch reads the data too (a sync on lazy)
-    num_classes = v.empty() ? 0 : *std::max_element(v.begin(), v.end()) + 1;
+    num_classes = v.empty() ? 0 : size_add(*std::max_element(v.begin(), v.end()), 1, "one_hot");
   }
+  Shape out = index.shape();
+  out.push_back(num_classes);
+  check_extent(out, "one_hot");  // before positions() makes num_classes values on the host
   return with_index_check("one_hot", index, num_classes, -1, index.shape(), [&] {
     return cast(eq(index.unsqueeze(-1), positions(num_classes, index.device())), DType::Int64);
   });

@@ -289,7 +289,7 @@ Tensor reshape_to(const Tensor& a, IntList shape) {
     } else if (shape[i] < 0) {
       fail(ErrorKind::Runtime, "reshape: invalid shape dimension ", shape[i], " in ", shape_str(shape));
     } else {
-      known *= shape[i];
+      known = size_mul(known, shape[i], "reshape");
     }
   }
   if (infer_at >= 0) {

@@ -24,7 +24,7 @@ struct Case {
 Tensor R(Shape s, const Device& d, uint32_t seed = 1) { return testing::random_tensor(std::move(s), seed, d); }
 Tensor I(Shape s, const Device& d) { return cast(R(std::move(s), d) * 3.0, DType::Int64); }
 Tensor B(Shape s, const Device& d) { return gt(R(std::move(s), d), 0.0); }
-void sync(const Tensor& t) { t.to_vector<double>(); }
+void sync(const Tensor& t) { lt::sync(std::vector<Tensor>{t}); }  // computes; copies nothing out
 
 std::vector<Case> cases() {
   std::vector<Case> c;
@@ -90,6 +90,26 @@ std::vector<Case> cases() {
   c.push_back({"linspace_negative", E::Runtime, "linspace", [](const Device& d) { sync(linspace(0, 1, -3, DType::Float32, d)); }});
   c.push_back({"randint_empty_range", E::Runtime, "randint", [](const Device& d) { sync(randint(5, 5, {3}, DType::Int64, d)); }});
   c.push_back({"randn_int_dtype", E::Type, "randn", [](const Device& d) { sync(randn({3}, DType::Int64, d)); }});
+  // Sizes past int64: each was undefined behaviour (or a segfault: eye) before a check.
+  const int64_t big = int64_t{1} << 40;
+  c.push_back({"zeros_overflow", E::Runtime, "2^60", [=](const Device& d) { sync(zeros({big, big}, DType::Float32, d)); }});
+  c.push_back({"eye_overflow", E::Runtime, "eye", [=](const Device& d) { sync(eye(big, std::nullopt, DType::Float32, d)); }});
+  c.push_back({"arange_too_many", E::Runtime, "arange", [](const Device& d) { sync(arange(0, 1, 1e-300, std::nullopt, d)); }});
+  c.push_back({"linspace_too_many", E::Runtime, "linspace",
+               [](const Device& d) { sync(linspace(0, 1, int64_t{1} << 62, DType::Float32, d)); }});
+  c.push_back({"full_int_from_huge_float", E::Runtime, "overflow",
+               [](const Device& d) { sync(full({2}, Scalar(1e30), DType::Int64, d)); }});
+  c.push_back({"reshape_overflow", E::Runtime, "reshape", [=](const Device& d) { sync(R({2}, d).reshape({big, big, -1})); }});
+  c.push_back({"expand_overflow", E::Runtime, "expand",
+               [=](const Device& d) { sync(R({2, 1}, d).expand({2, int64_t{1} << 62})); }});
+  c.push_back({"pad_overflow", E::Runtime, "pad", [](const Device& d) {
+                 sync(pad(R({2, 3}, d), {int64_t{1} << 62, int64_t{1} << 62}, 0.0));
+               }});
+  c.push_back({"one_hot_too_many", E::Runtime, "one_hot",
+               [](const Device& d) { sync(one_hot(I({2}, d), int64_t{1} << 62)); }});
+  // Within int64 but past this machine's memory (16 TiB): PyTorch's "not enough memory" error.
+  c.push_back({"allocation_too_big", E::Runtime, "not enough memory",
+               [=](const Device& d) { sync(full({big, 4}, Scalar(2.5), DType::Float32, d).exp()); }});
   // Host access.
   c.push_back({"item_many", E::Runtime, "3 elements", [](const Device& d) { R({3}, d).item(); }});
   c.push_back({"item_empty", E::Runtime, "0 elements", [](const Device& d) { R({0}, d).item(); }});

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -225,6 +227,41 @@ TEST(Infer, ReduceAndMovement) {
   expect_error([] { make_node(Op::Matmul, {param({2, 3}), param({4, 5})}); }, ErrorKind::Runtime, {"matmul", "[2, 3]", "[4, 5]"});
   EXPECT_EQ(make_node(Op::Matmul, {param({7, 2, 3}), param({3, 5})})->shape, (Shape{7, 2, 5}));
   EXPECT_EQ(make_node(Op::Matmul, {param({3}), param({3})})->shape, (Shape{}));
+}
+
+// Attribute arithmetic that overflows int64 is a clear error, not undefined behaviour (these run
+// under UBSan in make test-asan; the trace-file fuzzer reaches the same rules with any numbers).
+TEST(Infer, SizeArithmeticOverflowIsAnError) {
+  const int64_t big = int64_t{1} << 40, huge = int64_t{1} << 62;
+  expect_error([&] { param({big, big}); }, ErrorKind::Runtime, {"param", "2^60"});
+  expect_error([&] { make_node(Op::Add, {param({big, 1}), param({1, big})}); }, ErrorKind::Runtime, {"add", "2^60"});
+  Attrs r;
+  r.ints = {int64_t{1} << 32, int64_t{1} << 32, 2};  // wraps to 0 in int64 arithmetic
+  expect_error([&] { make_node(Op::Reshape, {param({0})}, r); }, ErrorKind::Runtime, {"reshape"});
+  Attrs sl;
+  sl.ints = {0, huge, 3};  // start, step, size: the last index overflows
+  expect_error([&] { make_node(Op::Slice, {param({8})}, sl); }, ErrorKind::Runtime, {"slice", "overflow"});
+  Attrs cv;
+  cv.ints = {1, 1, 0, 0, huge, 1, 1};  // dilation 2^62 over a 3-wide kernel
+  expect_error([&] { make_node(Op::Conv2d, {param({1, 2, 5, 5}), param({4, 2, 3, 3})}, cv); }, ErrorKind::Runtime,
+               {"conv2d", "overflow"});
+  cv.ints = {1, 1, 0, 0, 1, 1, huge};  // groups times in_channels/groups
+  expect_error([&] { make_node(Op::Conv2d, {param({1, 2, 5, 5}), param({4, 2, 3, 3})}, cv); }, ErrorKind::Runtime,
+               {"conv2d", "overflow"});
+  Attrs ln;
+  ln.ints = {1, std::numeric_limits<int64_t>::max(), 2};  // has_weight + has_bias overflowed
+  expect_error([&] { make_node(Op::LayerNorm, {param({2, 3})}, ln); }, ErrorKind::Runtime, {"layer_norm"});
+}
+
+// A float scalar carries an integer twin for integral consumers; 1e30, inf and NaN have none and
+// must not be converted with a plain cast (undefined behaviour; found by the trace fuzzer).
+TEST(Node, FloatScalarsOutsideInt64GetIntegerTwinZero) {
+  for (double v : {1e30, -5.5e26, std::numeric_limits<double>::infinity(), std::nan("")}) {
+    NodePtr s = make_scalar(DType::Float32, v);
+    EXPECT_EQ(s->scalar_i, 0) << v;
+    EXPECT_TRUE(std::isnan(v) ? std::isnan(s->scalar) : s->scalar == v);
+  }
+  EXPECT_EQ(make_scalar(DType::Float32, -7.9)->scalar_i, -7);
 }
 
 TEST(Registry, EveryOpHasANameAndInfo) {
