@@ -80,6 +80,9 @@ test-tsan: deps
 # libFuzzer (clang-14) on the two file readers, each seeded from tests/fuzz/corpus/<name> and run for
 # FUZZ_SECONDS: the trace-file loader (ir/) and the safetensors reader (runtime/safetensors.cc, which
 # needs only ir/). A crash fails the run; its input becomes a corpus file and a ctest case.
+# Each run draws new random inputs (libFuzzer is not reproducible even from a fixed seed: the
+# coverage it sees differs run to run), so look for bugs before a push with a long run, e.g.
+# `make test-fuzz FUZZ_SECONDS=1800`; make test's 30 s is a smoke test.
 # ir/ is compiled once (one object per file, in parallel) and linked into both fuzzers.
 FUZZ_DIR := $(BUILD)/fuzz
 FUZZ_CXX := clang++-14 -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I.

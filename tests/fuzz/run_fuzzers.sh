@@ -22,10 +22,12 @@ for pair in "$@"; do
   name=${pair#*:}
   if wait "${pids[$i]}"; then
     runs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$dir/${name}_fuzz.log" | grep -oE '[0-9]+$')
-    echo "fuzz $name: $runs executions in ${secs} s, 0 crashes"
+    cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$dir/${name}_fuzz.log" | tail -1)
+    echo "fuzz $name: $runs executions in ${secs} s ($cov), 0 crashes"
   else
     grep -A40 -E "ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|deadly signal" "$dir/${name}_fuzz.log" | head -60
-    echo "fuzz $name: a crash; the input is $dir/$name-crash-*: add it to tests/fuzz/corpus/$name as a regression"
+    echo "fuzz $name: a crash; the input is $dir/$name-crash-*: add it to tests/fuzz/corpus/$name" \
+         "(trace: regression_<what>.json; safetensors: bad_<what>), where a ctest replays it"
     failed=1
   fi
   i=$((i + 1))
