@@ -17,6 +17,15 @@ inline NodePtr param(Shape s, DType t = DType::Float32) {
   return make_param(t, std::move(s), std::make_shared<FakeData>());
 }
 
+// Leaves made in order and remembered, for tests that feed the graph's inputs by position.
+struct ParamList {
+  NodeList params;
+  NodePtr p(Shape s, DType t = DType::Float32) {
+    params.push_back(param(std::move(s), t));
+    return params.back();
+  }
+};
+
 // The plan of the graph that reaches `roots`.
 inline Plan plan_of(const NodeList& roots, const LowerOptions& opts = {}) {
   std::vector<const Node*> r;

@@ -21,15 +21,8 @@
 namespace lt {
 namespace {
 
-using testing::FakeData;
-
-struct G {
-  NodeList params;
-  NodePtr p(Shape s, DType t = DType::Float32) {
-    params.push_back(make_param(t, std::move(s), std::make_shared<FakeData>()));
-    return params.back();
-  }
-};
+// A graph built from params; `params` keeps the leaves in graph-input order.
+using G = testing::ParamList;
 NodePtr mm(NodePtr a, NodePtr b) { return make_node(Op::Matmul, {std::move(a), std::move(b)}); }
 NodePtr tr(NodePtr a, std::vector<int64_t> perm) {
   Attrs at;

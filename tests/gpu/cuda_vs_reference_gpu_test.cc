@@ -21,16 +21,8 @@
 namespace lt {
 namespace {
 
-using testing::FakeData;
-
 // A graph built from params; `params` keeps the leaves in graph-input order.
-struct G {
-  NodeList params;
-  NodePtr p(Shape s, DType t = DType::Float32) {
-    params.push_back(make_param(t, std::move(s), std::make_shared<FakeData>()));
-    return params.back();
-  }
-};
+using G = testing::ParamList;
 NodePtr op(Op o, NodeList in, std::vector<int64_t> ints = {}, bool keepdim = false) {
   Attrs a;
   a.ints = to_ints(ints);
