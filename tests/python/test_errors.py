@@ -134,6 +134,41 @@ def test_operations_with_bad_arguments(device):
     _still_works(device)
 
 
+_BIG, _HUGE = 2**40, 2**62
+# Sizes past int64 (or past any memory): each case is a RuntimeError in PyTorch too (the oracle
+# below checks that), and was undefined behaviour or a crash here before (lt.eye(2**40) segfaulted).
+_OVERFLOWS = {
+    "full_int_from_huge_float": (lambda m, d: m.full((2,), 1e30, dtype=m.int64, device=d), "full"),
+    "eye": (lambda m, d: m.eye(_BIG, device=d), "eye"),
+    "arange": (lambda m, d: m.arange(0, 1, 1e-300, device=d), "arange"),
+    "linspace": (lambda m, d: m.linspace(0, 1, _HUGE, device=d), "linspace"),
+    "zeros": (lambda m, d: m.zeros(_BIG, _BIG, device=d), "2\\^60"),
+    "pad": (lambda m, d: m.nn.functional.pad(m.ones(4, 6, device=d), (_HUGE, _HUGE)), "pad"),
+    "one_hot": (lambda m, d: m.nn.functional.one_hot(m.tensor([1, 2], device=d), _HUGE), "one_hot"),
+    "reshape": (lambda m, d: m.ones(4, 6, device=d).reshape(_BIG, _BIG, -1), "reshape"),
+    "expand": (lambda m, d: m.ones(4, 6, 1, device=d).expand(4, 6, _HUGE), "expand"),
+    "out_of_memory": (lambda m, d: m.full((_BIG, 4), 2.5, device=d).exp() + 0, "not enough memory"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_OVERFLOWS))
+def test_sizes_past_int64_or_memory_are_runtime_errors(device, case):
+    import torch
+
+    make, names = _OVERFLOWS[case]
+    with pytest.raises(RuntimeError):
+        make(torch, "cpu")
+    t = None
+    with pytest.raises(RuntimeError, match=names):
+        t = make(lt, device)
+        lt.mark_step()
+        t.numpy()
+    # A lazy tensor whose sync failed stays pending, and each mark_step would try it again, until
+    # it is dropped (the out-of-memory case makes one: its shape is valid).
+    del t
+    _still_works(device)
+
+
 def test_lazy_error_leaves_the_pending_trace_usable():
     x = lt.tensor(np.arange(4, dtype=np.float32), device="lazy")
     y = x * 3  # pending
