@@ -12,7 +12,7 @@ ASAN_BUILD ?= $(BUILD)-asan
 TSAN_BUILD ?= $(BUILD)-tsan
 FUZZ_SECONDS ?= 30
 
-.PHONY: all deps configure build test test-cpp test-python test-asan test-tsan test-fuzz demo install clean
+.PHONY: all deps configure build test test-cpp test-python test-asan test-tsan test-fuzz fuzz-lowering demo install clean
 
 all: build
 
@@ -95,6 +95,19 @@ $(FUZZ_DIR)/trace_loader_fuzz: tests/fuzz/trace_loader_fuzz.cc $(FUZZ_IR_OBJ) | 
 	$(FUZZ_CXX) $^ -o $@
 $(FUZZ_DIR)/safetensors_fuzz: tests/fuzz/safetensors_fuzz.cc runtime/safetensors.cc runtime/safetensors.h $(FUZZ_IR_OBJ) | deps
 	$(FUZZ_CXX) $(filter %.cc %.o,$^) -o $@
+
+# Lowering of graphs from trace files, and plan files read back (tests/fuzz/lowering_fuzz.cc): not
+# part of make test (it builds lowering/ too); run it when lowering changes, e.g.
+# `make fuzz-lowering FUZZ_SECONDS=1800`.
+FUZZ_LOWERING_OBJ := $(patsubst lowering/%.cc,$(FUZZ_DIR)/lowering/%.o,$(wildcard lowering/*.cc))
+$(FUZZ_DIR)/lowering/%.o: lowering/%.cc $(IR_HDR) $(wildcard lowering/*.h) | deps
+	@mkdir -p $(FUZZ_DIR)/lowering
+	$(FUZZ_CXX) -c $< -o $@
+$(FUZZ_DIR)/lowering_fuzz: tests/fuzz/lowering_fuzz.cc $(FUZZ_IR_OBJ) $(FUZZ_LOWERING_OBJ) | deps
+	$(FUZZ_CXX) $^ -o $@
+fuzz-lowering: | deps
+	$(MAKE) -j$(JOBS) $(FUZZ_DIR)/lowering_fuzz
+	tests/fuzz/run_fuzzers.sh $(FUZZ_DIR) $(FUZZ_SECONDS) lowering_fuzz:trace
 
 # The two fuzzers are built in parallel and run side by side (tests/fuzz/run_fuzzers.sh).
 test-fuzz: | deps
