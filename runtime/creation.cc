@@ -95,14 +95,15 @@ Tensor full(Shape shape, Scalar value, std::optional<DType> dtype, const Device&
   DType t = dtype ? *dtype : value.kind == ScalarKind::Float ? default_float()
                            : value.kind == ScalarKind::Int   ? DType::Int64
                                                              : DType::Bool;
-  // PyTorch's check: a float value becomes an integer by truncation, if int64 can hold it at all.
-  if (!is_floating(t) && value.kind == ScalarKind::Float && !(std::fabs(value.f) < 0x1p63))
+  // PyTorch's check: a float value becomes an integer by truncation, if int64 can hold it at all
+  // (bool takes any value: nonzero is true).
+  if (!is_floating(t) && !is_bool(t) && value.kind == ScalarKind::Float && !(std::fabs(value.f) < 0x1p63))
     fail(ErrorKind::Runtime, "full: value ", value.f, " cannot be converted to type ", dtype_name(t), " without overflow");
   // 0 and 1 are baked (they enable simplification); other values are runtime scalars.
-  double v = is_floating(t) ? value.f : static_cast<double>(value.kind == ScalarKind::Float ? static_cast<int64_t>(value.f) : value.i);
+  double v = is_floating(t) ? value.f : is_bool(t) ? (value.f != 0 ? 1.0 : 0.0) : static_cast<double>(value.i);
   NodePtr leaf = (v == 0 || v == 1) ? make_constant(t, v)
                  : is_floating(t)   ? make_scalar(t, value.f)
-                                    : make_int_scalar(t, static_cast<int64_t>(v));
+                                    : make_int_scalar(t, value.i);
   return traced(broadcast_to(leaf, shape), device);
 }
 

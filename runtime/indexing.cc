@@ -1,11 +1,13 @@
 #include "runtime/indexing.h"
 
 #include <algorithm>
+#include <cmath>
 #include <list>
 #include <map>
 #include <mutex>
 
 #include "ir/error.h"
+#include "ir/half.h"
 #include "runtime/index_check.h"
 #include "runtime/ops.h"
 #include "runtime/tensor_impl.h"
@@ -17,9 +19,12 @@ int64_t norm_dim(int64_t dim, int64_t rank, const char* op) { return normalize_a
 
 // `v` as a scalar of t's kind, so where(mask, x, fill) keeps x's dtype (a float scalar would
 // promote an integer tensor to float32 and round values above 2^24).
-Scalar fill_of(DType t, double v) {
+// `op` names the caller in PyTorch's error for a value int64 cannot hold.
+Scalar fill_of(DType t, double v, const char* op) {
   if (is_bool(t)) return Scalar(v != 0);
-  if (!is_floating(t)) return Scalar(static_cast<int64_t>(v));
+  if (!is_floating(t) && !(std::fabs(v) < 0x1p63))
+    fail(ErrorKind::Runtime, op, ": value ", v, " cannot be converted to type ", dtype_name(t), " without overflow");
+  if (!is_floating(t)) return Scalar(double_to_int64(v));  // truncates
   return Scalar(v);
 }
 
@@ -153,7 +158,7 @@ Tensor pad_dim(const Tensor& a, int64_t dim, int64_t before, int64_t after, doub
   if (n == 0) {
     Shape s = x.shape();
     s[dim] = total;
-    return full(s, fill_of(x.dtype(), value), x.dtype(), x.device()) + zeros_like(x).sum({dim}, true);  // keeps autograd/device
+    return full(s, fill_of(x.dtype(), value, "pad"), x.dtype(), x.device()) + zeros_like(x).sum({dim}, true);  // keeps autograd/device
   }
   // Tile x along dim R times and slice from `shift`: tiled[shift + i] = x[(i - before) mod n], so
   // every read is in bounds; positions outside [before, before + n) are masked to `value`.
@@ -169,7 +174,7 @@ Tensor pad_dim(const Tensor& a, int64_t dim, int64_t before, int64_t after, doub
   Tensor shifted = slice(tiled, dim, shift, shift + total, 1);
   Tensor pos = positions_along(total, dim, x.dim(), x.device());
   Tensor inside = logical_and(ge(pos, Scalar(before)), lt(pos, Scalar(before + n)));
-  return where(inside, shifted, fill_of(x.dtype(), value));
+  return where(inside, shifted, fill_of(x.dtype(), value, "pad"));
 }
 
 Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value) {
@@ -371,7 +376,7 @@ Tensor embedding(const Tensor& weight, const Tensor& index) {
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   if (mask.dtype() != DType::Bool)
     fail(ErrorKind::Runtime, "masked_fill: expected a bool mask, got ", dtype_name(mask.dtype()));
-  return where(mask, fill_of(a.dtype(), value), a);
+  return where(mask, fill_of(a.dtype(), value, "masked_fill"), a);
 }
 
 namespace {
@@ -382,7 +387,7 @@ Tensor triangle(const Tensor& a, int64_t k, bool lower, const char* op) {
   Tensor cols = positions(m, a.device()).reshape({1, m});
   Tensor diff = cols - rows;  // keep j - i <= k (lower) or >= k (upper)
   Tensor keep = lower ? le(diff, Scalar(k)) : ge(diff, Scalar(k));
-  return where(keep, a, fill_of(a.dtype(), 0));
+  return where(keep, a, fill_of(a.dtype(), 0, op));
 }
 }  // namespace
 
@@ -397,7 +402,7 @@ Tensor cumsum(const Tensor& a, int64_t dim) {
   // out[.., i] = sum_j a[.., j] * (j <= i): a masked row reduction, fused into one kernel.
   Tensor al = dim_last(a.to(t), dim).unsqueeze(-2);                                        // [..., 1, N]
   Tensor keep = le(positions(n, a.device()).reshape({1, n}), positions(n, a.device()).reshape({n, 1}));  // [N(i), N(j)]
-  Tensor s = where(keep, al, fill_of(t, 0)).sum({-1});                                  // [..., N]
+  Tensor s = where(keep, al, fill_of(t, 0, "cumsum")).sum({-1});                                  // [..., N]
   return dim_back(s, dim);
 }
 

@@ -44,7 +44,7 @@ NodePtr cast_node(NodePtr n, DType t) {
 }
 
 NodePtr scalar_node(Scalar s, DType t) {
-  return is_floating(t) ? make_scalar(t, s.f) : make_int_scalar(t, s.kind == ScalarKind::Float ? static_cast<int64_t>(s.f) : s.i);
+  return is_floating(t) ? make_scalar(t, s.f) : make_int_scalar(t, s.i);  // s.i: a float truncated
 }
 
 Tensor traced(NodePtr n, const Device& d) { return Tensor(make_tensor(std::move(n), d)); }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/dtype.h"
+#include "ir/half.h"
 #include "ir/node.h"
 #include "ir/shape.h"
 #include "runtime/device.h"
@@ -24,7 +25,9 @@ struct Scalar {
   double f = 0;
   int64_t i = 0;
   ScalarKind kind = ScalarKind::Float;
-  Scalar(double v) : f(v), i(static_cast<int64_t>(v)), kind(ScalarKind::Float) {}  // NOLINT
+  // i: the integer an integral op reads (truncated; 0 for NaN, inf and values int64 cannot hold,
+  // where a plain cast would be undefined behaviour: x * 1e30 makes such a Scalar).
+  Scalar(double v) : f(v), i(double_to_int64(v)), kind(ScalarKind::Float) {}  // NOLINT
   Scalar(float v) : Scalar(static_cast<double>(v)) {}                              // NOLINT
   Scalar(int64_t v) : f(static_cast<double>(v)), i(v), kind(ScalarKind::Int) {}    // NOLINT
   Scalar(int v) : Scalar(static_cast<int64_t>(v)) {}                               // NOLINT

@@ -1,6 +1,9 @@
 // Runtime: sync points and their reasons, the graph cache, runtime scalars, the pending registry.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "test_util.h"
 
 namespace lt {
@@ -164,6 +167,34 @@ TEST_F(Runtime, SameSeedSameNumbersOnEveryDevice) {
   var /= a.size();
   EXPECT_NEAR(mean, 0, 0.1);
   EXPECT_NEAR(var, 1, 0.15);
+}
+
+// Float scalars int64 cannot hold (1e30, inf, NaN) used to be cast to int64 for the Scalar's
+// integer twin: undefined behaviour that UBSan reports (make test-asan runs this). Each now keeps
+// its float value where float math reads it, and fills of integral tensors truncate in range.
+TEST_F(Runtime, FloatScalarsBeyondInt64AreFine) {
+  EXPECT_EQ(Scalar(1e30).i, 0);
+  EXPECT_EQ(Scalar(std::nan("")).i, 0);
+  EXPECT_EQ(Scalar(-2.9).i, -2);
+  for (const Device& d : {kCPU, lazy}) {
+    Tensor x = random_tensor({8}, 5, d);
+    auto xs = x.to_vector<float>();
+    auto big = (x * 1e30).to_vector<float>();
+    auto inf = (x + std::numeric_limits<double>::infinity()).to_vector<float>();
+    for (size_t k = 0; k < xs.size(); ++k) {
+      EXPECT_FLOAT_EQ(big[k], xs[k] * 1e30f) << k;
+      EXPECT_TRUE(std::isinf(inf[k]) && inf[k] > 0) << k;
+    }
+    // pad's fill on an int64 tensor: truncated, as PyTorch's constant_pad_nd converts it.
+    Tensor i = cast(x * 10.0, DType::Int64);
+    auto padded = pad(i, {1, 0}, -7.9).to_vector<int64_t>();
+    ASSERT_EQ(padded.size(), 9u);
+    EXPECT_EQ(padded[0], -7);
+    EXPECT_THROW(pad(i, {1, 0}, 1e30), Error);  // PyTorch: "cannot be converted ... without overflow"
+    // full: bool takes any nonzero as true; int64 truncates.
+    EXPECT_EQ(full({2}, Scalar(0.5), DType::Bool, d).to_vector<int64_t>(), (std::vector<int64_t>{1, 1}));
+    EXPECT_EQ(full({2}, Scalar(-3.7), DType::Int64, d).to_vector<int64_t>(), (std::vector<int64_t>{-3, -3}));
+  }
 }
 
 }  // namespace

@@ -147,6 +147,10 @@ _OVERFLOWS = {
     "one_hot": (lambda m, d: m.nn.functional.one_hot(m.tensor([1, 2], device=d), _HUGE), "one_hot"),
     "reshape": (lambda m, d: m.ones(4, 6, device=d).reshape(_BIG, _BIG, -1), "reshape"),
     "expand": (lambda m, d: m.ones(4, 6, 1, device=d).expand(4, 6, _HUGE), "expand"),
+    "pad_int_with_huge_fill": (lambda m, d: m.nn.functional.pad(m.tensor([1, 2], device=d), (1, 1), value=1e30), "pad"),
+    "masked_fill_int_with_huge_value": (
+        lambda m, d: m.tensor([1, 2], device=d).masked_fill(m.tensor([True, False], device=d), 1e30),
+        "without overflow"),
     "out_of_memory": (lambda m, d: m.full((_BIG, 4), 2.5, device=d).exp() + 0, "not enough memory"),
 }
 
