@@ -1,5 +1,6 @@
-#include <cstdlib>
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "backends/backend.h"
 #include "ir/error.h"
@@ -10,8 +11,7 @@ HostBuffer::HostBuffer(size_t bytes) {
   bytes_ = bytes;
   // A size near SIZE_MAX would wrap when rounded up; either way it is PyTorch's CPU out-of-memory
   // error, an lt::Error naming the size rather than a bare std::bad_alloc.
-  const size_t rounded = bytes > SIZE_MAX - 63 ? 0 : (bytes + 63) / 64 * 64;
-  data_ = bytes > SIZE_MAX - 63 ? nullptr : std::aligned_alloc(64, rounded ? rounded : 64);
+  data_ = bytes > SIZE_MAX - 63 ? nullptr : std::aligned_alloc(64, std::max<size_t>((bytes + 63) / 64 * 64, 64));
   if (!data_) fail(ErrorKind::Runtime, "cpu: not enough memory: tried to allocate ", bytes, " bytes");
 }
 

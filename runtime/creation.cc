@@ -57,6 +57,14 @@ std::pair<NodePtr, NodePtr> next_draw(int64_t n) {
 
 }  // namespace
 
+Scalar fill_of(DType t, double v, const char* op) {
+  if (is_bool(t)) return Scalar(v != 0);
+  if (is_floating(t)) return Scalar(v);
+  if (!(std::fabs(v) < 0x1p63))
+    fail(ErrorKind::Runtime, op, ": value ", v, " cannot be converted to type ", dtype_name(t), " without overflow");
+  return Scalar(double_to_int64(v));  // truncates
+}
+
 void manual_seed(uint64_t seed) {
   std::lock_guard<std::recursive_mutex> g(runtime_mutex());
   gen().seed = seed;
@@ -95,12 +103,10 @@ Tensor full(Shape shape, Scalar value, std::optional<DType> dtype, const Device&
   DType t = dtype ? *dtype : value.kind == ScalarKind::Float ? default_float()
                            : value.kind == ScalarKind::Int   ? DType::Int64
                                                              : DType::Bool;
-  // PyTorch's check: a float value becomes an integer by truncation, if int64 can hold it at all
-  // (bool takes any value: nonzero is true).
-  if (!is_floating(t) && !is_bool(t) && value.kind == ScalarKind::Float && !(std::fabs(value.f) < 0x1p63))
-    fail(ErrorKind::Runtime, "full: value ", value.f, " cannot be converted to type ", dtype_name(t), " without overflow");
+  // A float value for an integral dtype, or any value for bool, takes t's kind as fills do.
+  if (!is_floating(t) && (value.kind == ScalarKind::Float || is_bool(t))) value = fill_of(t, value.f, "full");
   // 0 and 1 are baked (they enable simplification); other values are runtime scalars.
-  double v = is_floating(t) ? value.f : is_bool(t) ? (value.f != 0 ? 1.0 : 0.0) : static_cast<double>(value.i);
+  double v = is_floating(t) ? value.f : static_cast<double>(value.i);
   NodePtr leaf = (v == 0 || v == 1) ? make_constant(t, v)
                  : is_floating(t)   ? make_scalar(t, value.f)
                                     : make_int_scalar(t, value.i);

@@ -1,13 +1,11 @@
 #include "runtime/indexing.h"
 
 #include <algorithm>
-#include <cmath>
 #include <list>
 #include <map>
 #include <mutex>
 
 #include "ir/error.h"
-#include "ir/half.h"
 #include "runtime/index_check.h"
 #include "runtime/ops.h"
 #include "runtime/tensor_impl.h"
@@ -16,17 +14,6 @@ namespace lt {
 namespace {
 
 int64_t norm_dim(int64_t dim, int64_t rank, const char* op) { return normalize_axis(dim, rank, op); }
-
-// `v` as a scalar of t's kind, so where(mask, x, fill) keeps x's dtype (a float scalar would
-// promote an integer tensor to float32 and round values above 2^24).
-// `op` names the caller in PyTorch's error for a value int64 cannot hold.
-Scalar fill_of(DType t, double v, const char* op) {
-  if (is_bool(t)) return Scalar(v != 0);
-  if (!is_floating(t) && !(std::fabs(v) < 0x1p63))
-    fail(ErrorKind::Runtime, op, ": value ", v, " cannot be converted to type ", dtype_name(t), " without overflow");
-  if (!is_floating(t)) return Scalar(double_to_int64(v));  // truncates
-  return Scalar(v);
-}
 
 // Sums of one-hot selections run in a dtype that can be summed exactly (bool as int64).
 DType sum_dtype(DType t) { return is_bool(t) ? DType::Int64 : t; }

@@ -63,4 +63,10 @@ std::shared_ptr<TensorImpl> make_data_tensor(std::shared_ptr<Storage> s, DType t
 // The node standing for a tensor: its pending IR or a leaf over its data.
 NodePtr node_of(TensorImpl& t);
 
+// `v` as a Scalar of t's kind, so a fill keeps the filled tensor's dtype (where(mask, x, fill) with
+// a float scalar would promote an integer x to float32 and round values above 2^24): bool is
+// v != 0; integral dtypes truncate, and a v that int64 cannot hold is PyTorch's "cannot be
+// converted to type ... without overflow" error naming `op`.
+Scalar fill_of(DType t, double v, const char* op);
+
 }  // namespace lt
