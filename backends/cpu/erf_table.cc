@@ -1,5 +1,6 @@
 #include "backends/cpu/erf_table.h"
 
+#include <llvm/ADT/StringMap.h>
 #include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/Module.h>
 #include <llvm/TargetParser/Host.h>
@@ -43,8 +44,8 @@ constexpr float kClamp = 3.99999976f;
 using Lookup = std::function<Value*(const Table&, Value* idx)>;
 using Truncate = std::function<Value*(Value* u)>;
 
-// The body shared by the scalar and the vector function: x and the result are float or
-// <8 x float>; `truncate` gives floor(u) as i32 with x86 semantics (NaN does not make poison, as
+// The body shared by the scalar and the vector function: x and the result are float,
+// <8 x float> or <16 x float>; `truncate` gives floor(u) as i32 with x86 semantics (NaN does not make poison, as
 // LLVM's fptosi would; its index 0x80000000 reads entry 0, and NaN stays NaN through s), and
 // `lookup` picks each lane's entry of a table by the low 2 bits of that index. Besides the
 // polynomial's 9 lookups and 8 FMAs: 10 instructions (abs, clamp, floor, truncate, s, base lookup
@@ -92,11 +93,27 @@ Value* scalar_lookup(IRBuilder<>& b, llvm::Module& m, const Table& t, Value* idx
   return b.CreateLoad(b.getFloatTy(), b.CreateInBoundsGEP(ty, g, {b.getInt64(0), k}));
 }
 
-// Vector lookup: the table repeated in both 128-bit lanes, vpermilps reads idx's low 2 bits.
-Value* vector_lookup(IRBuilder<>& b, const Table& t, Value* idx) {
+// Vector lookup, 8 lanes (AVX2): the table repeated in both 128-bit lanes, vpermilps reads idx's
+// low 2 bits.
+Value* vector_lookup8(IRBuilder<>& b, const Table& t, Value* idx) {
   float both[8] = {t[0], t[1], t[2], t[3], t[0], t[1], t[2], t[3]};
   Value* table = llvm::ConstantDataVector::get(b.getContext(), llvm::ArrayRef<float>(both));
   return b.CreateIntrinsic(llvm::Intrinsic::x86_avx_vpermilvar_ps_256, {}, {table, idx});
+}
+
+// Vector lookup, 16 lanes (AVX-512): vpermps reads idx's low 4 bits, so the table is repeated 4
+// times and entry (idx & 3) is read as in the 8-lane form (NaN's index 0x80000000 reads entry 0).
+Value* vector_lookup16(IRBuilder<>& b, const Table& t, Value* idx) {
+  float all[16];
+  for (int i = 0; i < 16; ++i) all[i] = t[i % 4];
+  Value* table = llvm::ConstantDataVector::get(b.getContext(), llvm::ArrayRef<float>(all));
+  return b.CreateIntrinsic(llvm::Intrinsic::x86_avx512_permvar_sf_512, {}, {table, idx});
+}
+
+bool host_has(const char* name) {
+  static const llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
+  auto it = features.find(name);
+  return it != features.end() && it->second;
 }
 
 llvm::Function* erf_functions(llvm::Module& m) {
@@ -104,7 +121,6 @@ llvm::Function* erf_functions(llvm::Module& m) {
   llvm::LLVMContext& ctx = m.getContext();
   llvm::Type* f32 = llvm::Type::getFloatTy(ctx);
   llvm::Function* scalar = make_function(m, "lt_erf_f32", f32);
-  llvm::Function* vec = make_function(m, "lt_erf_f32_v8", llvm::FixedVectorType::get(f32, 8));
   IRBuilder<> b(ctx);
   b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", scalar));
   b.CreateRet(erf_body(
@@ -114,27 +130,35 @@ llvm::Function* erf_functions(llvm::Module& m) {
                                          u, uint64_t{0});
         return b.CreateIntrinsic(llvm::Intrinsic::x86_sse_cvttss2si, {}, {v});
       }));
-  b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", vec));
+  llvm::Function* v8 = make_function(m, "lt_erf_f32_v8", llvm::FixedVectorType::get(f32, 8));
+  b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", v8));
   b.CreateRet(erf_body(
-      b, vec->getArg(0), [&](const Table& t, Value* idx) { return vector_lookup(b, t, idx); },
+      b, v8->getArg(0), [&](const Table& t, Value* idx) { return vector_lookup8(b, t, idx); },
       [&](Value* u) { return b.CreateIntrinsic(llvm::Intrinsic::x86_avx_cvtt_ps2dq_256, {}, {u}); }));
-  map_vector_variant(m, scalar, vec, 8);
+  map_vector_variant(m, scalar, v8, 8);
+  // Where the host has AVX-512 the vectorizer may choose 16 lanes for the whole loop (it does
+  // where the target prefers 512-bit vectors, e.g. AMD Zen 4/5); without a 16-lane variant it
+  // would fall back to 8 lanes for every operation in the loop, not only erf.
+  if (host_has("avx512f")) {
+    llvm::Function* v16 = make_function(m, "lt_erf_f32_v16", llvm::FixedVectorType::get(f32, 16));
+    b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", v16));
+    b.CreateRet(erf_body(
+        b, v16->getArg(0), [&](const Table& t, Value* idx) { return vector_lookup16(b, t, idx); },
+        [&](Value* u) {
+          // vcvttps2dq zmm, with every lane written (mask all ones) and the current rounding mode
+          // (4 = _MM_FROUND_CUR_DIRECTION; truncation ignores it).
+          auto* i16 = llvm::FixedVectorType::get(b.getInt32Ty(), 16);
+          return b.CreateIntrinsic(llvm::Intrinsic::x86_avx512_mask_cvttps2dq_512, {},
+                                   {u, llvm::PoisonValue::get(i16), b.getInt16(0xffff), b.getInt32(4)});
+        }));
+    map_vector_variant(m, scalar, v16, 16);
+  }
   return scalar;
 }
 
 }  // namespace
 
-bool erf_table_available() {
-  static const bool ok = [] {
-    auto features = llvm::sys::getHostCPUFeatures();
-    auto has = [&](const char* name) {
-      auto it = features.find(name);
-      return it != features.end() && it->second;
-    };
-    return has("avx2") && has("fma");
-  }();
-  return ok;
-}
+bool erf_table_available() { return host_has("avx2") && host_has("fma"); }
 
 Value* emit_erf_table_call(IRBuilder<>& b, llvm::Module& m, Value* x) {
   return b.CreateCall(erf_functions(m), {x});

@@ -21,8 +21,10 @@ class Module;
 
 namespace lt::cpu {
 
-// Alignment (bytes) a streaming body requires of its streamed outputs: one AVX vector.
-constexpr unsigned kStreamAlign = 32;
+// Alignment (bytes) a streaming body requires of its streamed outputs: one AVX-512 vector (and one
+// cache line). A non-temporal store needs its vector's own alignment: with 32, the 16-lane loops
+// LLVM builds for hosts that prefer 512-bit vectors could not stream. HostBuffer gives 64.
+constexpr unsigned kStreamAlign = 64;
 
 // Per kernel argument: whether the kernel streams its stores to it. Outputs of row kernels (a
 // loop over inner dims per outer point) of at least 4 MiB written with plain (not accumulating)

@@ -22,6 +22,9 @@ void map_vector_variant(llvm::Module& m, llvm::Function* scalar, llvm::Function*
   // VFABI name for LLVM's internal ISA: _ZGV_LLVM_<unmasked>N<vf><one vector arg v>_<scalar>(vec).
   std::string mapping = "_ZGV_LLVM_N" + std::to_string(vf) + "v_" + scalar->getName().str() + "(" +
                         vec->getName().str() + ")";
+  // One scalar function may have several variants (8 and 16 lanes): the attribute lists them all.
+  llvm::Attribute prior = scalar->getFnAttribute("vector-function-abi-variant");
+  if (prior.isValid()) mapping = prior.getValueAsString().str() + "," + mapping;
   scalar->addFnAttr("vector-function-abi-variant", mapping);
   scalar->addFnAttr(llvm::Attribute::NoInline);
   scalar->addFnAttr(kMarker);

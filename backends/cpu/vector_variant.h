@@ -14,7 +14,8 @@ class Module;
 
 namespace lt::cpu {
 
-// Maps calls of `scalar` (one float argument) to `vec` (the same on <vf x float>): the vectorizer
+// Maps calls of `scalar` (one float argument) to `vec` (the same on <vf x float>), in addition to
+// any variant mapped before for another vf: the vectorizer
 // widens a call by VF `vf` into a call of `vec`. Keeps `vec` alive through the pipeline (it has no
 // caller until the vectorizer makes one) and keeps `scalar` out of line until then.
 void map_vector_variant(llvm::Module& m, llvm::Function* scalar, llvm::Function* vec, unsigned vf);
