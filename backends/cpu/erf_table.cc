@@ -44,10 +44,10 @@ constexpr float kClamp = 3.99999976f;
 using Lookup = std::function<Value*(const Table&, Value* idx)>;
 using Truncate = std::function<Value*(Value* u)>;
 
-// The body shared by the scalar and the vector function: x and the result are float,
-// <8 x float> or <16 x float>; `truncate` gives floor(u) as i32 with x86 semantics (NaN does not make poison, as
-// LLVM's fptosi would; its index 0x80000000 reads entry 0, and NaN stays NaN through s), and
-// `lookup` picks each lane's entry of a table by the low 2 bits of that index. Besides the
+// The body shared by the scalar and the vector functions: x and the result are float,
+// <8 x float> or <16 x float>; `truncate` gives floor(u) as i32 with x86 semantics (NaN does not
+// make poison, as LLVM's fptosi would; its index 0x80000000 reads entry 0, and NaN stays NaN
+// through s), and `lookup` picks each lane's entry of a table by the low 2 bits of that index. Besides the
 // polynomial's 9 lookups and 8 FMAs: 10 instructions (abs, clamp, floor, truncate, s, base lookup
 // and min, FMA, sign and/or).
 Value* erf_body(IRBuilder<>& b, Value* x, const Lookup& lookup, const Truncate& truncate) {
