@@ -1,6 +1,7 @@
 // The CPU backend's thread pool: persistent workers that split a kernel's flattened outer range
 // into contiguous chunks. One pool per process (LT_NUM_THREADS, default: hardware concurrency).
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -51,8 +52,12 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   Job* job_ = nullptr;
   uint64_t generation_ = 0;
-  int pending_ = 0;  // workers that have not finished the current generation
   bool stop_ = false;
+  // Read without mu_ by polling threads: generation_ once the job is set (workers poll it
+  // before they wait on work_cv_), and the workers that have not finished the current generation
+  // (decremented without mu_; the caller polls it before it waits on done_cv_).
+  std::atomic<uint64_t> published_{0};
+  std::atomic<int> pending_{0};
 };
 
 }  // namespace lt::cpu

@@ -4,6 +4,7 @@
 // cpu_codegen_casts_test.cc; the sin/cos load bounds: cpu_codegen_trig_test.cc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -589,6 +590,41 @@ TEST(CpuCodegen, ThreadPoolCoversRangeAndNests) {
                                    if (lo > 50000) throw std::runtime_error("boom");
                                  }),
                std::runtime_error);
+}
+
+// Workers poll for the next job for a while before they block, and the caller polls for them to
+// finish (thread_pool.cc): jobs handed off back to back (workers still polling), after a pause
+// past the poll window (workers blocked on the condition variable), with more workers than
+// cores, and a pool destroyed while its workers poll, each cover their range exactly once. Run
+// under ThreadSanitizer by make test-tsan.
+TEST(CpuCodegen, ThreadPoolHandsOffJobsWhetherWorkersPollOrBlock) {
+  std::mt19937 rng(5);
+  for (int threads : {2, 3, 5}) {
+    cpu::ThreadPool pool(threads);
+    std::vector<int> hits(5000);
+    for (int job = 0; job < 300; ++job) {
+      if (job % 50 == 49) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      const int64_t begin = static_cast<int64_t>(rng() % 100);
+      const int64_t end = begin + static_cast<int64_t>(rng() % 4900);
+      std::fill(hits.begin(), hits.end(), 0);
+      pool.parallel_for(begin, end, 1 + static_cast<int64_t>(rng() % 64), 1 + rng() % 8,
+                        [&](int64_t lo, int64_t hi) {
+                          for (int64_t i = lo; i < hi; ++i) hits[static_cast<size_t>(i)]++;
+                        });
+      for (int64_t i = 0; i < 5000; ++i)
+        ASSERT_EQ(hits[static_cast<size_t>(i)], i >= begin && i < end ? 1 : 0)
+            << "job " << job << " of [" << begin << ", " << end << ") at " << i << ", " << threads
+            << " threads";
+    }
+  }
+  for (int i = 0; i < 20; ++i) {  // destroyed right after a job, while its workers poll
+    cpu::ThreadPool pool(3);
+    std::atomic<int64_t> sum{0};
+    pool.parallel_for(0, 1000, 1, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t k = lo; k < hi; ++k) sum += k;
+    });
+    EXPECT_EQ(sum.load(), 999 * 1000 / 2);
+  }
 }
 
 // The optimized IR of a contiguous float32 elementwise kernel is vectorized.
