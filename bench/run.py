@@ -38,12 +38,25 @@ except ImportError:  # the table says "n/a"
 SETTLE_S = 0.3
 
 
+# After the pause, untimed calls for at least this long. The VM is slow for a while after being
+# idle, whatever runs: a numpy sum of 16 MB took 2.5x its usual time on the first call after a
+# 0.3 s sleep and 1.25x on the next few; lazytensor's layer_norm+gelu row 4-9 ms for two calls,
+# then 1.0, then its usual 0.5. Warming up by time, not by a count of calls, gives every
+# implementation a machine back at speed, so the medians measure the implementations, not the
+# pause (both sides: PyTorch's first calls after the pause are slow too).
+WARMUP_S = 0.05
+
+
 def time_block(fn, repeats, warmup, settle_s):
-    """`repeats` timings of fn (seconds), after a pause and `warmup` untimed calls."""
+    """`repeats` timings of fn (seconds), after a pause and at least `warmup` untimed calls (and
+    WARMUP_S seconds of them when there was a pause)."""
     if settle_s:
         time.sleep(settle_s)
-    for _ in range(warmup):
+    t_end = time.perf_counter() + (WARMUP_S if settle_s else 0)
+    done = 0
+    while done < warmup or time.perf_counter() < t_end:
         fn()
+        done += 1
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -253,6 +266,29 @@ QUICK = {"sin_chain_20_n2^20": {"n": 1 << 16}, "layer_norm_gelu_res_2048x1024": 
          "cnn_train_step_b64_28x28": {"batch": 8, "size": 12}}
 
 
+def host_cpu():
+    """The CPU's model name and widest vector ISA from /proc/cpuinfo: results differ by CPU (the
+    generated kernels use AVX-512 where the host has it), so each table says which one it came from."""
+    info, flags = {}, set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = (part.strip() for part in line.partition(":"))
+                if key == "flags":
+                    flags = set(value.split())
+                    break
+                info.setdefault(key, value)
+    except OSError:
+        pass
+    # A VM may name only the brand ("AMD EPYC"); family and model tell the generation.
+    model = info.get("model name", platform.processor() or platform.machine())
+    if "cpu family" in info:
+        model += f" (family {info['cpu family']}, model {info.get('model', '?')})"
+    isa = next((name for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("sse4_2", "SSE4.2"))
+                if flag in flags), "unknown")
+    return {"model": model, "vector_isa": isa}
+
+
 def first_call_s(fn):
     """The first call of a lazy workload with nothing compiled: the in-memory graph cache cleared and
     the disk cache off (main sets LT_CACHE_DIR=off), so it traces, lowers, compiles and runs."""
@@ -313,7 +349,9 @@ def main():
             row["notes"] = notes
         rows.append(row)
     impls = ["lazy", "cpu", "numpy", "torch"]
+    cpu = host_cpu()
     print(f"# {platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"{cpu['model']} ({cpu['vector_isa']}), "
           f"torch {torch.__version__ if torch else 'n/a'} ({torch.get_num_threads() if torch else 0} threads)")
     print(f"{'workload':38}" + "".join(f"{i + ' ms':>11}" for i in impls) + f"{'torch/lazy':>12}{'lazy 1st s':>12}")
     for r in rows:
@@ -336,7 +374,8 @@ def main():
         print("C++ tracing: n/a (bench_trace_cost not found; pass --trace-cost-bin)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": platform.node(), "cores": os.cpu_count(), "rows": rows, "trace_cost": tc}, f,
+            json.dump({"machine": platform.node(), "cores": os.cpu_count(), "cpu": cpu, "rows": rows,
+                       "trace_cost": tc}, f,
                       indent=1)
 
 
