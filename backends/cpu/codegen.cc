@@ -237,6 +237,11 @@ class KernelEmitter {
     auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {b_.getPtrTy(), i64(), i64()}, false);
     auto* fn = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, name, m_);
     fn->addFnAttr(llvm::Attribute::NoUnwind);
+    // The argument array is the executor's own (no buffer overlaps it) and only read here: alias
+    // analysis may then keep its loads apart from the kernel's stores (sink_broadcasts.h).
+    fn->addParamAttr(0, llvm::Attribute::NoAlias);
+    fn->addParamAttr(0, llvm::Attribute::NoCapture);
+    fn->addParamAttr(0, llvm::Attribute::ReadOnly);
     b_.SetInsertPoint(BasicBlock::Create(ctx_, "entry", fn));
     std::vector<Value*> call_args;
     for (size_t i = 0; i < k_.args.size(); ++i) {

@@ -29,6 +29,7 @@
 #include <mutex>
 
 #include "backends/clocks.h"
+#include "backends/cpu/sink_broadcasts.h"
 #include "backends/cpu/streaming_stores.h"
 #include "backends/cpu/vector_variant.h"
 #include "ir/error.h"
@@ -181,6 +182,9 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm) {
   // counts) and skips O3's extra passes (non-trivial loop unswitching, call-site splitting,
   // argument promotion), which bought our kernels no measurable run time but ~1.6x compile CPU
   // time: train_gpt's step graph 2.3-2.8 s -> 1.4-1.8 s summed over both threads (bench/README.md).
+  pb.registerOptimizerLastEPCallback([](llvm::ModulePassManager& mpm, llvm::OptimizationLevel) {
+    mpm.addPass(llvm::createModuleToFunctionPassAdaptor(SinkHoistedBroadcastsPass()));
+  });
   llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
   mpm.run(m, mam);
   inline_vector_variants(m);

@@ -100,6 +100,39 @@ TEST(Vectorization, ErfLookupsAreAsWideAsTheKernelsVectors) {
   (void)y;
 }
 
+// A kernel with more scalar arguments than vector registers (sink_broadcasts.h): LICM hoists each
+// scalar's load and broadcast out of the vector loop, and sink_hoisted_broadcasts loads them
+// again inside it, so they are not all live across the loop (spilled, and register allocation
+// ~70% of the compile). So the vector loop loads the scalars, and the values are right (float64
+// reference with the same float32 rounding per step).
+TEST(Vectorization, KernelWithManyScalarsLoadsThemInTheVectorLoop) {
+  const int64_t n = 4096;
+  const int steps = 60;  // 120 scalars, 2 per step
+  std::vector<float> x0 = testing::random_floats(n, 21, -1.f, 1.f);
+  std::vector<float> a = testing::random_floats(steps, 22, 0.5f, 1.5f);
+  std::vector<float> c = testing::random_floats(steps, 23, -0.5f, 0.5f);
+  Tensor y = from_host(x0.data(), DType::Float32, {n}, Device::parse("lazy:cpu"));
+  mark_step();
+  for (int i = 0; i < steps; ++i) y = y * static_cast<double>(a[i]) + static_cast<double>(c[i]);
+  mark_step();
+  const std::string ir = sources_of_last_graph();
+  const size_t body = ir.find("\nvector.body");
+  ASSERT_NE(body, std::string::npos) << ir.substr(0, 2000);
+  const size_t end = ir.find("\n\n", body);
+  const std::string loop = ir.substr(body, end == std::string::npos ? std::string::npos : end - body);
+  const std::regex scalar_load(R"(load float, ptr)");
+  const auto loads = std::distance(std::sregex_iterator(loop.begin(), loop.end(), scalar_load),
+                                   std::sregex_iterator());
+  EXPECT_GE(loads, 2 * steps) << loop.substr(0, 3000);
+  std::vector<float> got(static_cast<size_t>(n));
+  y.copy_to_host(got.data());
+  for (int64_t j = 0; j < n; ++j) {
+    float want = x0[static_cast<size_t>(j)];
+    for (int i = 0; i < steps; ++i) want = want * a[i] + c[i];
+    ASSERT_NEAR(got[static_cast<size_t>(j)], want, 1e-5f + 1e-5f * std::fabs(want)) << j;
+  }
+}
+
 // float32 exp is inline FMA code (llvm_ops.cc exp_f32), and softmax multiplies by the row's
 // reciprocal: its row kernel has no call and no per-element divide.
 TEST(Vectorization, Float32ExpAndSoftmaxAreInlineVectorCode) {
