@@ -3,6 +3,7 @@
 #include <llvm/Analysis/AliasAnalysis.h>
 #include <llvm/Analysis/LoopInfo.h>
 #include <llvm/Analysis/MemoryLocation.h>
+#include <llvm/Analysis/TargetTransformInfo.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/Instructions.h>
 
@@ -71,7 +72,7 @@ llvm::Value* remake(llvm::Value* v, llvm::Instruction* before, const LoopWrites&
   return copy;
 }
 
-bool sink_in(llvm::Loop& loop, llvm::AAResults& aa) {
+bool sink_in(llvm::Loop& loop, llvm::AAResults& aa, unsigned limit) {
   // The uses in the loop of broadcasts of hoisted loads, in block order (phis excluded: their
   // uses are on edges).
   std::vector<llvm::Use*> uses;
@@ -86,7 +87,7 @@ bool sink_in(llvm::Loop& loop, llvm::AAResults& aa) {
             distinct.push_back(u.get());
         }
     }
-  if (distinct.size() <= kMaxHoistedBroadcasts) return false;
+  if (distinct.size() <= limit) return false;
   const LoopWrites writes(loop, aa);
   std::map<llvm::BasicBlock*, std::map<llvm::Value*, llvm::Instruction*>> made;
   bool changed = false;
@@ -121,9 +122,13 @@ llvm::PreservedAnalyses SinkHoistedBroadcastsPass::run(llvm::Function& f,
   if (f.isDeclaration()) return llvm::PreservedAnalyses::all();
   auto& li = fam.getResult<llvm::LoopAnalysis>(f);
   auto& aa = fam.getResult<llvm::AAManager>(f);
+  const auto& tti = fam.getResult<llvm::TargetIRAnalysis>(f);
+  // Half the vector registers (AVX-512: 16 of 32; AVX2: 8 of 16) may hold broadcasts; the loop's
+  // own values need the rest.
+  const unsigned limit = tti.getNumberOfRegisters(tti.getRegisterClassForType(true)) / 2;
   bool changed = false;
   for (llvm::Loop* loop : li.getLoopsInPreorder())
-    if (loop->isInnermost()) changed |= sink_in(*loop, aa);
+    if (loop->isInnermost()) changed |= sink_in(*loop, aa, limit);
   if (!changed) return llvm::PreservedAnalyses::all();
   llvm::PreservedAnalyses pa;
   pa.preserveSet<llvm::CFGAnalyses>();

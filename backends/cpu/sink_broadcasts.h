@@ -11,14 +11,11 @@
 
 namespace lt::cpu {
 
-// Innermost loops that use more than this many distinct hoisted broadcast loads get them sunk.
-constexpr unsigned kMaxHoistedBroadcasts = 16;
-
 // For the end of the O2 pipeline (PassBuilder::registerOptimizerLastEPCallback): in each innermost
-// loop that uses more than kMaxHoistedBroadcasts splats of scalar loads made outside it, re-emits
-// load + broadcast in every block that uses one, before its first use there. Only loads whose
-// location no instruction in the loop may write (alias analysis), so the re-load reads the value
-// the hoisted load read.
+// loop that uses more splats of scalar loads made outside it than half the target's vector
+// registers (16 with AVX-512, 8 with AVX2), re-emits load + broadcast in every block that uses
+// one, before its first use there. Only loads whose location no instruction in the loop may
+// write (alias analysis), so the re-load reads the value the hoisted load read.
 struct SinkHoistedBroadcastsPass : llvm::PassInfoMixin<SinkHoistedBroadcastsPass> {
   llvm::PreservedAnalyses run(llvm::Function& f, llvm::FunctionAnalysisManager& fam);
 };
