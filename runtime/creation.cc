@@ -96,15 +96,16 @@ Tensor from_host(const void* data, DType dtype, Shape shape, const Device& devic
   return Tensor(make_data_tensor(std::move(s), dtype, std::move(shape), device));
 }
 
-Tensor empty(Shape shape, DType dtype, const Device& device) { return zeros(std::move(shape), dtype, device); }
+namespace {
 
-Tensor full(Shape shape, Scalar value, std::optional<DType> dtype, const Device& device) {
-  check_shape(shape, "full");
+// full() under the name the user called (zeros, ones, empty), which its errors carry.
+Tensor fill(Shape shape, Scalar value, std::optional<DType> dtype, const Device& device, const char* op) {
+  check_shape(shape, op);
   DType t = dtype ? *dtype : value.kind == ScalarKind::Float ? default_float()
                            : value.kind == ScalarKind::Int   ? DType::Int64
                                                              : DType::Bool;
   // A float value for an integral dtype, or any value for bool, takes t's kind as fills do.
-  if (!is_floating(t) && (value.kind == ScalarKind::Float || is_bool(t))) value = fill_of(t, value.f, "full");
+  if (!is_floating(t) && (value.kind == ScalarKind::Float || is_bool(t))) value = fill_of(t, value.f, op);
   // 0 and 1 are baked (they enable simplification); other values are runtime scalars.
   double v = is_floating(t) ? value.f : static_cast<double>(value.i);
   NodePtr leaf = (v == 0 || v == 1) ? make_constant(t, v)
@@ -113,8 +114,22 @@ Tensor full(Shape shape, Scalar value, std::optional<DType> dtype, const Device&
   return traced(broadcast_to(leaf, shape), device);
 }
 
-Tensor zeros(Shape shape, DType dtype, const Device& device) { return full(std::move(shape), Scalar(0.0), dtype, device); }
-Tensor ones(Shape shape, DType dtype, const Device& device) { return full(std::move(shape), Scalar(1.0), dtype, device); }
+}  // namespace
+
+Tensor empty(Shape shape, DType dtype, const Device& device) {
+  return fill(std::move(shape), Scalar(0.0), dtype, device, "empty");
+}
+
+Tensor full(Shape shape, Scalar value, std::optional<DType> dtype, const Device& device) {
+  return fill(std::move(shape), value, dtype, device, "full");
+}
+
+Tensor zeros(Shape shape, DType dtype, const Device& device) {
+  return fill(std::move(shape), Scalar(0.0), dtype, device, "zeros");
+}
+Tensor ones(Shape shape, DType dtype, const Device& device) {
+  return fill(std::move(shape), Scalar(1.0), dtype, device, "ones");
+}
 
 Tensor scalar_tensor(Scalar value, std::optional<DType> dtype, const Device& device) {
   return full({}, value, dtype, device);

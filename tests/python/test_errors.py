@@ -142,7 +142,8 @@ _OVERFLOWS = {
     "eye": (lambda m, d: m.eye(_BIG, device=d), "eye"),
     "arange": (lambda m, d: m.arange(0, 1, 1e-300, device=d), "arange"),
     "linspace": (lambda m, d: m.linspace(0, 1, _HUGE, device=d), "linspace"),
-    "zeros": (lambda m, d: m.zeros(_BIG, _BIG, device=d), "2\\^60"),
+    "zeros": (lambda m, d: m.zeros(_BIG, _BIG, device=d), "zeros: .*2\\^60"),
+    "ones": (lambda m, d: m.ones(_BIG, _BIG, device=d), "ones: .*2\\^60"),
     "pad": (lambda m, d: m.nn.functional.pad(m.ones(4, 6, device=d), (_HUGE, _HUGE)), "pad"),
     "one_hot": (lambda m, d: m.nn.functional.one_hot(m.tensor([1, 2], device=d), _HUGE), "one_hot"),
     "reshape": (lambda m, d: m.ones(4, 6, device=d).reshape(_BIG, _BIG, -1), "reshape"),
@@ -170,6 +171,28 @@ def test_sizes_past_int64_or_memory_are_runtime_errors(device, case):
     # A lazy tensor whose sync failed stays pending, and each mark_step would try it again, until
     # it is dropped (the out-of-memory case makes one: its shape is valid).
     del t
+    _still_works(device)
+
+
+_INT_OVERFLOWS = {
+    "mul": lambda m, d: m.tensor([3], device=d) * 2**70,
+    "rsub": lambda m, d: 2**70 - m.tensor([3], device=d),
+    "add_negative": lambda m, d: m.tensor([1.0], device=d).add(-2**64),
+    "full": lambda m, d: m.full((2,), 2**63, device=d),
+    "masked_fill": lambda m, d: m.tensor([1, 2], device=d).masked_fill(m.tensor([True, False], device=d), 2**65),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_INT_OVERFLOWS))
+def test_python_ints_past_int64_are_runtime_errors(device, case):
+    # PyTorch: RuntimeError "Overflow when unpacking long" (not a TypeError about the arguments).
+    import torch
+
+    with pytest.raises(RuntimeError, match="Overflow when unpacking long"):
+        _INT_OVERFLOWS[case](torch, "cpu")
+    with pytest.raises(RuntimeError, match="Overflow when unpacking long"):
+        _INT_OVERFLOWS[case](lt, device)
+    assert (lt.tensor([3], device=device) * 2**61).numpy().tolist() == [3 * 2**61]  # in range: fine
     _still_works(device)
 
 

@@ -3,6 +3,8 @@
 // (bindings/python/lazytensor/), which builds PyTorch's calling conventions on top of this module.
 #include <Python.h>
 
+#include <stdexcept>
+
 #include "backends/backend.h"
 #include "bindings.h"
 #include "runtime/executor.h"
@@ -18,7 +20,11 @@ bool type_caster<lt::Scalar>::load(handle src, bool convert) {
   if (PyLong_Check(o)) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow || (v == -1 && PyErr_Occurred())) {
+    // An int past int64 is an error, as in PyTorch ("Overflow when unpacking long"), not a
+    // mismatch: declining it would end in pybind's "incompatible function arguments" TypeError.
+    if (overflow)
+      throw std::runtime_error("Overflow when unpacking long (a Python int outside the int64 range)");
+    if (v == -1 && PyErr_Occurred()) {
       PyErr_Clear();
       return false;
     }
