@@ -1,5 +1,6 @@
 #include "backends/cpu/onednn_conv.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -58,8 +59,15 @@ OnednnConv::OnednnConv(const ConvStep& c) {
     // oneDNN's dilation counts the gaps between taps (PyTorch's dilation - 1); right padding as
     // PyTorch's oneDNN path passes it, symmetric (the output size is the floor of the same
     // formula).
-    const dims strides = {p.stride[0], p.stride[1]},
-               dilates = {p.dilation[0] - 1, p.dilation[1] - 1}, pad = {p.padding[0], p.padding[1]};
+    dims strides = {p.stride[0], p.stride[1]};
+    const dims dilates = {p.dilation[0] - 1, p.dilation[1] - 1}, pad = {p.padding[0], p.padding[1]};
+    // Along a dim with one output the stride only has to step past the input; oneDNN refuses
+    // strides beyond its size limits (PyTorch computes conv2d(stride=2**62)), so such a stride
+    // becomes the smallest that still gives one output: same windows, same result.
+    for (int i = 0; i < 2; ++i) {
+      const int64_t span = c.x[2 + i] + 2 * p.padding[i] - (c.w[2 + i] - 1) * p.dilation[i] - 1;
+      if (c.y[2 + i] == 1) strides[i] = std::min<int64_t>(strides[i], std::max<int64_t>(1, span + 1));
+    }
     const auto algo = dnnl::algorithm::convolution_direct;
     try {
       const auto prop = c.kind == ConvStep::Kind::Forward ? dnnl::prop_kind::forward_inference

@@ -59,6 +59,26 @@ def test_conv2d_values_and_gradients_match_torch(case, device, rng):
         np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=2e-4, atol=2e-4, err_msg=name)
 
 
+@pytest.mark.parametrize("H, W, kh, kw, stride, padding, dilation", [
+    (5, 5, 2, 2, 2**62, 0, 1), (5, 7, 2, 3, (2**40, 2), 1, 1), (6, 6, 3, 3, (7, 2**50), (1, 0), (2, 1))])
+@pytest.mark.parametrize("device", DEVICES)
+def test_strides_past_the_input_give_one_output(H, W, kh, kw, stride, padding, dilation, device, rng):
+    # PyTorch computes these (one output along the dim); oneDNN refuses such strides, so the CPU
+    # backend passes the smallest stride with the same single window. Reference: torch in float64
+    # (its float32 training path goes to oneDNN and fails here).
+    x, w = rng.standard_normal((2, 2, H, W)), rng.standard_normal((3, 2, kh, kw))
+    tx, tw = (torch.tensor(a, requires_grad=True) for a in (x, w))
+    lx, lw = (lt.tensor(a.astype(np.float32), device=device, requires_grad=True) for a in (x, w))
+    yt = TF.conv2d(tx, tw, None, stride, padding, dilation)
+    yl = F.conv2d(lx, lw, None, stride, padding, dilation)
+    np.testing.assert_allclose(yl.detach().numpy(), yt.detach().numpy(), rtol=1e-4, atol=1e-4)
+    r = rng.standard_normal(tuple(yt.shape))
+    yt.backward(torch.tensor(r))
+    yl.backward(lt.tensor(r.astype(np.float32), device=device))
+    np.testing.assert_allclose(lx.grad.numpy(), tx.grad.numpy(), rtol=2e-4, atol=2e-4)
+    np.testing.assert_allclose(lw.grad.numpy(), tw.grad.numpy(), rtol=2e-4, atol=2e-4)
+
+
 def test_prims_are_traced_where_the_backend_has_a_conv_library():
     """lazy:cpu and lazy:reference trace conv2d and its gradients as prims (float32 on the CPU,
     every float dtype on the reference); float64 on the CPU is the sliding-window expansion."""
