@@ -40,6 +40,7 @@ struct LoopWrites {
         if (in.mayWriteToMemory()) writers.push_back(&in);
   }
   bool may_write(const llvm::LoadInst* ld) const {
+    if (ld->hasMetadata(llvm::LLVMContext::MD_invariant_load)) return false;  // by its promise
     const llvm::MemoryLocation loc = llvm::MemoryLocation::get(ld);
     for (llvm::Instruction* w : writers)
       if (llvm::isModSet(aa.getModRefInfo(w, loc))) return true;
