@@ -1,14 +1,14 @@
 #include "backends/cpu/erf_table.h"
 
-#include <llvm/ADT/StringMap.h>
 #include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/Module.h>
-#include <llvm/TargetParser/Host.h>
 
 #include <array>
 #include <cmath>
 #include <functional>
+#include <string>
 
+#include "backends/cpu/jit.h"
 #include "backends/cpu/vector_variant.h"
 
 namespace lt::cpu {
@@ -47,9 +47,9 @@ using Truncate = std::function<Value*(Value* u)>;
 // The body shared by the scalar and the vector functions: x and the result are float,
 // <8 x float> or <16 x float>; `truncate` gives floor(u) as i32 with x86 semantics (NaN does not
 // make poison, as LLVM's fptosi would; its index 0x80000000 reads entry 0, and NaN stays NaN
-// through s), and `lookup` picks each lane's entry of a table by the low 2 bits of that index. Besides the
-// polynomial's 9 lookups and 8 FMAs: 10 instructions (abs, clamp, floor, truncate, s, base lookup
-// and min, FMA, sign and/or).
+// through s), and `lookup` picks each lane's entry of a table by the low 2 bits of that index.
+// Besides the polynomial's 9 lookups and 8 FMAs: 10 instructions (abs, clamp, floor, truncate, s,
+// base lookup and min, FMA, sign and/or).
 Value* erf_body(IRBuilder<>& b, Value* x, const Lookup& lookup, const Truncate& truncate) {
   llvm::Type* f = x->getType();
   llvm::Type* i = b.getInt32Ty();
@@ -110,12 +110,6 @@ Value* vector_lookup16(IRBuilder<>& b, const Table& t, Value* idx) {
   return b.CreateIntrinsic(llvm::Intrinsic::x86_avx512_permvar_sf_512, {}, {table, idx});
 }
 
-bool host_has(const char* name) {
-  static const llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
-  auto it = features.find(name);
-  return it != features.end() && it->second;
-}
-
 llvm::Function* erf_functions(llvm::Module& m) {
   if (llvm::Function* fn = m.getFunction("lt_erf_f32")) return fn;
   llvm::LLVMContext& ctx = m.getContext();
@@ -130,35 +124,36 @@ llvm::Function* erf_functions(llvm::Module& m) {
                                          u, uint64_t{0});
         return b.CreateIntrinsic(llvm::Intrinsic::x86_sse_cvttss2si, {}, {v});
       }));
-  llvm::Function* v8 = make_function(m, "lt_erf_f32_v8", llvm::FixedVectorType::get(f32, 8));
-  b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", v8));
-  b.CreateRet(erf_body(
-      b, v8->getArg(0), [&](const Table& t, Value* idx) { return vector_lookup8(b, t, idx); },
-      [&](Value* u) { return b.CreateIntrinsic(llvm::Intrinsic::x86_avx_cvtt_ps2dq_256, {}, {u}); }));
-  map_vector_variant(m, scalar, v8, 8);
-  // Where the host has AVX-512 the vectorizer may choose 16 lanes for the whole loop (it does
+  // One vector variant per width the loop vectorizer may choose.
+  auto add_variant = [&](unsigned lanes, const Lookup& lookup, const Truncate& truncate) {
+    llvm::Function* vec = make_function(m, ("lt_erf_f32_v" + std::to_string(lanes)).c_str(),
+                                         llvm::FixedVectorType::get(f32, lanes));
+    b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", vec));
+    b.CreateRet(erf_body(b, vec->getArg(0), lookup, truncate));
+    map_vector_variant(m, scalar, vec, lanes);
+  };
+  add_variant(
+      8, [&](const Table& t, Value* idx) { return vector_lookup8(b, t, idx); },
+      [&](Value* u) { return b.CreateIntrinsic(llvm::Intrinsic::x86_avx_cvtt_ps2dq_256, {}, {u}); });
+  // Where the target has AVX-512 the vectorizer may choose 16 lanes for the whole loop (it does
   // where the target prefers 512-bit vectors, e.g. AMD Zen 4/5); without a 16-lane variant it
   // would fall back to 8 lanes for every operation in the loop, not only erf.
-  if (host_has("avx512f")) {
-    llvm::Function* v16 = make_function(m, "lt_erf_f32_v16", llvm::FixedVectorType::get(f32, 16));
-    b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", v16));
-    b.CreateRet(erf_body(
-        b, v16->getArg(0), [&](const Table& t, Value* idx) { return vector_lookup16(b, t, idx); },
+  if (jit_target_has("avx512f"))
+    add_variant(
+        16, [&](const Table& t, Value* idx) { return vector_lookup16(b, t, idx); },
         [&](Value* u) {
           // vcvttps2dq zmm, with every lane written (mask all ones) and the current rounding mode
           // (4 = _MM_FROUND_CUR_DIRECTION; truncation ignores it).
           auto* i16 = llvm::FixedVectorType::get(b.getInt32Ty(), 16);
           return b.CreateIntrinsic(llvm::Intrinsic::x86_avx512_mask_cvttps2dq_512, {},
                                    {u, llvm::PoisonValue::get(i16), b.getInt16(0xffff), b.getInt32(4)});
-        }));
-    map_vector_variant(m, scalar, v16, 16);
-  }
+        });
   return scalar;
 }
 
 }  // namespace
 
-bool erf_table_available() { return host_has("avx2") && host_has("fma"); }
+bool erf_table_available() { return jit_target_has("avx2") && jit_target_has("fma"); }
 
 Value* emit_erf_table_call(IRBuilder<>& b, llvm::Module& m, Value* x) {
   return b.CreateCall(erf_functions(m), {x});

@@ -1,5 +1,6 @@
 #include "backends/cpu/jit.h"
 
+#include <llvm/ADT/StringMap.h>
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
@@ -41,6 +42,7 @@ std::string to_string(llvm::Error e) { return llvm::toString(std::move(e)); }
 
 struct HostTarget {
   std::string triple, cpu, features, error;
+  llvm::StringMap<bool> feature_map;
   const llvm::Target* target = nullptr;
 };
 
@@ -51,9 +53,9 @@ const HostTarget& host_target() {
     llvm::InitializeNativeTargetAsmPrinter();
     h->triple = llvm::sys::getProcessTriple();
     h->cpu = llvm::sys::getHostCPUName().str();
+    h->feature_map = llvm::sys::getHostCPUFeatures();
     llvm::SubtargetFeatures features;
-    for (const auto& f : llvm::sys::getHostCPUFeatures())
-      features.AddFeature(f.getKey(), f.getValue());
+    for (const auto& f : h->feature_map) features.AddFeature(f.getKey(), f.getValue());
     h->features = features.getString();
     h->target = llvm::TargetRegistry::lookupTarget(h->triple, h->error);
     return h;
@@ -258,6 +260,12 @@ std::string jit_cache_target() {
   s += " ";
   s += h.features;
   return s;
+}
+
+bool jit_target_has(const char* feature) {
+  const auto& m = host_target().feature_map;
+  auto it = m.find(feature);
+  return it != m.end() && it->second;
 }
 
 void configure_for_host(llvm::Module& m) {

@@ -55,4 +55,8 @@ std::unique_ptr<JitCode> jit_load_objects(const std::vector<std::string>& object
 // Everything the object code depends on: triple, CPU name, CPU features, LLVM version.
 std::string jit_cache_target();
 
+// Whether the CPU the JIT compiles for has an LLVM target feature ("avx2", "avx512f", ...): code
+// that emits target-specific intrinsics asks this, so it agrees with the target machine.
+bool jit_target_has(const char* feature);
+
 }  // namespace lt::cpu

@@ -65,8 +65,10 @@ OnednnConv::OnednnConv(const ConvStep& c) {
     // strides beyond its size limits (PyTorch computes conv2d(stride=2**62)), so such a stride
     // becomes the smallest that still gives one output: same windows, same result.
     for (int i = 0; i < 2; ++i) {
-      const int64_t span = c.x[2 + i] + 2 * p.padding[i] - (c.w[2 + i] - 1) * p.dilation[i] - 1;
-      if (c.y[2 + i] == 1) strides[i] = std::min<int64_t>(strides[i], std::max<int64_t>(1, span + 1));
+      // Padded input minus the window's extent, plus one: the first stride that leaves no room
+      // for a second window.
+      const int64_t past = c.x[2 + i] + 2 * p.padding[i] - (c.w[2 + i] - 1) * p.dilation[i];
+      if (c.y[2 + i] == 1) strides[i] = std::min<int64_t>(strides[i], std::max<int64_t>(1, past));
     }
     const auto algo = dnnl::algorithm::convolution_direct;
     try {
