@@ -2,17 +2,21 @@
 # (apt-get update only when something is missing), then configures and builds with CMake.
 SHELL := /bin/bash
 BUILD ?= build
-PY := /usr/bin/python3
+# The project's one Python environment: made from requirements.txt (torch 2.13.0 CPU, numpy,
+# pytest, transformers, timm, ...) by the interpreter that the torch wheel on disk is built for.
+VENV ?= .venv
+PY := $(CURDIR)/$(VENV)/bin/python
+BASE_PY ?= $(shell command -v python3.11 || command -v python3)
 JOBS ?= $(shell nproc)
 DEB_PKGS := cmake ninja-build g++ llvm-19-dev libdnnl-dev nlohmann-json3-dev libgtest-dev \
-            pybind11-dev python3-dev python3-numpy python3-pytest python3-torch \
-            libopenblas0-pthread zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev \
-            clang-14 libclang-rt-14-dev python3-matplotlib python3-pytest-xdist
+            pybind11-dev python3-dev python3-venv \
+            zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev \
+            clang-14 libclang-rt-14-dev
 ASAN_BUILD ?= $(BUILD)-asan
 TSAN_BUILD ?= $(BUILD)-tsan
 FUZZ_SECONDS ?= 30
 
-.PHONY: all deps configure build test test-cpp test-python test-asan test-tsan test-fuzz fuzz-lowering demo install clean
+.PHONY: all deps venv configure build test test-cpp test-python test-asan test-tsan test-fuzz fuzz-lowering demo install clean
 
 all: build
 
@@ -24,12 +28,21 @@ deps:
 	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q $$missing; \
 	fi
 
+# The virtual environment is remade only when a requirements file changes (the stamp file).
+$(VENV)/.installed: requirements.txt requirements-nodeps.txt | deps
+	@test -x $(PY) || $(BASE_PY) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps -r requirements-nodeps.txt
+	@touch $@
+
+venv: $(VENV)/.installed
+
 # The C++ test files build as one unity executable (build/tests/all_tests; see tests/cpp/CMakeLists.txt):
 # 417 s of compiler time as 40 executables, 163 s as one, on 2 cores. The library is built file by file.
-$(BUILD)/build.ninja: CMakeLists.txt | deps
+$(BUILD)/build.ninja: CMakeLists.txt | deps $(VENV)/.installed
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DLT_TESTS_IN_ONE_BINARY=ON -DPython3_EXECUTABLE=$(PY)
 
-configure: deps $(BUILD)/build.ninja
+configure: deps venv $(BUILD)/build.ninja
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -51,7 +64,7 @@ test-python: build
 # each header is parsed once per batch, not once per file, and the build takes half the time
 # (496 -> 254 s on 2 cores). ctest still runs each test in its own process.
 # Any report aborts the test that caused it (-fno-sanitize-recover), so a green run means zero reports.
-test-asan: deps
+test-asan: deps venv
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DLT_SANITIZE=ON \
 	  -DCMAKE_UNITY_BUILD=ON -DLT_TESTS_IN_ONE_BINARY=ON \
 	  -DLT_WITH_PYTHON=OFF -DPython3_EXECUTABLE=$(PY) >/dev/null
@@ -66,7 +79,7 @@ test-asan: deps
 # halt_on_error=1: the first report fails the run. tests/tsan.supp names third-party frames only.
 TSAN_TESTS := threads_test threads_stress_test cpu_codegen_test
 TSAN_FILTER := Threads.*:ThreadsStress.*:CpuCodegen.Thread*
-test-tsan: deps
+test-tsan: deps venv
 	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG -Wno-maybe-uninitialized" -DLT_SANITIZE_THREAD=ON \
 	  -DCMAKE_UNITY_BUILD=ON -DLT_WITH_CUDA=OFF -DLT_WITH_PYTHON=OFF -DPython3_EXECUTABLE=$(PY) >/dev/null

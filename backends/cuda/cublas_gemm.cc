@@ -1,6 +1,6 @@
 #include "backends/cuda/cublas_gemm.h"
 
-#include <cublas_api.h>
+#include <cublas_v2.h>  // the documented entry: it defines CUBLASAPI, which cublas_api.h needs
 #include <dlfcn.h>
 
 #include <cstdlib>
