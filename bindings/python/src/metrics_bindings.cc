@@ -1,5 +1,6 @@
 // lt::metrics as `lazytensor._C.metrics` (wrapped by lazytensor/metrics.py).
 #include "bindings.h"
+#include "runtime/metrics_state.h"
 #include "runtime/profile.h"
 
 namespace lt::python {
@@ -38,6 +39,10 @@ void init_metrics(py::module_& m) {
     return d;
   });
   mm.def("report", &metrics::report);
+  // The torch bridge counts the aten ops it leaves to PyTorch (lazytensor/torch/partition.py).
+  mm.def(
+      "_count_fallbacks", [](int64_t n) { metrics::bump(metrics::Counter::Fallbacks, n); },
+      py::arg("n"));
   mm.def("reset", &metrics::reset);
 }
 

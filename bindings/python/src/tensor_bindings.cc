@@ -66,7 +66,24 @@ void init_tensor(py::module_& m) {
       .def("dim", &Tensor::dim)
       .def("numel", &Tensor::numel)
       .def("_size", &Tensor::size, py::arg("dim"))
-      .def("_str", &Tensor::str);
+      .def("_str", &Tensor::str)
+      // The torch bridge's zero-copy inputs (lazytensor/torch/interop.py): a tensor on `device`
+      // over this tensor's data, where that device's backend keeps its data in the same memory
+      // (a cpu tensor on lazy:cpu, a cuda tensor on lazy:cuda). Writes through either are seen by
+      // both, as with DLPack.
+      .def(
+          "_shared_on",
+          [](const Tensor& t, const Device& device) {
+            const auto& s = t.impl()->storage;
+            if (t.is_pending() || !s)
+              throw py::value_error("_shared_on: the tensor is pending; materialize it first");
+            if (s->backend != device.backend_name())
+              throw py::value_error("_shared_on: a " + t.device().str() + " tensor's data is not in " +
+                                    device.str() + "'s memory (backend " + device.backend_name() +
+                                    ")");
+            return Tensor(make_data_tensor(s, t.dtype(), t.shape(), device));
+          },
+          py::arg("device"));
 
   // Elementwise math. Integer inputs of float-valued functions compute in float32, as in PyTorch.
   cls.def("exp", &Tensor::exp)

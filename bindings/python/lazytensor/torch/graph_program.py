@@ -1,0 +1,194 @@
+"""One FX graph of aten ops, run by lazytensor.
+
+The first call with a given input signature walks the graph once through the aten table
+(aten_table.py), recording lazytensor IR on the graph's lazy device, and runs it as one graph
+under lt.compile's capture (runtime/capture.h): the trace is hashed, lowered, fused and compiled
+once, and the capture keeps a Program that knows where each graph input comes from. Later calls
+with the same signature bind the new torch tensors' memory (DLPack, no copies) and replay the
+Program: no Python per op, no re-tracing, no re-hashing.
+
+The signature is each tensor's shape, dtype and device, and each Python number's value (SymInt
+inputs are specialized per value until lazytensor has symbolic sizes).
+"""
+import os
+
+import torch
+import torch.fx
+
+from .. import _C
+from .aten_table import builder
+from .interop import lazy_device, lt_dtype, to_lazy, to_torch
+
+
+class Unsupported(NotImplementedError):
+    """A node of the graph that lazytensor cannot run (its builder said so while tracing)."""
+
+    def __init__(self, node, why):
+        super().__init__(why)
+        self.node = node
+
+
+def debug_enabled():
+    return os.environ.get("LT_DEBUG", "0") not in ("", "0")
+
+
+class _Context:
+    __slots__ = ("device",)
+
+    def __init__(self, device):
+        self.device = device
+
+
+class _Entry:
+    __slots__ = ("program", "extras", "out_spec", "clone_outs")
+
+    def __init__(self, program, extras, out_spec, clone_outs):
+        self.program = program        # None: the graph cannot be replayed (re-traced each call)
+        self.extras = extras          # non-tensor outputs (sizes) by output position
+        self.out_spec = out_spec      # per output: index into the program's tensors, or None
+        self.clone_outs = clone_outs  # output positions that are graph inputs passed through
+
+
+def _tensor_device(values):
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            return v.device
+    return torch.device("cpu")
+
+
+class LazyGraph:
+    """Callable with the graph's inputs (boxed as a list when `boxed=True`, AOTAutograd's
+    convention); returns the graph's outputs as a list of torch tensors (and numbers)."""
+
+    def __init__(self, gm, name="graph"):
+        self.gm = gm
+        self.name = name
+        self._entries = {}
+        self.stats = {"traces": 0, "replays": 0}
+
+    # AOTAutograd calls compiled graphs with one list (and may clear it to free inputs early).
+    _boxed_call = True
+
+    def __call__(self, args):
+        args = list(args)
+        device = _tensor_device(args)
+        key = tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else
+                    (type(a), a) for a in args)
+        entry = self._entries.get(key)
+        lt_device = lazy_device(device)
+        lt_args = [to_lazy(a, lt_device) for a in args if isinstance(a, torch.Tensor)]
+        if entry is not None and entry.program is not None:
+            rets = _C._capture_replay(entry.program, lt_args)
+            if rets is not None:
+                self.stats["replays"] += 1
+                return self._outputs(entry, rets)
+        return self._trace_and_run(key, args, lt_args, lt_device)
+
+    def _outputs(self, entry, rets):
+        outs = []
+        for i, slot in enumerate(entry.out_spec):
+            if slot is None:
+                outs.append(entry.extras[i])
+                continue
+            t = to_torch(rets[slot])
+            outs.append(t.clone() if i in entry.clone_outs else t)
+        return outs
+
+    def _trace_and_run(self, key, args, lt_args, lt_device):
+        self.stats["traces"] += 1
+        _C._capture_begin(lt_args)
+        try:
+            outs = self._interpret(args, lt_args, lt_device)
+        except BaseException:
+            _C._capture_abort()
+            raise
+        rets, out_spec, extras = [], [], {}
+        for i, o in enumerate(outs):
+            if isinstance(o, _C.Tensor):
+                out_spec.append(len(rets))
+                rets.append(o)
+            else:
+                out_spec.append(None)
+                extras[i] = o
+        program, why = _C._capture_end(lt_args, rets)
+        if program is None and debug_enabled():
+            print(f"[lazytensor] torch.compile: {self.name} is traced again on every call: {why}")
+        in_ptrs = {a.data_ptr() for a in lt_args if a.numel()}
+        clone_outs = {i for i, slot in enumerate(out_spec)
+                      if slot is not None and rets[slot].numel() and rets[slot].data_ptr() in in_ptrs}
+        entry = _Entry(program, extras, out_spec, clone_outs)
+        self._entries[key] = entry
+        return self._outputs(entry, rets)
+
+    def _interpret(self, args, lt_args, lt_device):
+        cx = _Context(lt_device)
+        env = {}
+        it_lt = iter(lt_args)
+        it_args = iter(args)
+        prev_grad = _C.is_grad_enabled()
+        _C.set_grad_enabled(False)  # AOTAutograd's graphs are already differentiated
+        try:
+            for node in self.gm.graph.nodes:
+                if node.op == "placeholder":
+                    a = next(it_args)
+                    env[node] = next(it_lt) if isinstance(a, torch.Tensor) else a
+                elif node.op == "call_function":
+                    env[node] = self._run_node(cx, node, env)
+                elif node.op == "get_attr":
+                    env[node] = _constant(self.gm, node.target, lt_device)
+                elif node.op == "output":
+                    return list(torch.fx.node.map_arg(node.args[0], lambda n: env[n]))
+                else:
+                    raise Unsupported(node, f"not implemented: FX node kind {node.op!r} in "
+                                            f"lazytensor's torch.compile backend")
+        finally:
+            _C.set_grad_enabled(prev_grad)
+        raise RuntimeError(f"lazytensor: FX graph {self.name} has no output node")
+
+    def _run_node(self, cx, node, env):
+        fn = builder(node.target)
+        if fn is None:
+            raise Unsupported(node, f"not implemented: {node.target} in lazytensor")
+        a = torch.fx.node.map_arg(node.args, lambda n: env[n])
+        k = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
+        try:
+            out = fn(cx, *a, **k)
+        except NotImplementedError as e:
+            raise Unsupported(node, str(e)) from None
+        except (RuntimeError, ValueError, TypeError, IndexError) as e:
+            raise type(e)(f"lazytensor: {node.target} ({node.format_node()}): {e}") from e
+        return _conform(node, out)
+
+
+def _constant(gm, target, device):
+    obj = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    if isinstance(obj, torch.Tensor):
+        lt_dtype(obj.dtype)  # raises for a dtype lazytensor lacks
+        return to_lazy(obj.detach().contiguous().clone(), device)
+    return obj
+
+
+def _conform(node, out):
+    """Checks a builder's result against the shapes and dtypes torch traced (node.meta["val"]),
+    and casts to torch's dtype where our promotion differs: the graph's later nodes and its
+    outputs then see exactly what PyTorch would give."""
+    val = node.meta.get("val")
+    if isinstance(out, _C.Tensor) and isinstance(val, torch.Tensor):
+        return _conform_one(node, out, val)
+    if isinstance(out, (tuple, list)) and isinstance(val, (tuple, list)) and len(out) == len(val):
+        fixed = [_conform_one(node, o, v) if isinstance(o, _C.Tensor) and isinstance(v, torch.Tensor)
+                 else o for o, v in zip(out, val)]
+        return type(out)(fixed) if isinstance(out, tuple) else fixed
+    return out
+
+
+def _conform_one(node, out, val):
+    want = list(val.shape)  # a symbolic size (SymInt) is not compared
+    got = list(out.shape)
+    if len(want) != len(got) or any(isinstance(w, int) and w != g for w, g in zip(want, got)):
+        raise RuntimeError(f"lazytensor: {node.target} gave shape {got} where torch traced "
+                           f"{list(val.shape)} ({node.format_node()})")
+    dt = lt_dtype(val.dtype)
+    return out if out.dtype == dt else _C.cast(out, dt)

@@ -1,0 +1,66 @@
+"""Tensors across the bridge: torch dtypes and devices as lazytensor's, and data exchanged by
+DLPack without copies (a torch CPU tensor's memory becomes a `lazy:cpu` graph input; a result's
+memory becomes a torch tensor)."""
+import torch
+
+from .. import _C
+
+# torch dtype -> lazytensor dtype; a dtype missing here (complex, int16, uint16+, float8, ...) makes
+# the op that touches it run in PyTorch (partition.py).
+DTYPES = {
+    torch.float32: _C.float32,
+    torch.float64: _C.float64,
+    torch.float16: _C.float16,
+    torch.bfloat16: _C.bfloat16,
+    torch.int64: _C.int64,
+    torch.int32: _C.int32,
+    torch.int8: _C.int8,
+    torch.uint8: _C.uint8,
+    torch.bool: _C.bool,
+}
+TORCH_DTYPES = {v.name: k for k, v in DTYPES.items()}
+
+
+def lt_dtype(dtype):
+    """The lazytensor dtype of a torch dtype (None stays None: "the op's default")."""
+    if dtype is None:
+        return None
+    try:
+        return DTYPES[dtype]
+    except KeyError:
+        raise NotImplementedError(f"not implemented: dtype {dtype} on lazytensor") from None
+
+
+def torch_dtype(dtype):
+    return TORCH_DTYPES[dtype.name]
+
+
+def lazy_device(device):
+    """The lazytensor device that runs graphs over torch tensors on `device`: our CPU backend for
+    CPU tensors, our CUDA backend for CUDA tensors (one GPU: lazytensor's cuda backend is
+    device 0)."""
+    device = torch.device(device)
+    if device.type == "cpu":
+        return _C.device("lazy:cpu")
+    if device.type == "cuda":
+        if device.index not in (None, 0):
+            raise NotImplementedError(f"not implemented: torch.compile on {device} (lazytensor's "
+                                      f"CUDA backend runs on cuda:0)")
+        return _C.device("lazy:cuda")
+    raise NotImplementedError(f"not implemented: torch.compile on device {device} with "
+                              f"backend='lazytensor' (CPU and CUDA tensors are supported)")
+
+
+def to_lazy(t, device):
+    """A lazytensor tensor on the lazy `device` sharing `t`'s memory (t must be dense and
+    contiguous in memory, which graph inputs are made to be by the caller)."""
+    if not t.is_contiguous():
+        t = t.contiguous()
+    if t.requires_grad:
+        t = t.detach()
+    return _C.from_dlpack(t)._shared_on(device)
+
+
+def to_torch(t):
+    """A torch tensor sharing the (materialized) memory of lazytensor tensor `t`."""
+    return torch.from_dlpack(t)
