@@ -212,16 +212,20 @@ def _argmin(cx, x, dim=None, keepdim=False):
     return x.argmin(dim, keepdim)
 
 
+def _extreme_dim(x, dim, keepdim, which):
+    # bool has no max/argmax kernel of its own: over uint8 the order and the first hit agree.
+    r = getattr(x if x.dtype != _C.bool else _C.cast(x, _C.uint8), which)(dim, keepdim)
+    return _cast(r[0], x.dtype), r[1]
+
+
 @op(aten.max.dim)
 def _max_dim(cx, x, dim, keepdim=False):
-    r = x.max(dim, keepdim)
-    return r[0], r[1]
+    return _extreme_dim(x, dim, keepdim, "max")
 
 
 @op(aten.min.dim)
 def _min_dim(cx, x, dim, keepdim=False):
-    r = x.min(dim, keepdim)
-    return r[0], r[1]
+    return _extreme_dim(x, dim, keepdim, "min")
 
 
 @op(aten.any.dim, aten.any.dims, aten.any.default)

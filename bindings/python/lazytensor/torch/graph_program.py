@@ -137,7 +137,8 @@ class LazyGraph:
                 elif node.op == "get_attr":
                     env[node] = _constant(self.gm, node.target, lt_device)
                 elif node.op == "output":
-                    return list(torch.fx.node.map_arg(node.args[0], lambda n: env[n]))
+                    out = torch.fx.node.map_arg(node.args[0], lambda n: env[n])
+                    return list(out) if isinstance(out, (tuple, list)) else [out]
                 else:
                     raise Unsupported(node, f"not implemented: FX node kind {node.op!r} in "
                                             f"lazytensor's torch.compile backend")

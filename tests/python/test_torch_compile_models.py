@@ -1,0 +1,330 @@
+"""torch.compile(model, backend="lazytensor") on whole models, trained as users write them, against
+the same model in PyTorch eager (torch 2.13, CPU) as the oracle: losses within 1e-4 relative over
+20 steps, gradients and BatchNorm's running statistics equal, one lazytensor compile per graph.
+
+Each test prints its graph-break and fallback counts (pytest -s shows them)."""
+import copy
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import lazytensor as lt
+import lazytensor.torch  # noqa: F401  (registers the backend)
+from torch_env import allow_torchvision_import, import_timm
+
+allow_torchvision_import()  # transformers and timm import torchvision (torch_env.py says why)
+
+STEPS = 20
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    yield
+    torch._dynamo.reset()
+
+
+def _loss_of(out):
+    if hasattr(out, "loss"):
+        return out.loss
+    return out if out.ndim == 0 else out.float().pow(2).mean()
+
+
+def train_side_by_side(model, make_batch, optimizer=torch.optim.AdamW, steps=STEPS,
+                       compile_step=False, **opt_kw):
+    """Trains `model` compiled with lazytensor and a copy in eager; returns the worst relative
+    loss difference, lazytensor's counters over the run and Dynamo's graph count."""
+    ref = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="lazytensor")
+    opt, ref_opt = optimizer(model.parameters(), **opt_kw), optimizer(ref.parameters(), **opt_kw)
+    step = torch.compile(opt.step, backend="lazytensor") if compile_step else opt.step
+    torch._dynamo.utils.counters.clear()
+    lt.metrics.reset()
+    worst = 0.0
+    for _ in range(steps):
+        batch = make_batch()
+        call = (lambda m: m(**batch)) if isinstance(batch, dict) else (lambda m: m(*batch))
+        loss = _loss_of(call(compiled))
+        loss.backward()
+        step()
+        opt.zero_grad()
+        ref_loss = _loss_of(call(ref))
+        ref_loss.backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+        worst = max(worst, abs(loss.item() - ref_loss.item()) / max(abs(ref_loss.item()), 1e-12))
+    # SGD's parameters entry by entry; AdamW's all together: it moves an entry whose gradient
+    # is float noise by a full step either way (BERT's key biases get exactly zero gradient:
+    # softmax ignores a per-row shift), so such entries may differ by lr where losses agree.
+    if optimizer is torch.optim.SGD:
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+    else:
+        flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+        ref_flat = torch.cat([q.detach().flatten() for q in ref.parameters()])
+        rel = ((flat - ref_flat).norm() / ref_flat.norm()).item()
+        assert rel < 1e-3, f"parameters differ from eager's by {rel:.2e} (relative norm)"
+    for b, c in zip(model.buffers(), ref.buffers()):
+        torch.testing.assert_close(b, c, rtol=1e-4, atol=1e-5)
+    counters = lt.metrics.counters()
+    breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
+    print(f"\n{type(model).__name__}: worst loss rel diff {worst:.2e}, lazytensor compiles "
+          f"{counters['graph_compiles']}, fallbacks {counters['fallbacks']}, graph breaks {breaks}")
+    return worst, counters, breaks
+
+
+class GPT(nn.Module):
+    """A nanoGPT-style decoder written with F.scaled_dot_product_attention."""
+
+    def __init__(self, vocab=64, dim=48, heads=4, block=16, layers=2):
+        super().__init__()
+        self.heads = heads
+        self.wte, self.wpe = nn.Embedding(vocab, dim), nn.Embedding(block, dim)
+        self.blocks = nn.ModuleList(nn.ModuleDict(dict(
+            ln1=nn.LayerNorm(dim), qkv=nn.Linear(dim, 3 * dim), proj=nn.Linear(dim, dim),
+            ln2=nn.LayerNorm(dim), fc=nn.Linear(dim, 4 * dim), out=nn.Linear(4 * dim, dim)))
+            for _ in range(layers))
+        self.ln_f = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+        self.head.weight = self.wte.weight  # weight tying, as nanoGPT does
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+        for b in self.blocks:
+            q, k, v = b.qkv(b.ln1(x)).split(x.shape[-1], dim=2)
+            q, k, v = (t.view(B, T, self.heads, -1).transpose(1, 2) for t in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + b.proj(y.transpose(1, 2).contiguous().view(B, T, -1))
+            x = x + b.out(F.gelu(b.fc(b.ln2(x))))
+        logits = self.head(self.ln_f(x))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+def test_mlp_with_compiled_optimizer_step():
+    model = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 64), nn.Tanh(),
+                          nn.Linear(64, 5))
+    worst, c, breaks = train_side_by_side(
+        model, lambda: (torch.randn(16, 20),), compile_step=True, lr=1e-2)
+    assert worst < 1e-4
+    # forward, backward, and the optimizer's step (AdamW's foreach ops): one compile each.
+    assert c["graph_compiles"] == 3
+    assert c["fallbacks"] == 0
+
+
+def test_cnn_with_batchnorm():
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, stride=2, padding=1),
+                          nn.BatchNorm2d(16), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(16, 10))
+    worst, c, _ = train_side_by_side(model, lambda: (torch.randn(8, 3, 16, 16),),
+                                     optimizer=torch.optim.SGD, lr=0.05, momentum=0.9)
+    assert worst < 1e-4
+    assert c["graph_compiles"] == 2 and c["fallbacks"] == 0
+
+
+def test_cnn_with_dropout_trains_and_draws_new_masks():
+    # Dropout's masks come from lazytensor's generator, not PyTorch's, so losses cannot match
+    # eager's step for step; what must hold: it trains, compiles once per graph, and each call
+    # draws a new mask (the generator advances per call) that backward then uses.
+    model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.Dropout(0.3), nn.Flatten(), nn.Linear(8 * 8 * 8, 2))
+    compiled = torch.compile(model, backend="lazytensor")
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x = torch.randn(32, 1, 8, 8)
+    y = (x.mean((1, 2, 3)) > 0).long()
+    lt.metrics.reset()
+    losses = []
+    for _ in range(STEPS):
+        loss = F.cross_entropy(compiled(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    assert sum(losses[-5:]) < sum(losses[:5])
+    assert lt.metrics.counters()["graph_compiles"] == 2
+    drop = torch.compile(nn.Dropout(0.3), backend="lazytensor")
+    a = torch.randn(200, 50) + 3
+    r1, r2 = drop(a), drop(a)
+    assert not torch.equal(r1 == 0, r2 == 0)
+    for r in (r1, r2):
+        kept = r != 0
+        assert abs(kept.float().mean().item() - 0.7) < 0.03
+        torch.testing.assert_close(r[kept], a[kept] / 0.7)
+    leaf = a.clone().requires_grad_()
+    out = drop(leaf)
+    out.backward(torch.ones_like(out))
+    torch.testing.assert_close(leaf.grad, (out != 0).float() / 0.7)
+
+
+def test_transformer_encoder():
+    layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+    model = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+    worst, c, _ = train_side_by_side(model, lambda: (torch.randn(4, 10, 32),), lr=1e-3)
+    assert worst < 1e-4
+    assert c["graph_compiles"] == 2 and c["fallbacks"] == 0
+
+
+def test_gpt_with_scaled_dot_product_attention():
+    model = GPT()
+    worst, c, _ = train_side_by_side(
+        model, lambda: (torch.randint(0, 64, (4, 16)), torch.randint(0, 64, (4, 16))), lr=1e-3)
+    assert worst < 1e-4
+    assert c["graph_compiles"] == 2 and c["fallbacks"] == 0
+
+
+def test_hf_gpt2_from_config():
+    from transformers import GPT2Config, GPT2LMHeadModel
+    config = GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=32,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0,
+                        eos_token_id=0)
+    model = GPT2LMHeadModel(config)
+    worst, c, _ = train_side_by_side(
+        model, lambda: dict(input_ids=torch.randint(0, 128, (4, 16)),
+                            labels=torch.randint(0, 128, (4, 16))), lr=1e-3)
+    assert worst < 1e-4
+    assert c["fallbacks"] == 0
+
+
+def test_hf_bert_from_config():
+    from transformers import BertConfig, BertForMaskedLM
+    config = BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                        intermediate_size=128, vocab_size=128, max_position_embeddings=32,
+                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = BertForMaskedLM(config)
+    worst, c, _ = train_side_by_side(
+        model, lambda: dict(input_ids=torch.randint(0, 128, (4, 16)),
+                            labels=torch.randint(0, 128, (4, 16))), lr=1e-3)
+    assert worst < 1e-4
+    assert c["fallbacks"] == 0
+
+
+def test_timm_resnet18_from_config():
+    timm = import_timm()
+    model = timm.create_model("resnet18", num_classes=10)
+    worst, c, _ = train_side_by_side(model, lambda: (torch.randn(8, 3, 32, 32),),
+                                     optimizer=torch.optim.SGD, steps=10, lr=0.01, momentum=0.9)
+    assert worst < 1e-4
+    assert c["graph_compiles"] == 2 and c["fallbacks"] == 0
+
+
+# ---- graphs with ops lazytensor does not run ----------------------------------------------------
+
+def _with_unsupported_op(x):
+    y = (x * 2).sin()
+    z = torch.cumprod(y, dim=1)  # not in the aten table: runs in PyTorch
+    return (z + 1).sum(1)
+
+
+def test_unsupported_op_splits_the_graph_and_is_counted():
+    f = torch.compile(_with_unsupported_op, backend="lazytensor")
+    x = torch.randn(3, 5, requires_grad=True)
+    lt.metrics.reset()
+    out = f(x)
+    out.sum().backward()
+    ref_x = x.detach().clone().requires_grad_()
+    ref = _with_unsupported_op(ref_x)
+    ref.sum().backward()
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(x.grad, ref_x.grad)
+    assert lt.metrics.counters()["fallbacks"] >= 2  # cumprod forward and its backward's ops
+
+
+def test_fallback_raise_mode_names_the_op():
+    f = torch.compile(_with_unsupported_op, backend="lazytensor", options={"fallback": "raise"})
+    with pytest.raises(Exception, match="cumprod"):
+        f(torch.randn(3, 5))
+
+
+def test_unknown_option_is_a_clear_error():
+    f = torch.compile(lambda x: x + 1, backend="lazytensor", options={"fallbak": "split"})
+    with pytest.raises(Exception, match="unknown options"):
+        f(torch.randn(2))
+
+
+def test_lt_debug_names_each_fallback_op(tmp_path):
+    script = tmp_path / "fallback.py"
+    script.write_text(
+        "import torch, lazytensor.torch\n"
+        "f = torch.compile(lambda x: torch.cumprod(x.sin(), 0) + 1, backend='lazytensor')\n"
+        "print(f(torch.randn(4)).shape)\n")
+    env = dict(os.environ, LT_DEBUG="1")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "aten.cumprod.default runs in PyTorch (1 in" in r.stdout
+
+
+def test_backend_by_name_without_import(tmp_path):
+    # torch finds the backend through the torch_dynamo_backends entry point.
+    script = tmp_path / "by_name.py"
+    script.write_text(
+        "import sys, torch\n"
+        "f = torch.compile(lambda x: (x * 3).exp().sum(), backend='lazytensor')\n"
+        "x = torch.randn(6)\n"
+        "torch.testing.assert_close(f(x), (x * 3).exp().sum())\n"
+        "print('lazytensor.torch' in sys.modules)\n")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith("True")
+
+
+# ---- shapes, mutation, replay -------------------------------------------------------------------
+
+def test_new_shapes_and_symints_are_specialized_without_a_crash():
+    f = torch.compile(lambda x: (x.relu() * x.shape[0]).sum(0), backend="lazytensor",
+                      dynamic=True)
+    for n in (3, 5, 3, 7):
+        x = torch.randn(n, 4)
+        torch.testing.assert_close(f(x), (x.relu() * n).sum(0))
+
+
+def test_batchnorm_running_stats_and_inplace_updates_are_written_back():
+    bn = nn.BatchNorm1d(6)
+    ref = copy.deepcopy(bn)
+    f = torch.compile(bn, backend="lazytensor")
+    for _ in range(3):
+        x = torch.randn(10, 6) * 2 + 1
+        torch.testing.assert_close(f(x), ref(x))
+    torch.testing.assert_close(bn.running_mean, ref.running_mean)
+    torch.testing.assert_close(bn.running_var, ref.running_var)
+    assert bn.num_batches_tracked.item() == ref.num_batches_tracked.item() == 3
+
+    def add_in_place(a, b):
+        a.add_(b)
+        a.mul_(2)
+        return a.sum()
+
+    g = torch.compile(add_in_place, backend="lazytensor")
+    a, b = torch.randn(5), torch.randn(5)
+    expect = (a + b) * 2
+    g(a, b)
+    torch.testing.assert_close(a, expect)
+
+
+def test_second_call_replays_without_tracing_and_results_are_not_overwritten():
+    f = torch.compile(lambda x, w: torch.tanh(x @ w) * 2, backend="lazytensor")
+    x1, x2, w = torch.randn(4, 8), torch.randn(4, 8), torch.randn(8, 3)
+    r1 = f(x1, w)
+    lt.metrics.reset()
+    r2 = f(x2, w)
+    assert lt.metrics.counters()["traced_ops"] == 0
+    assert lt.metrics.counters()["graph_compiles"] == 0
+    torch.testing.assert_close(r1, torch.tanh(x1 @ w) * 2)
+    torch.testing.assert_close(r2, torch.tanh(x2 @ w) * 2)
+
+
+def test_output_that_is_an_input_is_a_copy():
+    f = torch.compile(lambda x: (x.clone(), x * 2), backend="lazytensor")
+    x = torch.randn(5)
+    c, d = f(x)
+    x.add_(1)
+    assert not torch.equal(c, x)
+    torch.testing.assert_close(d, (x - 1) * 2)
