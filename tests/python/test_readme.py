@@ -15,3 +15,15 @@ def test_readme_example_prints_one_graph_of_one_kernel():
                        env=dict(os.environ, LT_CACHE_DIR="off"))
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == expected == "1 1"
+
+
+def test_readme_torch_compile_example_compiles_forward_and_backward_with_lazytensor():
+    text = open(os.path.join(ROOT, "README.md")).read()
+    code = re.findall(r"```python\n(.*?)```", text, re.S)[1]
+    assert 'backend="lazytensor"' in code
+    check = ("\nimport lazytensor as lt\nc = lt.metrics.counters()\n"
+             "print(c['graph_compiles'], c['fallbacks'])\n")
+    r = subprocess.run([sys.executable, "-c", code + check], capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, LT_CACHE_DIR="off"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "2 0"  # forward and backward, nothing in PyTorch

@@ -1,0 +1,120 @@
+"""torch.compile backends side by side on the CPU: PyTorch eager, Inductor (torch.compile's
+default) and backend="lazytensor", on the same models, weights and batches, in one process.
+
+  PYTHONPATH=build/python .venv/bin/python bench/torch_compile.py [--steps 20] [--json out.json]
+                                                                  [--only mlp,gpt,cnn]
+
+Each contender is timed the same way: a training step (forward, loss, backward, optimizer step,
+zero_grad) run in rounds of --steps back to back; the median round's wall time divided by the
+steps. "first call" is the wall time of the first step after torch._dynamo.reset(), compile
+included (lazytensor's disk cache is off, LT_CACHE_DIR=off, so it compiles cold as Inductor
+does; Inductor's own caches are cleared into a fresh directory too).
+"""
+import argparse
+import copy
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("LT_CACHE_DIR", "off")
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="inductor-bench-"))
+os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "0")
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import lazytensor.torch  # noqa: E402,F401
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "python"))
+
+
+def mlp():
+    model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
+                          nn.Linear(1024, 10))
+    x, y = torch.randn(128, 784), torch.randint(0, 10, (128,))
+    return model, lambda m: F.cross_entropy(m(x), y), torch.optim.SGD, dict(lr=0.01)
+
+
+def gpt():
+    from test_torch_compile_models import GPT
+    model = GPT(vocab=256, dim=128, heads=4, block=64, layers=4)
+    idx, tgt = torch.randint(0, 256, (8, 64)), torch.randint(0, 256, (8, 64))
+    return model, lambda m: m(idx, tgt), torch.optim.AdamW, dict(lr=1e-3)
+
+
+def cnn():
+    model = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                          nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32),
+                          nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 7 * 7, 10))
+    x, y = torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,))
+    return model, lambda m: F.cross_entropy(m(x), y), torch.optim.SGD, dict(lr=0.01, momentum=0.9)
+
+
+WORKLOADS = {"mlp": ("MLP 784-1024-1024-10 train step, batch 128, SGD", mlp),
+             "gpt": ("GPT (4 x d128, 4 heads, T 64, B 8, sdpa) train step, AdamW", gpt),
+             "cnn": ("CNN (2 x conv-BN-ReLU-pool) train step, batch 64, SGD momentum", cnn)}
+
+
+def run(workload, backend, steps, rounds):
+    torch.manual_seed(0)
+    model, loss_fn, opt_cls, opt_kw = workload()
+    torch._dynamo.reset()
+    m = model if backend == "eager" else torch.compile(model, backend=backend)
+    opt = opt_cls(model.parameters(), **opt_kw)
+
+    def step():
+        loss = loss_fn(m)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    t0 = time.perf_counter()
+    first_loss = step().item()
+    first = time.perf_counter() - t0
+    for _ in range(3):
+        step()
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            loss = step()
+        loss.item()
+        times.append((time.perf_counter() - t0) / steps * 1e3)
+    return {"step_ms": statistics.median(times), "first_call_s": first, "first_loss": first_loss}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--only", default=",".join(WORKLOADS))
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    torch.set_num_threads(os.cpu_count())
+    print(f"torch {torch.__version__}, {os.cpu_count()} threads, {platform.processor() or platform.machine()}")
+    results = {}
+    header = (f"{'workload':<62} {'eager ms':>9} {'inductor ms':>11} {'lazytensor ms':>13} "
+              f"{'lt/ind':>7} {'inductor 1st s':>14} {'lt 1st s':>9} {'ind/lt 1st':>10}")
+    print(header)
+    for name in args.only.split(","):
+        title, workload = WORKLOADS[name]
+        r = {b: run(workload, b, args.steps, args.rounds) for b in ("eager", "inductor", "lazytensor")}
+        results[name] = r
+        e, i, lz = (r[b]["step_ms"] for b in ("eager", "inductor", "lazytensor"))
+        fi, fl = r["inductor"]["first_call_s"], r["lazytensor"]["first_call_s"]
+        print(f"{title:<62} {e:9.2f} {i:11.2f} {lz:13.2f} {lz / i:7.2f} {fi:14.2f} {fl:9.2f} "
+              f"{fi / fl:10.1f}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"torch": torch.__version__, "threads": os.cpu_count(), "results": results},
+                      f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
