@@ -328,3 +328,27 @@ def test_output_that_is_an_input_is_a_copy():
     x.add_(1)
     assert not torch.equal(c, x)
     torch.testing.assert_close(d, (x - 1) * 2)
+
+
+def test_attention_stays_one_op_forward_and_backward(monkeypatch):
+    from lazytensor.torch import partition
+    seen = []
+    real = partition.split_graph
+
+    def spy(gm, name, rejected, mode):
+        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return real(gm, name, rejected, mode)
+
+    monkeypatch.setattr(partition, "split_graph", spy)
+    q, k, v = (torch.randn(2, 3, 8, 16, requires_grad=True) for _ in range(3))
+    f = torch.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                      backend="lazytensor")
+    out = f(q, k, v)
+    g = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), g)
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(out, ref)
+    for a, b in zip(grads, torch.autograd.grad(ref, (q, k, v), g)):
+        torch.testing.assert_close(a, b)
+    assert "lazytensor.sdpa.default" in seen and "lazytensor.sdpa_backward.default" in seen
+    assert not any("_softmax" in t or "bmm" in t for t in seen)  # not decomposed

@@ -4,7 +4,8 @@ TorchDynamo captures the Python; AOTAutograd traces forward and backward into at
 functionalizes them (in-place updates of inputs come back as extra outputs that AOTAutograd copies
 into the inputs after the call; BatchNorm's running statistics and optimizer state go that way)
 and decomposes composite ops with torch._decomp's core aten table, except the ops lazytensor
-translates whole (aten_table.TABLE: softmax, layer_norm, attention, gelu, ... fuse better as ours).
+translates whole (aten_table.TABLE: softmax, layer_norm, gelu, ... fuse better as ours; attention
+is kept whole by rewriting Dynamo's graph first, attention.py).
 Each graph then runs through graph_program.LazyGraph: traced through the aten table once per input
 signature, compiled through lazytensor's cache, replayed after that.
 
@@ -19,6 +20,7 @@ from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
 
 from .aten_table import TABLE
+from .attention import keep_attention_whole
 from .partition import Compiled
 
 _FALLBACK_MODES = ("split", "raise")
@@ -52,6 +54,7 @@ def lazytensor_backend(gm, example_inputs, options=None):
     """The torch.compile backend (Dynamo's calling convention: an FX graph of torch ops and its
     example inputs; returns the callable that replaces the graph)."""
     mode = _options(options)
+    keep_attention_whole(gm)
     return aot_autograd(
         fw_compiler=_compiler("forward", mode),
         bw_compiler=_compiler("backward", mode),

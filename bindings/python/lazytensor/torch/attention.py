@@ -1,0 +1,97 @@
+"""scaled_dot_product_attention kept whole across AOTAutograd, on every device.
+
+F.scaled_dot_product_attention is a composite op: AOTAutograd would otherwise lower it to
+whichever fused kernel PyTorch picks for the device and dtype (flash or memory-efficient
+attention on CUDA, flash-for-cpu on the CPU), each with its own auxiliary outputs (logsumexp,
+RNG state, sequence offsets) saved for its own backward kernel. The backend instead rewrites
+Dynamo's graph so that each call without dropout becomes `lazytensor::sdpa`, a custom op whose
+backward is `lazytensor::sdpa_backward`: both are entries of the aten table (lazytensor's fused
+attention and its VJP, which recomputes the scores as flash attention does), and both have
+PyTorch implementations for when they run in PyTorch (a split graph).
+"""
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+Tensor = torch.Tensor
+
+
+@torch.library.custom_op("lazytensor::sdpa", mutates_args=())
+def sdpa(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor], is_causal: bool,
+         scale: Optional[float]) -> Tensor:
+    return F.scaled_dot_product_attention(q, k, v, attn_mask, 0.0, is_causal, scale=scale)
+
+
+@sdpa.register_fake
+def _sdpa_fake(q, k, v, attn_mask, is_causal, scale):
+    return q.new_empty(q.shape[:-1] + v.shape[-1:])
+
+
+@torch.library.custom_op("lazytensor::sdpa_backward", mutates_args=())
+def sdpa_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor],
+                  is_causal: bool, scale: Optional[float]) -> tuple[Tensor, Tensor, Tensor]:
+    with torch.enable_grad():
+        leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+        out = F.scaled_dot_product_attention(*leaves, attn_mask, 0.0, is_causal, scale=scale)
+        return torch.autograd.grad(out, leaves, grad)
+
+
+@sdpa_backward.register_fake
+def _sdpa_backward_fake(grad, q, k, v, attn_mask, is_causal, scale):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, attn_mask, is_causal, scale = inputs
+    ctx.save_for_backward(q, k, v, attn_mask)
+    ctx.is_causal, ctx.scale = is_causal, scale
+
+
+def _backward(ctx, grad):
+    q, k, v, attn_mask = ctx.saved_tensors
+    gq, gk, gv = sdpa_backward(grad, q, k, v, attn_mask, ctx.is_causal, ctx.scale)
+    return gq, gk, gv, None, None, None
+
+
+sdpa.register_autograd(_backward, setup_context=_setup_context)
+
+_SDPA_TARGETS = (torch._C._nn.scaled_dot_product_attention, F.scaled_dot_product_attention)
+_SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
+              "enable_gqa")
+_SDPA_DEFAULTS = dict(attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                      enable_gqa=False)
+
+
+def _mask_ok(mask):
+    if mask is None:
+        return True
+    val = mask.meta.get("example_value", mask.meta.get("val")) if hasattr(mask, "meta") else None
+    # A float mask that requires grad would need its gradient too, which our VJP does not give.
+    return isinstance(val, torch.Tensor) and not val.requires_grad
+
+
+def keep_attention_whole(gm):
+    """Rewrites Dynamo's graph in place: each scaled_dot_product_attention call without dropout
+    (and without enable_gqa or a mask that needs a gradient) becomes lazytensor::sdpa. Returns
+    how many calls were rewritten."""
+    count = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target not in _SDPA_TARGETS:
+            continue
+        args = dict(_SDPA_DEFAULTS)
+        args.update(zip(_SDPA_ARGS, node.args))
+        args.update(node.kwargs)
+        if args["dropout_p"] != 0.0 or args["enable_gqa"] or not _mask_ok(args["attn_mask"]):
+            continue
+        if not all(isinstance(args[a], (bool, float, int, type(None))) for a in ("is_causal",
+                                                                                   "scale")):
+            continue
+        node.target = torch.ops.lazytensor.sdpa.default
+        node.args = (args["query"], args["key"], args["value"], args["attn_mask"],
+                     bool(args["is_causal"]), args["scale"])
+        node.kwargs = {}
+        count += 1
+    if count:
+        gm.recompile()
+    return count
