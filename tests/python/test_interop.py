@@ -170,7 +170,7 @@ def test_numpy_round_trips_share_memory(rng, dtype, shape):
     t = lt.from_dlpack(x)  # numpy -> lt
     assert t.dtype.name == dtype and tuple(t.shape) == shape
     np.testing.assert_array_equal(t.numpy(), x)
-    a = np.from_dlpack(t)  # lt -> numpy (NumPy 1.24 makes DLPack imports read-only)
+    a = np.from_dlpack(t)  # lt -> numpy (NumPy makes unversioned DLPack imports read-only)
     np.testing.assert_array_equal(a, x)
     assert a.dtype == x.dtype and a.shape == x.shape
     if x.size == 0:
@@ -181,11 +181,17 @@ def test_numpy_round_trips_share_memory(rng, dtype, shape):
     np.testing.assert_array_equal(a, x)
 
 
-def test_bool_and_bfloat16_between_lazytensor_tensors(rng):
-    # Debian's NumPy 1.24 and PyTorch 1.13 predate DLPack's bool; lazytensor exports kDLBool.
-    b = lt.from_numpy(rng.random(7) > 0.5)
+def test_bool_and_bfloat16_through_dlpack(rng):
+    # DLPack's bool (kDLBool), between lazytensor tensors and with NumPy 2 and PyTorch 2.
+    x = rng.random(7) > 0.5
+    b = lt.from_numpy(x)
     c = lt.from_dlpack(b)
     assert c.dtype == lt.bool and c.data_ptr() == b.data_ptr() and c.tolist() == b.tolist()
+    tb, nb = torch.from_dlpack(b), np.from_dlpack(b)
+    assert tb.dtype == torch.bool and tb.data_ptr() == b.data_ptr() and tb.tolist() == x.tolist()
+    assert nb.dtype == np.bool_ and _addr(nb) == b.data_ptr() and nb.tolist() == x.tolist()
+    for back in (lt.from_dlpack(torch.tensor(x)), lt.from_dlpack(x)):
+        assert back.dtype == lt.bool and back.tolist() == x.tolist()
     h = lt.tensor(rng.standard_normal(5), dtype=lt.bfloat16)
     k = lt.from_dlpack(h.__dlpack__())
     assert k.dtype == lt.bfloat16 and k.data_ptr() == h.data_ptr()
@@ -232,6 +238,18 @@ def test_lazy_tensors_sync_and_export_their_buffer():
     assert lt.metrics.syncs_by_reason().get("numpy", 0) == before + 1  # one sync, reason "numpy"
     assert torch.equal(a, torch.arange(6).float() * 3)
     assert a.data_ptr() == t.data_ptr()
+
+
+def test_dlpack_export_takes_the_array_api_keywords():
+    # PyTorch 2's from_dlpack calls __dlpack__(max_version=(1, 0)[, dl_device=..., copy=...]).
+    t = lt.arange(4).float()
+    a = torch.from_dlpack(t.__dlpack__(max_version=(1, 0), dl_device=(1, 0)))
+    assert a.data_ptr() == t.data_ptr()
+    c = torch.from_dlpack(t.__dlpack__(copy=True))
+    assert c.data_ptr() != t.data_ptr() and torch.equal(c, a)
+    assert torch.from_dlpack(t, copy=True).data_ptr() != t.data_ptr()
+    with pytest.raises(BufferError, match="cannot export to DLPack device"):
+        t.__dlpack__(dl_device=(2, 0))
 
 
 def test_strided_imports_are_copied(rng):

@@ -22,6 +22,7 @@ _C.device.__module__ = "lazytensor"
 _C.dtype.__module__ = "lazytensor"
 
 _R = _C.SyncReason
+_export_dlpack = Tensor.__dlpack__  # the extension's export; Tensor.__dlpack__ below wraps it
 # dtypes that PyTorch's repr leaves implicit.
 _IMPLICIT_REPR_DTYPES = (_C.float32, _C.int64, _C.bool)
 
@@ -486,6 +487,16 @@ class _TensorMethods:
     def __array__(self, dtype=None, copy=None):
         a = self._numpy(_R.numpy, False)  # always a fresh array
         return a if dtype is None else a.astype(dtype, copy=False)
+
+    def __dlpack__(self, stream=None, *, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule sharing the tensor's memory (a pending lazy tensor is synced first), with
+        PyTorch 2's signature (the Array API's): `max_version` is accepted and the capsule is the
+        unversioned DLPack 0.x one, which such consumers take; `dl_device` must be the tensor's own
+        (BufferError otherwise); `copy=True` exports a copy."""
+        if dl_device is not None and tuple(dl_device) != tuple(self.__dlpack_device__()):
+            raise BufferError(f"Tensor.__dlpack__: cannot export to DLPack device {tuple(dl_device)} "
+                              f"(the tensor is on {tuple(self.__dlpack_device__())})")
+        return _export_dlpack(self.clone() if copy else self, stream)
 
     def item(self):
         """The one value of a one-element tensor as a Python number (a sync point, reason "item")."""
