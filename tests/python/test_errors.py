@@ -174,25 +174,43 @@ def test_sizes_past_int64_or_memory_are_runtime_errors(device, case):
     _still_works(device)
 
 
+_TOO_BIG = (OverflowError, "int too big to convert")
+_NEGATIVE = (OverflowError, "can't convert negative int to unsigned")
+_UINT64 = (RuntimeError, "value cannot be converted to type int64_t without overflow")
+# Each case with PyTorch 2.13's error: an int that fits neither int64 nor uint64 is an OverflowError;
+# one in uint64's range (2**63) fails as a RuntimeError where it becomes an int64 value.
 _INT_OVERFLOWS = {
-    "mul": lambda m, d: m.tensor([3], device=d) * 2**70,
-    "rsub": lambda m, d: 2**70 - m.tensor([3], device=d),
-    "add_negative": lambda m, d: m.tensor([1.0], device=d).add(-2**64),
-    "full": lambda m, d: m.full((2,), 2**63, device=d),
-    "masked_fill": lambda m, d: m.tensor([1, 2], device=d).masked_fill(m.tensor([True, False], device=d), 2**65),
+    "mul": (lambda m, d: m.tensor([3], device=d) * 2**70, _TOO_BIG),
+    "rsub": (lambda m, d: 2**70 - m.tensor([3], device=d), _TOO_BIG),
+    "add_negative": (lambda m, d: m.tensor([1.0], device=d).add(-2**64), _NEGATIVE),
+    "full": (lambda m, d: m.full((2,), 2**63, device=d), _UINT64),
+    "masked_fill": (lambda m, d: m.tensor([1, 2], device=d).masked_fill(m.tensor([True, False], device=d), 2**65),
+                    _TOO_BIG),
 }
 
 
 @pytest.mark.parametrize("case", sorted(_INT_OVERFLOWS))
-def test_python_ints_past_int64_are_runtime_errors(device, case):
-    # PyTorch: RuntimeError "Overflow when unpacking long" (not a TypeError about the arguments).
+def test_python_ints_past_int64_are_pytorchs_errors(device, case):
+    # PyTorch's error type and message (not a TypeError about the arguments).
     import torch
 
-    with pytest.raises(RuntimeError, match="Overflow when unpacking long"):
-        _INT_OVERFLOWS[case](torch, "cpu")
-    with pytest.raises(RuntimeError, match="Overflow when unpacking long"):
-        _INT_OVERFLOWS[case](lt, device)
+    make, (error, message) = _INT_OVERFLOWS[case]
+    with pytest.raises(error, match=message):
+        make(torch, "cpu")
+    with pytest.raises(error, match=message):
+        make(lt, device)
     assert (lt.tensor([3], device=device) * 2**61).numpy().tolist() == [3 * 2**61]  # in range: fine
+    _still_works(device)
+
+
+@pytest.mark.parametrize("data", [[2**63], [2**64], [[1], [2**70]], [-2**63 - 1]], ids=str)
+def test_tensor_data_past_int64_is_a_value_error(device, data):
+    import torch
+
+    with pytest.raises(ValueError, match="Overflow when unpacking long long"):
+        torch.tensor(data)
+    with pytest.raises(ValueError, match="Overflow when unpacking long long"):
+        lt.tensor(data, device=device)
     _still_works(device)
 
 

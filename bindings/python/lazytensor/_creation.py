@@ -43,13 +43,13 @@ def _infer_array(data):
     if kind == "i":
         return arr.astype(np.int64)
     if kind == "u":
-        raise RuntimeError(f"Overflow when unpacking long: a value does not fit in int64 (data of "
-                           f"NumPy dtype {arr.dtype})")
+        raise ValueError(f"Overflow when unpacking long long: a value does not fit in int64 (data of "
+                         f"NumPy dtype {arr.dtype})")
     if kind == "c":
         raise TypeError("complex tensors are not supported")
     if kind == "O":
         if any(isinstance(v, numbers.Integral) for v in arr.ravel()):
-            raise RuntimeError("Overflow when unpacking long: a value does not fit in int64")
+            raise ValueError("Overflow when unpacking long long: a value does not fit in int64")
         raise TypeError(f"could not infer a dtype from data of type {type(data).__name__}")
     if kind in "USV":
         raise TypeError(f"new(): invalid data type '{arr.dtype.name}'")
