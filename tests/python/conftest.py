@@ -1,5 +1,5 @@
 """Shared fixtures and checks. Results are compared against NumPy (float64 references) and, for
-dtype rules, against PyTorch (Debian's python3-torch) when it is installed."""
+dtype rules, against PyTorch (torch 2.13 in the project's .venv) when it is installed."""
 import os
 import pathlib
 import subprocess
@@ -96,16 +96,10 @@ def crashes(code):
 
 
 def torch_attention(q, k, v, mask=None, is_causal=False, scale=None, enable_gqa=False):
-    """softmax(q k^T * scale + mask) v written out in torch tensors: the attention oracle (Debian's
-    torch predates F.scaled_dot_product_attention). A bool mask keeps True; a float mask adds."""
+    """torch's F.scaled_dot_product_attention, the attention oracle (is_causal given to it as the
+    top-left causal mask it means). A bool mask keeps True; a float mask adds."""
     import torch
-    if enable_gqa and q.shape[-3] != k.shape[-3]:
-        rep = q.shape[-3] // k.shape[-3]
-        k, v = k.repeat_interleave(rep, -3), v.repeat_interleave(rep, -3)
-    s = q.shape[-1] ** -0.5 if scale is None else scale
-    scores = q @ k.transpose(-2, -1) * s
     if is_causal:
         mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
-    return scores.softmax(-1) @ v
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale,
+                                                            enable_gqa=enable_gqa)

@@ -1,8 +1,7 @@
 """F.scaled_dot_product_attention, one autograd node with the flash-attention backward: values and
-gradients of query, key, value and a float mask against the attention math in float64 torch
-(Debian's torch 1.13 predates F.scaled_dot_product_attention) and against float64 finite
-differences of lazytensor itself, on the eager and the lazy device; the kernel count of a lazy
-forward + backward; dropout; bad input."""
+gradients of query, key, value and a float mask against torch 2.13's F.scaled_dot_product_attention
+in float64 and against float64 finite differences of lazytensor itself, on the eager and the lazy
+device; the kernel count of a lazy forward + backward; dropout; bad input."""
 import numpy as np
 import pytest
 

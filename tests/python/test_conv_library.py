@@ -1,6 +1,6 @@
 """conv2d as a library prim (oneDNN forward / backward-data / backward-weights on the CPU, direct
 loops on the reference interpreter, the sliding-window expansion elsewhere): values and gradients
-against PyTorch (Debian's python3-torch, CPU) on random inputs for stride, padding, dilation,
+against PyTorch (torch 2.13, CPU) on random inputs for stride, padding, dilation,
 groups and bias; float64 finite differences; pinned library-call and kernel counts; bad input."""
 import os
 import pathlib

@@ -1,4 +1,4 @@
-"""Convolution, pooling, batch norm and attention against PyTorch (Debian's python3-torch, CPU):
+"""Convolution, pooling, batch norm and attention against PyTorch (torch 2.13, CPU):
 forward values and input/parameter gradients on random inputs, on the eager and the lazy device,
 plus float64 finite differences for the window ops' gradients, kernel counts and bad input."""
 import numpy as np

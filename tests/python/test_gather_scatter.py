@@ -96,7 +96,7 @@ def test_gradients_match_torch_with_duplicates(device, rng):
 
     base = rng.standard_normal((4, 6)).astype(np.float32)
     src = rng.standard_normal((5, 6)).astype(np.float32)
-    sidx = rng.integers(0, 4, (5, 6))  # (torch 1.13's backward needs index and src of one shape)
+    sidx = rng.integers(0, 4, (5, 6))  # (torch's backward, 2.13's too, needs index and src of one shape)
     lb, ls = (lt.tensor(v, device=device, requires_grad=True) for v in (base, src))
     tb, ts = (torch.tensor(v, requires_grad=True) for v in (base, src))
     w = rng.standard_normal((4, 6)).astype(np.float32)

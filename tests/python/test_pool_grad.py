@@ -1,4 +1,4 @@
-"""Pooling gradients against PyTorch (Debian's torch, CPU) and float64 finite differences: max_pool2d
+"""Pooling gradients against PyTorch (torch 2.13, CPU) and float64 finite differences: max_pool2d
 sends each window's gradient to its first maximum (ties included, as PyTorch does), avg_pool2d's
 is the scaled col2im; strides unlike the kernel, padding, ceil_mode; kernel counts on lazy."""
 import numpy as np
