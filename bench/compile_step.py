@@ -3,7 +3,7 @@
 process, on the same model, data and optimizer (the two loops alternate in blocks so that machine
 noise hits both alike).
 
-  PYTHONPATH=build/python /usr/bin/python3 bench/compile_step.py [--steps 300] [--device lazy:cpu]
+  PYTHONPATH=build/python .venv/bin/python bench/compile_step.py [--steps 300] [--device lazy:cpu]
                                                                    [--json out.json]
 
 A step is zero_grad + forward + cross_entropy + backward + AdamW step. Plain lazy re-runs that

@@ -4,7 +4,7 @@ backward; bf16 autocast with --bf16) traced on lazy:reference without running it
 `bench_compile_cost --cuda-lowering` (which expands the attention prims CUDA does not take), so
 the CUDA cold compile of the step can be studied on a machine without a GPU:
 
-  PYTHONPATH=build/python /usr/bin/python3 bench/dump_gpt_step.py gpt.json [--bf16]
+  PYTHONPATH=build/python .venv/bin/python bench/dump_gpt_step.py gpt.json [--bf16]
   CUDA_CACHE_DISABLE=1 build/bin/bench_compile_cost --cuda-lowering gpt.json
 """
 import argparse

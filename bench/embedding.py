@@ -1,6 +1,6 @@
 """Embedding forward + backward on the lazy device, against PyTorch (CPU) on the same inputs.
 
-    PYTHONPATH=build/python /usr/bin/python3 bench/embedding.py [--vocab 50000 --dim 256 --tokens 4096]
+    PYTHONPATH=build/python .venv/bin/python bench/embedding.py [--vocab 50000 --dim 256 --tokens 4096]
 
 One step: rows = embedding(ids, W); loss = (rows * G).sum(); loss.backward(); loss and gradient read.
 Prints one JSON line: median wall ms per step (after a warm-up step that compiles), the graph's

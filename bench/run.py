@@ -2,7 +2,7 @@
 """CPU benchmark: each workload on lazytensor `lazy`, lazytensor `cpu` (eager), numpy and PyTorch
 eager CPU, in one process, reported as medians and ratios (and JSON with --json).
 
-  PYTHONPATH=build/python /usr/bin/python3 bench/run.py [--quick] [--json out.json] [--only NAME]
+  PYTHONPATH=build/python .venv/bin/python bench/run.py [--quick] [--json out.json] [--only NAME]
                   [--repeats 30] [--rounds 6] [--trace-cost-bin build/bin/bench_trace_cost]
 
 Each workload's implementations take turns in `rounds` blocks, each after a 0.3 s pause (see

@@ -13,7 +13,7 @@ by Lawson-weighted least squares in float64 on Chebyshev nodes, weighting the er
 coefficient form one 4-entry table, looked up with one in-lane permute (vpermilps) per coefficient
 in the AVX2 code.
 
-  /usr/bin/python3 backends/cpu/erf_table_fit.py [DEG]
+  .venv/bin/python backends/cpu/erf_table_fit.py [DEG]
 """
 import math
 import sys

@@ -1,7 +1,7 @@
 """Debugging walkthrough: dump a lazy training step, replay it on another backend, and bisect a
 graph whose one node was changed by hand. Run after `make`:
 
-    PYTHONPATH=build/python /usr/bin/python3 examples/debugging/walkthrough.py [--cli build/bin/lazytensor]
+    PYTHONPATH=build/python .venv/bin/python examples/debugging/walkthrough.py [--cli build/bin/lazytensor]
 
 1. One MLP training step (forward, cross_entropy, backward, SGD update) is traced on "lazy" and
    dumped with its input and output data (lt.debug.dump).

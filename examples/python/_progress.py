@@ -45,13 +45,13 @@ def timing_line(device, steps, r):
 
 def save_loss_curve(losses, path, title):
     """Writes a PNG of the loss per step; returns the path, or None when matplotlib is missing
-    (the Makefile installs python3-matplotlib; a message says so otherwise)."""
+    (requirements.txt installs matplotlib into .venv; a message says so otherwise)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("(matplotlib is not installed: no loss curve; apt-get install python3-matplotlib)")
+        print("(matplotlib is not installed: no loss curve; pip install matplotlib)")
         return None
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
     ax.plot(range(1, len(losses) + 1), losses, linewidth=1.2)

@@ -1,8 +1,8 @@
 """Train a small CNN on procedurally drawn digits with lazytensor; `--device` is the only switch.
 
-    python3 examples/python/train_cnn.py --device lazy     # traced: one compiled graph per step
-    python3 examples/python/train_cnn.py --device cpu      # eager, op by op
-    python3 examples/python/train_cnn.py --device cuda     # eager on the GPU
+    .venv/bin/python examples/python/train_cnn.py --device lazy     # traced: one compiled graph per step
+    .venv/bin/python examples/python/train_cnn.py --device cpu      # eager, op by op
+    .venv/bin/python examples/python/train_cnn.py --device cuda     # eager on the GPU
 
 Data: 16x16 grey images of the digits 0-9 drawn as seven-segment strokes with random position,
 size, stroke width, per-stroke brightness and pixel noise (a fixed NumPy seed; nothing to

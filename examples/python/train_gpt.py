@@ -1,8 +1,8 @@
 """Train a character-level GPT on this repository's own text; `--device` is the only switch.
 
-    python3 examples/python/train_gpt.py --device lazy     # traced: one compiled graph per step
-    python3 examples/python/train_gpt.py --device cpu      # eager, op by op
-    python3 examples/python/train_gpt.py --device cuda     # eager on the GPU
+    .venv/bin/python examples/python/train_gpt.py --device lazy     # traced: one compiled graph per step
+    .venv/bin/python examples/python/train_gpt.py --device cpu      # eager, op by op
+    .venv/bin/python examples/python/train_gpt.py --device cuda     # eager on the GPU
 
 Corpus: README.md and the docs and Python sources that ship in the repository (nothing to
 download). Model: token + position embeddings, pre-LayerNorm transformer blocks with causal

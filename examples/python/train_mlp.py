@@ -1,8 +1,8 @@
 """Train a small MLP classifier with lazytensor, PyTorch style; `--device` is the only switch.
 
-    python3 examples/python/train_mlp.py --device lazy     # traced: one compiled graph per step
-    python3 examples/python/train_mlp.py --device cpu      # eager, op by op
-    python3 examples/python/train_mlp.py --device cuda     # eager on the GPU
+    .venv/bin/python examples/python/train_mlp.py --device lazy     # traced: one compiled graph per step
+    .venv/bin/python examples/python/train_mlp.py --device cpu      # eager, op by op
+    .venv/bin/python examples/python/train_mlp.py --device cuda     # eager on the GPU
 
 Data: a synthetic, learnable classification task drawn with a fixed NumPy seed (each class is a
 mixture of two Gaussian blobs, so a linear model is not enough). Model: Linear-GELU-Linear-GELU-
