@@ -1,5 +1,6 @@
 #include "runtime/capture.h"
 
+#include <algorithm>
 #include <atomic>
 #include <unordered_map>
 #include <unordered_set>
@@ -12,6 +13,27 @@
 #include "runtime/tensor_impl.h"
 
 namespace lt::capture {
+
+enum class Src { Arg, ArgTo, State, StateTo, Const, Scalar, Seed, Offset };
+struct InputSpec {
+  Src kind = Src::Const;
+  int arg = -1;
+  std::weak_ptr<TensorImpl> state;
+  Device device;                      // ArgTo/StateTo: the transfer's target
+  std::shared_ptr<Storage> constant;  // Const
+  DType dtype = DType::Float32;
+  Shape shape;
+  double scalar = 0;  // Scalar (Offset: relative to the generator's offset)
+  int64_t scalar_i = 0;
+};
+
+// A range check of an index whose host data is bound anew on each replay (an argument's, a state
+// tensor's): redone on the new values before the replay runs.
+struct DataCheck {
+  InputSpec data;  // Arg, ArgTo, State or StateTo (the transfer's source holds the same values)
+  IndexCheckSpec spec;
+};
+
 namespace {
 
 // Where a tensor's data came from when a transfer (Tensor::to) made it during the capture.
@@ -33,6 +55,7 @@ struct Session {
   std::unordered_map<const TensorImpl*, std::weak_ptr<TensorImpl>> seen;  // tensors read as leaves
   std::unordered_map<const LeafData*, TransferSource> transfers;          // data made by to()
   int transfer_depth = 0;
+  std::vector<DataCheck> data_checks;
   std::string broken;  // why the step cannot be replayed (first reason)
 };
 
@@ -55,19 +78,6 @@ bool host_backend(const std::string& b) { return b == "cpu" || b == "reference";
 }  // namespace
 
 // ---- the program ------------------------------------------------------------------------------
-
-enum class Src { Arg, ArgTo, State, StateTo, Const, Scalar, Seed, Offset };
-struct InputSpec {
-  Src kind = Src::Const;
-  int arg = -1;
-  std::weak_ptr<TensorImpl> state;
-  Device device;                      // ArgTo/StateTo: the transfer's target
-  std::shared_ptr<Storage> constant;  // Const
-  DType dtype = DType::Float32;
-  Shape shape;
-  double scalar = 0;  // Scalar (Offset: relative to the generator's offset)
-  int64_t scalar_i = 0;
-};
 
 enum class Dst { Arg, State, GradOfArg, GradOfState, Fresh };
 struct OutputSpec {
@@ -100,6 +110,10 @@ struct Program {
   std::vector<Shape> arg_shapes;
   std::vector<Device> arg_devices;
   int64_t rng_advance = 0;
+  std::vector<DataCheck> data_checks;
+  // Deferred checks of indices computed in the step (without their IR): their stats are the
+  // graph's outputs after `outputs`.
+  std::vector<index_checks::Taken> graph_checks;
 };
 
 bool active() { return g_active.load(std::memory_order_relaxed); }
@@ -245,6 +259,19 @@ std::optional<InputSpec> classify_data(const Session& s, const std::shared_ptr<L
 
 }  // namespace
 
+void note_index_check(const IndexCheckSpec& spec, const Tensor& index) {
+  std::lock_guard<std::recursive_mutex> g(runtime_mutex());
+  if (!g_session) return;
+  Session& s = *g_session;
+  TensorImpl& t = *index.impl();
+  note_leaf(t);  // the op reads it as a leaf anyway: classify it as the graph input will be
+  auto in = classify_data(s, t.storage, t.dtype, t.shape);
+  if (!in)
+    mark_broken(s, "it indexes with host data from before the step that no tensor it read owns");
+  else if (in->kind != Src::Const)  // a constant's values cannot change: checked once, at the op
+    s.data_checks.push_back({std::move(*in), spec});
+}
+
 Captured end(const std::vector<Tensor>& args, const std::vector<Tensor>& rets) {
   std::unique_lock<std::recursive_mutex> lock(runtime_mutex());
   g_active.store(false, std::memory_order_relaxed);
@@ -270,11 +297,6 @@ Captured end(const std::vector<Tensor>& args, const std::vector<Tensor>& rets) {
   for (auto& t : pending)
     if (t->device.backend_name() != pending[0]->device.backend_name())
       return not_replayable("its pending tensors live on several backends");
-  // Range checks of indices computed in the step (runtime/index_check.h) ride along with a normal
-  // sync; a replay would skip them, so such a step runs as plain lazy, checked.
-  if (index_checks::pending_count() > 0)
-    return not_replayable("it indexes with values computed in the step (their range checks run at each sync)");
-
   // Which returned tensors are which.
   std::unordered_map<const TensorImpl*, int> root_of;
   for (size_t j = 0; j < pending.size(); ++j)
@@ -295,14 +317,24 @@ Captured end(const std::vector<Tensor>& args, const std::vector<Tensor>& rets) {
     roots.push_back(t->pending.get());
   }
   GraphRecord rec;
+  std::vector<index_checks::Taken> checks;  // their stats IR stays alive with the graph's
   if (!pending.empty()) {
     prog->has_graph = true;
     prog->device = pending[0]->device;
     prog->backend = prog->device.backend_name();
+    // Range checks of indices computed in the step ride along as extra outputs, as in a sync.
+    checks = index_checks::take_into(prog->backend, roots);
     auto outs = execute_graph(roots, prog->backend, SyncReason::MarkStep, &rec);
     for (size_t j = 0; j < pending.size(); ++j) repoint(*pending[j], outs[j]);
     prog->key = rec.key;
+    // A bad index fails the traced call as the sync would have (results assigned); there is no
+    // program: the next call captures again.
+    std::string bad = index_checks::first_failure(checks, outs, pending.size());
+    if (!bad.empty()) fail(ErrorKind::Index, bad);
+    for (const auto& c : checks)
+      prog->graph_checks.push_back({nullptr, c.spec, c.index_shape, c.source});
   }
+  prog->data_checks = std::move(s.data_checks);
 
   // Inputs.
   std::unordered_map<const Node*, Src> rng_scalar;
@@ -419,17 +451,28 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
     if (in.kind == Src::State || in.kind == Src::StateTo) return in.state.lock();
     return nullptr;
   };
-  std::vector<std::shared_ptr<TensorImpl>> src(p.inputs.size());
   std::vector<Tensor> to_sync;
+  // The tensor whose data `in` binds, null when it is gone or changed dtype or shape. Pending
+  // ones are synced once each (one tensor can feed several inputs and checks).
+  auto live_source = [&](const InputSpec& in) -> std::shared_ptr<TensorImpl> {
+    auto t = source_of(in);
+    if (!t || t->dtype != in.dtype || t->shape != in.shape) return nullptr;
+    if (t->pending && std::none_of(to_sync.begin(), to_sync.end(),
+                                   [&](const Tensor& q) { return q.impl() == t; }))
+      to_sync.emplace_back(t);
+    return t;
+  };
+  std::vector<std::shared_ptr<TensorImpl>> src(p.inputs.size());
   for (size_t i = 0; i < p.inputs.size(); ++i) {
     const InputSpec& in = p.inputs[i];
     if (in.kind != Src::State && in.kind != Src::StateTo && in.kind != Src::Arg &&
         in.kind != Src::ArgTo)
       continue;
-    src[i] = source_of(in);
-    if (!src[i] || src[i]->dtype != in.dtype || src[i]->shape != in.shape) return std::nullopt;
-    if (src[i]->pending) to_sync.emplace_back(src[i]);
+    if (!(src[i] = live_source(in))) return std::nullopt;
   }
+  std::vector<std::shared_ptr<TensorImpl>> checked(p.data_checks.size());
+  for (size_t k = 0; k < p.data_checks.size(); ++k)
+    if (!(checked[k] = live_source(p.data_checks[k].data))) return std::nullopt;
   std::vector<std::shared_ptr<TensorImpl>> targets(p.outputs.size());
   for (size_t j = 0; j < p.outputs.size(); ++j) {
     const OutputSpec& o = p.outputs[j];
@@ -456,6 +499,9 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
       ret_src[k] = source_of(r.data);
   }
   if (!to_sync.empty()) sync(to_sync, SyncReason::Sync);  // the user left work pending on them
+  // Indices among the new data are checked before anything runs, as the step checks them at the op.
+  for (size_t k = 0; k < p.data_checks.size(); ++k)
+    index_checks::check_stored(p.data_checks[k].spec, *checked[k]);
 
   // Bind.
   RngState rng = rng_state();
@@ -519,7 +565,7 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
   }
   std::vector<std::shared_ptr<Storage>> outs;
   if (p.has_graph) {
-    auto r = run_cached(p.key, p.backend, bound, p.outputs.size());
+    auto r = run_cached(p.key, p.backend, bound, p.outputs.size() + p.graph_checks.size());
     if (!r) return std::nullopt;
     outs = std::move(*r);
   }
@@ -563,6 +609,9 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
       }
     }
   }
+  // Indices computed in the step: raised once everything is assigned, as a sync raises them.
+  std::string bad = index_checks::first_failure(p.graph_checks, outs, p.outputs.size());
+  if (!bad.empty()) fail(ErrorKind::Index, bad);
   return result;
 }
 

@@ -9,6 +9,12 @@
 // A capture is "broken", and its step not replayable, when the Python code depended on a value
 // (a sync or a host read mid-capture), ran an eager op, or left autograd history escaping through
 // its results: the step then simply ran as plain lazy code, and stays correct.
+//
+// Index range checks (runtime/index_check.h) are replayed too: a check of an index whose host
+// data is an argument's or a state tensor's is redone on the new values before each replay runs
+// (one of a constant was done at capture, for good); the deferred checks of indices computed in
+// the step are extra outputs of the captured graph, read after each replay runs. A bad index
+// raises lt::Error(ErrorKind::Index) on the replay as it would on the plain step.
 #pragma once
 #include <memory>
 #include <optional>
@@ -19,7 +25,8 @@
 
 namespace lt {
 struct TensorImpl;
-}
+struct IndexCheckSpec;
+}  // namespace lt
 
 namespace lt::capture {
 
@@ -31,6 +38,9 @@ bool active();
 void note_leaf(TensorImpl& t);           // node_of returned t's Param leaf
 void note_host_read(SyncReason reason);  // a host read of tensor data (item, numpy, ...)
 void note_execution(SyncReason reason);  // a graph ran (a sync or an eager op)
+// An index range check of host data, done at the op: recorded for each replay when the data is an
+// argument's or a state tensor's; the capture breaks when the data's origin is unknown.
+void note_index_check(const IndexCheckSpec& spec, const Tensor& index);
 // Tensor::to across devices: the copy is redone on replay, not read back as a constant.
 class Transfer {
  public:

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "ir/error.h"
+#include "ir/half.h"
 #include "runtime/capture.h"
 #include "runtime/indexing.h"
 #include "runtime/ops.h"
@@ -63,11 +64,17 @@ Tensor stats_of(const Tensor& index) {
   return (x * (p * Scalar(-2) + Scalar(1)) - p).amax({1});
 }
 
+// The first `bytes` of s's data: in place when it is in host memory, else copied into `copy`.
+const unsigned char* host_bytes(const Storage& s, size_t bytes, std::vector<unsigned char>& copy) {
+  if (s.buffer->on_host()) return static_cast<const unsigned char*>(s.buffer->data());
+  copy.resize(bytes);
+  get_backend(s.backend).copy_to_host(copy.data(), *s.buffer, bytes);
+  return copy.data();
+}
+
 void read_stats(const Storage& s, int64_t v[2]) {
-  if (s.buffer->on_host())
-    std::memcpy(v, s.buffer->data(), 2 * sizeof(int64_t));
-  else
-    get_backend(s.backend).copy_to_host(v, *s.buffer, 2 * sizeof(int64_t));
+  std::vector<unsigned char> copy;
+  std::memcpy(v, host_bytes(s, 2 * sizeof(int64_t), copy), 2 * sizeof(int64_t));
 }
 
 void purge_dead() {
@@ -87,9 +94,10 @@ bool index_values_known(const Tensor& index) {
 void check_index_values(const IndexCheckSpec& spec, const Tensor& index, const Tensor& anchor) {
   if (index.numel() == 0) return;
   if (index_values_known(index)) {
-    for (int64_t x : index.to_vector<int64_t>())
-      if (x < spec.lo || x >= spec.hi)
-        fail(ErrorKind::Index, failure_message(spec, x, index.shape(), -1, false));
+    // Under lt.compile's capture the check is redone on each replay's values (or the data is a
+    // constant): reading them here does not make the step depend on data.
+    if (capture::active()) capture::note_index_check(spec, index);
+    index_checks::check_stored(spec, *index.impl());
     return;
   }
   Tensor st = stats_of(index);
@@ -122,7 +130,7 @@ void check_class_targets(const Tensor& target, int64_t classes, int64_t ignore_i
 
 namespace index_checks {
 
-std::vector<Taken> take_for(const std::string& backend, const std::vector<const Node*>& roots) {
+std::vector<Taken> take_into(const std::string& backend, std::vector<const Node*>& roots) {
   std::vector<Taken> taken;
   auto& p = pending();
   if (p.empty()) return taken;
@@ -158,6 +166,7 @@ std::vector<Taken> take_for(const std::string& backend, const std::vector<const 
       rest.push_back(std::move(p[i]));
   }
   p = std::move(rest);
+  for (const Taken& t : taken) roots.push_back(t.stats.get());
   return taken;
 }
 
@@ -171,6 +180,15 @@ std::string first_failure(const std::vector<Taken>& taken,
       return failure_message(t.spec, *bad, t.index_shape, t.source, true);
   }
   return {};
+}
+
+void check_stored(const IndexCheckSpec& spec, const TensorImpl& index) {
+  const size_t n = static_cast<size_t>(numel(index.shape)), width = dtype_size(index.dtype);
+  std::vector<unsigned char> copy;
+  const unsigned char* data = host_bytes(*index.storage, n * width, copy);
+  for (size_t i = 0; i < n; ++i)
+    if (int64_t x = load_as_int(data + i * width, index.dtype); x < spec.lo || x >= spec.hi)
+      fail(ErrorKind::Index, failure_message(spec, x, index.shape, -1, false));
 }
 
 size_t pending_count() {

@@ -3,7 +3,9 @@
 // clamped, the value masked) or adds nothing (scatter_add), and one_hot's comparison selects
 // nothing; these checks turn that into an IndexError.
 //
-// - Index data already in host memory: checked at once, at the op (no graph, no kernel).
+// - Index data already in host memory: checked at once, at the op (no graph, no kernel). Under
+//   lt.compile's capture, when that data is an argument's or a state tensor's, the program also
+//   redoes the check on the new values before each replay (runtime/capture.h).
 // - Eager device (data in device memory): the index's max and min are computed and read at once.
 // - Lazy device, index pending or in device memory: the op records a deferred check (one [2] int64
 //   reduction: the index's max and ~min, one kernel). The sync that computes the op's result adds
@@ -11,7 +13,8 @@
 //   lt::Error(ErrorKind::Index) naming the op, the bad value, the shapes and the op's source
 //   location. The sync's results are assigned before the error is raised (positions read through
 //   a bad index hold 0), so nothing stays half-done and the next step runs normally; a check whose
-//   result is never computed (the result tensor died pending) is dropped without raising.
+//   result is never computed (the result tensor died pending) is dropped without raising. A
+//   captured step's graph computes them the same way, and each replay reads them again.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -59,13 +62,18 @@ struct Taken {
 };
 
 // Removes and returns the pending checks of `backend` whose anchor is reachable from `roots`
-// (so the sync computes the op they guard). Cheap when none are pending. Caller holds
-// runtime_mutex().
-std::vector<Taken> take_for(const std::string& backend, const std::vector<const Node*>& roots);
+// (so the sync computes the op they guard), and appends their stats to `roots`: the graph
+// computes them as extra outputs after the original roots. Cheap when none are pending. Caller
+// holds runtime_mutex().
+std::vector<Taken> take_into(const std::string& backend, std::vector<const Node*>& roots);
 // The first failed check among `taken`, given the storages of their stats outputs in order;
 // an empty string when every index was in range.
 std::string first_failure(const std::vector<Taken>& taken,
                           const std::vector<std::shared_ptr<Storage>>& outs, size_t first);
+// Checks the values of a materialized index (its data in host or device memory) against spec
+// now, raising lt::Error(ErrorKind::Index) at the first bad one. Reads the storage directly: no
+// sync, and no host read that a capture would take for a data-dependent step.
+void check_stored(const IndexCheckSpec& spec, const TensorImpl& index);
 // Pending deferred checks (tests).
 size_t pending_count();
 

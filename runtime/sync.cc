@@ -47,9 +47,8 @@ void materialize(const std::vector<std::shared_ptr<TensorImpl>>& ts, SyncReason 
       refs.released.push_back(1);
     }
     // Deferred index checks of ops this graph computes ride along as extra outputs.
-    auto checks = index_checks::take_for(backend, roots);
+    auto checks = index_checks::take_into(backend, roots);
     for (auto& c : checks) {
-      roots.push_back(c.stats.get());
       refs.use_count.push_back(c.stats.use_count());
       refs.released.push_back(1);
     }
@@ -60,7 +59,8 @@ void materialize(const std::vector<std::shared_ptr<TensorImpl>>& ts, SyncReason 
       group[i]->leaf.reset();
       registry_remove(group[i]);
     }
-    if (!checks.empty() && index_error.empty()) index_error = index_checks::first_failure(checks, outs, group.size());
+    if (!checks.empty() && index_error.empty())
+      index_error = index_checks::first_failure(checks, outs, group.size());
   }
   if (!index_error.empty()) fail(ErrorKind::Index, index_error);
 }

@@ -274,7 +274,54 @@ def test_steps_that_read_values_run_plainly_and_stay_correct():
         g(lt.ones(2, device="lazy"))
 
 
-def test_steps_with_computed_indices_run_plainly_and_keep_their_range_checks():
+def _replays_untraced(fn, *args):
+    """Calls fn, returning its result and the number of ops it traced."""
+    lt.metrics.reset()
+    out = fn(*args)
+    return out, lt.metrics.counters()["traced_ops"]
+
+
+def test_embedding_of_argument_token_ids_replays_and_checks_every_call():
+    table = np.random.default_rng(7).standard_normal((7, 5)).astype(np.float32)
+    weight = lt.tensor(table, device="lazy")
+
+    @lt.compile
+    def embed(ids):  # ids: argument data in host memory, range-checked on the host at the op
+        return F.embedding(ids, weight) * 2
+
+    calls = [np.array([[1, 6], [0, 0]]), np.array([[3, 2], [6, 5]]), np.array([[4, 4], [1, 0]])]
+    for i, ids in enumerate(calls):
+        out, traced = _replays_untraced(embed, lt.tensor(ids, device="lazy"))
+        np.testing.assert_allclose(out.numpy(), table[ids] * 2, rtol=1e-6)
+        assert traced == 0 or i == 0
+    assert embed.stats["traces"] == 1 and embed.stats["replays"] == 2 and embed.last_reason is None
+    with pytest.raises(IndexError, match=r"embedding: index 7 is out of bounds.*size 7"):
+        embed(lt.tensor(np.array([[1, 7], [0, 0]]), device="lazy"))
+    with pytest.raises(IndexError, match=r"embedding: index -2"):
+        embed(lt.tensor(np.array([[1, 2], [-2, 0]]), device="lazy"))
+    out, traced = _replays_untraced(embed, lt.tensor(calls[1], device="lazy"))
+    np.testing.assert_allclose(out.numpy(), table[calls[1]] * 2, rtol=1e-6)
+    assert traced == 0 and embed.stats["traces"] == 1 and embed.stats["replays"] == 3
+
+
+def test_integer_tensor_indexing_with_computed_indices_replays_and_checks():
+    grid = np.arange(20, dtype=np.float32).reshape(4, 5)
+    g = lt.tensor(grid, device="lazy")
+    f = lt.compile(lambda i, j: g[i - 1, j * 2] + 1)  # two computed indices: each checked
+    for i, j in (([0, 3], [2, -1]), ([1, 1], [0, 2]), ([-2, 2], [1, -2])):
+        out = f(lt.tensor(np.array(i), device="lazy"), lt.tensor(np.array(j), device="lazy"))
+        np.testing.assert_allclose(out.numpy(), grid[np.array(i) - 1, np.array(j) * 2] + 1)
+    assert f.stats["traces"] == 1 and f.stats["replays"] == 2
+    with pytest.raises(IndexError, match=r"indexing: index 6 is out of bounds for dimension 1"):
+        f(lt.tensor(np.array([0, 1]), device="lazy"), lt.tensor(np.array([3, 0]), device="lazy"))
+    with pytest.raises(IndexError, match=r"indexing: index -5 is out of bounds for dimension 0"):
+        f(lt.tensor(np.array([0, -4]), device="lazy"), lt.tensor(np.array([1, 0]), device="lazy"))
+    out = f(lt.tensor(np.array([3, 3]), device="lazy"), lt.tensor(np.array([0, 2]), device="lazy"))
+    np.testing.assert_allclose(out.numpy(), grid[[2, 2], [0, 4]] + 1)
+    assert f.stats["traces"] == 1 and f.stats["replays"] == 3
+
+
+def test_steps_with_computed_indices_replay_with_their_range_checks():
     table = lt.tensor(np.arange(12, dtype=np.float32).reshape(6, 2), device="lazy")
 
     @lt.compile
@@ -283,10 +330,81 @@ def test_steps_with_computed_indices_run_plainly_and_keep_their_range_checks():
 
     for v, want in ((1.0, [6.0, 7.0]), (0.0, [0.0, 1.0]), (1.0, [6.0, 7.0])):
         np.testing.assert_allclose(lookup(lt.full((1,), v, device="lazy")).numpy(), [want])
-    assert lookup.stats["replays"] == 0 and "indexes with values computed" in lookup.last_reason
-    with pytest.raises(IndexError, match="index_select"):
-        lookup(lt.full((1,), 5.0, device="lazy")).numpy()  # index 15 of 6 rows: checked, not replayed
+    assert lookup.stats["traces"] == 1 and lookup.stats["replays"] == 2
+    assert lookup.last_reason is None
+    with pytest.raises(IndexError, match="index_select: index 15"):
+        lookup(lt.full((1,), 5.0, device="lazy"))  # index 15 of 6 rows: checked on the replay
     np.testing.assert_allclose(lookup(lt.full((1,), 1.0, device="lazy")).numpy(), [[6.0, 7.0]])
+    assert lookup.stats["traces"] == 1 and lookup.stats["replays"] == 3
+
+    # A bad index on the tracing call raises there, as the plain step's sync would; no program.
+    first = lt.compile(lambda x: table.index_select(0, (x * 3).long()))
+    with pytest.raises(IndexError, match="index_select: index 12"):
+        first(lt.full((1,), 4.0, device="lazy"))
+    for v in (1.0, 0.0):
+        x = lt.full((1,), v, device="lazy")
+        np.testing.assert_allclose(first(x).numpy(), table.numpy()[[int(v * 3)]])
+    assert first.stats["traces"] == 1 and first.stats["replays"] == 1
+
+    counts = lt.zeros(8, device="lazy")
+    host = np.zeros(8, np.float32)
+
+    @lt.compile
+    def scatter(idx, src):  # state += src scattered to 2 * idx
+        counts.scatter_add_(0, idx * 2, src)
+        return counts.argmax()
+
+    rng = np.random.default_rng(2)
+    for i in range(4):
+        idx, src = rng.integers(0, 4, 6), rng.random(6).astype(np.float32)
+        np.add.at(host, idx * 2, src)
+        idx_t, src_t = lt.tensor(idx, device="lazy"), lt.tensor(src, device="lazy")
+        got, traced = _replays_untraced(scatter, idx_t, src_t)
+        assert got.item() == host.argmax() and (traced == 0 or i == 0)
+        np.testing.assert_allclose(counts.numpy(), host, rtol=1e-6)
+    assert scatter.stats["replays"] == 3
+    with pytest.raises(IndexError, match=r"scatter_add: index 8 is out of bounds.*size 8"):
+        scatter(lt.tensor(np.array([0, 1, 4, 2, 0, 0]), device="lazy"), lt.ones(6, device="lazy"))
+    np.add.at(host, np.array([0, 2, 4, 0, 0]), 1.0)  # the replay ran; the bad row added nothing
+    np.testing.assert_allclose(counts.numpy(), host, rtol=1e-6)
+    idx = np.array([1, 3, 3, 0, 2, 1])
+    np.add.at(host, idx * 2, 1.0)
+    got, traced = _replays_untraced(scatter, lt.tensor(idx, device="lazy"), lt.ones(6, device="lazy"))
+    assert got.item() == host.argmax() and traced == 0
+    np.testing.assert_allclose(counts.numpy(), host, rtol=1e-6)
+    assert scatter.stats["traces"] == 1 and scatter.stats["replays"] == 4
+
+
+def test_compiled_embedding_training_step_matches_plain_lazy():
+    """Embedding forward (host ids) and backward (a scatter_add over the ids) both replay."""
+
+    def train(compiled):
+        lt.manual_seed(3)
+        emb, head = nn.Embedding(11, 6).to("lazy"), nn.Linear(6, 3).to("lazy")
+        opt = lt.optim.SGD(list(emb.parameters()) + list(head.parameters()), lr=0.1)
+
+        def step(ids, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(head(emb(ids).mean(1)), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        fn = lt.compile(step) if compiled else step
+        rng = np.random.default_rng(4)
+        losses, traced = [], []
+        for _ in range(6):
+            ids = lt.tensor(rng.integers(0, 11, (4, 5)), device="lazy")
+            loss, t = _replays_untraced(fn, ids, lt.tensor(rng.integers(0, 3, 4), device="lazy"))
+            losses.append(loss.item())
+            traced.append(t)
+        return losses, traced, emb.weight.numpy(), fn
+
+    got, traced, w, fn = train(True)
+    want, _, want_w, _ = train(False)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_allclose(w, want_w, rtol=1e-6, atol=1e-7)
+    assert fn.stats["traces"] == 1 and fn.stats["replays"] == 5 and traced[1:] == [0] * 5
 
 
 def test_cpu_device_just_calls_the_function():

@@ -29,6 +29,12 @@ What a compiled call means on `lazy`:
     (forward, backward, optimizer step) to save host time, or run inference under `lt.no_grad()`;
   * dropout and other random draws take new values on each replay, from the same generator stream
     that running the Python code would have drawn from;
+  * index range checks (embedding, gather, index_select, scatter_add, indexing with integer
+    tensors) are redone on every replay: indices given as arguments (or read from state) before
+    the graph runs, indices computed in the step by the graph itself (extra outputs); a bad index
+    raises IndexError from the replay as it would from the plain step. Indexing with an integer
+    tensor whose data is in host memory, and F.one_hot of one, read its values in Python: such a
+    step runs plainly (compute the index in the step, or use index_select/embedding);
   * a step that reads a value on the host (`.item()`, `.numpy()`, printing, `if tensor:`), syncs,
     calls manual_seed, or uses eager devices (`cpu`, `cuda`) cannot be captured as one graph: it
     runs as plain Python every time (`fullgraph=True` raises instead, except for eager devices,
