@@ -9,7 +9,7 @@ PY := $(CURDIR)/$(VENV)/bin/python
 BASE_PY ?= $(shell command -v python3.11 || command -v python3)
 JOBS ?= $(shell nproc)
 DEB_PKGS := cmake ninja-build g++ llvm-19-dev libdnnl-dev nlohmann-json3-dev libgtest-dev \
-            pybind11-dev python3-dev python3-venv \
+            python3-dev python3-venv \
             zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev \
             clang-14 libclang-rt-14-dev
 ASAN_BUILD ?= $(BUILD)-asan
@@ -40,7 +40,8 @@ venv: $(VENV)/.installed
 # The C++ test files build as one unity executable (build/tests/all_tests; see tests/cpp/CMakeLists.txt):
 # 417 s of compiler time as 40 executables, 163 s as one, on 2 cores. The library is built file by file.
 $(BUILD)/build.ninja: CMakeLists.txt | deps $(VENV)/.installed
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DLT_TESTS_IN_ONE_BINARY=ON -DPython3_EXECUTABLE=$(PY)
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DLT_TESTS_IN_ONE_BINARY=ON -DPython3_EXECUTABLE=$(PY) \
+	  -Dpybind11_DIR=$$($(PY) -m pybind11 --cmakedir)
 
 configure: deps venv $(BUILD)/build.ninja
 

@@ -20,10 +20,20 @@ bool type_caster<lt::Scalar>::load(handle src, bool convert) {
   if (PyLong_Check(o)) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    // An int past int64 is an error, as in PyTorch ("Overflow when unpacking long"), not a
-    // mismatch: declining it would end in pybind's "incompatible function arguments" TypeError.
-    if (overflow)
-      throw std::runtime_error("Overflow when unpacking long (a Python int outside the int64 range)");
+    // An int past int64 is an error of PyTorch's type, not a mismatch: declining it would end in
+    // pybind's "incompatible function arguments" TypeError. As in PyTorch 2, one in uint64's range
+    // is a RuntimeError where it becomes an int64 value; past that, an OverflowError.
+    if (overflow > 0) {
+      PyLong_AsUnsignedLongLong(o);
+      if (!PyErr_Occurred())
+        throw std::runtime_error("value cannot be converted to type int64_t without overflow");
+      PyErr_Clear();
+    }
+    if (overflow) {
+      PyErr_SetString(PyExc_OverflowError,
+                      overflow > 0 ? "int too big to convert" : "can't convert negative int to unsigned");
+      throw error_already_set();
+    }
     if (v == -1 && PyErr_Occurred()) {
       PyErr_Clear();
       return false;

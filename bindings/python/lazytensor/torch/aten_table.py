@@ -168,6 +168,15 @@ for _name in ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sin", 
     op(getattr(aten, _name).default)(lambda cx, x, _name=_name: getattr(x, _name)())
 
 
+@op(aten.sign.default)
+def _sign(cx, x):
+    # No sign op in lazytensor (abs's derivative needs it): (x > 0) - (x < 0) in x's dtype, which
+    # gives torch's sign(nan) = 0 too; a bool is its own sign.
+    if x.dtype == _C.bool:
+        return x
+    return _cast(x > 0, x.dtype) - _cast(x < 0, x.dtype)
+
+
 @op(aten.gelu.default)
 def _gelu(cx, x, approximate="none"):
     return _C.gelu(x, approximate)
@@ -342,7 +351,8 @@ def _conv_check(transposed, output_padding, weight):
 def _conv(x, w, b, stride, padding, dilation, groups):
     if w.ndim == 4:
         return _C.conv2d(x, w, b, list(stride), list(padding), list(dilation), groups)
-    return _C.conv1d(x, w, b, list(stride), list(padding), list(dilation), groups)
+    # _C.conv1d takes one int per parameter, not aten's one-element lists.
+    return _C.conv1d(x, w, b, stride[0], padding[0], dilation[0], groups)
 
 
 @op(aten.convolution.default)
@@ -496,7 +506,8 @@ def _attention_lse(q, k, attn_mask, is_causal, scale):
     if attn_mask is not None:
         s = (_C.masked_fill(s, _C.logical_not(attn_mask), -math.inf) if attn_mask.dtype == _C.bool
              else s + attn_mask)
-    return _cast(s, _C.float32).logsumexp(-1)
+    # Half and bfloat16 scores in float32, as torch's kernels keep them; float64 stays float64.
+    return _cast(s, _C.float32 if s.dtype in (_C.float16, _C.bfloat16) else s.dtype).logsumexp(-1)
 
 
 def _no_attention_dropout(dropout_p):
@@ -574,28 +585,40 @@ def _scatter(cx, x, dim, index, value):
     return _C.where(hits, placed, x)
 
 
+def _one_index(name, x, indices):
+    """(dim, index) of an aten.index/index_put whose indices are one integer tensor after Nones
+    (x[i], x[:, i], ...: also what index_select's and index_add's derivatives produce), negative
+    entries counted back from the end as torch counts them."""
+    d = len(indices) - 1
+    if d < 0 or any(i is not None for i in indices[:-1]) or indices[-1] is None \
+            or indices[-1].dtype == _C.bool:
+        raise NotImplementedError(f"not implemented: aten.{name} with other than one integer "
+                                  f"index tensor (after full slices) in lazytensor")
+    idx = indices[-1]
+    return d, _C.where(idx < 0, idx + x.shape[d], idx)
+
+
 @op(aten.index.Tensor)
 def _index(cx, x, indices):
-    if len(indices) != 1 or indices[0] is None or indices[0].dtype == _C.bool:
-        raise NotImplementedError("not implemented: aten.index with other than one integer index "
-                                  "tensor on the first dim in lazytensor")
-    idx = indices[0]
-    flat = _C.index_select(x, 0, idx.reshape([-1]))
-    return flat.reshape(list(idx.shape) + list(x.shape[1:]))
+    d, idx = _one_index("index", x, indices)
+    flat = _C.index_select(x, d, idx.reshape([-1]))
+    return flat.reshape(list(x.shape[:d]) + list(idx.shape) + list(x.shape[d + 1:]))
 
 
 @op(aten.index_put.default)
 def _index_put(cx, x, indices, values, accumulate=False):
-    if len(indices) != 1 or indices[0] is None or indices[0].dtype == _C.bool:
-        raise NotImplementedError("not implemented: aten.index_put with other than one integer "
-                                  "index tensor on the first dim in lazytensor")
-    idx = indices[0].reshape([-1])
-    row = list(x.shape[1:])
-    vals = values.expand(list(indices[0].shape) + row).reshape([-1] + row)
-    full_idx = idx.reshape([-1] + [1] * len(row)).expand([-1] + row)
+    d, idx = _one_index("index_put", x, indices)
+    lead, row = list(x.shape[:d]), list(x.shape[d + 1:])
+    shape = lead + list(idx.shape) + row
+    if idx.ndim == 0 and values.ndim > len(shape):
+        # index_select's derivative (through index_add) passes a 0-d index with values that keep
+        # the indexed dim (size 1), which torch's index_put takes.
+        shape = lead + [1] + row
+    vals = values.expand(shape).reshape(lead + [-1] + row)
+    full_idx = idx.reshape([1] * d + [-1] + [1] * len(row)).expand(lead + [-1] + row)
     if accumulate:
-        return _C.scatter_add(x, 0, full_idx, _cast(vals, x.dtype))
-    return _scatter(cx, x, 0, full_idx, _cast(vals, x.dtype))
+        return _C.scatter_add(x, d, full_idx, _cast(vals, x.dtype))
+    return _scatter(cx, x, d, full_idx, _cast(vals, x.dtype))
 
 
 # ---- movement -----------------------------------------------------------------------------------
