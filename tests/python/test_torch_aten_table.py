@@ -595,7 +595,8 @@ def _torch_sdpa_backward(grad, q, k, v, attn_mask, is_causal, scale):
         return torch.autograd.grad(_torch_sdpa(*leaves, attn_mask, is_causal, scale), leaves, grad)
 
 
-if hasattr(torch.ops.lazytensor, "sdpa"):  # lazytensor/torch/attention.py's custom ops
+# lazytensor/torch/attention.py's custom ops, sampled once the table has them.
+if hasattr(torch.ops.lazytensor, "sdpa") and torch.ops.lazytensor.sdpa.default in TABLE:
     @samples(torch.ops.lazytensor.sdpa.default)
     def _(r, op):
         return [S(*c, grad=[0, 1, 2], tol=(1e-4, 1e-5), ref=_torch_sdpa) for c in _lt_attn_cases(r)]
@@ -1205,7 +1206,9 @@ def _fallback_samples():
         (aten.bitwise_not.default, S(r.i(*sh))),
         (aten.logical_and.default, S(r.sparse(*sh), r.sparse(*sh))),
         (aten.logical_not.default, S(r.i(*sh, lo=0, hi=1))),
-        (aten.index.Tensor, S(r.f(*sh), [r.b(sh[0])])),  # a bool mask
+        # A bool mask: its data-dependent size brings _assert_scalar nodes (run in PyTorch), so
+        # the graph is split before the builder declines the mask.
+        (aten.index.Tensor, S(r.f(*sh), [r.b(sh[0])])),
         (aten.index.Tensor, S(r.f(*sh), [r.i(3, lo=0, hi=sh[0] - 1), r.i(3, lo=0, hi=sh[1] - 1)])),
         (aten.index_put.default, S(r.f(*sh), [r.b(*sh)], r.f(), grad=[0])),
         (aten.embedding_dense_backward.default, S(r.f(4, 3), r.i(4, lo=0, hi=2), 3, -1, True)),
