@@ -1,14 +1,16 @@
-"""torch.compile backends side by side on the CPU: PyTorch eager, Inductor (torch.compile's
-default) and backend="lazytensor", on the same models, weights and batches, in one process.
+"""torch.compile backends side by side: PyTorch eager, Inductor (torch.compile's default) and
+backend="lazytensor", on the same models, weights and batches, in one process.
 
   PYTHONPATH=build/python .venv/bin/python bench/torch_compile.py [--steps 20] [--json out.json]
-                                                                  [--only mlp,gpt,cnn]
+                                                  [--only mlp,gpt,cnn] [--device cpu|cuda]
 
 Each contender is timed the same way: a training step (forward, loss, backward, optimizer step,
-zero_grad) run in rounds of --steps back to back; the median round's wall time divided by the
-steps. "first call" is the wall time of the first step after torch._dynamo.reset(), compile
-included (lazytensor's disk cache is off, LT_CACHE_DIR=off, so it compiles cold as Inductor
-does; Inductor's own caches are cleared into a fresh directory too).
+zero_grad; the optimizer eager for every contender) run in rounds of --steps back to back, one
+read of the loss (a synchronize on CUDA) at the end; the median round's wall time divided by the
+steps, so host overhead counts for everyone. "first call" is the wall time of the first step
+after torch._dynamo.reset(), compile included (lazytensor's disk cache is off, LT_CACHE_DIR=off,
+so it compiles cold as Inductor does; Inductor's caches point at a fresh directory). On CUDA the
+GPT-2 124M rows (gpt2, gpt2_bf16) are ANCHORS.md's whole-model rows.
 """
 import argparse
 import copy
@@ -31,20 +33,39 @@ import torch.nn.functional as F  # noqa: E402
 import lazytensor.torch  # noqa: E402,F401
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "python"))
+from torch_models import GPT  # noqa: E402
+
+DEVICE = "cpu"
 
 
 def mlp():
     model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
                           nn.Linear(1024, 10))
     x, y = torch.randn(128, 784), torch.randint(0, 10, (128,))
-    return model, lambda m: F.cross_entropy(m(x), y), torch.optim.SGD, dict(lr=0.01)
+    return model, (x, y), lambda m, x, y: F.cross_entropy(m(x), y), torch.optim.SGD, dict(lr=0.01)
+
+
+def _gpt(vocab, dim, heads, block, layers, batch):
+    model = GPT(vocab=vocab, dim=dim, heads=heads, block=block, layers=layers)
+    idx, tgt = torch.randint(0, vocab, (batch, block)), torch.randint(0, vocab, (batch, block))
+    return model, (idx, tgt), lambda m, idx, tgt: m(idx, tgt), torch.optim.AdamW, dict(lr=1e-3)
 
 
 def gpt():
-    from test_torch_compile_models import GPT
-    model = GPT(vocab=256, dim=128, heads=4, block=64, layers=4)
-    idx, tgt = torch.randint(0, 256, (8, 64)), torch.randint(0, 256, (8, 64))
-    return model, lambda m: m(idx, tgt), torch.optim.AdamW, dict(lr=1e-3)
+    return _gpt(256, 128, 4, 64, 4, 8)
+
+
+def gpt2():
+    return _gpt(50304, 768, 12, 1024, 12, 8)
+
+
+def gpt2_bf16():
+    model, batch, loss, opt, kw = gpt2()
+
+    def autocast_loss(m, idx, tgt):
+        with torch.autocast(DEVICE, dtype=torch.bfloat16):
+            return loss(m, idx, tgt)
+    return model, batch, autocast_loss, opt, kw
 
 
 def cnn():
@@ -52,23 +73,29 @@ def cnn():
                           nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32),
                           nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 7 * 7, 10))
     x, y = torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,))
-    return model, lambda m: F.cross_entropy(m(x), y), torch.optim.SGD, dict(lr=0.01, momentum=0.9)
+    return (model, (x, y), lambda m, x, y: F.cross_entropy(m(x), y), torch.optim.SGD,
+            dict(lr=0.01, momentum=0.9))
 
 
 WORKLOADS = {"mlp": ("MLP 784-1024-1024-10 train step, batch 128, SGD", mlp),
              "gpt": ("GPT (4 x d128, 4 heads, T 64, B 8, sdpa) train step, AdamW", gpt),
-             "cnn": ("CNN (2 x conv-BN-ReLU-pool) train step, batch 64, SGD momentum", cnn)}
+             "cnn": ("CNN (2 x conv-BN-ReLU-pool) train step, batch 64, SGD momentum", cnn),
+             "gpt2": ("GPT-2 124M (12 x d768, T 1024, B 8) train step, AdamW, fp32", gpt2),
+             "gpt2_bf16": ("GPT-2 124M train step, AdamW, bf16 autocast", gpt2_bf16)}
+DEFAULT = {"cpu": "mlp,gpt,cnn", "cuda": "mlp,cnn,gpt2,gpt2_bf16"}
 
 
 def run(workload, backend, steps, rounds):
     torch.manual_seed(0)
-    model, loss_fn, opt_cls, opt_kw = workload()
+    model, batch, loss_fn, opt_cls, opt_kw = workload()
+    model = model.to(DEVICE)
+    batch = [t.to(DEVICE) for t in batch]
     torch._dynamo.reset()
     m = model if backend == "eager" else torch.compile(model, backend=backend)
     opt = opt_cls(model.parameters(), **opt_kw)
 
     def step():
-        loss = loss_fn(m)
+        loss = loss_fn(m, *batch)
         loss.backward()
         opt.step()
         opt.zero_grad()
@@ -79,13 +106,15 @@ def run(workload, backend, steps, rounds):
     first = time.perf_counter() - t0
     for _ in range(3):
         step()
+    step().item()
     times = []
     for _ in range(rounds):
         t0 = time.perf_counter()
         for _ in range(steps):
             loss = step()
-        loss.item()
+        loss.item()  # waits for the device
         times.append((time.perf_counter() - t0) / steps * 1e3)
+    del m, model, opt
     return {"step_ms": statistics.median(times), "first_call_s": first, "first_loss": first_loss}
 
 
@@ -93,16 +122,22 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--only", default=",".join(WORKLOADS))
+    ap.add_argument("--only", help="comma-separated workloads (default: " +
+                    "; ".join(f"{d}: {w}" for d, w in DEFAULT.items()) + ")")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--json")
     args = ap.parse_args()
+    global DEVICE
+    DEVICE = args.device
     torch.set_num_threads(os.cpu_count())
-    print(f"torch {torch.__version__}, {os.cpu_count()} threads, {platform.processor() or platform.machine()}")
+    where = torch.cuda.get_device_name() if DEVICE == "cuda" else \
+        f"{os.cpu_count()} threads, {platform.processor() or platform.machine()}"
+    print(f"torch {torch.__version__}, {DEVICE}: {where}")
     results = {}
     header = (f"{'workload':<62} {'eager ms':>9} {'inductor ms':>11} {'lazytensor ms':>13} "
               f"{'lt/ind':>7} {'inductor 1st s':>14} {'lt 1st s':>9} {'ind/lt 1st':>10}")
     print(header)
-    for name in args.only.split(","):
+    for name in (args.only or DEFAULT[DEVICE]).split(","):
         title, workload = WORKLOADS[name]
         r = {b: run(workload, b, args.steps, args.rounds) for b in ("eager", "inductor", "lazytensor")}
         results[name] = r
@@ -112,8 +147,8 @@ def main():
               f"{fi / fl:10.1f}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"torch": torch.__version__, "threads": os.cpu_count(), "results": results},
-                      f, indent=1)
+            json.dump({"torch": torch.__version__, "device": DEVICE, "where": where,
+                       "results": results}, f, indent=1)
 
 
 if __name__ == "__main__":

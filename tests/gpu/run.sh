@@ -11,8 +11,11 @@
 #    against the reference interpreter;
 # 3. runs tests/gpu/check_ops_vs_torch.py: ops and fused graphs on `lazy:cuda` and `cuda` against
 #    PyTorch CUDA; check_dlpack_cuda.py (sharing memory with PyTorch); check_attention_cuda.py; check_trig_cuda.py
-#    (float32 sin/cos in ulps);
-# 4. runs the benchmark, bench/gpu.py.
+#    (float32 sin/cos in ulps); check_torch_compile_cuda.py (torch.compile(backend="lazytensor") on
+#    CUDA models against eager CUDA);
+# 4. runs the benchmarks, bench/gpu.py and bench/torch_compile.py --device cuda (TORCH_BENCH_ARGS
+#    overrides its "--steps 10 --rounds 3"). The two bench scripts together need most of one
+#    call's 10 minutes: run STAGES="build cpp py" and STAGES="bench" as two calls.
 # Everything goes to $OUT: summary.txt, build.log, gpu_cpp_tests.log, one log per Python stage,
 # ops_vs_torch.json, bench_gpu.json. Exit 0 only when every stage passed. Nothing is downloaded. Dependencies the image may lack:
 #   nlohmann_json  a CMake package, else a json.hpp found in $LT_DEPS/include, /usr/include,
@@ -221,6 +224,10 @@ if [ "$built" -eq 1 ] && [ -d "$BUILD/python/lazytensor" ]; then
     rc=$?
     tail -n 22 "$OUT/attention_cuda.log"
     record "flash attention vs PyTorch CUDA (check_attention_cuda.py)" "$rc"
+    LD_PRELOAD="$TRACE_SO" timeout 400 "$PY" -u -X faulthandler tests/gpu/check_torch_compile_cuda.py >"$OUT/torch_compile_cuda.log" 2>&1
+    rc=$?
+    tail -n 8 "$OUT/torch_compile_cuda.log"
+    record "torch.compile(backend=\"lazytensor\") models vs eager CUDA (check_torch_compile_cuda.py)" "$rc"
   fi
   if stage bench; then
     # CUDA_CACHE_DISABLE=1: NVRTC (CUDA 13) keeps compiled kernels in ~/.nv/ComputeCache, which the
@@ -230,6 +237,12 @@ if [ "$built" -eq 1 ] && [ -d "$BUILD/python/lazytensor" ]; then
     rc=$?
     tail -n 30 "$OUT/bench_gpu.log"
     record "benchmark (bench/gpu.py)" "$rc"
+    # torch.compile backends side by side (eager, Inductor, lazytensor) on whole models.
+    # shellcheck disable=SC2086
+    CUDA_CACHE_DISABLE=1 LD_PRELOAD="$TRACE_SO" timeout 560 "$PY" -u -X faulthandler bench/torch_compile.py --device cuda --json "$OUT/bench_torch_compile_cuda.json" ${TORCH_BENCH_ARGS:---steps 10 --rounds 3} >"$OUT/bench_torch_compile_cuda.log" 2>&1
+    rc=$?
+    tail -n 8 "$OUT/bench_torch_compile_cuda.log"
+    record "torch.compile backends (bench/torch_compile.py --device cuda)" "$rc"
   fi
   if stage rows; then
     # Not in the default stages: kernel vs host time of the one-graph rows, and codegen variants.

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 import lazytensor as lt
 import lazytensor.torch  # noqa: F401  (registers the backend)
 from torch_env import allow_torchvision_import, import_timm
+from torch_models import GPT
 
 allow_torchvision_import()  # transformers and timm import torchvision (torch_env.py says why)
 
@@ -78,34 +79,6 @@ def train_side_by_side(model, make_batch, optimizer=torch.optim.AdamW, steps=STE
     print(f"\n{type(model).__name__}: worst loss rel diff {worst:.2e}, lazytensor compiles "
           f"{counters['graph_compiles']}, fallbacks {counters['fallbacks']}, graph breaks {breaks}")
     return worst, counters, breaks
-
-
-class GPT(nn.Module):
-    """A nanoGPT-style decoder written with F.scaled_dot_product_attention."""
-
-    def __init__(self, vocab=64, dim=48, heads=4, block=16, layers=2):
-        super().__init__()
-        self.heads = heads
-        self.wte, self.wpe = nn.Embedding(vocab, dim), nn.Embedding(block, dim)
-        self.blocks = nn.ModuleList(nn.ModuleDict(dict(
-            ln1=nn.LayerNorm(dim), qkv=nn.Linear(dim, 3 * dim), proj=nn.Linear(dim, dim),
-            ln2=nn.LayerNorm(dim), fc=nn.Linear(dim, 4 * dim), out=nn.Linear(4 * dim, dim)))
-            for _ in range(layers))
-        self.ln_f = nn.LayerNorm(dim)
-        self.head = nn.Linear(dim, vocab, bias=False)
-        self.head.weight = self.wte.weight  # weight tying, as nanoGPT does
-
-    def forward(self, idx, targets):
-        B, T = idx.shape
-        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
-        for b in self.blocks:
-            q, k, v = b.qkv(b.ln1(x)).split(x.shape[-1], dim=2)
-            q, k, v = (t.view(B, T, self.heads, -1).transpose(1, 2) for t in (q, k, v))
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + b.proj(y.transpose(1, 2).contiguous().view(B, T, -1))
-            x = x + b.out(F.gelu(b.fc(b.ln2(x))))
-        logits = self.head(self.ln_f(x))
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
 def test_mlp_with_compiled_optimizer_step():
@@ -235,6 +208,7 @@ def test_unsupported_op_splits_the_graph_and_is_counted():
     torch.testing.assert_close(out, ref)
     torch.testing.assert_close(x.grad, ref_x.grad)
     assert lt.metrics.counters()["fallbacks"] >= 2  # cumprod forward and its backward's ops
+    assert lazytensor.torch.fallback_ops().get("aten.cumprod.default", 0) >= 2
 
 
 def test_fallback_raise_mode_names_the_op():
@@ -352,3 +326,24 @@ def test_attention_stays_one_op_forward_and_backward(monkeypatch):
         torch.testing.assert_close(a, b)
     assert "lazytensor.sdpa.default" in seen and "lazytensor.sdpa_backward.default" in seen
     assert not any("_softmax" in t or "bmm" in t for t in seen)  # not decomposed
+
+
+def test_multihead_attention_inside_torch_functions_is_ours_too(monkeypatch):
+    # nn.MultiheadAttention reaches sdpa inside F.multi_head_attention_forward, which Dynamo keeps
+    # whole: the backend catches the call while AOTAutograd traces it.
+    from lazytensor.torch import partition
+    seen = []
+    real = partition.split_graph
+
+    def spy(gm, name, rejected, mode):
+        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return real(gm, name, rejected, mode)
+
+    monkeypatch.setattr(partition, "split_graph", spy)
+    layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+    compiled = torch.compile(layer, backend="lazytensor")
+    x = torch.randn(2, 6, 32)
+    torch.testing.assert_close(compiled(x), layer(x))
+    compiled(x).sum().backward()
+    assert "lazytensor.sdpa.default" in seen and "lazytensor.sdpa_backward.default" in seen
+    assert F.scaled_dot_product_attention is torch._C._nn.scaled_dot_product_attention

@@ -10,7 +10,8 @@ headers), so one lazytensor serves every torch 2.x from 2.6 on.
 """
 from .backend import decompositions, lazytensor_backend, register
 from .aten_table import TABLE as aten_table
+from .partition import fallback_ops
 
 register()
 
-__all__ = ["lazytensor_backend", "decompositions", "aten_table"]
+__all__ = ["lazytensor_backend", "decompositions", "aten_table", "fallback_ops"]

@@ -17,6 +17,7 @@ import operator
 import torch
 
 from .. import _C
+from . import attention  # noqa: F401  (defines torch.ops.lazytensor.sdpa*)
 from .interop import lt_dtype
 
 aten = torch.ops.aten
@@ -514,6 +515,18 @@ def _no_attention_dropout(dropout_p):
     if dropout_p:
         raise NotImplementedError("not implemented: scaled_dot_product_attention with dropout_p > 0 "
                                   "under torch.compile in lazytensor")
+
+
+@op(torch.ops.lazytensor.sdpa.default)
+def _sdpa(cx, q, k, v, attn_mask, is_causal, scale):
+    return _C.scaled_dot_product_attention(q, k, v, attn_mask, 0.0, is_causal, scale)
+
+
+@op(torch.ops.lazytensor.sdpa_backward.default)
+def _sdpa_backward(cx, grad_out, q, k, v, attn_mask, is_causal, scale):
+    return tuple(_vjp(lambda a, b, c: _C.scaled_dot_product_attention(a, b, c, attn_mask, 0.0,
+                                                                      is_causal, scale),
+                      [q, k, v], [True, True, True], grad_out))
 
 
 @op(aten._scaled_dot_product_flash_attention_for_cpu.default)

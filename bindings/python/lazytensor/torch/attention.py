@@ -5,10 +5,13 @@ whichever fused kernel PyTorch picks for the device and dtype (flash or memory-e
 attention on CUDA, flash-for-cpu on the CPU), each with its own auxiliary outputs (logsumexp,
 RNG state, sequence offsets) saved for its own backward kernel. The backend instead rewrites
 Dynamo's graph so that each call without dropout becomes `lazytensor::sdpa`, a custom op whose
-backward is `lazytensor::sdpa_backward`: both are entries of the aten table (lazytensor's fused
+backward is `lazytensor::sdpa_backward`; calls that Dynamo keeps inside an opaque function
+(nn.MultiheadAttention's F.multi_head_attention_forward) are caught while AOTAutograd traces it,
+F.scaled_dot_product_attention being ours for that time. Both ops are entries of the aten table (lazytensor's fused
 attention and its VJP, which recomputes the scores as flash attention does), and both have
 PyTorch implementations for when they run in PyTorch (a split graph).
 """
+import contextlib
 from typing import Optional
 
 import torch
@@ -31,10 +34,24 @@ def _sdpa_fake(q, k, v, attn_mask, is_causal, scale):
 @torch.library.custom_op("lazytensor::sdpa_backward", mutates_args=())
 def sdpa_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor],
                   is_causal: bool, scale: Optional[float]) -> tuple[Tensor, Tensor, Tensor]:
-    with torch.enable_grad():
-        leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-        out = F.scaled_dot_product_attention(*leaves, attn_mask, 0.0, is_causal, scale=scale)
-        return torch.autograd.grad(out, leaves, grad)
+    dtype = q.dtype
+    # Autograd does not run inside a custom op's kernel, so the VJP is written out (what runs
+    # when PyTorch, not lazytensor, executes this node): P = softmax(s), s = q k^T * scale + mask.
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    acc = torch.promote_types(q.dtype, torch.float32)  # half and bfloat16 accumulate in float32
+    q, k, v, grad = (t.to(acc) for t in (q, k, v, grad))
+    s = (q @ k.transpose(-2, -1)) * scale
+    if is_causal:
+        keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+        s = s.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None:
+        s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool \
+            else s + attn_mask.to(acc)
+    p = torch.softmax(s, -1)
+    gv = p.transpose(-2, -1) @ grad
+    dp = grad @ v.transpose(-2, -1)
+    ds = p * (dp - (dp * p).sum(-1, keepdim=True)) * scale
+    return (ds @ k).to(dtype), (ds.transpose(-2, -1) @ q).to(dtype), gv.to(dtype)
 
 
 @sdpa_backward.register_fake
@@ -95,3 +112,26 @@ def keep_attention_whole(gm):
     if count:
         gm.recompile()
     return count
+
+
+_torch_sdpa = F.scaled_dot_product_attention
+
+
+def _sdpa_while_tracing(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                        scale=None, enable_gqa=False):
+    mask_ok = attn_mask is None or not attn_mask.requires_grad
+    if dropout_p == 0.0 and not enable_gqa and mask_ok:
+        return torch.ops.lazytensor.sdpa(query, key, value, attn_mask, bool(is_causal), scale)
+    return _torch_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
+                       enable_gqa=enable_gqa)
+
+
+@contextlib.contextmanager
+def attention_as_ours():
+    """While AOTAutograd traces: torch functions that call F.scaled_dot_product_attention through
+    the module's global (multi_head_attention_forward) record lazytensor::sdpa instead."""
+    F.scaled_dot_product_attention = _sdpa_while_tracing
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = _torch_sdpa

@@ -20,7 +20,7 @@ from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
 
 from .aten_table import TABLE
-from .attention import keep_attention_whole
+from .attention import attention_as_ours, keep_attention_whole
 from .partition import Compiled
 
 _FALLBACK_MODES = ("split", "raise")
@@ -55,13 +55,14 @@ def lazytensor_backend(gm, example_inputs, options=None):
     example inputs; returns the callable that replaces the graph)."""
     mode = _options(options)
     keep_attention_whole(gm)
-    return aot_autograd(
-        fw_compiler=_compiler("forward", mode),
-        bw_compiler=_compiler("backward", mode),
-        inference_compiler=_compiler("inference", mode),
-        decompositions=decompositions(),
-        keep_inference_input_mutations=False,
-    )(gm, example_inputs)
+    with attention_as_ours():
+        return aot_autograd(
+            fw_compiler=_compiler("forward", mode),
+            bw_compiler=_compiler("backward", mode),
+            inference_compiler=_compiler("inference", mode),
+            decompositions=decompositions(),
+            keep_inference_input_mutations=False,
+        )(gm, example_inputs)
 
 
 def register():

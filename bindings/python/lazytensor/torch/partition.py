@@ -1,6 +1,8 @@
 """Graphs with ops lazytensor does not run: split, so those ops run in PyTorch and the rest in
 lazytensor (torch.fx's CapabilityBasedPartitioner draws the boundaries). Every op left to PyTorch
 is counted in `lt.metrics` `fallbacks` each time it runs, and LT_DEBUG=1 names it once."""
+import collections
+import copy
 import operator
 
 import torch
@@ -13,6 +15,14 @@ from .graph_program import LazyGraph, Unsupported, debug_enabled
 from .interop import DTYPES
 
 _named = set()  # ops LT_DEBUG has already named
+# op name -> nodes left to PyTorch, over every graph compiled so far (fallback_ops()).
+_fallback_nodes = collections.Counter()
+
+
+def fallback_ops():
+    """The aten ops that run in PyTorch, with the number of graph nodes of each, over every graph
+    the backend compiled in this process (the `fallbacks` counter counts their executions)."""
+    return dict(_fallback_nodes)
 
 
 class _Support(OperatorSupportBase):
@@ -104,6 +114,7 @@ def split_graph(gm, name, rejected, mode):
         raise NotImplementedError(f"lazytensor torch.compile(options={{'fallback': 'raise'}}): "
                                   f"{len(unsupported)} op(s) of {name} cannot run in lazytensor: "
                                   f"{lines}")
+    _fallback_nodes.update(str(n.target) for n in unsupported)
     if debug_enabled():
         for n in unsupported:
             key = str(n.target)
@@ -112,6 +123,9 @@ def split_graph(gm, name, rejected, mode):
                 count = sum(1 for m in unsupported if str(m.target) == key)
                 print(f"[lazytensor] torch.compile: {key} runs in PyTorch ({count} in {name}): "
                       f"{support.why[n]}")
+    # fuse_partitions rewrites the graph it is given: split a copy, so that a later split of the
+    # same graph (after tracing rejected another node) starts from the whole graph again.
+    gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     split = partitioner.fuse_partitions(partitioner.propose_partitions())
     for sub_name, sub in list(split.named_children()):
