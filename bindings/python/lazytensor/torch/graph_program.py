@@ -65,6 +65,7 @@ class LazyGraph:
         self.name = name
         self._entries = {}
         self.stats = {"traces": 0, "replays": 0}
+        self._view_outs = _view_outputs(gm)
 
     # AOTAutograd calls compiled graphs with one list (and may clear it to free inputs early).
     _boxed_call = True
@@ -81,17 +82,19 @@ class LazyGraph:
             rets = _C._capture_replay(entry.program, lt_args)
             if rets is not None:
                 self.stats["replays"] += 1
-                return self._outputs(entry, rets)
+                return self._outputs(entry, rets, args)
         return self._trace_and_run(key, args, lt_args, lt_device)
 
-    def _outputs(self, entry, rets):
+    def _outputs(self, entry, rets, args):
         outs = []
         for i, slot in enumerate(entry.out_spec):
-            if slot is None:
+            if i in self._view_outs:
+                outs.append(_run_in_torch(self._view_outs[i], args))
+            elif slot is None:
                 outs.append(entry.extras[i])
-                continue
-            t = to_torch(rets[slot])
-            outs.append(t.clone() if i in entry.clone_outs else t)
+            else:
+                t = to_torch(rets[slot])
+                outs.append(t.clone() if i in entry.clone_outs else t)
         return outs
 
     def _trace_and_run(self, key, args, lt_args, lt_device):
@@ -102,6 +105,8 @@ class LazyGraph:
         except BaseException:
             _C._capture_abort()
             raise
+        for i in self._view_outs:  # PyTorch makes these: drop ours, or the capture computes them
+            outs[i] = None
         rets, out_spec, extras = [], [], {}
         for i, o in enumerate(outs):
             if isinstance(o, _C.Tensor):
@@ -118,7 +123,7 @@ class LazyGraph:
                       if slot is not None and rets[slot].numel() and rets[slot].data_ptr() in in_ptrs}
         entry = _Entry(program, extras, out_spec, clone_outs)
         self._entries[key] = entry
-        return self._outputs(entry, rets)
+        return self._outputs(entry, rets, args)
 
     def _interpret(self, args, lt_args, lt_device):
         cx = _Context(lt_device)
@@ -159,6 +164,46 @@ class LazyGraph:
         except (RuntimeError, ValueError, TypeError, IndexError) as e:
             raise type(e)(f"lazytensor: {node.target} ({node.format_node()}): {e}") from e
         return _conform(node, out)
+
+
+# Ops whose result is a view of their input in PyTorch.
+_VIEW_OPS = {torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,
+             torch.ops.aten.permute.default, torch.ops.aten.t.default,
+             torch.ops.aten.transpose.int, torch.ops.aten.expand.default,
+             torch.ops.aten.unsqueeze.default, torch.ops.aten.squeeze.dim,
+             torch.ops.aten.squeeze.dims, torch.ops.aten.squeeze.default,
+             torch.ops.aten.alias.default, torch.ops.aten.slice.Tensor,
+             torch.ops.aten.select.int}
+
+
+def _view_outputs(gm):
+    """Outputs that are views of a graph input (a chain of view ops from a placeholder), by output
+    position: (the chain's nodes, the placeholder's input position). The forward graph saves such
+    views for the backward (a weight's transpose for its matmul's gradient); computed by
+    lazytensor they would be copies (its tensors are dense), so PyTorch makes them, as views."""
+    places = {n: i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")}
+    out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    outs = out if isinstance(out, (tuple, list)) else [out]
+    views = {}
+    for i, node in enumerate(outs):
+        chain = []
+        while isinstance(node, torch.fx.Node) and node.op == "call_function" \
+                and node.target in _VIEW_OPS and node.all_input_nodes == [node.args[0]]:
+            chain.append(node)
+            node = node.args[0]
+        if chain and isinstance(node, torch.fx.Node) and node in places:
+            views[i] = (chain[::-1], places[node])
+    return views
+
+
+def _run_in_torch(view, args):
+    chain, source = view
+    env = {chain[0].args[0]: args[source]}
+    for node in chain:
+        a = torch.fx.node.map_arg(node.args, lambda n: env[n])
+        k = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
+        env[node] = node.target(*a, **k)
+    return env[chain[-1]]
 
 
 def _constant(gm, target, device):
