@@ -65,7 +65,7 @@ class LazyGraph:
         self.name = name
         self._entries = {}
         self.stats = {"traces": 0, "replays": 0}
-        self._view_outs = _view_outputs(gm)
+        self._view_outs, self._view_bases = _view_outputs(gm)
 
     # AOTAutograd calls compiled graphs with one list (and may clear it to free inputs early).
     _boxed_call = True
@@ -89,13 +89,15 @@ class LazyGraph:
         outs = []
         for i, slot in enumerate(entry.out_spec):
             if i in self._view_outs:
-                outs.append(_run_in_torch(self._view_outs[i], args))
+                outs.append(None)  # made below, once every output it may view exists
             elif slot is None:
                 outs.append(entry.extras[i])
             else:
                 t = to_torch(rets[slot])
                 outs.append(t.clone() if i in entry.clone_outs else t)
-        return outs
+        for i, view in self._view_outs.items():
+            outs[i] = _run_in_torch(view, args, outs)
+        return outs[:len(outs) - len(self._view_bases)]  # the bases were for the views only
 
     def _trace_and_run(self, key, args, lt_args, lt_device):
         self.stats["traces"] += 1
@@ -143,7 +145,8 @@ class LazyGraph:
                     env[node] = _constant(self.gm, node.target, lt_device)
                 elif node.op == "output":
                     out = torch.fx.node.map_arg(node.args[0], lambda n: env[n])
-                    return list(out) if isinstance(out, (tuple, list)) else [out]
+                    out = list(out) if isinstance(out, (tuple, list)) else [out]
+                    return out + [env[b] for b in self._view_bases]
                 else:
                     raise Unsupported(node, f"not implemented: FX node kind {node.op!r} in "
                                             f"lazytensor's torch.compile backend")
@@ -177,28 +180,40 @@ _VIEW_OPS = {torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,
 
 
 def _view_outputs(gm):
-    """Outputs that are views of a graph input (a chain of view ops from a placeholder), by output
-    position: (the chain's nodes, the placeholder's input position). The forward graph saves such
-    views for the backward (a weight's transpose for its matmul's gradient); computed by
-    lazytensor they would be copies (its tensors are dense), so PyTorch makes them, as views."""
+    """Outputs that are views (a chain of view ops) of a graph input or of a value lazytensor
+    computes, by output position: (the chain's nodes, ("in", input position) or ("out", position
+    of the base among the outputs)), and the bases to add as extra outputs. The forward graph saves
+    such views for the backward (a weight's transpose, a layer's output reshaped for its matmul);
+    lazytensor's tensors are dense, so computed by it each would be a copy; PyTorch makes them
+    from the input or from the base's buffer, as views."""
     places = {n: i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")}
     out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
-    outs = out if isinstance(out, (tuple, list)) else [out]
-    views = {}
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    position = {}
+    for i, node in enumerate(outs):
+        position.setdefault(node, i)
+    views, bases = {}, []
     for i, node in enumerate(outs):
         chain = []
         while isinstance(node, torch.fx.Node) and node.op == "call_function" \
                 and node.target in _VIEW_OPS and node.all_input_nodes == [node.args[0]]:
             chain.append(node)
             node = node.args[0]
-        if chain and isinstance(node, torch.fx.Node) and node in places:
-            views[i] = (chain[::-1], places[node])
-    return views
+        if not chain or not isinstance(node, torch.fx.Node):
+            continue
+        if node in places:
+            views[i] = (chain[::-1], ("in", places[node]))
+        elif node.op == "call_function" and isinstance(node.meta.get("val"), torch.Tensor):
+            if node not in position:
+                position[node] = len(outs) + len(bases)
+                bases.append(node)
+            views[i] = (chain[::-1], ("out", position[node]))
+    return views, bases
 
 
-def _run_in_torch(view, args):
-    chain, source = view
-    env = {chain[0].args[0]: args[source]}
+def _run_in_torch(view, args, outs):
+    chain, (kind, source) = view
+    env = {chain[0].args[0]: args[source] if kind == "in" else outs[source]}
     for node in chain:
         a = torch.fx.node.map_arg(node.args, lambda n: env[n])
         k = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
