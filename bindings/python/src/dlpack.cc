@@ -110,9 +110,16 @@ void capsule_destructor(PyObject* capsule) {
   PyErr_Restore(type, value, trace);
 }
 
-// The tensor's materialized CUDA storage, its backend synchronized (a sync point for pending
-// lazy tensors).
-std::shared_ptr<Storage> cuda_storage(const Tensor& t, const char* what) {
+// DLPack's name for the consumer's stream when it is CUDA's legacy default stream.
+constexpr int64_t kLegacyDefaultStream = 1;
+
+// The tensor's materialized CUDA storage (a sync point for pending lazy tensors), its data ready
+// for work the consumer queues on `stream`. The CUDA backend queues on a blocking stream, which the
+// legacy default stream's later work waits for by CUDA's rules: a consumer there (PyTorch's
+// default, which passes 1) needs no wait, and the host stays ahead of the GPU. For any other
+// stream, or none named, the backend's queued work is waited for.
+std::shared_ptr<Storage> cuda_storage(const Tensor& t, const char* what,
+                                      const py::object& stream = py::none()) {
   if (t.is_pending()) {
     py::gil_scoped_release nogil;
     sync({t}, SyncReason::Numpy);
@@ -120,6 +127,7 @@ std::shared_ptr<Storage> cuda_storage(const Tensor& t, const char* what) {
   std::shared_ptr<Storage> s = t.impl()->storage;
   if (!s || !s->buffer || s->buffer->on_host())
     throw py::buffer_error(std::string(what) + ": the tensor's data is not in device memory");
+  if (!stream.is_none() && stream.cast<int64_t>() == kLegacyDefaultStream) return s;
   py::gil_scoped_release nogil;
   get_backend(s->backend).synchronize();
   return s;
@@ -135,7 +143,8 @@ py::object to_dlpack(const Tensor& t, const py::object& stream) {
                          py::repr(stream).cast<std::string>());
   std::optional<DLDataType> dt = dl_dtype(t.dtype());
   auto ctx = std::make_unique<ExportCtx>();
-  ctx->storage = host ? host_storage(t, "Tensor.__dlpack__") : cuda_storage(t, "Tensor.__dlpack__");
+  ctx->storage =
+      host ? host_storage(t, "Tensor.__dlpack__") : cuda_storage(t, "Tensor.__dlpack__", stream);
   if (auto* ext = dynamic_cast<const ExternalHostBuffer*>(ctx->storage->buffer.get());
       ext && !ext->writable())
     throw py::buffer_error(
