@@ -49,6 +49,23 @@ class _Entry:
         self.clone_outs = clone_outs  # output positions that are graph inputs passed through
 
 
+def _dense_permutation(t):
+    """The permutation p for which t.permute(p) is contiguous, when t is a permuted view of a
+    dense tensor (and not contiguous already); else None (a contiguous tensor, or one that
+    needs a copy to be dense: slices, expands)."""
+    if t.ndim < 2 or t.is_contiguous():
+        return None
+    p = tuple(sorted(range(t.ndim), key=lambda d: (-t.stride(d), d)))
+    return p if t.permute(p).is_contiguous() else None
+
+
+def _inverse(p):
+    inv = [0] * len(p)
+    for i, d in enumerate(p):
+        inv[d] = i
+    return inv
+
+
 def _tensor_device(values):
     for v in values:
         if isinstance(v, torch.Tensor):
@@ -73,17 +90,21 @@ class LazyGraph:
     def __call__(self, args):
         args = list(args)
         device = _tensor_device(args)
-        key = tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else
-                    (type(a), a) for a in args)
+        # A permuted input (a weight's transpose saved by the forward) is passed as its dense base
+        # and permuted back inside the graph, where a permutation is index arithmetic, not a copy.
+        perms = [_dense_permutation(a) if isinstance(a, torch.Tensor) else None for a in args]
+        key = tuple((tuple(a.shape), a.dtype, a.device, p) if isinstance(a, torch.Tensor) else
+                    (type(a), a) for a, p in zip(args, perms))
         entry = self._entries.get(key)
         lt_device = lazy_device(device)
-        lt_args = [to_lazy(a, lt_device) for a in args if isinstance(a, torch.Tensor)]
+        lt_args = [to_lazy(a if p is None else a.permute(p), lt_device)
+                   for a, p in zip(args, perms) if isinstance(a, torch.Tensor)]
         if entry is not None and entry.program is not None:
             rets = _C._capture_replay(entry.program, lt_args)
             if rets is not None:
                 self.stats["replays"] += 1
                 return self._outputs(entry, rets, args)
-        return self._trace_and_run(key, args, lt_args, lt_device)
+        return self._trace_and_run(key, args, lt_args, lt_device, perms)
 
     def _outputs(self, entry, rets, args):
         outs = []
@@ -99,11 +120,11 @@ class LazyGraph:
             outs[i] = _run_in_torch(view, args, outs)
         return outs[:len(outs) - len(self._view_bases)]  # the bases were for the views only
 
-    def _trace_and_run(self, key, args, lt_args, lt_device):
+    def _trace_and_run(self, key, args, lt_args, lt_device, perms):
         self.stats["traces"] += 1
         _C._capture_begin(lt_args)
         try:
-            outs = self._interpret(args, lt_args, lt_device)
+            outs = self._interpret(args, lt_args, lt_device, perms)
         except BaseException:
             _C._capture_abort()
             raise
@@ -127,18 +148,20 @@ class LazyGraph:
         self._entries[key] = entry
         return self._outputs(entry, rets, args)
 
-    def _interpret(self, args, lt_args, lt_device):
+    def _interpret(self, args, lt_args, lt_device, perms):
         cx = _Context(lt_device)
         env = {}
         it_lt = iter(lt_args)
         it_args = iter(args)
+        it_perms = iter(perms)
         prev_grad = _C.is_grad_enabled()
         _C.set_grad_enabled(False)  # AOTAutograd's graphs are already differentiated
         try:
             for node in self.gm.graph.nodes:
                 if node.op == "placeholder":
-                    a = next(it_args)
-                    env[node] = next(it_lt) if isinstance(a, torch.Tensor) else a
+                    a, perm = next(it_args), next(it_perms)
+                    env[node] = a if not isinstance(a, torch.Tensor) else \
+                        next(it_lt) if perm is None else next(it_lt).permute(_inverse(perm))
                 elif node.op == "call_function":
                     env[node] = self._run_node(cx, node, env)
                 elif node.op == "get_attr":
