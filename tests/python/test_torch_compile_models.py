@@ -347,3 +347,17 @@ def test_multihead_attention_inside_torch_functions_is_ours_too(monkeypatch):
     compiled(x).sum().backward()
     assert "lazytensor.sdpa.default" in seen and "lazytensor.sdpa_backward.default" in seen
     assert F.scaled_dot_product_attention is torch._C._nn.scaled_dot_product_attention
+
+
+def test_permuted_and_strided_inputs():
+    # A permuted input is passed as its dense base and permuted inside the graph; a sliced or
+    # expanded one is copied dense first. Either way the result is PyTorch's.
+    f = torch.compile(lambda a, b: (a * 2 + b).sum(-1), backend="lazytensor")
+    base = torch.randn(4, 6, 5)
+    cases = [(base.permute(2, 0, 1), torch.randn(5, 4, 6)),
+             (base.transpose(0, 1), torch.randn(6, 4, 5)),
+             (base[:, 1:5, ::2], torch.randn(4, 4, 3)),
+             (torch.randn(4, 1, 5).expand(4, 6, 5), torch.randn(4, 6, 5))]
+    for a, b in cases:
+        torch.testing.assert_close(f(a, b), (a * 2 + b).sum(-1))
+        torch.testing.assert_close(f(a, b), (a * 2 + b).sum(-1))  # the replay too
