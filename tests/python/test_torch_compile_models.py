@@ -361,3 +361,27 @@ def test_permuted_and_strided_inputs():
     for a, b in cases:
         torch.testing.assert_close(f(a, b), (a * 2 + b).sum(-1))
         torch.testing.assert_close(f(a, b), (a * 2 + b).sum(-1))  # the replay too
+
+
+def test_parameters_changed_in_place_or_replaced_are_seen():
+    # The bridge keeps the tensor over each parameter's memory between calls; an update in place
+    # (an optimizer, load_state_dict) and a replaced .data must both be what the next call reads.
+    lin = nn.Linear(4, 3)
+    f = torch.compile(lin, backend="lazytensor")
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(f(x), lin(x))
+        lin.weight.mul_(3)
+        torch.testing.assert_close(f(x), lin(x))
+        lin.load_state_dict({"weight": torch.randn(3, 4), "bias": torch.randn(3)})
+        torch.testing.assert_close(f(x), lin(x))
+        lin.weight.data = torch.randn(3, 4)
+        torch.testing.assert_close(f(x), lin(x))
+    from lazytensor.torch import interop
+    before = len(interop._param_views)
+    del f, lin
+    import gc
+    gc.collect()
+    torch._dynamo.reset()
+    gc.collect()
+    assert len(interop._param_views) < before
