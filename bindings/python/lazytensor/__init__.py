@@ -36,6 +36,8 @@ from . import amp
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled
 from .compile import compile  # noqa: A004  (lt.compile, as torch.compile)
 from .serialization import load, save
+from ._generator import Generator
+from . import utils
 
 # PyTorch's dtype aliases.
 float = float32  # noqa: A001

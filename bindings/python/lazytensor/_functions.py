@@ -18,7 +18,7 @@ _MIRRORED = [
     "log_softmax", "argmax", "argmin", "cumsum",
     # movement and linear algebra
     "reshape", "permute", "transpose", "swapaxes", "swapdims", "unsqueeze", "squeeze", "flatten",
-    "t", "matmul", "mm", "bmm", "numel", "is_floating_point",
+    "t", "matmul", "mm", "bmm", "numel", "is_floating_point", "clone",
     # slicing and indexing
     "narrow", "select", "flip", "fliplr", "flipud", "split", "chunk", "unbind", "gather",
     "scatter_add", "index_select",

@@ -1,0 +1,4 @@
+"""`lazytensor.utils`: PyTorch's torch.utils helpers (`lt.utils.data`)."""
+from . import data
+
+__all__ = ["data"]
