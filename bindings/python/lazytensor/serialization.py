@@ -10,10 +10,16 @@ module keeps PyTorch's calling conventions. Files written here open with any saf
 files read here are validated completely (lengths, JSON, duplicate keys, dtypes, shapes against
 byte counts, offsets in range, contiguous and non-overlapping) and a bad one raises ValueError
 naming the file and what is wrong.
+
+lt.load also reads PyTorch's own files (torch.save's zip format: tensors, state dicts, nested
+containers), with a restricted unpickler that never runs code from the file (lazytensor/_torch_format.py);
+it tells the formats apart by their first bytes.
 """
 import os
+import tempfile
 
 from . import _C
+from ._torch_format import is_torch_zip, load_torch_zip
 from ._utils import as_device
 
 __all__ = ["save", "load"]
@@ -37,9 +43,47 @@ def save(obj, f, metadata=None):
     _C._save_safetensors(items, os.fspath(f), meta)
 
 
-def load(f, device="cpu"):
-    """Reads a safetensors file into a dict of name -> Tensor on `device` (in the file's order)."""
+def load(f, map_location=None, *, device=None, weights_only=True, mmap=None, **pickle_load_args):
+    """Reads `f` (a path or a binary file object) onto `device` (or `map_location`, as in torch.load;
+    default "cpu"): a safetensors file gives a dict of name -> Tensor (in the file's order); a file of
+    torch.save gives the object saved (a tensor, a state dict, containers of them), read as
+    torch.load(weights_only=True) reads it whatever `weights_only` says: no code from a file runs."""
+    device = _load_device(device if device is not None else map_location)
+    if hasattr(f, "read"):
+        name = getattr(f, "name", None) or "<file object>"
+        head = f.read(4)
+        f.seek(-len(head), os.SEEK_CUR)
+        if is_torch_zip(head):
+            return load_torch_zip(f, name, device)
+        _check_not_legacy(head, name)
+        with tempfile.NamedTemporaryFile(suffix=".safetensors") as tmp:
+            tmp.write(f.read())
+            tmp.flush()
+            return _load_safetensors(tmp.name, device)
     path = os.fspath(f)
-    open(path, "rb").close()  # FileNotFoundError, IsADirectoryError, PermissionError as usual
-    tensors, _ = _C._load_safetensors(path, as_device(device))
+    with open(path, "rb") as fh:  # FileNotFoundError, IsADirectoryError, PermissionError as usual
+        head = fh.read(4)
+    if is_torch_zip(head):
+        return load_torch_zip(path, path, device)
+    _check_not_legacy(head, path)
+    return _load_safetensors(path, device)
+
+
+def _load_safetensors(path, device):
+    tensors, _ = _C._load_safetensors(path, device)
     return dict(tensors)
+
+
+def _load_device(location):
+    """A device from torch.load's map_location: a device or its name; a dict or a function (which
+    PyTorch uses to move CUDA storages to the CPU) loads onto the CPU."""
+    if location is None or isinstance(location, dict) or callable(location):
+        return as_device("cpu")
+    return as_device(location)
+
+
+def _check_not_legacy(head, name):
+    if head[:1] == b"\x80":  # a bare pickle: torch.save(..., _use_new_zipfile_serialization=False)
+        raise ValueError(f"lt.load: {name}: a pickle file (PyTorch's legacy format of before 1.6, or "
+                         "_use_new_zipfile_serialization=False), which lt.load does not read; save it "
+                         "again with torch.save's default zip format")
