@@ -47,3 +47,13 @@ class WorkerIdDataset(ltd.Dataset):
 
     def __getitem__(self, i):
         return ltd.get_worker_info().id
+
+
+class PidDataset(ltd.Dataset):
+    """Sample i: (i, the pid of the process that loaded it)."""
+
+    def __len__(self):
+        return 9
+
+    def __getitem__(self, i):
+        return i, os.getpid()

@@ -4,6 +4,7 @@ tuples and dicts), shuffling (each epoch a permutation, epochs differ, a seeded 
 worker processes (same batches as in-process; a worker's exception, death or slowness is an error
 in the main process, never a hang), random_split and the samplers; and lt.clone."""
 import collections
+import os
 import time
 
 import numpy as np
@@ -14,7 +15,7 @@ import torch.utils.data as tud
 import lazytensor as lt
 import lazytensor.utils.data as ltd
 # Worker processes unpickle these from a module that does not import torch (fast to start).
-from data_utils_datasets import PairDataset, ShardedStream, WorkerIdDataset
+from data_utils_datasets import PairDataset, PidDataset, ShardedStream, WorkerIdDataset
 
 # ---- comparison helpers -----------------------------------------------------------------------
 
@@ -199,6 +200,21 @@ def test_iterable_dataset_sharded_across_workers_and_worker_info():
     assert ltd.get_worker_info() is None
 
 
+def test_persistent_workers_serve_every_epoch_even_after_a_break():
+    loader = ltd.DataLoader(PidDataset(), batch_size=2, num_workers=2, persistent_workers=True)
+    first = [(i.tolist(), p.tolist()) for i, p in loader]
+    assert [v for i, _ in first for v in i] == list(range(9))
+    pids = {q for _, p in first for q in p}
+    assert len(pids) == 2 and os.getpid() not in pids
+    for i, _ in loader:  # leave the epoch with batches in flight
+        break
+    again = [(i.tolist(), p.tolist()) for i, p in loader]
+    assert again == first  # same order, same worker per batch, same processes
+    stream = ltd.DataLoader(ShardedStream(7), batch_size=2, num_workers=2, persistent_workers=True)
+    for _ in range(2):
+        assert sorted(v for b in stream for v in b.tolist()) == list(range(7))
+
+
 def test_a_worker_exception_is_raised_in_the_main_process_naming_the_worker():
     loader = ltd.DataLoader(PairDataset(12, bad=5), batch_size=2, num_workers=2)
     it = iter(loader)
@@ -289,3 +305,24 @@ def test_clone_function(device):
     b = lt.clone(lt.tensor([True, False], device=device))
     assert b.dtype == lt.bool and b.tolist() == [True, False]
     assert lt.Tensor.clone is not None
+
+
+@pytest.mark.parametrize("n,replicas,drop_last", [(10, 3, False), (10, 3, True), (12, 4, False),
+                                                  (2, 4, False)])
+def test_distributed_sampler_shares_match_torch(n, replicas, drop_last):
+    for shuffle in (False, True):
+        shares = []
+        for rank in range(replicas):
+            ours = ltd.DistributedSampler(range(n), replicas, rank, shuffle=shuffle,
+                                          drop_last=drop_last)
+            theirs = tud.distributed.DistributedSampler(range(n), replicas, rank, shuffle=shuffle,
+                                                        drop_last=drop_last)
+            ours.set_epoch(1)
+            shares.append(list(ours))
+            assert len(ours) == len(theirs) == len(shares[-1])
+            if not shuffle:
+                assert shares[-1] == list(theirs)
+        flat = sorted(v for s in shares for v in s)
+        assert set(flat) == set(range(n)) if not drop_last else set(flat) <= set(range(n))
+    with pytest.raises(RuntimeError, match="num_replicas"):
+        ltd.DistributedSampler(range(4))

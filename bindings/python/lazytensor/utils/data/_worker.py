@@ -94,6 +94,13 @@ class IterableDatasetStopIteration:
         self.worker_id = worker_id
 
 
+RESUME = "resume"  # the main process's request to start a new epoch
+
+
+class Resumed:
+    """A worker's answer to RESUME: everything it sent before belongs to the last epoch."""
+
+
 def _wrap_current(worker_id):
     return ExceptionWrapper(sys.exc_info(), where=f"in DataLoader worker process {worker_id}")
 
@@ -164,11 +171,18 @@ def worker_loop(iterable, dataset, index_queue, data_queue, done_event, auto_col
             try:
                 task = index_queue.get(timeout=_POLL_S)
             except queue.Empty:
-                if os.getppid() != parent_pid:  # the main process died: nobody will read us
+                if os.getppid() != parent_pid or done_event.is_set():  # nobody will read us
                     break
                 continue
             if task is None or done_event.is_set():
                 break
+            if task == RESUME:  # a new epoch (persistent workers): a fresh iterator of the dataset
+                if init_error is None:
+                    fetcher = (IterableFetcher if iterable else MapFetcher)(
+                        dataset, auto_collation, collate_fn, drop_last)
+                ended = False
+                data_queue.put(bytes(ForkingPickler.dumps((None, Resumed()))))
+                continue
             if ended:
                 continue
             idx, index = task

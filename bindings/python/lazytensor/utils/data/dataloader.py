@@ -3,7 +3,8 @@
 
 Main-process waits are bounded: the parent polls the result queue and checks that its workers are
 alive, so a worker that dies is a RuntimeError naming it, and `timeout=` seconds without a batch
-is a RuntimeError too. `persistent_workers=True` is accepted; workers are started per epoch."""
+is a RuntimeError too. With `persistent_workers=True` the same worker processes serve every
+epoch."""
 import itertools
 import multiprocessing
 import numbers
@@ -11,6 +12,7 @@ import os
 import pickle
 import queue
 import time
+import weakref
 
 from ..._generator import Generator, default_seed
 from . import _worker
@@ -73,6 +75,7 @@ class DataLoader:
         self.in_order = in_order
         self.generator = generator
         self._iterable = isinstance(dataset, IterableDataset)
+        self._iterator = None  # the workers' iterator, kept across epochs with persistent_workers
 
         if self._iterable:
             if isinstance(shuffle, bool) and shuffle:
@@ -133,13 +136,24 @@ class DataLoader:
     def __iter__(self):
         if self.num_workers == 0:
             return _SingleProcessIter(self)
-        return _MultiProcessIter(self)
+        if not self.persistent_workers:
+            return _MultiProcessIter(self)
+        if self._iterator is None or self._iterator._shutdown:
+            self._iterator = _MultiProcessIter(self)
+        else:
+            self._iterator._reset()
+        return self._iterator
 
 
 class _BaseIter:
     def __init__(self, loader):
-        self._loader = loader
-        self._sampler_iter = iter(loader._index_sampler)
+        # Not the loader itself: a persistent-workers loader keeps its iterator, and without a cycle
+        # the workers stop as soon as the loader is dropped (not at a garbage collection, by when
+        # the queues to them may be closed).
+        self._loader_ref = weakref.ref(loader)
+        self._index_sampler = loader._index_sampler
+        self._prefetch = loader.prefetch_factor
+        self._sampler_iter = iter(self._index_sampler)
         self._base_seed = default_seed(loader.generator)
         self._fetcher_args = (loader.dataset, loader._auto_collation, loader.collate_fn,
                               loader.drop_last)
@@ -157,7 +171,7 @@ class _BaseIter:
         return data
 
     def __len__(self):
-        return len(self._loader)
+        return len(self._loader_ref())
 
 
 class _SingleProcessIter(_BaseIter):
@@ -186,8 +200,7 @@ class _MultiProcessIter(_BaseIter):
         self._index_queues, self._workers = [], []
         self._workers_status = [True] * nw
         self._worker_cycle = itertools.cycle(range(nw))
-        self._send_idx = self._rcvd_idx = 0
-        self._task_info = {}  # task id -> (worker id,) while pending, (worker id, data) once early
+        self._persistent = loader.persistent_workers
         try:
             for i in range(nw):
                 index_queue = ctx.Queue()
@@ -208,7 +221,23 @@ class _MultiProcessIter(_BaseIter):
                 "worker_init_fn must be picklable (defined at a module's top level, no lambdas)") \
                 from e
         self._shutdown = False
-        for _ in range(loader.prefetch_factor * nw):
+        self._reset(first=True)
+
+    def _reset(self, first=False):
+        """Starts an epoch; a later one (persistent workers) first has every worker restart its
+        fetcher and drops what the last epoch left in flight, up to each worker's answer."""
+        if not first:
+            self._sampler_iter = iter(self._index_sampler)
+            self._num_yielded = 0
+            for q in self._index_queues:
+                q.put(_worker.RESUME)
+            waiting = len(self._workers)
+            while waiting:
+                waiting -= isinstance(self._get_data()[1], _worker.Resumed)
+        self._workers_status = [True] * len(self._workers)
+        self._send_idx = self._rcvd_idx = 0
+        self._task_info = {}  # task id -> (worker id,) while pending, (worker id, data) once early
+        for _ in range(self._prefetch * len(self._workers)):
             self._try_put_index()
 
     def _try_put_index(self):
@@ -260,7 +289,8 @@ class _MultiProcessIter(_BaseIter):
                 del self._task_info[self._rcvd_idx]  # its worker's iterable ended first
                 self._rcvd_idx += 1
             else:
-                self._shutdown_workers()
+                if not self._persistent:
+                    self._shutdown_workers()
                 raise StopIteration
             if len(self._task_info[self._rcvd_idx]) == 2:
                 data = self._task_info.pop(self._rcvd_idx)[1]
@@ -271,7 +301,6 @@ class _MultiProcessIter(_BaseIter):
             idx, data = self._get_data()
             if isinstance(data, _worker.IterableDatasetStopIteration):
                 self._workers_status[data.worker_id] = False
-                self._index_queues[data.worker_id].put(None)
                 self._try_put_index()
                 continue
             if idx != self._rcvd_idx:
