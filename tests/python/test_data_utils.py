@@ -326,3 +326,29 @@ def test_distributed_sampler_shares_match_torch(n, replicas, drop_last):
         assert set(flat) == set(range(n)) if not drop_last else set(flat) <= set(range(n))
     with pytest.raises(RuntimeError, match="num_replicas"):
         ltd.DistributedSampler(range(4))
+
+
+def test_a_training_loop_over_a_loader_matches_on_cpu_and_lazy_with_one_compile_per_shape():
+    lt.manual_seed(0)
+    x = lt.randn(100, 8)
+    y = (x.sum(1) > 0).long()
+    losses = {}
+    for dev in ("cpu", "lazy"):
+        lt.manual_seed(0)
+        model = lt.nn.Sequential(lt.nn.Linear(8, 16), lt.nn.ReLU(), lt.nn.Linear(16, 2)).to(dev)
+        opt = lt.optim.SGD(model.parameters(), lr=0.1)
+        loader = ltd.DataLoader(ltd.TensorDataset(x, y), batch_size=32, shuffle=True,
+                                generator=lt.Generator().manual_seed(1))
+        lt.metrics.reset()
+        losses[dev] = []
+        for _ in range(2):
+            for data, target in loader:
+                assert data.device == lt.device("cpu")
+                loss = lt.nn.functional.cross_entropy(model(data.to(dev)), target.to(dev))
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                losses[dev].append(loss.item())
+        if dev == "lazy":  # a full batch and the last, shorter one: two step graphs, then replays
+            assert lt.metrics.counters()["graph_compiles"] == 2
+    np.testing.assert_allclose(losses["lazy"], losses["cpu"], rtol=1e-5, atol=1e-6)
