@@ -304,7 +304,9 @@ def test_output_that_is_an_input_is_a_copy():
     torch.testing.assert_close(d, (x - 1) * 2)
 
 
-def test_attention_stays_one_op_forward_and_backward(monkeypatch):
+@pytest.fixture
+def graph_ops(monkeypatch):
+    """The ops of every aten graph the backend compiles from here on (names, in order)."""
     from lazytensor.torch import partition
     seen = []
     real = partition.split_graph
@@ -314,6 +316,11 @@ def test_attention_stays_one_op_forward_and_backward(monkeypatch):
         return real(gm, name, rejected, mode)
 
     monkeypatch.setattr(partition, "split_graph", spy)
+    return seen
+
+
+def test_attention_stays_one_op_forward_and_backward(graph_ops):
+    seen = graph_ops
     q, k, v = (torch.randn(2, 3, 8, 16, requires_grad=True) for _ in range(3))
     f = torch.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
                       backend="lazytensor")
@@ -328,18 +335,10 @@ def test_attention_stays_one_op_forward_and_backward(monkeypatch):
     assert not any("_softmax" in t or "bmm" in t for t in seen)  # not decomposed
 
 
-def test_multihead_attention_inside_torch_functions_is_ours_too(monkeypatch):
+def test_multihead_attention_inside_torch_functions_is_ours_too(graph_ops):
     # nn.MultiheadAttention reaches sdpa inside F.multi_head_attention_forward, which Dynamo keeps
     # whole: the backend catches the call while AOTAutograd traces it.
-    from lazytensor.torch import partition
-    seen = []
-    real = partition.split_graph
-
-    def spy(gm, name, rejected, mode):
-        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
-        return real(gm, name, rejected, mode)
-
-    monkeypatch.setattr(partition, "split_graph", spy)
+    seen = graph_ops
     layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
     compiled = torch.compile(layer, backend="lazytensor")
     x = torch.randn(2, 6, 32)
