@@ -1,7 +1,7 @@
 """lt.load of PyTorch's own files (torch.save's zip format), written here by torch 2.13: every dtype,
 a module's state_dict, a slice of a larger tensor (offset and strides), tensors sharing a storage,
 nested containers of tensors, numbers and strings, a Parameter, file objects and devices; safetensors
-files still load. Bad files (a truncated zip, a missing record, a storage of the wrong size, a view
+files still load, and so do files of torch.save's legacy format. Bad files (a truncated zip, a missing record, a storage of the wrong size, a view
 outside its storage) raise errors naming the file, and a pickle that asks for code (os.system, a
 function that writes a marker file) is refused without running it; loading never imports torch."""
 import collections
@@ -300,8 +300,70 @@ def test_a_bad_persistent_id_or_rebuild_argument_is_refused(tmp_path):
         lt.load(craft(tmp_path, "notstorage.pt", NotAStorage(), {}))
 
 
-def test_the_legacy_pickle_format_is_a_clear_error(tmp_path):
+def legacy_sample():
+    big = torch.arange(60, dtype=torch.float32).reshape(6, 10)
+    obj = {name: (torch.arange(6) % 3 == 0 if dt == torch.bool else
+                  (torch.arange(6) * 7 - 20).to(dt)) for name, dt in DTYPES.items()}
+    obj.update({"slice": big[1::2, 3:7], "big": big, "column": big[:, 9], "nested": [(big[0],)],
+                "sd": torch.nn.Linear(3, 2).state_dict(), "step": 3, "tag": "legacy"})
+    return obj
+
+
+def test_the_legacy_format_loads_like_the_zip_one(tmp_path):
+    obj = legacy_sample()
     path = tmp_path / "legacy.pt"
-    torch.save({"w": torch.ones(2)}, path, _use_new_zipfile_serialization=False)
-    with pytest.raises(ValueError, match=r"legacy\.pt.*legacy format"):
-        lt.load(path)
+    torch.save(obj, path, _use_new_zipfile_serialization=False)
+    check_same(lt.load(path), obj)
+    with open(path, "rb") as f:
+        check_same(lt.load(f), obj)
+    p = tmp_path / "param.pt"
+    torch.save(torch.nn.Parameter(torch.ones(2)), p, _use_new_zipfile_serialization=False)
+    assert isinstance(lt.load(p), lt.nn.Parameter)
+
+
+def test_a_bad_legacy_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "legacy.pt"
+    torch.save({"w": torch.arange(10.0), "b": torch.ones(3)}, path,
+               _use_new_zipfile_serialization=False)
+    data = path.read_bytes()
+    bad = tmp_path / "cut.pt"
+    for cut, what in ((len(data) - 5, "ends inside storage"), (len(data) - 20, "truncated"),
+                      (40, "malformed")):
+        bad.write_bytes(data[:cut])
+        with pytest.raises((ValueError, RuntimeError, pickle.UnpicklingError),
+                           match=f"cut\\.pt.*{what}"):
+            lt.load(bad)
+    marker = tmp_path / "marker"
+    evil = tmp_path / "evil.pt"
+    torch.save({"w": torch.ones(2), "evil": _System(marker)}, evil,
+               _use_new_zipfile_serialization=False)
+    with pytest.raises(pickle.UnpicklingError, match=r"evil\.pt.*'posix.system'"):
+        lt.load(evil)
+    assert not marker.exists()
+    plain_pickle = tmp_path / "plain.pkl"
+    plain_pickle.write_bytes(pickle.dumps({"a": 1}, protocol=2))
+    with pytest.raises(ValueError, match="no magic number"):
+        lt.load(plain_pickle)
+
+
+def test_a_legacy_storage_view_is_read_from_its_root(tmp_path):
+    """Files of PyTorch < 0.4 name a storage that is a view of another (key, offset, count)."""
+    class Pickler(pickle.Pickler):
+        def persistent_id(self, o):
+            if isinstance(o, _Storage):
+                view = None if o.key == "root" else (o.key, 2, 3)
+                return ("storage", torch.FloatStorage, "root", "cpu", 6, view)
+            return None
+
+    class OnView:
+        def __reduce__(self):
+            return (torch._utils._rebuild_tensor_v2,
+                    (_Storage("view", 3), 1, (2,), (1,), False, collections.OrderedDict()))
+    path = tmp_path / "view.pt"
+    with open(path, "wb") as f:
+        for header in (0x1950A86A20F9469CFC6C, 1001, {"little_endian": True}):
+            pickle.dump(header, f, protocol=2)
+        Pickler(f, protocol=2).dump({"v": OnView()})
+        pickle.dump(["root"], f, protocol=2)
+        f.write((6).to_bytes(8, "little") + np.arange(6, dtype=np.float32).tobytes())
+    assert lt.load(path)["v"].tolist() == [3.0, 4.0]  # root[2:5][1:3]

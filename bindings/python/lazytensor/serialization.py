@@ -11,15 +11,15 @@ files read here are validated completely (lengths, JSON, duplicate keys, dtypes,
 byte counts, offsets in range, contiguous and non-overlapping) and a bad one raises ValueError
 naming the file and what is wrong.
 
-lt.load also reads PyTorch's own files (torch.save's zip format: tensors, state dicts, nested
-containers), with a restricted unpickler that never runs code from the file (lazytensor/_torch_format.py);
+lt.load also reads PyTorch's own files (torch.save's zip format and its legacy pickle format:
+tensors, state dicts, nested containers), with a restricted unpickler that never runs code from the file (lazytensor/_torch_format.py);
 it tells the formats apart by their first bytes.
 """
 import os
 import tempfile
 
 from . import _C
-from ._torch_format import is_torch_zip, load_torch_zip
+from ._torch_format import is_pickle, is_torch_zip, load_torch_legacy, load_torch_zip
 from ._utils import as_device
 
 __all__ = ["save", "load"]
@@ -55,7 +55,8 @@ def load(f, map_location=None, *, device=None, weights_only=True, mmap=None, **p
         f.seek(-len(head), os.SEEK_CUR)
         if is_torch_zip(head):
             return load_torch_zip(f, name, device)
-        _check_not_legacy(head, name)
+        if is_pickle(head):
+            return load_torch_legacy(f, name, device)
         with tempfile.NamedTemporaryFile(suffix=".safetensors") as tmp:
             tmp.write(f.read())
             tmp.flush()
@@ -65,7 +66,9 @@ def load(f, map_location=None, *, device=None, weights_only=True, mmap=None, **p
         head = fh.read(4)
     if is_torch_zip(head):
         return load_torch_zip(path, path, device)
-    _check_not_legacy(head, path)
+    if is_pickle(head):
+        with open(path, "rb") as fh:
+            return load_torch_legacy(fh, path, device)
     return _load_safetensors(path, device)
 
 
@@ -80,10 +83,3 @@ def _load_device(location):
     if location is None or isinstance(location, dict) or callable(location):
         return as_device("cpu")
     return as_device(location)
-
-
-def _check_not_legacy(head, name):
-    if head[:1] == b"\x80":  # a bare pickle: torch.save(..., _use_new_zipfile_serialization=False)
-        raise ValueError(f"lt.load: {name}: a pickle file (PyTorch's legacy format of before 1.6, or "
-                         "_use_new_zipfile_serialization=False), which lt.load does not read; save it "
-                         "again with torch.save's default zip format")
