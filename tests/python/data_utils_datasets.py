@@ -41,12 +41,22 @@ class ShardedStream(ltd.IterableDataset):
         return self.n
 
 
+INITIALIZED = None
+
+
+def init_worker(worker_id):
+    global INITIALIZED
+    INITIALIZED = 100 + worker_id
+
+
 class WorkerIdDataset(ltd.Dataset):
+    """Sample i: the loading worker's id plus what init_worker set in it (100 + id)."""
+
     def __len__(self):
         return 8
 
     def __getitem__(self, i):
-        return ltd.get_worker_info().id
+        return ltd.get_worker_info().id + (INITIALIZED or 0)
 
 
 class PidDataset(ltd.Dataset):

@@ -15,7 +15,8 @@ import torch.utils.data as tud
 import lazytensor as lt
 import lazytensor.utils.data as ltd
 # Worker processes unpickle these from a module that does not import torch (fast to start).
-from data_utils_datasets import PairDataset, PidDataset, ShardedStream, WorkerIdDataset
+from data_utils_datasets import (PairDataset, PidDataset, ShardedStream, WorkerIdDataset,
+                                 init_worker)
 
 # ---- comparison helpers -----------------------------------------------------------------------
 
@@ -194,9 +195,11 @@ def test_iterable_dataset_sharded_across_workers_and_worker_info():
     got = [v for b in ltd.DataLoader(ShardedStream(11), batch_size=2, num_workers=2)
            for v in b.tolist()]
     assert sorted(got) == list(range(11))
-    ids = [v for b in ltd.DataLoader(WorkerIdDataset(), batch_size=2, num_workers=2)
+    ids = [v for b in ltd.DataLoader(WorkerIdDataset(), batch_size=2, num_workers=2,
+                                     worker_init_fn=init_worker)
            for v in b.tolist()]
-    assert ids == [0, 0, 1, 1, 0, 0, 1, 1]  # batches go round-robin and come back in order
+    # batches go round-robin and come back in order; each worker ran worker_init_fn first
+    assert ids == [100, 100, 102, 102, 100, 100, 102, 102]
     assert ltd.get_worker_info() is None
 
 
