@@ -283,6 +283,8 @@ def test_samplers():
     draws = list(ltd.RandomSampler(range(5), replacement=True, num_samples=50, generator=g))
     assert len(draws) == 50 and set(draws) <= set(range(5))
     assert len(list(ltd.RandomSampler(range(5), num_samples=12))) == 12
+    huge = iter(ltd.RandomSampler(range(5), replacement=True, num_samples=10**10))
+    assert len([next(huge) for _ in range(3000)]) == 3000  # drawn lazily, as minGPT's trainer asks
     assert list(ltd.SequentialSampler(range(4))) == [0, 1, 2, 3]
     sub = list(ltd.SubsetRandomSampler([2, 4, 6, 8], generator=g))
     assert sorted(sub) == [2, 4, 6, 8]

@@ -63,8 +63,9 @@ class RandomSampler(Sampler):
     def __iter__(self):
         n = len(self.data_source)
         g = _generator_or_fresh(self.generator)
-        if self.replacement:
-            yield from g._integers(n, self.num_samples).tolist()
+        if self.replacement:  # drawn in chunks: num_samples may be huge (minGPT asks for 1e10)
+            for start in range(0, self.num_samples, 1024):
+                yield from g._integers(n, min(1024, self.num_samples - start)).tolist()
             return
         for _ in range(self.num_samples // n):
             yield from g._randperm(n).tolist()
