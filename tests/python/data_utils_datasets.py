@@ -67,3 +67,18 @@ class PidDataset(ltd.Dataset):
 
     def __getitem__(self, i):
         return i, os.getpid()
+
+
+class UnsendableDataset(ltd.Dataset):
+    """Sample 0 holds a lambda (pickle cannot send it); sample 1 raises a local exception class."""
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        if i == 0:
+            return lambda: None
+
+        class LocalError(Exception):
+            pass
+        raise LocalError("a local exception class")

@@ -15,8 +15,8 @@ import torch.utils.data as tud
 import lazytensor as lt
 import lazytensor.utils.data as ltd
 # Worker processes unpickle these from a module that does not import torch (fast to start).
-from data_utils_datasets import (PairDataset, PidDataset, ShardedStream, WorkerIdDataset,
-                                 init_worker)
+from data_utils_datasets import (PairDataset, PidDataset, ShardedStream, UnsendableDataset,
+                                 WorkerIdDataset, init_worker)
 
 # ---- comparison helpers -----------------------------------------------------------------------
 
@@ -235,6 +235,14 @@ def test_a_dead_or_slow_worker_is_an_error_not_a_hang():
     with pytest.raises(RuntimeError, match="timed out after 0.5 seconds"):
         list(ltd.DataLoader(PairDataset(6, slow=0), batch_size=1, num_workers=1, timeout=0.5))
     assert time.monotonic() - t0 < 20
+
+
+def test_a_sample_or_exception_that_cannot_be_sent_is_an_error_in_the_main_process():
+    it = iter(ltd.DataLoader(UnsendableDataset(), batch_size=None, num_workers=1))
+    with pytest.raises(Exception, match=r"(?s)in DataLoader worker process 0.*pickle"):
+        next(it)
+    with pytest.raises(RuntimeError, match=r"(?s)LocalError.*a local exception class"):
+        next(it)
 
 
 def test_an_unpicklable_collate_fn_is_a_clear_error():

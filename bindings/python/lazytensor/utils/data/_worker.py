@@ -201,7 +201,11 @@ def worker_loop(iterable, dataset, index_queue, data_queue, done_event, auto_col
             try:  # pickled here, not in the queue's feeder thread, so a failure is reported
                 payload = ForkingPickler.dumps((idx, data), pickle.HIGHEST_PROTOCOL)
             except Exception:
-                payload = ForkingPickler.dumps((idx, _wrap_current(worker_id)))
+                if isinstance(data, ExceptionWrapper):  # an exception class pickle cannot name
+                    data.exc_type = RuntimeError
+                else:  # a sample pickle cannot send
+                    data = _wrap_current(worker_id)
+                payload = ForkingPickler.dumps((idx, data))
             data_queue.put(bytes(payload))
             del data, task, payload
     except KeyboardInterrupt:
