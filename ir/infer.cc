@@ -120,11 +120,18 @@ Inferred infer(Op op, const NodeList& in, const Attrs& a) {
       DType t = in[0]->dtype;
       if ((op == Op::Mean || op == Op::Var || op == Op::LogSumExp) && !is_floating(t))
         fail(ErrorKind::Runtime, name, ": could not infer output dtype; input dtype must be floating, got ", dtype_name(t));
-      if ((op == Op::ReduceMax || op == Op::ReduceMin) && numel(in[0]->shape) == 0)
+      Shape out = reduce_shape(op, in[0]->shape, a);  // checks the axes
+      // No identity: an empty group cannot be reduced, though an empty tensor can be along a
+      // non-empty dim (a [2, 0] amax over dim 0 is [0], as in PyTorch).
+      const Shape& s = in[0]->shape;
+      if ((op == Op::ReduceMax || op == Op::ReduceMin) && numel(s) == 0 &&
+          std::any_of(a.ints.begin(), a.ints.end(), [&](int64_t ax) {
+            return s.empty() || s[normalize_axis(ax, static_cast<int64_t>(s.size()), "reduce")] == 0;
+          }))
         fail(ErrorKind::Index, name, ": cannot reduce an empty tensor of shape ", shape_str(in[0]->shape),
              " (the operation has no identity)");
       if (op == Op::ReduceSum && is_bool(t)) fail(ErrorKind::Type, name, ": cast bool to an integer type first");
-      return {t, reduce_shape(op, in[0]->shape, a)};
+      return {t, std::move(out)};
     }
     case OpClass::Reshape: {
       for (auto d : a.ints)

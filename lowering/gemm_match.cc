@@ -145,6 +145,9 @@ std::optional<GemmMatch> match_gemm(const PrimGraph& g, int reduce, const std::v
     gm.M *= ext.front();
     ext.erase(ext.begin()), ta.erase(ta.begin()), tb.erase(tb.begin());
   }
+  // More rows can change which layout A's strides normalize to (M = K = 1 stacked into a column
+  // reads as transposed), and the library steps check the normalized form.
+  normalize_matrix_layout(gm.M, gm.K, &gm.a_rs, &gm.a_cs);
   gm.batch.assign(ext.rbegin(), ext.rend());
   gm.a_batch_stride.assign(ta.rbegin(), ta.rend());
   gm.b_batch_stride.assign(tb.rbegin(), tb.rend());

@@ -184,6 +184,12 @@ Lin SymCtx::flatten(const std::vector<Lin>& idx, const Shape& shape) const {
 
 std::vector<Lin> SymCtx::unflatten(const Lin& flat, const Shape& shape) {
   std::vector<Lin> r(shape.size());
+  // An empty tensor has no element to find: a loop reading it runs no iteration, and dividing by
+  // its zero extents would be meaningless. Any index serves.
+  if (numel(shape) == 0) {
+    std::fill(r.begin(), r.end(), constant(0));
+    return r;
+  }
   int64_t stride = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     if (shape[i] == 1) r[i] = constant(0);

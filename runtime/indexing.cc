@@ -382,8 +382,8 @@ Tensor tril(const Tensor& a, int64_t diagonal) { return triangle(a, diagonal, tr
 Tensor triu(const Tensor& a, int64_t diagonal) { return triangle(a, diagonal, false, "triu"); }
 
 Tensor cumsum(const Tensor& a, int64_t dim) {
+  dim = norm_dim(dim, a.dim(), "cumsum");  // a 0-dim tensor takes dim 0 or -1 (PyTorch)
   if (a.dim() == 0) return a;
-  dim = norm_dim(dim, a.dim(), "cumsum");
   const int64_t n = a.shape()[dim];
   DType t = is_floating(a.dtype()) ? a.dtype() : DType::Int64;
   // out[.., i] = sum_j a[.., j] * (j <= i): a masked row reduction, fused into one kernel.
@@ -403,8 +403,8 @@ Tensor arg_extreme(const Tensor& a, std::optional<int64_t> dim, bool keepdim, bo
     if (keepdim) return r.reshape(std::vector<int64_t>(static_cast<size_t>(a.dim()), 1));
     return r;
   }
+  int64_t d = norm_dim(*dim, a.dim(), op);  // a 0-dim tensor takes dim 0 or -1 (PyTorch)
   if (a.dim() == 0) return zeros({}, DType::Int64, a.device());
-  int64_t d = norm_dim(*dim, a.dim(), op);
   const int64_t n = a.shape()[d];
   if (n == 0) fail(ErrorKind::Index, op, ": expected reduction dim ", d, " to have non-zero size (shape ", shape_str(a.shape()), ")");
   Tensor ext = max ? a.amax({d}, true) : a.amin({d}, true);

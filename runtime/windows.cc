@@ -42,12 +42,15 @@ struct Extent {
 Extent pool_extent(const char* op, int64_t n, int64_t k, int64_t s, int64_t p, int64_t dl,
                    bool ceil_mode) {
   const int64_t span = dl * (k - 1) + 1, padded = n + 2 * p;
-  if (padded < span)
-    fail(ErrorKind::Runtime, op, ": input size ", n, " with padding ", p,
-         " is smaller than the kernel extent ", span);
-  int64_t out = (padded - span + (ceil_mode ? s - 1 : 0)) / s + 1;
+  // PyTorch's size: floor division, so with ceil_mode an input smaller than the window still
+  // makes one (partial) window when the rounding up reaches it.
+  const int64_t num = padded - span + (ceil_mode ? s - 1 : 0);
+  int64_t out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
   // PyTorch: the last window must start inside the input or the left padding.
   if (ceil_mode && (out - 1) * s >= n + p) --out;
+  if (out < 1)
+    fail(ErrorKind::Runtime, op, ": input size ", n, " with padding ", p,
+         " is smaller than the kernel extent ", span, " (output size ", out, ")");
   return {out, std::max<int64_t>(0, (out - 1) * s + span - padded)};
 }
 

@@ -62,12 +62,42 @@ bool transpose_b_first(const Gemm& g) {
   return g.batch.empty() && g.b_cs == 1 && g.M >= 64 && g.M < 512 && g.K * g.N >= (int64_t{1} << 20);
 }
 
+// The same product over contiguous copies of A [batch..., M, K] and B [batch..., K, N], batched
+// over every dim: the layout oneDNN takes whatever the operands' own layouts were.
+Gemm packed(const Gemm& g) {
+  Gemm p = g;
+  p.a_rs = g.K, p.a_cs = 1, p.b_rs = g.N, p.b_cs = 1;
+  int64_t sa = g.M * g.K, sb = g.K * g.N;
+  for (size_t d = g.batch.size(); d-- > 0;) {
+    p.a_batch_stride[d] = sa, p.b_batch_stride[d] = sb;
+    sa *= g.batch[d], sb *= g.batch[d];
+  }
+  return p;
+}
+
+// Copies a strided batch of rows x cols matrices into a contiguous [batch..., rows, cols] array.
+void pack(const float* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+          const std::vector<int64_t>& batch, const std::vector<int64_t>& bstride,
+          std::vector<float>& dst) {
+  int64_t count = 1;
+  for (int64_t e : batch) count *= e;
+  dst.resize(static_cast<size_t>(count * rows * cols));
+  float* out = dst.data();
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t off = 0, rest = i;
+    for (size_t d = batch.size(); d-- > 0; rest /= batch[d]) off += rest % batch[d] * bstride[d];
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) *out++ = src[off + r * rs + c * cs];
+  }
+}
+
 }  // namespace
 
 struct OnednnGemm::Impl {
   dnnl::memory::desc a, b, c;
   dnnl::matmul prim;
   bool transpose_b = false;  // run on B's transposed copy (transpose_b_first)
+  bool pack = false;         // run on contiguous copies of A and B (packed())
 };
 
 bool onednn_gemm_available() { return true; }
@@ -90,12 +120,27 @@ OnednnGemm::OnednnGemm(const Gemm& g) : g_(g) {
     if (impl->transpose_b) bt.b_rs = 1, bt.b_cs = g.K;  // the copy: [N, K] contiguous
     impl->b = operand_desc(bt, false);
     impl->c = out_desc(g);
-    try {
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(impl->a, impl->b, impl->c), onednn_engine());
+    auto make = [&] {
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(impl->a, impl->b, impl->c),
+                                      onednn_engine());
       impl->prim = dnnl::matmul(pd);
-    } catch (const dnnl::error& e) {
-      fail(ErrorKind::NotImplemented, "not implemented: gemm ", g.name, " (M=", g.M, " N=", g.N, " K=", g.K,
-           ") on cpu: oneDNN: ", e.what());
+    };
+    try {
+      make();
+    } catch (const dnnl::error&) {
+      // A layout oneDNN has no descriptor for (a batch dim that both operands broadcast: a
+      // product of expanded tensors): the same product over contiguous copies.
+      const Gemm p = packed(g);
+      impl->a = operand_desc(p, true);
+      impl->b = operand_desc(p, false);
+      impl->transpose_b = false;
+      impl->pack = true;
+      try {
+        make();
+      } catch (const dnnl::error& e) {
+        fail(ErrorKind::NotImplemented, "not implemented: gemm ", g.name, " (M=", g.M, " N=", g.N,
+             " K=", g.K, ") on cpu: oneDNN: ", e.what());
+      }
     }
     slot = std::move(impl);
   }
@@ -107,6 +152,16 @@ void OnednnGemm::run(const void* a, const void* b, void* out) const {
   const size_t es = dtype_size(g_.dtype);
   auto* pa = const_cast<char*>(static_cast<const char*>(a)) + g_.a_offset * es;
   auto* pb = const_cast<char*>(static_cast<const char*>(b)) + g_.b_offset * es;
+  if (impl_->pack) {
+    // Per thread: executables on several threads may run this Gemm at once.
+    thread_local std::vector<float> scratch_a, scratch_b;
+    pack(reinterpret_cast<const float*>(pa), g_.M, g_.K, g_.a_rs, g_.a_cs, g_.batch,
+         g_.a_batch_stride, scratch_a);
+    pack(reinterpret_cast<const float*>(pb), g_.K, g_.N, g_.b_rs, g_.b_cs, g_.batch,
+         g_.b_batch_stride, scratch_b);
+    pa = reinterpret_cast<char*>(scratch_a.data());
+    pb = reinterpret_cast<char*>(scratch_b.data());
+  }
   if (impl_->transpose_b) {
     // Per thread: executables on several threads may run this Gemm at once.
     thread_local std::vector<float> scratch;

@@ -353,8 +353,10 @@ def test_masked_fill_tril_triu_cumsum(device, rng):
     _same(t2, r2)
     with pytest.raises(RuntimeError):
         t.masked_fill(lt.tensor(x, device=device), 0.0)  # not a bool mask
+    # A mask larger than the input broadcasts it (PyTorch); in place, the result must fit.
+    _same(t[0].masked_fill(lt.tensor(m, device=device), 0.0), r[0].masked_fill(torch.tensor(m), 0.0))
     with pytest.raises(RuntimeError):
-        t[0].masked_fill(lt.tensor(m, device=device), 0.0)  # mask larger than input
+        t[0].masked_fill_(lt.tensor(m, device=device), 0.0)
     for k in (0, 1, -1, 3, -7):
         _same(t.tril(k), r.tril(k))
         _same(lt.triu(t, k), torch.triu(r, k))

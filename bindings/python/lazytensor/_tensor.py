@@ -358,20 +358,18 @@ class _TensorMethods:
         return where(condition, self, other)
 
     def masked_fill(self, mask, value):
-        """`value` where the bool `mask` (broadcast to self's shape) is True, else self; keeps
-        self's dtype. `value` is a number or a 0-d tensor."""
+        """`value` where the bool `mask` is True, else self, both broadcast to their common shape
+        (PyTorch); keeps self's dtype. `value` is a number or a 0-d tensor."""
         if not isinstance(mask, Tensor):
             raise TypeError(f"masked_fill(): argument 'mask' must be Tensor, not {type(mask).__name__}")
         if mask.dtype != _C.bool:
             raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
                                f"{mask.dtype}")
         try:
-            ok = np.broadcast_shapes(tuple(mask.shape), tuple(self.shape)) == tuple(self.shape)
+            np.broadcast_shapes(tuple(mask.shape), tuple(self.shape))
         except ValueError:
-            ok = False
-        if not ok:
             raise RuntimeError(f"masked_fill: the mask of shape {list(mask.shape)} does not broadcast "
-                               f"to the input of shape {list(self.shape)}")
+                               f"with the input of shape {list(self.shape)}") from None
         if isinstance(value, Tensor):
             if value.ndim != 0:
                 raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got "
