@@ -95,9 +95,11 @@ Inferred infer(Op op, const NodeList& in, const Attrs& a) {
       return {DType::Bool, in[0]->shape};
     case OpClass::Binary: {
       same_dtype(op, in, 0);
-      if ((op == Op::Div || op == Op::Pow) && !is_floating(in[0]->dtype))
+      if (op == Op::Div && !is_floating(in[0]->dtype))
         fail(ErrorKind::Type, name, ": expected floating operands, got ", dtypes_of(in));
-      if (is_bool(in[0]->dtype) && op != Op::Maximum && op != Op::Minimum)
+      // On bool, add is logical or and mul logical and (PyTorch); the rest have no bool meaning.
+      if (is_bool(in[0]->dtype) && op != Op::Maximum && op != Op::Minimum && op != Op::Add &&
+          op != Op::Mul)
         fail(ErrorKind::Type, name, ": not supported for bool tensors");
       return {in[0]->dtype, broadcast_shapes(in[0]->shape, in[1]->shape, name.data())};
     }

@@ -162,8 +162,10 @@ Tensor linspace(double start, double end, int64_t steps, DType dtype, const Devi
   std::vector<unsigned char> buf(static_cast<size_t>(steps) * dtype_size(dtype));
   double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0;
   for (int64_t i = 0; i < steps; ++i) {
-    // Symmetric evaluation as in PyTorch: the second half counts back from `end`.
-    double v = i < steps / 2 ? start + step * static_cast<double>(i) : end - step * static_cast<double>(steps - 1 - i);
+    // Symmetric evaluation as in PyTorch: the second half counts back from `end`. One step is
+    // `start` alone (PyTorch), which the second half's formula would make `end`.
+    double v = i < steps / 2 || steps == 1 ? start + step * static_cast<double>(i)
+                                           : end - step * static_cast<double>(steps - 1 - i);
     store_from_double(buf.data() + i * dtype_size(dtype), dtype, v);
   }
   return from_host(buf.data(), dtype, {steps}, device);

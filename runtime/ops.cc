@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "ir/error.h"
+#include "runtime/autograd.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/vjp.h"
 
@@ -72,24 +73,48 @@ Tensor op_out(Op op, NodeList ins, Attrs at, const Device& d, const std::vector<
   return out;
 }
 
-bool float_only(Op op) { return op == Op::Div || op == Op::Pow; }
+// PyTorch's result_type of two tensors: a zero-dim operand only decides the dtype when its
+// category (bool < int < float) is higher than the dimensioned operand's.
+DType result_type(const Tensor& a, const Tensor& b) {
+  auto cat = [](DType x) { return is_bool(x) ? 0 : is_floating(x) ? 2 : 1; };
+  if (a.dim() == 0 && b.dim() > 0 && cat(a.dtype()) <= cat(b.dtype())) return b.dtype();
+  if (b.dim() == 0 && a.dim() > 0 && cat(b.dtype()) <= cat(a.dtype())) return a.dtype();
+  return promote(a.dtype(), b.dtype());
+}
+
+// PyTorch's checks before promotion: bool has no subtraction (not even against a number), and
+// pow has no bool form nor, for an integer base, a negative integer exponent that is a number.
+void check_operands(Op op, DType a, DType b, DType t, const Tensor& shown, const Scalar* s) {
+  if (op == Op::Sub && (is_bool(a) || is_bool(b)))
+    fail(ErrorKind::Runtime, "sub: subtraction, the `-` operator, with a bool tensor is not "
+         "supported (shape ", shape_str(shown.shape()), "); use the `^` or logical_xor() operator, "
+         "or logical_not() to invert a mask");
+  if (op == Op::Pow && is_bool(t))
+    fail(ErrorKind::NotImplemented, "pow: not implemented for bool tensors (shape ",
+         shape_str(shown.shape()), ")");
+  if (op == Op::Pow && s && !is_floating(t) && s->kind == ScalarKind::Int && s->i < 0)
+    fail(ErrorKind::Runtime, "pow: integers to negative integer powers are not allowed (base ",
+         dtype_name(t), " of shape ", shape_str(shown.shape()), ", exponent ", s->i, ")");
+}
+
+DType scalar_kind_dtype(ScalarKind k) {
+  return k == ScalarKind::Bool ? DType::Bool : k == ScalarKind::Int ? DType::Int64 : default_float();
+}
 
 Tensor binary(Op op, const Tensor& a, const Tensor& b) {
   const Device& d = common_device(op_name(op).data(), {&a, &b});
-  DType t = promote(a.dtype(), b.dtype());
-  // A zero-dim operand only decides the dtype when its category (bool < int < float) is higher
-  // than the dimensioned operand's, as in PyTorch.
-  auto cat = [](DType x) { return is_bool(x) ? 0 : is_floating(x) ? 2 : 1; };
-  if (a.dim() == 0 && b.dim() > 0 && cat(a.dtype()) <= cat(b.dtype())) t = b.dtype();
-  if (b.dim() == 0 && a.dim() > 0 && cat(b.dtype()) <= cat(a.dtype())) t = a.dtype();
-  if (float_only(op) && !is_floating(t)) t = default_float();
+  DType t = result_type(a, b);
+  check_operands(op, a.dtype(), b.dtype(), t, a, nullptr);
+  if (op == Op::Div && !is_floating(t)) t = default_float();
   return op_out(op, nodes(cast_node(a.node(), t), cast_node(b.node(), t)), {}, d, {&a, &b});
 }
 
 Tensor binary(Op op, const Tensor& a, Scalar s, bool reflected = false) {
   const Device& d = common_device(op_name(op).data(), {&a});
   DType t = promote_with_scalar(a.dtype(), s.kind);
-  if (float_only(op) && !is_floating(t)) t = default_float();
+  // A reflected pow's number is the base: only an exponent that is a number is checked.
+  check_operands(op, a.dtype(), scalar_kind_dtype(s.kind), t, a, reflected ? nullptr : &s);
+  if (op == Op::Div && !is_floating(t)) t = default_float();
   NodePtr x = cast_node(a.node(), t), y = scalar_node(s, t);
   return reflected ? op_out(op, nodes(std::move(y), std::move(x)), {}, d, {nullptr, &a})
                    : op_out(op, nodes(std::move(x), std::move(y)), {}, d, {&a, nullptr});
@@ -158,7 +183,7 @@ Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
   if (c.dtype() != DType::Bool)
     fail(ErrorKind::Runtime, "where: expected condition to be a boolean tensor, but got a tensor with dtype ",
          dtype_name(c.dtype()));
-  DType t = promote(a.dtype(), b.dtype());
+  DType t = result_type(a, b);
   return op_out(Op::Where, nodes(c.node(), cast_node(a.node(), t), cast_node(b.node(), t)), {}, d,
                 {nullptr, &a, &b});
 }
@@ -236,14 +261,32 @@ Tensor logsumexp(const Tensor& a, std::vector<int64_t> dims, bool keepdim) {
                 common_device("logsumexp", {&a}), {&a});
 }
 Tensor var(const Tensor& a, std::vector<int64_t> dims, double correction, bool keepdim) {
+  const Device& d = common_device("var", {&a});
+  if (!is_floating(a.dtype()))  // PyTorch computes no spread of integers (nor of bools)
+    fail(ErrorKind::Runtime, "var/std: only floating point dtypes are supported, got ",
+         dtype_name(a.dtype()), " (shape ", shape_str(a.shape()), ")");
   Attrs at;
   at.ints = to_ints(all_dims(a, std::move(dims)));
   at.keepdim = keepdim;
   at.value = correction;
-  return op_out(Op::Var, nodes(float_node(a)), std::move(at), common_device("var", {&a}), {&a});
+  return op_out(Op::Var, nodes(a.node()), std::move(at), d, {&a});
 }
 Tensor std(const Tensor& a, std::vector<int64_t> dims, double correction, bool keepdim) {
-  return var(a, std::move(dims), correction, keepdim).sqrt();
+  Tensor v = var(a, std::move(dims), correction, keepdim);
+  if (!grad_enabled() || !v.requires_grad()) return v.sqrt();
+  Tensor s;
+  {
+    NoGradGuard no_grad;  // one node: the rule recorded below is the gradient
+    s = v.sqrt();
+  }
+  // sqrt's own gradient is infinite at 0, and 0 * inf is nan where the input is constant; the
+  // gradient of std is taken as 0 there (PyTorch's std_backward masks result == 0 the same way).
+  Saved out(s.node(), s.device());
+  record(s, {v}, "StdBackward", [out](const Tensor& g) {
+    Tensor y = out.get();
+    return std::vector<Tensor>{where(eq(y, 0.0), Scalar(0.0), g / (y * 2.0))};
+  });
+  return s;
 }
 Tensor layer_norm(const Tensor& x, std::vector<int64_t> normalized_shape, const Tensor& w, const Tensor& b,
                   double eps) {

@@ -157,6 +157,21 @@ Grads gelu_vjp(const VjpCtx& c, const Tensor& g) {
   return {g * ((t + 1.0) * 0.5 + x * 0.5 * (1.0 - t * t) * du)};
 }
 
+// d prod / d x_i is the product of the other entries. Dividing the product by x_i gives that only
+// when no entry is zero; with zeros it is the product of the nonzero entries at the one zero of a
+// group that has a single zero, and 0 everywhere else (PyTorch's prod_backward).
+Grads prod_vjp(const VjpCtx& c, const Tensor& g) {
+  Tensor x = c.x(0);
+  const Shape& in = x.shape();
+  const std::vector<int64_t> ax = norm_axes(c.attrs, in.size());
+  Tensor is_zero = eq(x, 0.0);
+  Tensor zeros_in_group = cast(is_zero, DType::Int64).sum(ax, true);
+  Tensor nonzero = where(is_zero, Scalar(1.0), x);
+  Tensor gp = expand_back(g, in, c.attrs) * nonzero.prod(ax, true);  // times the nonzero product
+  Tensor at_single_zero = where(logical_and(is_zero, eq(zeros_in_group, Scalar(1))), gp, Scalar(0.0));
+  return {where(eq(zeros_in_group, Scalar(0)), gp / nonzero, at_single_zero)};
+}
+
 const std::map<Op, VjpRule>& rules() {
   using C = const VjpCtx&;
   using G = const Tensor&;
@@ -212,11 +227,7 @@ const std::map<Op, VjpRule>& rules() {
          return Grads{expand_back(g, in, c.attrs) / static_cast<double>(std::max<int64_t>(1, reduced_count(in, c.attrs)))};
        }},
       {Op::ReduceMax, nullptr},  // filled below (shared with ReduceMin)
-      {Op::ReduceProd,
-       [](C c, G g) {
-         const Shape& in = c.inputs[0].node()->shape;
-         return Grads{expand_back(g * c.y(), in, c.attrs) / c.x(0)};
-       }},
+      {Op::ReduceProd, prod_vjp},
       {Op::Reshape, [](C c, G g) { return Grads{g.reshape(to_vec(c.inputs[0].node()->shape))}; }},
       {Op::Permute,
        [](C c, G g) {

@@ -224,6 +224,30 @@ Value* unary(IRBuilder<>& b, llvm::Module& m, Op op, DType t, Value* a, Value* r
   return b.CreateUnaryIntrinsic(id, a);
 }
 
+// Integer x^y as PyTorch computes it: square-and-multiply with wrap-around, unrolled over every
+// bit of y with selects (no branch, so it vectorizes like the other elementwise ops); for a
+// negative y (signed types) 1 for x = 1, +-1 for x = -1 and 0 otherwise.
+Value* int_pow(IRBuilder<>& b, bool is_signed, Value* x, Value* y) {
+  llvm::Type* T = x->getType();
+  auto k = [&](int64_t v) { return llvm::ConstantInt::get(T, static_cast<uint64_t>(v), true); };
+  Value* r = k(1);
+  Value* base = x;
+  Value* e = y;
+  const unsigned bits = T->getScalarSizeInBits();
+  for (unsigned i = 0; i < bits; ++i) {
+    r = b.CreateSelect(b.CreateTrunc(e, T->getWithNewBitWidth(1)), b.CreateMul(r, base), r);
+    if (i + 1 == bits) break;
+    base = b.CreateMul(base, base);
+    e = b.CreateLShr(e, k(1));
+  }
+  if (!is_signed) return r;
+  Value* odd = b.CreateTrunc(y, T->getWithNewBitWidth(1));
+  Value* neg = b.CreateSelect(b.CreateICmpEQ(x, k(1)), k(1),
+                              b.CreateSelect(b.CreateICmpEQ(x, k(-1)),
+                                             b.CreateSelect(odd, k(-1), k(1)), k(0)));
+  return b.CreateSelect(b.CreateICmpSLT(y, k(0)), neg, r);
+}
+
 Value* binary(IRBuilder<>& b, Op op, DType t, Value* x, Value* y) {
   const bool fp = is_floating(t);
   const bool u = is_unsigned(t);
@@ -241,7 +265,8 @@ Value* binary(IRBuilder<>& b, Op op, DType t, Value* x, Value* y) {
       if (!fp) unsupported(op, t);
       return b.CreateFDiv(x, y);
     case Op::Pow:
-      if (!fp) unsupported(op, t);
+      if (t == DType::Bool) unsupported(op, t);
+      if (!fp) return int_pow(b, !u, x, y);
       return b.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y);
     case Op::Maximum:  // NaN-propagating like torch.maximum
       if (fp) return b.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, x, y);

@@ -216,7 +216,10 @@ std::string op_expr(Op op, DType t, DType ot, const std::string& a, const std::s
     case Op::Sub: return arith("-", "lt_sub");
     case Op::Mul: return arith("*", "lt_mul");
     case Op::Div: need_float(); return round_to(t, a + " / " + b);
-    case Op::Pow: need_float(); return round_to(t, std::string(f64 ? "pow" : "powf") + "(" + a + ", " + b + ")");
+    case Op::Pow:
+      if (ot == DType::Bool) unsupported();
+      if (!is_floating(ot)) return std::string("lt_ipow<") + ctype(ot) + ">(" + a + ", " + b + ")";
+      return round_to(t, std::string(f64 ? "pow" : "powf") + "(" + a + ", " + b + ")");
     case Op::Maximum: return "lt_max(" + a + ", " + b + ")";
     case Op::Minimum: return "lt_min(" + a + ", " + b + ")";
     case Op::Eq: return "(" + a + " == " + b + ")";

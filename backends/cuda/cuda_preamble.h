@@ -68,6 +68,16 @@ __device__ __forceinline__ long long lt_mul(long long a, long long b) {
   return (long long)((unsigned long long)a * (unsigned long long)b);
 }
 
+// Integer pow as PyTorch computes it: square-and-multiply with wrap-around; a negative exponent
+// gives 1 for base 1, +-1 for base -1 and 0 otherwise. (T)0 > e keeps unsigned types quiet.
+template <class T> __device__ __forceinline__ T lt_ipow(T a, T e) {
+  if ((T)0 > e) return a == (T)1 ? (T)1 : a == (T)-1 ? ((e & 1) ? (T)-1 : (T)1) : (T)0;
+  T r = 1;
+  for (; e; e >>= 1, a = lt_mul(a, a))
+    if (e & 1) r = lt_mul(r, a);
+  return r;
+}
+
 // maximum/minimum propagate NaN (torch.maximum); for integers and bool they are plain max/min.
 template <class T> __device__ __forceinline__ T lt_max(T a, T b) { return (a != a || a > b) ? a : b; }
 template <class T> __device__ __forceinline__ T lt_min(T a, T b) { return (a != a || a < b) ? a : b; }

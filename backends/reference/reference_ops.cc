@@ -18,6 +18,16 @@ constexpr size_t kNumOps = 0
 #undef LT_OP
     ;
 
+// Integer pow as PyTorch computes it: square-and-multiply with wrap-around; a negative exponent
+// gives 1 for base 1, +-1 for base -1 and 0 otherwise (integer division of 1 by the power).
+int64_t int_pow(int64_t base, int64_t exp) {
+  if (exp < 0) return base == 1 ? 1 : base == -1 ? (exp % 2 ? -1 : 1) : 0;
+  int64_t r = 1;
+  for (; exp; exp >>= 1, base = wrap_mul(base, base))
+    if (exp & 1) r = wrap_mul(r, base);
+  return r;
+}
+
 // torch.maximum/minimum: a NaN operand gives NaN (x != x only holds for NaN; integers never).
 constexpr auto kMax = [](auto x, auto y) { return (x != x || x > y) ? x : y; };
 constexpr auto kMin = [](auto x, auto y) { return (x != x || x < y) ? x : y; };
@@ -46,7 +56,7 @@ const std::pair<Op, EvalFn> kRules[] = {
     {Op::Sub, arith2<[](double x, double y) { return x - y; }, wrap_sub>},
     {Op::Mul, arith2<[](double x, double y) { return x * y; }, wrap_mul>},
     {Op::Div, arith_float<[](double x, double y) { return x / y; }>},
-    {Op::Pow, arith_float<[](double x, double y) { return std::pow(x, y); }>},
+    {Op::Pow, arith2<[](double x, double y) { return std::pow(x, y); }, int_pow>},
     {Op::Maximum, arith<kMax>},
     {Op::Minimum, arith<kMin>},
     // Comparisons: IEEE semantics, so a NaN operand makes all but ne false.

@@ -137,8 +137,6 @@ def test_bfloat16_round_trip_matches_torch(device, rng):
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.xfail(strict=True, reason="C++ runtime: pow computes integer tensors in float32 (ops.cc "
-                   "float_only); PyTorch keeps int64 for int ** int")
 def test_integer_pow_keeps_integer_dtype(device):
     t = lt.tensor([1, 2, 3], device=device)
     assert_close(t ** 2, [1, 4, 9], dtype=lt.int64)

@@ -26,8 +26,9 @@ def _from_array(arr, dtype, device):
     return _C.from_numpy(np.asarray(arr, dtype=np_dtype), device)
 
 
-def _infer_array(data):
-    """NumPy array of Python data with PyTorch's inference (floats -> float32, ints -> int64)."""
+def _infer_array(data, dtype=None):
+    """NumPy array of Python data with PyTorch's inference (floats -> float32, ints -> int64).
+    Floats stay float64 when a dtype is requested: they round once, to that dtype."""
     if isinstance(data, np.ndarray):
         return data
     if isinstance(data, np.generic):
@@ -36,7 +37,7 @@ def _infer_array(data):
         raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
     arr = np.array(data)
     kind = arr.dtype.kind
-    if kind == "f" and arr.dtype == np.float64:
+    if kind == "f" and arr.dtype == np.float64 and dtype is None:
         return arr.astype(np.float32)  # the default dtype, as torch.tensor([1.5]) is float32
     if kind in "iub" and arr.dtype in (np.int64, np.bool_):
         return arr
@@ -77,7 +78,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
         if dtype is None and src.dtype == _C.bfloat16:
             dtype = _C.bfloat16
         return _from_array(arr, dtype, device)
-    return _from_array(_infer_array(data), dtype, device)
+    return _from_array(_infer_array(data, dtype), dtype, device)
 
 
 def as_tensor(data, dtype=None, device=None):

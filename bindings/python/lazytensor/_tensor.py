@@ -699,7 +699,9 @@ def _values_and_indices(self, dim, keepdim, largest):
     """(values, indices) of the first extreme along dim. Float values are gathered at the index, so
     the gradient reaches that one element (PyTorch's rule, also under ties)."""
     dim = operator.index(dim)
-    idx = _C.argmax(self, dim, True) if largest else _C.argmin(self, dim, True)
+    # bool has no argmax of its own (PyTorch's neither); its max(dim) is uint8's, read back as bool.
+    x = self._cast(_C.uint8) if self.dtype == _C.bool else self
+    idx = _C.argmax(x, dim, True) if largest else _C.argmin(x, dim, True)
     if self.dtype.is_floating_point:
         values = _C.gather(self, dim, idx)
     else:
