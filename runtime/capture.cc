@@ -114,6 +114,10 @@ struct Program {
   // Deferred checks of indices computed in the step (without their IR): their stats are the
   // graph's outputs after `outputs`.
   std::vector<index_checks::Taken> graph_checks;
+  // On a device backend, the last replay's check stats, read when the next replay starts: reading
+  // them at once would wait for the device every call, so the host could never run ahead of the
+  // GPU (as PyTorch's device-side asserts, such an error surfaces at a later call).
+  std::vector<std::shared_ptr<Storage>> unchecked;
 };
 
 bool active() { return g_active.load(std::memory_order_relaxed); }
@@ -563,6 +567,14 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
       b.owner_root = static_cast<int>(j);
     }
   }
+  if (!p.unchecked.empty()) {
+    std::vector<std::shared_ptr<Storage>> earlier = std::move(p.unchecked);
+    p.unchecked.clear();
+    std::string bad = index_checks::first_failure(p.graph_checks, earlier, 0);
+    if (!bad.empty())
+      fail(ErrorKind::Index, bad, " (found when this compiled step was called again: on ",
+           p.backend, " a call's index checks are read at the next call, not waited for)");
+  }
   std::vector<std::shared_ptr<Storage>> outs;
   if (p.has_graph) {
     auto r = run_cached(p.key, p.backend, bound, p.outputs.size() + p.graph_checks.size());
@@ -609,7 +621,12 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
       }
     }
   }
-  // Indices computed in the step: raised once everything is assigned, as a sync raises them.
+  // Indices computed in the step: raised once everything is assigned, as a sync raises them; on a
+  // device backend at the next call (Program::unchecked).
+  if (p.has_graph && !host_backend(p.backend)) {
+    p.unchecked.assign(outs.begin() + static_cast<std::ptrdiff_t>(p.outputs.size()), outs.end());
+    return result;
+  }
   std::string bad = index_checks::first_failure(p.graph_checks, outs, p.outputs.size());
   if (!bad.empty()) fail(ErrorKind::Index, bad);
   return result;

@@ -56,6 +56,26 @@ def ce(m, x, y):
     return F.cross_entropy(m(x), y)
 
 
+def late_index_error():
+    """A bad token id on CUDA raises IndexError, one call late on replays (the replay does not wait
+    for the device to read its index checks), and the compiled step keeps working after it."""
+    torch._dynamo.reset()
+    emb = nn.Embedding(10, 4).to(DEV)
+    f = torch.compile(lambda i: emb(i).sum(), backend="lazytensor")
+    good = torch.tensor([1, 2, 3], device=DEV)
+    bad = torch.tensor([1, 12, 3], device=DEV)
+    f(good), f(good)  # traced, then replayed
+    raised = []
+    for ids in (bad, good, good):
+        try:
+            f(ids).item()
+        except IndexError as e:
+            raised.append(str(e))
+    ok = len(raised) == 1 and "12" in raised[0]
+    print(f"{'PASS' if ok else 'FAIL'} late index error on CUDA replays: {raised}", flush=True)
+    return ok
+
+
 def main():
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -86,6 +106,7 @@ def main():
             (torch.randint(0, 128, (4, 32)), torch.randint(0, 128, (4, 32))),
             lambda m, i, t: m(i, t), torch.optim.AdamW, 2e-2, autocast=True, lr=1e-3)),
     ]
+    cases.append(("late index error", late_index_error))
     failures = 0
     for name, case in cases:
         try:
