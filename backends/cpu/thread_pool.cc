@@ -1,9 +1,12 @@
 #include "backends/cpu/thread_pool.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -41,11 +44,32 @@ ThreadPool::ThreadPool(int num_threads) { start_workers(std::max(1, num_threads)
 
 ThreadPool::~ThreadPool() { stop_workers(); }
 
+namespace {
+// The process's pool. A forked child has none of the parent's worker threads, so a pool it
+// inherited would wait for them forever on its first parallel kernel (a DataLoader worker, a
+// multiprocessing fork): the child starts a pool of its own on first use instead, and the
+// inherited one is abandoned (its threads do not exist there; nothing may join them).
+std::atomic<ThreadPool*> g_pool{nullptr};
+std::mutex g_pool_mu;
+void forget_pool_in_child() {
+  g_pool.store(nullptr, std::memory_order_relaxed);
+  new (&g_pool_mu) std::mutex();  // a fork while another thread held it would leave it locked
+}
+}  // namespace
+
 ThreadPool& ThreadPool::global() {
-  // Leaked on purpose: workers must not be joined during static destruction, when a kernel
-  // running on another thread could still be using the pool.
-  static ThreadPool* pool = new ThreadPool(default_num_threads());
-  return *pool;
+  if (ThreadPool* p = g_pool.load(std::memory_order_acquire)) return *p;
+  static const int registered = pthread_atfork(nullptr, nullptr, &forget_pool_in_child);
+  (void)registered;
+  std::lock_guard<std::mutex> lk(g_pool_mu);
+  ThreadPool* p = g_pool.load(std::memory_order_relaxed);
+  if (!p) {
+    // Leaked on purpose: workers must not be joined during static destruction, when a kernel
+    // running on another thread could still be using the pool.
+    p = new ThreadPool(default_num_threads());
+    g_pool.store(p, std::memory_order_release);
+  }
+  return *p;
 }
 
 int ThreadPool::num_threads() const {
