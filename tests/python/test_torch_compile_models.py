@@ -384,3 +384,23 @@ def test_parameters_changed_in_place_or_replaced_are_seen():
     torch._dynamo.reset()
     gc.collect()
     assert len(interop._param_views) < before
+
+
+def test_inference_in_eval_mode_under_no_grad():
+    # The inference graph (AOTAutograd's inference compiler): BatchNorm on running statistics,
+    # dropout off, one graph, replayed for each batch.
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.Dropout(0.5), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
+    for m in model.modules():  # running statistics that differ from the defaults
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.normal_()
+            m.running_var.uniform_(0.5, 2.0)
+    model.eval()
+    compiled = torch.compile(model, backend="lazytensor")
+    lt.metrics.reset()
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(5, 3, 8, 8)
+            torch.testing.assert_close(compiled(x), model(x))
+    c = lt.metrics.counters()
+    assert c["graph_compiles"] == 1 and c["fallbacks"] == 0
