@@ -84,8 +84,8 @@ def test_prod_gradient_with_zero_entries(device, rng, dim, keepdim):
 @pytest.mark.parametrize("dim", [None, 1, 0])
 def test_std_gradient_of_constant_input(device, rng, dim):
     x = rng.normal(size=(3, 4))
-    x[1] = 2.5       # a constant row
-    x[:, 2] = -1.0   # and a constant column
+    x[:, 2] = -1.0   # a constant column
+    x[1] = 2.5       # and a constant row
     if dim is None:
         x[:] = 0.75  # all constant
 
@@ -264,7 +264,7 @@ def test_bool_max_min_along_dim(device, rng, fn, dim, keepdim):
 # ---- item 6: shapes, layouts and errors -------------------------------------------------------
 
 
-@pytest.mark.parametrize("reduce", ["sum", "sum0", "sum1", "prod", "mean1", "amax0"])
+@pytest.mark.parametrize("reduce", ["sum", "sum1", "prod", "mean1", "amax0"])
 def test_reduce_slice_with_zero_size_middle_dim(device, rng, reduce):
     x = rng.normal(size=(2, 3, 2))
 
@@ -272,9 +272,7 @@ def test_reduce_slice_with_zero_size_middle_dim(device, rng, reduce):
         a = lib.tensor(x.tolist(), device=dev)
         s = a[:, :0, 0]  # shape [2, 0]
         if reduce == "sum":
-            return lib.ones(2, 3, 2, device=dev)[:, :0, 0].sum(), s.sum()
-        if reduce == "sum0":
-            return s.sum(0)
+            return lib.ones(2, 3, 2, device=dev)[:, :0, 0].sum(), s.sum(), s.sum(0)
         if reduce == "sum1":
             return s.sum(1), a[:, 1:1].sum(1)
         if reduce == "prod":
@@ -359,8 +357,7 @@ def test_masked_fill_broadcasts_input_against_mask(device, rng, case):
     check(program, device)
 
 
-@pytest.mark.parametrize("call", ["cumsum(1)", "cumsum(-2)", "argmin(2)", "argmax(1)", "argmin(-2)",
-                                  "max(1)", "min(-2)"])
+@pytest.mark.parametrize("call", ["cumsum(1)", "cumsum(-2)", "argmin(2)", "argmax(1)", "argmin(-2)"])
 def test_zero_dim_tensor_dim_range(device, rng, call):
     v = float(rng.normal())
 
