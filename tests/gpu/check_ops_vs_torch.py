@@ -276,6 +276,14 @@ def main():
     check("uint8 cast", [pos], lambda a: (a * 50).to(lt.uint8), lambda a: (a * 50).to(torch.uint8), grad=False)
     check("bool logic", [x, y], lambda a, b: lt.logical_and(a > 0, b < 0) | (a > 1),
           lambda a, b: torch.logical_and(a > 0, b < 0) | (a > 1), grad=False)
+    # Integer pow keeps int64 (wrap-around on overflow, as PyTorch's); bool + and * are or / and.
+    xs = rng.integers(-20, 20, (64, 300)).astype(np.int64)
+    es = rng.integers(0, 14, (64, 300)).astype(np.int64)
+    check("int64 pow", [xs, es], lambda a, b: a ** b, lambda a, b: a ** b, grad=False)
+    check("int64 pow scalar", [xs], lambda a: a ** 3 + 2 ** a.abs().clamp(0, 39),
+          lambda a: a ** 3 + 2 ** a.abs().clamp(0, 39), grad=False)
+    check("bool add/mul", [x, y], lambda a, b: (a > 0) + (b > 0) * (a < b),
+          lambda a, b: (a > 0) + (b > 0) * (a < b), grad=False)
     # Back to the input's own float type: a float32 result of a float64 input was compared at
     # float64 tolerance, where PyTorch's CUDA division by a scalar (a multiplication by its
     # reciprocal) differs from a correctly rounded division by one float32 ulp.
