@@ -1,6 +1,6 @@
 """`lazytensor.nn`: PyTorch's torch.nn over lazytensor ops (Module, layers, losses, functional,
 init, utils)."""
-from . import functional, init, utils
+from . import functional, init, parallel, utils
 from .attention import MultiheadAttention
 from .layers import (BCEWithLogitsLoss, CrossEntropyLoss, Dropout, Embedding, Flatten, GELU, Identity,
                      L1Loss, LayerNorm, LeakyReLU, Linear, LogSoftmax, ModuleDict, ModuleList, MSELoss,
