@@ -1,5 +1,5 @@
 // The DLPack ABI (https://github.com/dmlc/dlpack), version 0.x: DLManagedTensor in a PyCapsule
-// named "dltensor", which is what NumPy 1.24 and PyTorch 1.13 (Debian 12) produce and consume.
+// named "dltensor", the unversioned form that NumPy 2 and PyTorch 2 still produce and consume.
 // Declared here rather than included so the build needs no dlpack package; the layout must match
 // dlpack.h v0.6-0.8 exactly (these structs cross library boundaries by pointer).
 #pragma once
@@ -34,7 +34,7 @@ enum DLDataTypeCode : uint8_t {
   kDLOpaqueHandle = 3,
   kDLBfloat = 4,
   kDLComplex = 5,
-  kDLBool = 6,  // DLPack 0.8; older consumers (NumPy 1.24, PyTorch 1.13) refuse it
+  kDLBool = 6,  // DLPack 0.8 (NumPy 2 and PyTorch 2 take it; NumPy 1.24 and PyTorch 1.13 did not)
 };
 
 struct DLDataType {
