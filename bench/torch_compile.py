@@ -7,7 +7,8 @@ backend="lazytensor", on the same models, weights and batches, in one process.
 Each contender is timed the same way: a training step (forward, loss, backward, optimizer step,
 zero_grad; the optimizer eager for every contender) run in rounds of --steps back to back, one
 read of the loss (a synchronize on CUDA) at the end; the median round's wall time divided by the
-steps, so host overhead counts for everyone. "first call" is the wall time of the first step
+steps, so host overhead counts for everyone; each contender runs in a process of its own (in one
+process the one timed second read 10-30% slower). "first call" is the wall time of the first step
 after torch._dynamo.reset(), compile included (lazytensor's disk cache is off, LT_CACHE_DIR=off,
 so it compiles cold as Inductor does; Inductor's caches point at a fresh directory). On CUDA the
 GPT-2 124M rows (gpt2, gpt2_bf16) are ANCHORS.md's whole-model rows.
@@ -18,10 +19,15 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 
+# The environment each contender's process starts with: as this script found it. (Importing
+# lazytensor sets OMP_WAIT_POLICY=PASSIVE for its own thread pool's sake; a child inheriting that
+# would run PyTorch's OpenMP kernels passive too, unlike a script that never imported lazytensor.)
+_ENV_AT_START = dict(os.environ)
 os.environ.setdefault("LT_CACHE_DIR", "off")
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="inductor-bench-"))
 os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "0")
@@ -118,6 +124,21 @@ def run(workload, backend, steps, rounds):
     return {"step_ms": statistics.median(times), "first_call_s": first, "first_loss": first_loss}
 
 
+def run_apart(workload, backend, args):
+    """run() in a fresh process: in one process the contender timed second read 10-30% slower
+    than the same contender timed first (the GPT row, either order), so each gets a process of
+    its own, started the same way."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--device", args.device, "--steps",
+           str(args.steps), "--rounds", str(args.rounds), "--one", workload, backend]
+    env = dict(_ENV_AT_START, LT_CACHE_DIR=os.environ["LT_CACHE_DIR"],
+               TORCHINDUCTOR_CACHE_DIR=os.environ["TORCHINDUCTOR_CACHE_DIR"],
+               TORCHINDUCTOR_FX_GRAPH_CACHE=os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"])
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"{backend} on {workload} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20)
@@ -126,10 +147,14 @@ def main():
                     "; ".join(f"{d}: {w}" for d, w in DEFAULT.items()) + ")")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--json")
+    ap.add_argument("--one", nargs=2, metavar=("WORKLOAD", "BACKEND"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     global DEVICE
     DEVICE = args.device
     torch.set_num_threads(os.cpu_count())
+    if args.one:  # a child: one contender on one workload, its result as JSON on the last line
+        print(json.dumps(run(WORKLOADS[args.one[0]][1], args.one[1], args.steps, args.rounds)))
+        return
     where = torch.cuda.get_device_name() if DEVICE == "cuda" else \
         f"{os.cpu_count()} threads, {platform.processor() or platform.machine()}"
     print(f"torch {torch.__version__}, {DEVICE}: {where}")
@@ -139,7 +164,7 @@ def main():
     print(header)
     for name in (args.only or DEFAULT[DEVICE]).split(","):
         title, workload = WORKLOADS[name]
-        r = {b: run(workload, b, args.steps, args.rounds) for b in ("eager", "inductor", "lazytensor")}
+        r = {b: run_apart(name, b, args) for b in ("eager", "inductor", "lazytensor")}
         results[name] = r
         e, i, lz = (r[b]["step_ms"] for b in ("eager", "inductor", "lazytensor"))
         fi, fl = r["inductor"]["first_call_s"], r["lazytensor"]["first_call_s"]
