@@ -17,6 +17,7 @@ import operator
 import torch
 
 from .. import _C
+from ..nn import functional as F
 from . import attention  # noqa: F401  (defines torch.ops.lazytensor.sdpa*)
 from .interop import lt_dtype
 
@@ -399,18 +400,12 @@ def _convolution_backward(cx, grad_out, x, w, bias_sizes, stride, padding, dilat
 
 # ---- pooling ------------------------------------------------------------------------------------
 
-def _pair(v, default=None):
-    if v is None or (isinstance(v, (list, tuple)) and len(v) == 0):
-        v = default
-    if isinstance(v, int):
-        return [v, v]
-    v = list(v)
-    return v * 2 if len(v) == 1 else v
-
-
 def _pool_args(kernel_size, stride, padding, dilation):
-    k = _pair(kernel_size)
-    return k, _pair(stride, k), _pair(padding, 0), _pair(dilation, 1)
+    """lt.nn.functional's int-or-pair rule; aten's empty stride means the kernel size."""
+    k = F._pair(kernel_size, "kernel_size", "pool2d")
+    stride = k if stride is None or len(stride) == 0 else stride
+    return (k, F._pair(stride, "stride", "pool2d"), F._pair(padding, "padding", "pool2d"),
+            F._pair(dilation, "dilation", "pool2d"))
 
 
 def _max_pool_indices(x, out, k, s, p, d, ceil_mode):

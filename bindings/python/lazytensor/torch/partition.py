@@ -72,15 +72,12 @@ class _LazySubgraph(torch.nn.Module):
     def __init__(self, gm, name):
         super().__init__()
         self.graph_fn = LazyGraph(gm, name)
+        out = next(n for n in gm.graph.nodes if n.op == "output")
+        self.single = not isinstance(out.args[0], (tuple, list))  # returns a tensor, not a tuple
 
     def forward(self, *args):
         out = self.graph_fn(args)
-        return out[0] if self._single else tuple(out)
-
-
-def _single_output(gm):
-    out = next(n for n in gm.graph.nodes if n.op == "output")
-    return not isinstance(out.args[0], (tuple, list))
+        return out[0] if self.single else tuple(out)
 
 
 class SplitGraph:
@@ -88,7 +85,7 @@ class SplitGraph:
 
     _boxed_call = True
 
-    def __init__(self, gm, name, fallback_ops, split):
+    def __init__(self, split, name, fallback_ops):
         self.gm = split
         self.name = name
         self.fallback_ops = fallback_ops  # number of op nodes that run in PyTorch per call
@@ -130,10 +127,8 @@ def split_graph(gm, name, rejected, mode):
     split = partitioner.fuse_partitions(partitioner.propose_partitions())
     for sub_name, sub in list(split.named_children()):
         if isinstance(sub, torch.fx.GraphModule):
-            lazy = _LazySubgraph(sub, f"{name}.{sub_name}")
-            lazy._single = _single_output(sub)
-            setattr(split, sub_name, lazy)
-    return SplitGraph(gm, name, len(unsupported), split)
+            setattr(split, sub_name, _LazySubgraph(sub, f"{name}.{sub_name}"))
+    return SplitGraph(split, name, len(unsupported))
 
 
 class Compiled:
@@ -164,13 +159,9 @@ class Compiled:
                 if self.mode == "raise":
                     raise NotImplementedError(f"lazytensor torch.compile(options={{'fallback': "
                                               f"'raise'}}): {e.node.format_node()}: {e}") from None
-                name = _original_name(e.node)
+                name = e.node.name  # a partition's nodes keep their names from the whole graph
                 if name in self.rejected:
                     raise
                 self.rejected[name] = str(e)
                 self.fn = split_graph(self.gm, self.name, self.rejected, self.mode)
 
-
-def _original_name(node):
-    # A partition's nodes keep the names they had in the whole graph.
-    return node.name
