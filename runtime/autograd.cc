@@ -68,7 +68,26 @@ Tensor unbroadcast(const Tensor& g, const Shape& shape) {
   for (size_t i = 0; i < g.shape().size(); ++i)
     if (i < lead || (shape[i - lead] == 1 && g.shape()[i] != 1)) dims.push_back(static_cast<int64_t>(i));
   Tensor r = dims.empty() ? g : g.sum(dims, true);
-  return r.reshape(std::vector<int64_t>(shape.begin(), shape.end()));
+  return reshape_to(r, shape);  // node level: a gradient is no view of the temporary sum
+}
+
+Tensor keep_overwritten_history(TensorImpl& t, const Tensor& value) {
+  if (!grad_enabled() || !t.autograd || !t.autograd->grad_fn) return value;
+  const TensorImpl& v = *value.impl();
+  if (v.autograd && v.autograd->grad_fn)
+    for (const GradEdge& e : v.autograd->grad_fn->next)
+      if (e.fn == t.autograd->grad_fn) return value;  // already reads the old value
+  auto old = make_pooled<TensorImpl>();  // t's old value and history, as an operand
+  old->device = t.device;
+  old->dtype = t.dtype;
+  old->shape = t.shape;
+  old->storage = t.storage;
+  old->pending = t.pending;
+  old->autograd = std::make_unique<AutogradMeta>();
+  old->autograd->requires_grad = true;
+  old->autograd->grad_fn = t.autograd->grad_fn;
+  if (old->pending) registry_add(old.get());
+  return where(scalar_tensor(true, DType::Bool, t.device), value, Tensor(old));
 }
 
 namespace {
@@ -178,7 +197,11 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
 
 // --- Tensor's autograd methods ---
 
-bool Tensor::requires_grad() const { return impl_ && impl_->autograd && impl_->autograd->requires_grad; }
+bool Tensor::requires_grad() const {
+  if (!impl_) return false;
+  ensure_fresh(*impl_);
+  return impl_->autograd && impl_->autograd->requires_grad;
+}
 
 Tensor& Tensor::requires_grad_(bool on) {
   if (!impl_) fail(ErrorKind::Runtime, "requires_grad_: undefined tensor");
@@ -198,14 +221,21 @@ void Tensor::set_grad(const Tensor& g) {
     fail(ErrorKind::Runtime, "assigned grad has shape ", shape_str(g.shape()), " but the tensor has shape ", shape_str(shape()));
   meta(*impl_).grad = g;
 }
-bool Tensor::is_leaf() const { return !(impl_ && impl_->autograd && impl_->autograd->grad_fn); }
+bool Tensor::is_leaf() const {
+  if (impl_) ensure_fresh(*impl_);
+  return !(impl_ && impl_->autograd && impl_->autograd->grad_fn);
+}
 std::string Tensor::grad_fn_name() const {
+  if (impl_) ensure_fresh(*impl_);
   return impl_ && impl_->autograd && impl_->autograd->grad_fn ? impl_->autograd->grad_fn->name : "";
 }
 void Tensor::backward(const Tensor& g, bool retain_graph) const { lt::backward(*this, g, retain_graph); }
 
+// A tensor sharing this one's values (writes through either reach both), without its history.
 Tensor Tensor::detach() const {
   if (!impl_) fail(ErrorKind::Runtime, "detach: undefined tensor");
+  ensure_fresh(*impl_);
+  Tensor out;
   if (impl_->pending) {
     auto t = make_pooled<TensorImpl>();
     t->device = impl_->device;
@@ -213,9 +243,11 @@ Tensor Tensor::detach() const {
     t->shape = impl_->shape;
     t->pending = impl_->pending;
     registry_add(t.get());
-    return Tensor(t);
+    out = Tensor(t);
+  } else {
+    out = Tensor(make_data_tensor(impl_->storage, dtype(), shape(), device()));
   }
-  return Tensor(make_data_tensor(impl_->storage, dtype(), shape(), device()));
+  return link_view(*this, out, {ViewStep::Kind::Alias});
 }
 
 }  // namespace lt

@@ -64,6 +64,11 @@ void backward(const Tensor& root, const Tensor& grad_output = Tensor(), bool ret
 // entry of `grad_outputs` means "ones" for a one-element root.
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_outputs, bool retain_graph = false);
 
+// `value` about to overwrite t in place, joined to t's old history (with a zero gradient) when it
+// does not read t already: PyTorch's in-place backward always reaches the overwritten tensor's
+// history, so `c = x * 2; c.fill_(1)` gives x a zero gradient, not none.
+Tensor keep_overwritten_history(TensorImpl& t, const Tensor& value);
+
 // Sums `g` down to `shape` (the reverse of broadcasting).
 Tensor unbroadcast(const Tensor& g, const Shape& shape);
 

@@ -9,6 +9,7 @@
 #include "runtime/index_check.h"
 #include "runtime/ops.h"
 #include "runtime/tensor_impl.h"
+#include "runtime/views.h"
 
 namespace lt {
 namespace {
@@ -83,7 +84,7 @@ Tensor slice(const Tensor& a, int64_t dim, std::optional<int64_t> start, std::op
     if (d == dim) sss.insert(sss.end(), {size ? s : 0, step, size});
     else sss.insert(sss.end(), {0, 1, a.shape()[d]});
   }
-  return slice_prim(a, std::move(sss));
+  return link_view(a, slice_prim(a, std::move(sss)), {ViewStep::Kind::Slice, {}, {dim, size ? s : 0, step, size}});
 }
 
 Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length) {

@@ -35,6 +35,8 @@ void materialize(const std::vector<std::shared_ptr<TensorImpl>>& ts, SyncReason 
   std::string index_error;  // the first failed index check, raised once every result is assigned
   std::map<std::string, std::vector<TensorImpl*>> by_backend;
   for (auto& t : ts)
+    if (t) ensure_fresh(*t);  // a view whose base was written since: its value as of now
+  for (auto& t : ts)
     if (t && t->pending) by_backend[t->device.backend_name()].push_back(t.get());
   for (auto& [backend, group] : by_backend) {
     std::vector<const Node*> roots;

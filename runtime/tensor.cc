@@ -12,6 +12,7 @@
 #include "runtime/profile.h"
 #include "runtime/sync.h"
 #include "runtime/tensor_impl.h"
+#include "runtime/views.h"
 
 namespace lt {
 namespace {
@@ -25,7 +26,11 @@ const Shape& Tensor::shape() const { return impl_or_throw(impl_).shape; }
 DType Tensor::dtype() const { return impl_or_throw(impl_).dtype; }
 Device Tensor::device() const { return impl_or_throw(impl_).device; }
 int64_t Tensor::numel() const { return lt::numel(shape()); }
-bool Tensor::is_pending() const { return impl_ && impl_->pending != nullptr; }
+bool Tensor::is_pending() const {
+  if (!impl_) return false;
+  ensure_fresh(*impl_);
+  return impl_->pending != nullptr;
+}
 int64_t Tensor::size(int64_t d) const { return shape()[normalize_axis(d, dim(), "size")]; }
 NodePtr Tensor::node() const {
   impl_or_throw(impl_);
@@ -34,6 +39,7 @@ NodePtr Tensor::node() const {
 
 void Tensor::copy_to_host(void* dst, SyncReason reason) const {
   impl_or_throw(impl_);
+  ensure_fresh(*impl_);
   if (impl_->pending) sync({*this}, reason);
   if (capture::active()) capture::note_host_read(reason);  // Python now depends on a value
   size_t bytes = static_cast<size_t>(numel()) * dtype_size(dtype());
@@ -73,6 +79,7 @@ template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
 
 Tensor Tensor::to(const Device& d) const {
   impl_or_throw(impl_);
+  ensure_fresh(*impl_);
   if (impl_->device == d) return *this;
   if (impl_->pending) sync({*this}, d.is_lazy() ? SyncReason::Sync : SyncReason::ToCpu);
   capture::Transfer transfer(*impl_);  // lt.compile redoes this copy on replay
@@ -117,8 +124,22 @@ Tensor Tensor::amax(std::vector<int64_t> dims, bool keepdim) const { return redu
 Tensor Tensor::amin(std::vector<int64_t> dims, bool keepdim) const { return reduce(Op::ReduceMin, *this, dims, keepdim); }
 Tensor Tensor::prod(std::vector<int64_t> dims, bool keepdim) const { return reduce(Op::ReduceProd, *this, dims, keepdim); }
 
-Tensor Tensor::reshape(std::vector<int64_t> s) const { return lt::reshape(*this, std::move(s)); }
-Tensor Tensor::permute(std::vector<int64_t> d) const { return lt::permute(*this, std::move(d)); }
+Tensor Tensor::reshape(std::vector<int64_t> s) const {
+  return link_view(*this, lt::reshape(*this, std::move(s)), {ViewStep::Kind::Reshape});
+}
+Tensor Tensor::view(std::vector<int64_t> s) const {
+  Tensor out = lt::reshape(*this, std::move(s));
+  if (!can_view_as(*impl_, out.shape()))
+    fail(ErrorKind::Runtime, "view size is not compatible with input tensor's size and stride (at least one dimension "
+         "spans across two contiguous subspaces): shape ", shape_str(shape()), " to ", shape_str(out.shape()),
+         ". Use .reshape(...) instead.");
+  return link_view(*this, out, {ViewStep::Kind::Reshape});
+}
+Tensor Tensor::permute(std::vector<int64_t> d) const {
+  IntList perm;
+  for (int64_t x : d) perm.push_back(normalize_axis(x, dim(), "permute"));
+  return link_view(*this, lt::permute(*this, std::move(d)), {ViewStep::Kind::Permute, {}, std::move(perm)});
+}
 Tensor Tensor::transpose(int64_t a, int64_t b) const {
   std::vector<int64_t> p(static_cast<size_t>(dim()));
   for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<int64_t>(i);
@@ -130,12 +151,19 @@ Tensor Tensor::transpose(int64_t a, int64_t b) const {
   std::swap(p[normalize_axis(a, dim(), "transpose")], p[normalize_axis(b, dim(), "transpose")]);
   return permute(p);
 }
-Tensor Tensor::expand(std::vector<int64_t> s) const { return lt::expand(*this, std::move(s)); }
+Tensor Tensor::expand(std::vector<int64_t> s) const {
+  return link_view(*this, lt::expand(*this, std::move(s)), {ViewStep::Kind::Expand});
+}
 Tensor Tensor::unsqueeze(int64_t d) const {
   int64_t at = normalize_axis(d, dim() + 1, "unsqueeze");
   Shape s = shape();
   s.insert(s.begin() + at, 1);
-  return lt::reshape_to(*this, std::move(s));
+  Tensor out = link_view(*this, lt::reshape_to(*this, std::move(s)), {ViewStep::Kind::Reshape});
+  if (out.impl()->view && out.impl() != impl_) {  // PyTorch's stride for the new size-1 dim
+    IntList st = view_strides(*impl_);
+    out.impl()->view->strides[at] = at < dim() ? shape()[at] * st[at] : 1;
+  }
+  return out;
 }
 Tensor Tensor::squeeze(std::optional<int64_t> d) const {
   Shape s;
@@ -147,10 +175,10 @@ Tensor Tensor::squeeze(std::optional<int64_t> d) const {
     for (auto x : shape())
       if (x != 1) s.push_back(x);
   }
-  return lt::reshape_to(*this, std::move(s));
+  return link_view(*this, lt::reshape_to(*this, std::move(s)), {ViewStep::Kind::Reshape});
 }
 Tensor Tensor::flatten(int64_t start, int64_t end) const {
-  if (dim() == 0) return lt::reshape(*this, {1});
+  if (dim() == 0) return reshape({1});
   int64_t a = normalize_axis(start, dim(), "flatten"), b = normalize_axis(end, dim(), "flatten");
   if (a > b) fail(ErrorKind::Runtime, "flatten() has invalid args: start_dim cannot come after end_dim");
   Shape s(shape().begin(), shape().begin() + a);
@@ -158,7 +186,7 @@ Tensor Tensor::flatten(int64_t start, int64_t end) const {
   for (int64_t i = a; i <= b; ++i) m *= shape()[i];
   s.push_back(m);
   s.insert(s.end(), shape().begin() + b + 1, shape().end());
-  return lt::reshape_to(*this, std::move(s));
+  return link_view(*this, lt::reshape_to(*this, std::move(s)), {ViewStep::Kind::Reshape});
 }
 Tensor Tensor::matmul(const Tensor& o) const { return lt::matmul(*this, o); }
 
@@ -172,20 +200,13 @@ void Tensor::assign(const Tensor& v) {
     fail(ErrorKind::Runtime, "a leaf Variable that requires grad is being used in an in-place operation (shape ",
          shape_str(shape()), "); wrap it in no_grad() or use a non-leaf copy");
   Tensor c = v.dtype() == t.dtype ? v : cast(v, t.dtype);
-  // The tensor now continues the history of its new value.
-  if (c.requires_grad() && grad_enabled()) {
-    if (!t.autograd) t.autograd = std::make_unique<AutogradMeta>();
-    t.autograd->requires_grad = true;
-    t.autograd->grad_fn = c.impl()->autograd->grad_fn;
-  } else if (t.autograd && t.autograd->grad_fn) {
-    t.autograd->grad_fn.reset();
-    t.autograd->requires_grad = false;
+  if (t.view) {  // a view, or a tensor that once was one (runtime/views.h)
+    write_through_view(t, c);  // the base and its other views change too (runtime/views.h)
+    return;
   }
-  t.storage = c.impl()->storage;
-  t.pending = c.impl()->pending;
-  t.leaf.reset();
-  if (t.pending) registry_add(&t);
-  else registry_remove(&t);
+  // The tensor now continues the history of its new value.
+  rebind(t, keep_overwritten_history(t, c), /*history=*/true);
+  ++t.version;
 }
 
 void Tensor::assign_result(const Tensor& v, const char* op) {

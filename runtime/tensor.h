@@ -76,7 +76,9 @@ class Tensor {
 
   // Movement.
   Tensor reshape(std::vector<int64_t> shape) const;  // one -1 allowed
-  Tensor view(std::vector<int64_t> shape) const { return reshape(std::move(shape)); }
+  // A view sharing this tensor's values (in-place writes reach both); PyTorch's view rule, an
+  // error where the strides cannot express the shape (reshape copies there instead).
+  Tensor view(std::vector<int64_t> shape) const;
   Tensor permute(std::vector<int64_t> dims) const;
   Tensor transpose(int64_t a, int64_t b) const;
   Tensor expand(std::vector<int64_t> shape) const;   // -1 keeps a dim

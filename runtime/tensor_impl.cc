@@ -33,10 +33,31 @@ std::shared_ptr<TensorImpl> make_data_tensor(std::shared_ptr<Storage> s, DType d
 }
 
 NodePtr node_of(TensorImpl& t) {
+  ensure_fresh(t);
   if (t.pending) return t.pending;
   if (!t.leaf) t.leaf = make_param(t.dtype, t.shape, t.storage);
   if (capture::active()) capture::note_leaf(t);
   return t.leaf;
+}
+
+void rebind(TensorImpl& t, const Tensor& v, bool history) {
+  TensorImpl& src = *v.impl();
+  if (history) {
+    if (v.requires_grad() && grad_enabled()) {
+      if (!t.autograd) t.autograd = std::make_unique<AutogradMeta>();
+      t.autograd->requires_grad = true;
+      t.autograd->grad_fn = src.autograd->grad_fn;
+    } else if (t.autograd && t.autograd->grad_fn) {
+      t.autograd->grad_fn.reset();
+      t.autograd->requires_grad = false;
+    }
+  }
+  if (&src == &t) return;
+  t.storage = src.storage;
+  t.pending = src.pending;
+  t.leaf.reset();
+  if (t.pending) registry_add(&t);
+  else registry_remove(&t);
 }
 
 }  // namespace lt

@@ -10,6 +10,7 @@
 #include "ir/node.h"
 #include "runtime/autograd.h"
 #include "runtime/device.h"
+#include "runtime/views.h"
 
 namespace lt {
 
@@ -35,6 +36,8 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   NodePtr pending;                   // lazy: IR not yet materialized (storage is null meanwhile)
   NodePtr leaf;                      // cached Param leaf over `storage`, made on first use
   std::unique_ptr<AutogradMeta> autograd;  // null until grad is involved
+  std::shared_ptr<ViewLink> view;          // set when this tensor aliases a base (runtime/views.h)
+  uint64_t version = 0;                    // bumped by every in-place write (views compare it)
 
   // Intrusive links of the live pending-tensor registry (runtime/registry.cc), creation order.
   TensorImpl* prev = nullptr;
@@ -49,6 +52,11 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   ~TensorImpl();
 };
 
+// A view whose base was written since it was computed is recomputed before it is read.
+inline void ensure_fresh(TensorImpl& t) {
+  if (t.view && t.view->base && t.view->seen != t.view->base->version) refresh_view(t);
+}
+
 // Registry of live lazy tensors with pending IR.
 void registry_add(TensorImpl* t);
 void registry_remove(TensorImpl* t);
@@ -62,6 +70,11 @@ std::shared_ptr<TensorImpl> make_tensor(NodePtr node, const Device& device);
 std::shared_ptr<TensorImpl> make_data_tensor(std::shared_ptr<Storage> s, DType t, Shape shape, const Device& d);
 // The node standing for a tensor: its pending IR or a leaf over its data.
 NodePtr node_of(TensorImpl& t);
+
+// t now holds v's value (data or pending IR). With `history`, also v's autograd state, as an
+// in-place op's result continues the tensor's history; without, t's own autograd is kept (a write
+// through a detached alias). Registry membership follows the pending IR.
+void rebind(TensorImpl& t, const Tensor& v, bool history);
 
 // `v` as a Scalar of t's kind, so a fill keeps the filled tensor's dtype (where(mask, x, fill) with
 // a float scalar would promote an integer x to float32 and round values above 2^24): bool is

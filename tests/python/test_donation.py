@@ -95,14 +95,26 @@ def test_dlpack_export_keeps_old_values():
     np.testing.assert_allclose(p.numpy(), old * 2)
 
 
-def test_detached_tensor_sharing_the_storage_keeps_old_values():
+def test_tensor_sharing_the_storage_keeps_old_values():
     p = lt.tensor(np.linspace(-1, 1, 10, dtype=np.float32), device="lazy")
     lt.mark_step()
-    q = p.detach()
+    q = lt.zeros(10, device="lazy")
+    q.data = p  # shares p's buffer without aliasing p (as PyTorch's set_data)
     old = q.numpy().copy()
     p._assign(p * 3.0)
     lt.mark_step()
     np.testing.assert_array_equal(q.numpy(), old)
+    np.testing.assert_allclose(p.numpy(), old * 3)
+
+
+def test_detached_alias_follows_a_donated_update():
+    p = lt.tensor(np.linspace(-1, 1, 10, dtype=np.float32), device="lazy")
+    lt.mark_step()
+    q = p.detach()  # an alias, as in PyTorch: it sees p's in-place update
+    old = q.numpy().copy()
+    p._assign(p * 3.0)
+    lt.mark_step()
+    np.testing.assert_allclose(q.numpy(), old * 3)
     np.testing.assert_allclose(p.numpy(), old * 3)
 
 

@@ -365,7 +365,10 @@ def _set_basic(self, entries, value):
     if placed.dtype != self.dtype:
         placed = placed._cast(self.dtype)
     if mask is None:  # the whole tensor
-        return placed.expand(*self.shape)
+        placed = placed.expand(*self.shape)
+        if self.requires_grad:  # the old value gets a zero gradient, as PyTorch's CopySlices gives
+            return _C.where(_C.scalar_tensor(True, _C.bool, self.device), placed, self)
+        return placed
     return _C.where(mask, placed, self)
 
 

@@ -116,13 +116,18 @@ class _TensorMethods:
     def view(self, *shape):
         if len(shape) == 1 and isinstance(shape[0], _C.dtype):
             raise NotImplementedError("not implemented: view(dtype) (reinterpreting bits)")
-        return self._reshape(size_args(shape, "shape"))
+        return self._view(size_args(shape, "shape"))
 
     def reshape_as(self, other):
         return self._reshape(list(other.shape))
 
     def view_as(self, other):
-        return self._reshape(list(other.shape))
+        return self._view(list(other.shape))
+
+    def stride(self, dim=None):
+        """PyTorch's strides of this tensor as a view of its base (values are stored dense)."""
+        strides = tuple(self._strides())
+        return strides if dim is None else strides[normalize_dim(dim, self.ndim)]
 
     def permute(self, *dims):
         return self._permute(size_args(dims, "dims"))
@@ -151,9 +156,26 @@ class _TensorMethods:
             raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
         return self.T
 
+    def __deepcopy__(self, memo):
+        """A copy with its own values (`copy.deepcopy(model.state_dict())`), keeping the subclass
+        (Parameter), requires_grad of a leaf, and a deep copy of .grad, as PyTorch's."""
+        if id(self) in memo:
+            return memo[id(self)]
+        from .autograd import no_grad
+        with no_grad():
+            new = self.clone()
+        if type(self) is not Tensor:
+            new = type(self)(new, self.requires_grad) if self.is_leaf else type(self)(new)
+        elif self.requires_grad and self.is_leaf:
+            new.requires_grad_(True)
+        if self.grad is not None:
+            new.grad = self.grad.__deepcopy__(memo)
+        memo[id(self)] = new
+        return new
+
     def contiguous(self, memory_format=None):
-        """Tensors have no strides here (movement is index arithmetic in kernels): itself."""
-        return self
+        """Itself when contiguous, else a copy (as PyTorch: writes to the copy stay in the copy)."""
+        return self if self.is_contiguous() else self.clone()
 
     @amp.lower_precision
     def matmul(self, other):
@@ -580,8 +602,8 @@ class _TensorMethods:
 
     @property
     def data(self):
-        """The same values without history (a detached tensor). Unlike PyTorch, in-place ops on the
-        result do not write through to this tensor; assign `t.data = value` to replace its data."""
+        """The same values without history: an alias, as in PyTorch (`p.data.add_(u)` updates p);
+        assign `t.data = value` to replace its data."""
         return self.detach()
 
     @data.setter

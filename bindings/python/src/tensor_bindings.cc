@@ -138,6 +138,16 @@ void init_tensor(py::module_& m) {
 
   // Movement.
   cls.def("_reshape", &Tensor::reshape, py::arg("shape"))
+      .def("_view", &Tensor::view, py::arg("shape"))
+      // PyTorch's layout facts of a view over its base (runtime/views.h); values stay dense.
+      .def("_strides",
+           [](const Tensor& t) {
+             IntList s = view_strides(*t.impl());
+             return std::vector<int64_t>(s.begin(), s.end());
+           })
+      .def("is_contiguous", [](const Tensor& t, const py::object&) { return is_contiguous(*t.impl()); },
+           py::arg("memory_format") = py::none())
+      .def("storage_offset", [](const Tensor& t) { return t.impl()->view ? t.impl()->view->offset : 0; })
       .def("_permute", &Tensor::permute, py::arg("dims"))
       .def("_expand", &Tensor::expand, py::arg("shape"))
       .def("transpose", &Tensor::transpose, py::arg("dim0"), py::arg("dim1"))
