@@ -122,7 +122,7 @@ std::vector<Tensor> attention_vjp(const Ctx& c, const Tensor& g) {
   if (c.library) return library_attention_vjp(c, g);
   Tensor q = c.q.get(), k = repeat_heads(c.k.get(), c.rep), v = repeat_heads(c.v.get(), c.rep);
   const DType t = g.dtype(), st = stats_dtype(t);
-  const bool lazy = c.probs.node() != nullptr;
+  const bool lazy = c.probs.defined();
   Tensor p;
   if (lazy) {
     p = c.probs.get();

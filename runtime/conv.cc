@@ -134,7 +134,7 @@ NodeList expand_library_prims_for(const NodeList& roots,
 
 std::vector<Tensor> conv2d_vjp(const VjpCtx& c, const Tensor& g) {
   const ConvParams p = ConvParams::from(c.op, c.attrs);
-  const Shape &xs = c.inputs[0].node()->shape, &ws = c.inputs[1].node()->shape;
+  const Shape &xs = c.inputs[0].shape(), &ws = c.inputs[1].shape();
   std::vector<Tensor> r(c.inputs.size());
   if (c.needs(0)) r[0] = conv2d_grad_input(g, c.x(1), p, xs[2], xs[3]);
   if (c.needs(1)) r[1] = conv2d_grad_weight(c.x(0), g, p, ws[2], ws[3]);
@@ -147,7 +147,7 @@ std::vector<Tensor> conv2d_vjp(const VjpCtx& c, const Tensor& g) {
 // <g, GW(x, dy)> = <GI(dy, g), x> = <conv(x, g), dy>.
 std::vector<Tensor> conv2d_grad_input_vjp(const VjpCtx& c, const Tensor& g) {
   const ConvParams p = ConvParams::from(c.op, c.attrs);
-  const Shape& ws = c.inputs[1].node()->shape;
+  const Shape& ws = c.inputs[1].shape();
   std::vector<Tensor> r(2);
   if (c.needs(0)) r[0] = conv2d_nchw(g, c.x(1), Tensor(), p);
   if (c.needs(1)) r[1] = conv2d_grad_weight(g, c.x(0), p, ws[2], ws[3]);
@@ -156,7 +156,7 @@ std::vector<Tensor> conv2d_grad_input_vjp(const VjpCtx& c, const Tensor& g) {
 
 std::vector<Tensor> conv2d_grad_weight_vjp(const VjpCtx& c, const Tensor& g) {
   const ConvParams p = ConvParams::from(c.op, c.attrs);
-  const Shape& xs = c.inputs[0].node()->shape;
+  const Shape& xs = c.inputs[0].shape();
   std::vector<Tensor> r(2);
   if (c.needs(0)) r[0] = conv2d_grad_input(c.x(1), g, p, xs[2], xs[3]);
   if (c.needs(1)) r[1] = conv2d_nchw(c.x(0), g, Tensor(), p);

@@ -191,6 +191,11 @@ void check_stored(const IndexCheckSpec& spec, const TensorImpl& index) {
       fail(ErrorKind::Index, failure_message(spec, x, index.shape, -1, false));
 }
 
+void drop_dead() {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  purge_dead();
+}
+
 size_t pending_count() {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   return pending().size();

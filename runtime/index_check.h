@@ -76,6 +76,8 @@ std::string first_failure(const std::vector<Taken>& taken,
 void check_stored(const IndexCheckSpec& spec, const TensorImpl& index);
 // Pending deferred checks (tests).
 size_t pending_count();
+// Forgets the checks whose results died pending (their work will never be done).
+void drop_dead();
 
 }  // namespace index_checks
 }  // namespace lt

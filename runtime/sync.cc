@@ -3,10 +3,12 @@
 #include <map>
 
 #include "ir/error.h"
+#include "runtime/capture.h"
 #include "runtime/executor.h"
 #include "runtime/index_check.h"
 #include "runtime/metrics_state.h"
 #include "runtime/profile.h"
+#include "runtime/shared_work.h"
 #include "runtime/tensor_impl.h"
 
 namespace lt {
@@ -74,6 +76,7 @@ void mark_step() {
   // that thread reads them (a data race ThreadSanitizer found; tests/cpp/threads_stress_test.cc).
   auto ts = registry_snapshot(/*this_thread_only=*/true);
   if (ts.empty()) {
+    index_checks::drop_dead();  // as a sync that ran would (take_into keeps only live anchors)
     metrics::record_sync(SyncReason::MarkStep);
     return;
   }
@@ -83,7 +86,14 @@ void mark_step() {
 void sync(const std::vector<Tensor>& tensors, SyncReason reason) {
   std::vector<std::shared_ptr<TensorImpl>> ts;
   for (auto& t : tensors)
-    if (t.defined()) ts.push_back(t.impl());
+    if (t.defined()) {
+      ensure_fresh(*t.impl());
+      ts.push_back(t.impl());
+    }
+  // Live tensors sharing work with these become data too (runtime/shared_work.h). Not inside an
+  // lt.compile capture, whose replay must produce exactly the values the traced call read.
+  if (!capture::active())
+    for (auto& extra : tensors_sharing_work(ts)) ts.push_back(std::move(extra));
   materialize(ts, reason);
 }
 

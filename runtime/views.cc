@@ -122,6 +122,13 @@ bool has_overlap(const Shape& shape, const IntList& strides) {
 
 }  // namespace
 
+ViewLink::~ViewLink() { drop_base(); }
+
+void ViewLink::drop_base() {
+  if (base) --base->view_refs;
+  base.reset();
+}
+
 IntList view_strides(const TensorImpl& t) { return t.view ? t.view->strides : dense_strides(t.shape); }
 
 bool is_contiguous(const TensorImpl& t) {
@@ -180,6 +187,7 @@ Tensor link_view(const Tensor& src, const Tensor& out, ViewStep step) {
   link->detached = link->detached || link->steps.back().kind == ViewStep::Kind::Alias;
   link->grad = link->grad && grad_enabled();
   link->seen = link->base->version;
+  ++link->base->view_refs;
   o.view = std::move(link);
   return out;
 }
@@ -204,7 +212,7 @@ void write_through_view(TensorImpl& t, const Tensor& value) {
     fail(ErrorKind::Runtime, "unsupported operation: more than one element of the written-to tensor (shape ",
          shape_str(t.shape), ", an expanded view) refers to a single memory location. Please clone() the tensor "
          "before performing the operation.");
-  if (link.base && link.base.use_count() == 1) link.base.reset();  // only this view held it
+  if (link.base && link.base.use_count() == 1) link.drop_base();  // only this view held it
   if (!link.base) {  // nothing else sees the base: a plain in-place update (e.g. a Parameter's)
     rebind(t, keep_overwritten_history(t, value), /*history=*/true);
     ++t.version;

@@ -44,6 +44,8 @@ struct ViewLink {
   uint64_t seen = 0;      // base->version this tensor's value was computed from
   bool detached = false;  // made by detach() / .data: shares values, not history
   bool grad = true;       // recomputations record autograd (false when made under no_grad)
+  ~ViewLink();            // releases its count on the base (TensorImpl::view_refs)
+  void drop_base();       // the view goes on alone
 };
 
 // Links `out` (just computed from `src` by one view op) to src's base through `step`. Returns

@@ -84,7 +84,7 @@ Grads layer_norm_vjp(const VjpCtx& c, const Tensor& g) {
 // loss's target pick), that is a one-hot select, elementwise and fused into its consumers; the
 // general case is a scatter_add into zeros (accumulating duplicates, e.g. embedding rows).
 Grads gather_vjp(const VjpCtx& c, const Tensor& g) {
-  const Shape& in = c.inputs[0].node()->shape;
+  const Shape& in = c.inputs[0].shape();
   const int64_t axis = normalize_axis(c.attrs.ints.at(0), static_cast<int64_t>(in.size()), "gather");
   Tensor index = c.x(1);
   bool pick = index.shape()[axis] == 1;
@@ -101,7 +101,7 @@ Grads gather_vjp(const VjpCtx& c, const Tensor& g) {
 // scatter_add's gradient: g itself for the base; for src, g read back where src was added (src
 // positions beyond the index's extent were not added: zero).
 Grads scatter_add_vjp(const VjpCtx& c, const Tensor& g) {
-  const Shape& src = c.inputs[2].node()->shape;
+  const Shape& src = c.inputs[2].shape();
   const int64_t axis = normalize_axis(c.attrs.ints.at(0), static_cast<int64_t>(src.size()), "scatter_add");
   Tensor index = c.x(1);
   Tensor gs = gather_node(g, axis, index);
@@ -116,7 +116,7 @@ Grads scatter_add_vjp(const VjpCtx& c, const Tensor& g) {
 
 // The gradient of a strided slice: g placed back at the positions it was read from, zeros elsewhere.
 Grads slice_vjp(const VjpCtx& c, const Tensor& g) {
-  const Shape& in = c.inputs[0].node()->shape;
+  const Shape& in = c.inputs[0].shape();
   const auto& s = c.attrs.ints;
   Tensor r = g;
   for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d) {
@@ -217,25 +217,25 @@ const std::map<Op, VjpRule>& rules() {
        }},
       {Op::Cast,
        [](C c, G g) {
-         DType t = c.inputs[0].node()->dtype;
+         DType t = c.inputs[0].dtype();
          return Grads{is_floating(t) ? cast(g, t) : Tensor()};
        }},
-      {Op::ReduceSum, [](C c, G g) { return Grads{expand_back(g, c.inputs[0].node()->shape, c.attrs)}; }},
+      {Op::ReduceSum, [](C c, G g) { return Grads{expand_back(g, c.inputs[0].shape(), c.attrs)}; }},
       {Op::Mean,
        [](C c, G g) {
-         const Shape& in = c.inputs[0].node()->shape;
+         const Shape& in = c.inputs[0].shape();
          return Grads{expand_back(g, in, c.attrs) / static_cast<double>(std::max<int64_t>(1, reduced_count(in, c.attrs)))};
        }},
       {Op::ReduceMax, nullptr},  // filled below (shared with ReduceMin)
       {Op::ReduceProd, prod_vjp},
-      {Op::Reshape, [](C c, G g) { return Grads{g.reshape(to_vec(c.inputs[0].node()->shape))}; }},
+      {Op::Reshape, [](C c, G g) { return Grads{g.reshape(to_vec(c.inputs[0].shape()))}; }},
       {Op::Permute,
        [](C c, G g) {
          std::vector<int64_t> inv(c.attrs.ints.size());
          for (size_t i = 0; i < inv.size(); ++i) inv[c.attrs.ints[i]] = static_cast<int64_t>(i);
          return Grads{g.permute(inv)};
        }},
-      {Op::Expand, [](C c, G g) { return Grads{unbroadcast(g, c.inputs[0].node()->shape)}; }},
+      {Op::Expand, [](C c, G g) { return Grads{unbroadcast(g, c.inputs[0].shape())}; }},
       {Op::Slice, slice_vjp},
       {Op::Gather, gather_vjp},
       {Op::ScatterAdd, scatter_add_vjp},
@@ -266,7 +266,7 @@ const std::map<Op, VjpRule>& rules() {
        [](C c, G g) { return Grads{g - c.y().exp() * g.sum({c.attrs.ints[0]}, true)}; }},
       {Op::LogSumExp,
        [](C c, G g) {
-         const Shape& in = c.inputs[0].node()->shape;
+         const Shape& in = c.inputs[0].shape();
          return Grads{expand_back(g, in, c.attrs) * (c.x(0) - expand_back(c.y(), in, c.attrs)).exp()};
        }},
       {Op::Var,
@@ -283,7 +283,7 @@ const std::map<Op, VjpRule>& rules() {
 }
 
 Grads minmax_vjp(const VjpCtx& c, const Tensor& g) {
-  const Shape& in = c.inputs[0].node()->shape;
+  const Shape& in = c.inputs[0].shape();
   Tensor x = c.x(0);
   Tensor hit = mask(eq(x, expand_back(c.y(), in, c.attrs)), g.dtype());
   // Ties share the gradient evenly, as in PyTorch's amax/amin.
@@ -293,14 +293,52 @@ Grads minmax_vjp(const VjpCtx& c, const Tensor& g) {
 
 }  // namespace
 
-Tensor Saved::get() const {
-  if (!node_) return Tensor();
-  if (node_->op == Op::Param) {
-    auto s = std::static_pointer_cast<Storage>(node_->data);
-    return Tensor(make_data_tensor(s, node_->dtype, node_->shape, device_));
+namespace {
+
+// A value that movement ops make from device data alone (an index reshaped and expanded for a
+// gather): free to recompute and carrying no history, so not worth a buffer of its own.
+bool moved_data(const Node* n) {
+  for (int depth = 0; depth < 8; ++depth) {
+    if (n->inputs.empty()) return true;
+    const bool movement = n->op == Op::Reshape || n->op == Op::Expand || n->op == Op::Permute ||
+                          n->op == Op::Slice || n->op == Op::Cast;
+    if (!movement || n->inputs.size() != 1) return false;
+    n = n->inputs[0].get();
   }
-  return Tensor(make_tensor(node_, device_));
+  return false;
 }
+
+}  // namespace
+
+Saved::Saved(const NodePtr& node, const Device& device, bool live) : device_(device) {
+  if (!node) return;
+  if (node->inputs.empty() || !device.is_lazy() || !live || moved_data(node.get())) {
+    leaf_ = node;
+    return;
+  }
+  value_ = make_pooled<TensorImpl>();
+  value_->device = device;
+  value_->dtype = node->dtype;
+  value_->shape = node->shape;
+  value_->pending = node;
+  registry_add(value_.get());
+}
+
+Tensor Saved::get() const {
+  if (value_) {
+    if (value_->storage) return Tensor(make_data_tensor(value_->storage, value_->dtype, value_->shape, device_));
+    return Tensor(make_tensor(value_->pending, device_));
+  }
+  if (!leaf_) return Tensor();
+  if (leaf_->op == Op::Param) {
+    auto s = std::static_pointer_cast<Storage>(leaf_->data);
+    return Tensor(make_data_tensor(s, leaf_->dtype, leaf_->shape, device_));
+  }
+  return Tensor(make_tensor(leaf_, device_));
+}
+
+const Shape& Saved::shape() const { return value_ ? value_->shape : leaf_->shape; }
+DType Saved::dtype() const { return value_ ? value_->dtype : leaf_->dtype; }
 
 bool non_differentiable(Op op) {
   OpClass c = op_info(op).cls;
@@ -315,6 +353,46 @@ const VjpRule* vjp_rule(Op op) {
   return it == rules().end() || !it->second ? nullptr : &it->second;
 }
 
+namespace {
+
+constexpr unsigned kOut = 1u << 7;  // reads_of: the rule reads the op's output
+constexpr unsigned kAll = 0xffu;
+
+// Which saved values each op's rule reads (bit i: operand i; kOut: the output), as PyTorch's
+// derivatives.yaml declares what a formula saves. Only those are kept live for a sync to
+// materialize (Saved); the rest are read for their shapes at most. An op not listed keeps all
+// (a missing entry costs extra outputs, never a wrong gradient).
+unsigned reads_of(Op op, const std::vector<bool>& needs_grad) {
+  auto needs = [&](size_t i) { return i >= needs_grad.size() || needs_grad[i]; };
+  switch (op) {
+    case Op::Neg: case Op::Add: case Op::Sub: case Op::Floor: case Op::Cast: case Op::ReduceSum:
+    case Op::Mean: case Op::Reshape: case Op::Permute: case Op::Expand: case Op::Slice:
+      return 0;
+    case Op::Exp: case Op::Sqrt: case Op::Tanh: case Op::Recip: case Op::Sigmoid: case Op::Rsqrt:
+    case Op::Softmax: case Op::LogSoftmax:
+      return kOut;
+    case Op::Log: case Op::Sin: case Op::Cos: case Op::Erf: case Op::Abs: case Op::Relu:
+    case Op::Silu: case Op::Gelu: case Op::Var: case Op::ReduceProd: case Op::Where:
+      return 1u;
+    case Op::Mul:  // each operand's gradient reads only the other one
+      return (needs(1) ? 1u : 0u) | (needs(0) ? 2u : 0u);
+    case Op::Matmul:  // as Mul: d/da reads b, d/db reads a
+      return (needs(1) ? 1u : 0u) | (needs(0) ? 2u : 0u);
+    case Op::Gather: case Op::ScatterAdd:  // the index alone
+      return 2u;
+    case Op::Maximum: case Op::Minimum:
+      return 1u | 2u;
+    case Op::Div:  // a / b: d/da reads b; d/db reads b and the output
+      return 2u | (needs(1) ? kOut : 0u);
+    case Op::LogSumExp: case Op::ReduceMax: case Op::ReduceMin:
+      return 1u | kOut;
+    default:
+      return kAll;
+  }
+}
+
+}  // namespace
+
 void record_op(Op op, const Attrs& attrs, const Tensor& out, const NodeList& operands,
                const std::vector<Tensor>& sources) {
   if (!grad_enabled() || !any_requires_grad(sources) || non_differentiable(op)) return;
@@ -324,9 +402,11 @@ void record_op(Op op, const Attrs& attrs, const Tensor& out, const NodeList& ope
   ctx->op = op;
   ctx->attrs = attrs;
   Device dev = out.device();
-  for (auto& n : operands) ctx->inputs.emplace_back(n, dev);
   for (auto& s : sources) ctx->needs_grad.push_back(s.defined() && s.requires_grad());
-  ctx->output = Saved(out.node(), dev);
+  const unsigned reads = reads_of(op, ctx->needs_grad);
+  for (size_t i = 0; i < operands.size(); ++i)
+    ctx->inputs.emplace_back(operands[i], dev, (reads >> std::min<size_t>(i, 6)) & 1u);
+  ctx->output = Saved(out.node(), dev, (reads & kOut) != 0);
   record(out, sources, (std::string(op_name(op)) + "_backward").c_str(), [ctx, rule](const Tensor& g) { return (*rule)(*ctx, g); });
 }
 

@@ -2,6 +2,7 @@
 // op's output to gradients of its operands, using tensor ops (so on lazy they are traced too).
 #pragma once
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "ir/node.h"
@@ -9,17 +10,25 @@
 
 namespace lt {
 
-// A value saved for backward: a snapshot of the operand's IR node, so a later in-place rebinding
-// of the tensor cannot change it, and no reference cycle runs through the output's own history.
+// A value saved for backward: a snapshot of the operand's value, so a later in-place rebinding of
+// the tensor cannot change it, and no reference cycle runs through the output's own history. A
+// computed (pending) value that the rule reads is held by a tensor of its own in the live
+// registry: a sync that computes work it shares (`loss.item()` before `backward()`) materializes
+// it too (runtime/shared_work.h), so the backward reads data, computes the forward once, and
+// holds no history of earlier steps. Values a rule never reads (only their shapes) stay plain
+// IR snapshots (`live` false), so they never become extra outputs of a sync.
 class Saved {
  public:
   Saved() = default;
-  Saved(NodePtr node, Device device) : node_(std::move(node)), device_(std::move(device)) {}
+  Saved(const NodePtr& node, const Device& device, bool live = true);
   Tensor get() const;
-  const NodePtr& node() const { return node_; }
+  const Shape& shape() const;
+  DType dtype() const;
+  bool defined() const { return leaf_ || value_; }
 
  private:
-  NodePtr node_;
+  NodePtr leaf_;                       // device data, scalars, constants, eager or unread values
+  std::shared_ptr<TensorImpl> value_;  // a computed lazy value (see above)
   Device device_;
 };
 

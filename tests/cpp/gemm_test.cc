@@ -284,7 +284,8 @@ TEST(GemmCpu, KernelCountCountsTheGemm) {
   if (!cpu_has_gemm()) GTEST_SKIP() << "cpu backend built without oneDNN";
   Device d = Device::parse("lazy:cpu");
   Tensor x = testing::random_tensor({8, 4}, 1, d), w = testing::random_tensor({6, 4}, 2, d), b = testing::random_tensor({6}, 3, d);
-  (matmul(x, w.transpose(0, 1)) + b).relu().to_vector<double>();
+  Tensor y = (matmul(x, w.transpose(0, 1)) + b).relu();  // named: no live temporaries at the sync
+  y.to_vector<double>();
   EXPECT_EQ(metrics::last_graph().kernels, 2);  // the GEMM and its fused epilogue
 }
 

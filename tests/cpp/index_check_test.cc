@@ -125,7 +125,10 @@ TEST(IndexCheck, HostKnownIndicesAddNoCheckAndNoKernel) {
   // A computed index: the index chain recomputes inside the gather kernel; the check ([max, ~min]
   // of the index, one reduction) is one more kernel and output of the same graph, not a sync.
   auto syncs = metrics::counters().at("syncs");
-  (void)gather(a, 0, computed_index({0, 9, 4, 2, 2, 7}, {2, 3}, kLazyCpu)).to_vector<float>();
+  // (A named result: a temporary index alive through the full expression would be a live tensor
+  // sharing the work, materialized with it by the sync; runtime/shared_work.h.)
+  Tensor gathered = gather(a, 0, computed_index({0, 9, 4, 2, 2, 7}, {2, 3}, kLazyCpu));
+  (void)gathered.to_vector<float>();
   EXPECT_EQ(metrics::counters().at("syncs"), syncs + 1);
   EXPECT_EQ(metrics::last_graph().kernels, host_kernels + 1);
   EXPECT_EQ(metrics::last_graph().outputs, 2);
