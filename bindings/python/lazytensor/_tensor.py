@@ -747,7 +747,8 @@ _SKIP = {"__module__", "__dict__", "__weakref__", "__doc__", "__qualname__"}
 
 def _install():
     from ._inplace import _InPlaceMethods
-    for cls in (_TensorMethods, _InPlaceMethods):
+    from ._tensor_new import _NewTensorMethods
+    for cls in (_TensorMethods, _InPlaceMethods, _NewTensorMethods):
         for name, attr in vars(cls).items():
             if name not in _SKIP:
                 setattr(Tensor, name, attr)

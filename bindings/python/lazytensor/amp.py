@@ -203,3 +203,7 @@ def _hook(low):
 # Decorators for the hooked ops (where they are defined: _tensor.py, nn/functional.py).
 lower_precision = _hook(True)
 float32 = _hook(False)
+
+
+# Loss scaling for float16 training (PyTorch's torch.amp.GradScaler); its own file, re-exported here.
+from .amp_scaler import GradScaler  # noqa: E402

@@ -21,12 +21,18 @@ import tempfile
 from . import _C
 from ._torch_format import is_pickle, is_torch_zip, load_torch_legacy, load_torch_zip
 from ._utils import as_device
+from .nn.module import Module
 
 __all__ = ["save", "load"]
 
 
 def save(obj, f, metadata=None):
     """Writes a dict of name -> Tensor (a state_dict) to `f` (a path) as safetensors."""
+    if isinstance(obj, Module):
+        # torch.save(model) pickles the module's class and code; safetensors holds tensors only.
+        raise TypeError(f"lt.save: cannot save a whole module ({type(obj).__name__}); save its "
+                        "state_dict instead: lt.save(model.state_dict(), path), and restore it "
+                        "with model.load_state_dict(lt.load(path))")
     if not isinstance(obj, dict):
         raise TypeError(f"lt.save: expected a dict of str -> Tensor (a state_dict), got {type(obj).__name__}")
     items = []
@@ -51,11 +57,11 @@ def load(f, map_location=None, *, device=None, weights_only=True, mmap=None, **p
     device = _load_device(device if device is not None else map_location)
     if hasattr(f, "read"):
         name = getattr(f, "name", None) or "<file object>"
-        head = f.read(4)
+        head = f.read(_HEAD_BYTES)
         f.seek(-len(head), os.SEEK_CUR)
         if is_torch_zip(head):
             return load_torch_zip(f, name, device)
-        if is_pickle(head):
+        if is_pickle(head) and not _is_safetensors(head):
             return load_torch_legacy(f, name, device)
         with tempfile.NamedTemporaryFile(suffix=".safetensors") as tmp:
             tmp.write(f.read())
@@ -63,13 +69,23 @@ def load(f, map_location=None, *, device=None, weights_only=True, mmap=None, **p
             return _load_safetensors(tmp.name, device)
     path = os.fspath(f)
     with open(path, "rb") as fh:  # FileNotFoundError, IsADirectoryError, PermissionError as usual
-        head = fh.read(4)
+        head = fh.read(_HEAD_BYTES)
     if is_torch_zip(head):
         return load_torch_zip(path, path, device)
-    if is_pickle(head):
+    if is_pickle(head) and not _is_safetensors(head):
         with open(path, "rb") as fh:
             return load_torch_legacy(fh, path, device)
     return _load_safetensors(path, device)
+
+
+# Enough of a file to tell the formats apart: safetensors' 8-byte header length and its JSON's "{".
+_HEAD_BYTES = 9
+
+
+def _is_safetensors(head):
+    """A safetensors header starts with "{" after its length. The length's first byte can be 0x80 (a
+    128-byte header), which alone looks like the start of a pickle."""
+    return head[8:9] == b"{"
 
 
 def _load_safetensors(path, device):
