@@ -284,8 +284,18 @@ std::vector<std::string> kernel_sources() { return last_kernel_sources(); }
 
 namespace lt {
 
+InputBytes dump_inputs(const Graph& g) {
+  using namespace debug;
+  InputBytes bytes(g.inputs.size());
+  for (size_t i = 0; i < g.inputs.size(); ++i)
+    if (g.inputs[i]->op == Op::Param && g.inputs[i]->data)
+      bytes[i] = host_bytes(*static_cast<Storage*>(g.inputs[i]->data.get()), nbytes(g.inputs[i]->dtype, g.inputs[i]->shape));
+  return bytes;
+}
+
 void dump_compiled(const std::string& dir_s, const Graph& g, const std::string& key, const std::string& backend,
-                   const std::vector<std::string>& sources, const std::vector<std::shared_ptr<Storage>>* outputs) {
+                   const std::vector<std::string>& sources, const std::vector<std::shared_ptr<Storage>>* outputs,
+                   const InputBytes* inputs) {
   using namespace debug;
   try {
     fs::path dir(dir_s);
@@ -295,8 +305,9 @@ void dump_compiled(const std::string& dir_s, const Graph& g, const std::string& 
       BinWriter ins(dir, key + ".inputs.bin"), outs(dir, key + ".outputs.bin");
       for (size_t i = 0; i < g.inputs.size(); ++i)
         if (g.inputs[i]->op == Op::Param)
-          in_refs[i] = ins.add(host_bytes(*static_cast<Storage*>(g.inputs[i]->data.get()),
-                                          nbytes(g.inputs[i]->dtype, g.inputs[i]->shape)));
+          in_refs[i] = ins.add(inputs ? (*inputs)[i]
+                                      : host_bytes(*static_cast<Storage*>(g.inputs[i]->data.get()),
+                                                   nbytes(g.inputs[i]->dtype, g.inputs[i]->shape)));
       for (size_t i = 0; i < g.roots.size(); ++i)
         out_refs[i] = outs.add(host_bytes(*(*outputs)[i], nbytes(g.roots[i]->dtype, g.roots[i]->shape)));
     }

@@ -202,6 +202,12 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
     donated = choose_donations(g, entry->donations, *root_refs);
     apply_donations(donated, entry->donations, inputs);
   }
+  // A dump with data records the inputs as this run reads them: donated ones are overwritten by
+  // the results (an optimizer's parameters), and a replay must start from the values before.
+  const char* dump_dir = hit ? nullptr : env("LT_DUMP_DIR");
+  const bool dump_data = dump_dir && env("LT_DUMP_DATA");
+  InputBytes inputs_before;
+  if (dump_data) inputs_before = dump_inputs(g);
   auto tr = Clock::now();
   RunStats stats;
   if (profile::tracing())
@@ -224,10 +230,9 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
       },
       donated);
 
-  if (!hit)
-    if (const char* dir = env("LT_DUMP_DIR"))
-      dump_compiled(dir, g, key.hex(), backend_name, entry->exe->kernel_sources(),
-                    env("LT_DUMP_DATA") ? &result : nullptr);
+  if (dump_dir)
+    dump_compiled(dump_dir, g, key.hex(), backend_name, entry->exe->kernel_sources(), dump_data ? &result : nullptr,
+                  dump_data ? &inputs_before : nullptr);
 
   if (reason != SyncReason::Eager || debug_level() > 0) {
     metrics::GraphInfo info;

@@ -47,9 +47,14 @@ std::optional<std::vector<std::shared_ptr<Storage>>> run_cached(const Hash128& k
 // Generated kernel sources of the last executed graph (empty when none).
 std::vector<std::string> last_kernel_sources();
 // Writes <dir>/<key>.json/.txt/.dot and kernel sources (and data when outputs are given):
-// what LT_DUMP_DIR does for each compiled graph.
+// what LT_DUMP_DIR does for each compiled graph. `inputs` are the graph's input bytes as read
+// before the run (dump_inputs), since a run may write results into donated inputs.
+using InputBytes = std::vector<std::vector<unsigned char>>;
 void dump_compiled(const std::string& dir, const Graph& g, const std::string& key, const std::string& backend,
-                   const std::vector<std::string>& sources, const std::vector<std::shared_ptr<Storage>>* outputs);
+                   const std::vector<std::string>& sources, const std::vector<std::shared_ptr<Storage>>* outputs,
+                   const InputBytes* inputs = nullptr);
+// The bytes of g's device-data inputs now (empty entries for scalars), for dump_compiled.
+InputBytes dump_inputs(const Graph& g);
 // Drops every executable cached in memory (tests); the disk cache is runtime/disk_cache.h.
 void clear_graph_cache();
 size_t graph_cache_size();
