@@ -16,6 +16,7 @@ struct InputSig {
 struct Site {
   std::set<std::pair<uint64_t, uint64_t>> keys;
   std::vector<InputSig> last, previous;
+  size_t last_nodes = 0, previous_nodes = 0;
   bool warned = false;
 };
 
@@ -30,6 +31,8 @@ std::optional<std::string> note_compile(int32_t site_id, const Graph& g, int lim
   s.previous = std::move(s.last);
   s.last.clear();
   for (const Node* n : g.inputs) s.last.push_back({n->dtype, n->shape});
+  s.previous_nodes = s.last_nodes;
+  s.last_nodes = g.order.size();
   if (s.warned || static_cast<int>(s.keys.size()) <= limit) return std::nullopt;
   s.warned = true;
   std::string where = source_str(site_id).empty() ? "an unknown call site" : source_str(site_id);
@@ -42,7 +45,14 @@ std::optional<std::string> note_compile(int32_t site_id, const Graph& g, int lim
   if (s.last.size() != s.previous.size())
     return msg + "the number of inputs changed from " + std::to_string(s.previous.size()) + " to " +
            std::to_string(s.last.size());
-  return msg + "the graph structure changes between steps (the inputs kept their shapes)";
+  const std::string sizes = " (" + std::to_string(s.previous_nodes) + " then " + std::to_string(s.last_nodes) + " nodes)";
+  if (s.last_nodes > s.previous_nodes)
+    return msg + "the graph grows from step to step with inputs of the same shapes" + sizes +
+           ": it carries work of earlier steps, a value that persists across steps is never made data "
+           "(end the step with lt.mark_step() or an optimizer step, or read it with .item())";
+  return msg + "the inputs kept their shapes but the graph changes" + sizes +
+         ": a value baked into the trace changes every step (a slice bound, a shape argument, a Python "
+         "number used as a constant): pass it as a tensor, or keep it fixed";
 }
 
 }  // namespace lt

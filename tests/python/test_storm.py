@@ -35,3 +35,18 @@ def test_fixed_shapes_never_warn(tmp_path):
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "recompilation storm" not in r.stderr
+
+
+def test_a_value_baked_into_the_trace_is_named_as_the_cause(tmp_path):
+    """Issue 26 item 8: same input shapes, a graph that changes every step: the warning says a
+    baked value changes (here a slice bound), with the graphs' sizes, in terms a user can act on."""
+    script = tmp_path / "baked.py"
+    script.write_text(SCRIPT.replace("(batch, 8)", "(16, 8)").replace(
+        "y = (x @ w).relu().sum()", "y = (x[:batch] @ w).relu().sum()"))
+    env = dict(os.environ, LT_DEBUG="1", LT_CACHE_DIR="off")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    warnings = [l for l in r.stderr.splitlines() if "recompilation storm" in l]
+    assert len(warnings) == 1, r.stderr[-3000:]
+    assert "a value baked into the trace changes every step (a slice bound" in warnings[0], warnings[0]
+    assert "nodes)" in warnings[0]
