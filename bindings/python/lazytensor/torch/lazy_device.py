@@ -1,0 +1,122 @@
+"""The `lazy` device inside PyTorch (DESIGN.md, "Under PyTorch 2"): an unchanged script that says
+`device = "lazy"` runs on lazytensor's lazy runtime.
+
+How it is wired, in pure Python (nothing built against torch's headers):
+  * tensors are LazyTensor wrappers (lazy_tensor.py) on torch's `lazy` device type, whose dispatch
+    key is PyTorch's LazyTensor Core's `Lazy`; their ops reach __torch_dispatch__ (lazy_dispatch.py);
+  * factory functions given device="lazy" (torch.empty/zeros/ones/full/randn/rand/arange, and the
+    `empty` inside `.to("lazy")`) reach the `Lazy` dispatch key, where torch.library kernels
+    registered here make LazyTensors; torch's composite factories fill them in place (fill_,
+    normal_, ...), which dispatch as above;
+  * steps end as on our own `lazy` device: `optimizer.step()` on lazy parameters ends the step (a
+    global optimizer step hook), `lazytensor.torch.mark_step()` and `torch._lazy.mark_step()`
+    (LazyTensor Core's name) sync explicitly, and host reads sync what they read;
+  * `torch.manual_seed` also seeds lazytensor's generator, so random draws on `lazy` repeat.
+Installed once, when `lazytensor.torch` is imported.
+"""
+import importlib
+
+import torch
+
+from .. import _C
+from .lazy_tensor import LazyTensor, lt_device, wrap
+from .interop import lt_dtype
+
+_library = None
+_installed = False
+
+
+def mark_step():
+    """Ends the step: every pending lazy tensor of this thread is computed (one graph)."""
+    _C.mark_step()
+
+
+def _empty(size, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    dt = lt_dtype(dtype or torch.get_default_dtype())
+    return wrap(_C.full(list(size), 0, dt, lt_device()))
+
+
+def _empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return _empty(size, dtype=dtype)
+
+
+def _from_table(op):
+    """A `Lazy` key kernel for factory `op` (no tensor operands): the aten table's builder."""
+    from .aten_table import TABLE
+    from .lazy_dispatch import _Context
+    builder = TABLE[op]
+
+    def kernel(*args, **kwargs):
+        return wrap(builder(_Context(lt_device()), *args, **kwargs))
+    return kernel
+
+
+def _random(fill):
+    def kernel(*args, dtype=None, layout=None, device=None, pin_memory=None, generator=None, **kw):
+        size = args[-1] if fill != "randint" else args[-1]
+        dt = lt_dtype(dtype or (torch.int64 if fill == "randint" else torch.get_default_dtype()))
+        if fill == "randint":
+            low, high = (0, args[0]) if len(args) == 2 else (args[0], args[1])
+            return wrap(_C.randint(low, high, list(size), dt, lt_device()))
+        return wrap(getattr(_C, fill)(list(size), dt, lt_device()))
+    return kernel
+
+
+# Factories whose composite form would fill a tensor of the wrong size (arange's out= resizes its
+# output; a wrapper's size is fixed), or would draw from torch's generator instead of ours.
+_FACTORIES = {
+    "arange": "arange.default", "arange.start": "arange.start", "arange.start_step": "arange.start_step",
+    "full": "full.default", "zeros": "zeros.default", "ones": "ones.default",
+    "scalar_tensor": "scalar_tensor.default",
+}
+
+
+def _optimizer_step_ends_the_step(optimizer, args, kwargs):
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if isinstance(p, LazyTensor):
+                mark_step()
+                return
+
+
+def _lazy_mark_step(device="", wait=False):
+    mark_step()
+
+
+def install():
+    """Registers the `Lazy` dispatch key's factory kernels and the step hooks (idempotent)."""
+    global _library, _installed
+    if _installed:
+        return
+    _library = torch.library.Library("aten", "IMPL")
+    _library.impl("empty.memory_format", _empty, "Lazy")
+    _library.impl("empty_strided", _empty_strided, "Lazy")
+    aten = torch.ops.aten
+    for name, overload in _FACTORIES.items():
+        packet, _, which = overload.partition(".")
+        _library.impl(name, _from_table(getattr(getattr(aten, packet), which)), "Lazy")
+    _library.impl("randn", _random("randn"), "Lazy")
+    _library.impl("rand", _random("rand"), "Lazy")
+    _library.impl("randint", _random("randint"), "Lazy")
+    _library.impl("randint.low", _random("randint"), "Lazy")
+    importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(
+        _optimizer_step_ends_the_step)
+    importlib.import_module("torch._lazy").mark_step = _lazy_mark_step
+    _seed_both()
+    _installed = True
+
+
+def _seed_both():
+    """torch.manual_seed(s) seeds lazytensor's generator too (random draws on `lazy`)."""
+    original = torch.manual_seed
+    if getattr(original, "_seeds_lazytensor", False):
+        return
+
+    def manual_seed(seed):
+        _C.manual_seed(int(seed))
+        return original(seed)
+
+    manual_seed._seeds_lazytensor = True
+    manual_seed.__doc__ = original.__doc__
+    torch.manual_seed = manual_seed
+    torch.random.manual_seed = manual_seed

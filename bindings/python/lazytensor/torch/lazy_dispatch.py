@@ -1,0 +1,260 @@
+"""How an aten op on `lazy` tensors runs (LazyTensor.__torch_dispatch__), in this order:
+
+1. ops the device handles itself (DEVICE_OPS): moves between devices, host reads (`.item()`),
+   copies, aliases, random fills; their meaning is the device's, not a graph's;
+2. the aten table (aten_table.py, shared with the torch.compile backend): the op is recorded into
+   our IR, pending until a sync;
+3. in-place (`add_`, `mul_`, ...) and `out=` overloads: the functional op through 1-2, then its
+   result written into the tensor (lazytensor's views alias their base, so a write through a view
+   reaches the base, as in PyTorch);
+4. torch._decomp's decomposition of the op into smaller aten ops, which come back here;
+5. otherwise the op runs in PyTorch on the CPU (the operands' values copied there, the results
+   copied back): counted in `lt.metrics` `fallbacks` and named once under LT_DEBUG=1, never
+   silent.
+"""
+import os
+
+import torch
+from torch._decomp import decomposition_table
+from torch.utils._pytree import tree_map
+
+from .. import _C
+from .aten_table import TABLE
+from .interop import lt_dtype
+from .lazy_tensor import LazyTensor, from_torch, lt_device, to_cpu, wrap
+
+aten = torch.ops.aten
+_named_fallbacks = set()
+
+
+class _Context:
+    """What the table's builders read: the lazy device the values live on."""
+    __slots__ = ("device",)
+
+    def __init__(self, device):
+        self.device = device
+
+
+def _unwrap(x):
+    if isinstance(x, LazyTensor):
+        return x._lt
+    if isinstance(x, torch.Tensor):
+        if x.dim() == 0:  # a CPU scalar tensor mixes with any device, as in PyTorch
+            return from_torch(x)
+        raise RuntimeError(f"Expected all tensors to be on the same device, but found a {x.device} "
+                           f"tensor of shape {list(x.shape)} among lazy tensors")
+    return x
+
+
+def _wrap(x):
+    return wrap(x) if isinstance(x, _C.Tensor) else x
+
+
+def _functional_twin(func):
+    """The functional overload of an in-place or out= aten op (add_.Tensor -> add.Tensor,
+    arange.start_out -> arange.start_step: the overload taking the same positional arguments),
+    or None."""
+    name = func._schema.name.split("::")[1]
+    base = name[:-1] if name.endswith("_") and not name.endswith("__") else name
+    packet = getattr(aten, base, None)
+    if packet is None:
+        return None
+    if base != name:  # in-place: the same overload of the functional op
+        return getattr(packet, func._overloadname, None) if func._overloadname in packet.overloads() else None
+    wanted = [a.name for a in func._schema.arguments if not a.kwarg_only]
+    for o in packet.overloads():
+        cand = getattr(packet, o)
+        if cand is func or cand._schema.is_mutable:
+            continue
+        if [a.name for a in cand._schema.arguments if not a.kwarg_only] == wanted:
+            return cand
+    return None
+
+
+def _is_inplace(func):
+    name = func._schema.name
+    return name.endswith("_") and not name.endswith("__") and func._schema.arguments and \
+        func._schema.arguments[0].alias_info is not None and func._schema.arguments[0].alias_info.is_write
+
+
+def _is_out(func):
+    return func._overloadname == "out" or any(
+        a.kwarg_only and a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
+
+
+def _write_into(dst, value):
+    """dst (a LazyTensor) now holds `value` (a lazytensor tensor), cast to dst's dtype."""
+    if tuple(value.shape) != tuple(dst.shape):
+        value = value.expand(*dst.shape)
+    if value.dtype != dst._lt.dtype:
+        value = _C.cast(value, dst._lt.dtype)
+    dst._lt._assign(value)
+    return dst
+
+
+# ---- ops the device handles itself ---------------------------------------------------------------
+
+def _to_copy(x, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
+             memory_format=None):
+    target = torch.device(device) if device is not None else x.device
+    if target.type == "lazy":
+        value = x._lt if isinstance(x, LazyTensor) else from_torch(x)
+        if dtype is not None and lt_dtype(dtype) != value.dtype:
+            value = _C.cast(value, lt_dtype(dtype))
+        elif isinstance(x, LazyTensor):
+            value = value.clone()  # a copy: its own value, not an alias
+        return wrap(value)
+    out = to_cpu(x)
+    if dtype is not None:
+        out = out.to(dtype)
+    return out.to(target) if target.type != "cpu" else out
+
+
+def _copy_(dst, src, non_blocking=False):
+    if isinstance(dst, LazyTensor):
+        value = src._lt if isinstance(src, LazyTensor) else from_torch(src)
+        return _write_into(dst, value)
+    dst.copy_(to_cpu(src))  # a lazy source into a torch tensor elsewhere
+    return dst
+
+
+def _item(x):
+    return x._lt.item()
+
+
+def _alias(x, *rest, **kw):
+    return wrap(x._lt.detach())
+
+
+def _clone(x, *, memory_format=None):
+    return wrap(x._lt.clone())
+
+
+def _fill(x, value):
+    value = value._lt if isinstance(value, LazyTensor) else value.item() if isinstance(value, torch.Tensor) else value
+    if isinstance(value, _C.Tensor):
+        return _write_into(x, value)
+    return _write_into(x, _C.full(list(x.shape), value, x._lt.dtype, lt_device()))
+
+
+def _zero(x):
+    return _fill(x, 0)
+
+
+def _normal(x, mean=0.0, std=1.0, *, generator=None):
+    noise = _C.randn(list(x.shape), _float(x), lt_device())
+    return _write_into(x, noise * std + mean)
+
+
+def _uniform(x, from_=0.0, to=1.0, *, generator=None):
+    u = _C.rand(list(x.shape), _float(x), lt_device())
+    return _write_into(x, u * (to - from_) + from_)
+
+
+def _float(x):
+    dtype = x._lt.dtype
+    return dtype if dtype in (_C.float32, _C.float64) else _C.float32
+
+
+def _to(x, *args, **kwargs):
+    """Tensor.to(...): itself when nothing changes, else a copy (_to_copy), as PyTorch's."""
+    device, dtype, non_blocking, _ = torch._C._nn._parse_to(*args, **kwargs)
+    copy = kwargs.get("copy", False)
+    if not copy and (device is None or torch.device(device) == x.device) and (dtype is None or dtype == x.dtype):
+        return x
+    return _to_copy(x, dtype=dtype, device=device)
+
+
+DEVICE_OPS = {
+    aten._to_copy.default: _to_copy,
+    aten.copy_.default: _copy_,
+    aten._local_scalar_dense.default: _item,
+    aten.detach.default: _alias,
+    aten.alias.default: _alias,
+    aten.lift_fresh.default: lambda x: x,
+    aten.clone.default: _clone,
+    aten.fill_.Scalar: _fill,
+    aten.fill_.Tensor: _fill,
+    aten.zero_.default: _zero,
+    aten.normal_.default: _normal,
+    aten.uniform_.default: _uniform,
+    aten.to.device: _to,
+    aten.to.dtype: _to,
+    aten.to.dtype_layout: _to,
+    aten.to.other: lambda x, other, *a, **k: _to(x, other.device, other.dtype, *a, **k),
+}
+
+# Overloads the table's builder of another op serves unchanged (same arguments).
+SAME_BUILDER = {
+    torch.ops.prims.where.default: aten.where.self,
+    aten.where.ScalarOther: aten.where.self,
+    aten.where.ScalarSelf: aten.where.self,
+    aten.where.Scalar: aten.where.self,
+}
+
+
+# ---- the order of the module docstring ----------------------------------------------------------
+
+def dispatch(func, args, kwargs):
+    handler = DEVICE_OPS.get(func)
+    if handler is not None:
+        return handler(*args, **kwargs)
+    builder = TABLE.get(SAME_BUILDER.get(func, func))
+    if builder is not None:
+        try:
+            return _run_builder(builder, args, kwargs)
+        except NotImplementedError:
+            pass  # an argument combination the builder does not cover: the routes below
+    if _is_inplace(func) or _is_out(func):
+        twin = _functional_twin(func)
+        if twin is not None and (twin in TABLE or twin in DEVICE_OPS or twin in decomposition_table):
+            return _via_functional(func, twin, args, kwargs)
+    decomposition = decomposition_table.get(func)
+    if decomposition is not None:
+        out = decomposition(*args, **kwargs)
+        if out is not NotImplemented:
+            return out
+    return _fallback(func, args, kwargs)
+
+
+def _run_builder(builder, args, kwargs):
+    out = builder(_Context(lt_device()), *tree_map(_unwrap, args), **tree_map(_unwrap, kwargs))
+    return tree_map(_wrap, out)
+
+
+def _via_functional(func, twin, args, kwargs):
+    if _is_out(func) and not _is_inplace(func):
+        out = kwargs.pop("out", None)
+        result = dispatch(twin, args, {k: v for k, v in kwargs.items()})
+        if isinstance(out, (tuple, list)):
+            return type(out)(_write_into(o, r._lt) for o, r in zip(out, result))
+        return _write_into(out, result._lt if isinstance(result, LazyTensor) else from_torch(result))
+    result = dispatch(twin, args, kwargs)
+    self = args[0]
+    return _write_into(self, result._lt if isinstance(result, LazyTensor) else from_torch(result))
+
+
+def _fallback(func, args, kwargs):
+    name = str(func)
+    if name not in _named_fallbacks:
+        _named_fallbacks.add(name)
+        if os.environ.get("LT_DEBUG", "0") not in ("", "0"):
+            import sys
+            print(f"[lazytensor] lazy device: {name} runs in PyTorch on the CPU (not in the aten table)",
+                  file=sys.stderr)
+    _C.metrics._count_fallbacks(1)
+    cpu_args = tree_map(lambda x: to_cpu(x) if isinstance(x, LazyTensor) else x, args)
+    cpu_kwargs = tree_map(lambda x: to_cpu(x) if isinstance(x, LazyTensor) else x, kwargs)
+    out = func(*cpu_args, **cpu_kwargs)
+    # Mutated operands (in-place, out=) get the results back, and are what the op returns.
+    written = []
+    for i, a in enumerate(func._schema.arguments):
+        if a.alias_info is not None and a.alias_info.is_write:
+            mine = args[i] if i < len(args) else kwargs.get(a.name)
+            theirs = cpu_args[i] if i < len(cpu_args) else cpu_kwargs.get(a.name)
+            if isinstance(mine, LazyTensor):
+                written.append(_write_into(mine, from_torch(theirs)))
+    if written and func._schema.returns and func._schema.returns[0].alias_info is not None:
+        return written[0] if len(written) == 1 else tuple(written)
+    return tree_map(lambda x: wrap(from_torch(x)) if isinstance(x, torch.Tensor) and not isinstance(x, LazyTensor)
+                    else x, out)

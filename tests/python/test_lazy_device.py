@@ -1,0 +1,115 @@
+"""The `lazy` device inside PyTorch (issue 27): unchanged torch code with device="lazy" runs on
+lazytensor's lazy runtime. torch 2.13 on the CPU is the oracle: the same code on "cpu" and on
+"lazy" gives the same values, losses and gradients; a training step compiles once."""
+import io
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import lazytensor as lt
+import lazytensor.torch  # noqa: F401  (installs the device)
+
+
+def _host(rng, *shape):
+    return torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
+
+
+def test_factories_and_moves(rng):
+    x = torch.randn(4, 3, device="lazy")
+    assert type(x).__name__ == "LazyTensor" and x.device == torch.device("lazy", 0)
+    assert x.shape == (4, 3) and x.dtype == torch.float32
+    for make in (lambda d: torch.zeros(2, 3, device=d), lambda d: torch.ones(5, dtype=torch.int64, device=d),
+                 lambda d: torch.arange(2, 11, 3, device=d), lambda d: torch.arange(4.5, device=d),
+                 lambda d: torch.full((2, 2), 3.25, device=d), lambda d: torch.empty(3, device=d).fill_(7)):
+        want, got = make("cpu"), make("lazy")
+        assert got.device.type == "lazy" and got.dtype == want.dtype
+        torch.testing.assert_close(got.cpu(), want)
+    h = _host(rng, 3, 4)
+    lazy = h.to("lazy")
+    torch.testing.assert_close(lazy.cpu(), h)
+    assert lazy.cpu().numpy().shape == (3, 4)
+    assert (lazy * 2).sum().item() == pytest.approx((h * 2).sum().item(), rel=1e-6)
+    assert lazy.tolist() == h.tolist()
+    assert "device='lazy:0'" in repr(lazy)
+
+
+def test_elementwise_reductions_views_and_in_place_match_cpu(rng):
+    a, b = _host(rng, 4, 5), _host(rng, 5)
+
+    def program(a, b):
+        c = (a * b + 1).tanh()
+        c[1:, ::2] += 3          # a write through a view reaches c
+        d = c.t().contiguous().view(-1)[:7]
+        e = torch.cat([c.sum(0), c.amax(1), d], 0)
+        return e.softmax(0), c.mean(1, keepdim=True)
+
+    want = program(a, b)
+    got = program(a.to("lazy"), b.to("lazy"))
+    for w, g in zip(want, got):
+        torch.testing.assert_close(g.cpu(), w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("make_opt", [lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                                      lambda p: torch.optim.AdamW(p, lr=0.01)], ids=["sgd", "adamw"])
+def test_mlp_training_matches_cpu_and_compiles_one_graph(rng, make_opt):
+    torch.manual_seed(0)
+    cpu_model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    lazy_model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    lazy_model.load_state_dict(cpu_model.state_dict())
+    lazy_model = lazy_model.to("lazy")
+    opts = make_opt(cpu_model.parameters()), make_opt(lazy_model.parameters())
+    x, y = _host(rng, 8, 6), torch.from_numpy(rng.integers(0, 3, 8))
+    xl, yl = x.to("lazy"), y.to("lazy")
+    compiles = []
+    for step in range(6):
+        losses = []
+        for model, opt, xi, yi in ((cpu_model, opts[0], x, y), (lazy_model, opts[1], xl, yl)):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(xi), yi)
+            loss.backward()
+            opt.step()  # on lazy parameters: the end of the step
+            losses.append(loss.item())
+        assert losses[1] == pytest.approx(losses[0], rel=1e-5)
+        compiles.append(lt.metrics.counters()["graph_compiles"])
+    assert compiles[-1] == compiles[2], compiles  # from the third step on, every step is a cache hit
+    for pc, pl in zip(cpu_model.parameters(), lazy_model.parameters()):
+        torch.testing.assert_close(pl.detach().cpu(), pc.detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_state_dict_round_trip_across_devices(rng):
+    model = torch.nn.Linear(4, 2).to("lazy")
+    buf = io.BytesIO()
+    torch.save({k: v.cpu() for k, v in model.state_dict().items()}, buf)
+    buf.seek(0)
+    cpu_model = torch.nn.Linear(4, 2)
+    cpu_model.load_state_dict(torch.load(buf))
+    x = _host(rng, 3, 4)
+    torch.testing.assert_close(model(x.to("lazy")).detach().cpu(), cpu_model(x).detach(), rtol=1e-6, atol=1e-6)
+    back = torch.nn.Linear(4, 2).to("lazy")
+    back.load_state_dict(cpu_model.state_dict())
+    torch.testing.assert_close(back.weight.detach().cpu(), cpu_model.weight.detach())
+
+
+def test_mark_step_names_and_manual_seed():
+    x = torch.ones(3, device="lazy") * 2
+    assert x._lt._is_pending
+    torch._lazy.mark_step()  # LazyTensor Core's name reaches our runtime
+    assert not x._lt._is_pending
+    y = torch.ones(2, device="lazy") + 1
+    lazytensor.torch.mark_step()
+    assert not y._lt._is_pending
+    torch.manual_seed(5)
+    a = torch.randn(4, device="lazy").cpu()
+    torch.manual_seed(5)
+    b = torch.randn(4, device="lazy").cpu()
+    torch.testing.assert_close(a, b)
+
+
+def test_an_op_outside_the_table_runs_in_torch_counted_and_right(rng):
+    h = _host(rng, 5, 3).abs() + 0.5
+    before = lt.metrics.counters().get("fallbacks", 0)
+    got = torch.cumprod(h.to("lazy"), dim=0).cpu()
+    torch.testing.assert_close(got, torch.cumprod(h, dim=0))
+    assert lt.metrics.counters().get("fallbacks", 0) > before
