@@ -133,6 +133,8 @@ def run_apart(workload, backend, args):
     env = dict(_ENV_AT_START, LT_CACHE_DIR=os.environ["LT_CACHE_DIR"],
                TORCHINDUCTOR_CACHE_DIR=os.environ["TORCHINDUCTOR_CACHE_DIR"],
                TORCHINDUCTOR_FX_GRAPH_CACHE=os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"])
+    if backend != "lazytensor":  # torch's own contenders run without lazytensor's `lazy` device
+        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # autoloaded into them (lazy_device.autoload)
     out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"{backend} on {workload} failed:\n{out.stderr[-3000:]}")

@@ -113,3 +113,23 @@ def test_an_op_outside_the_table_runs_in_torch_counted_and_right(rng):
     got = torch.cumprod(h.to("lazy"), dim=0).cpu()
     torch.testing.assert_close(got, torch.cumprod(h, dim=0))
     assert lt.metrics.counters().get("fallbacks", 0) > before
+
+
+def test_import_torch_alone_gives_the_device(tmp_path):
+    """torch's device-backend autoload finds lazytensor's entry point: a script that never
+    imports lazytensor runs on it by naming the device; TORCH_DEVICE_BACKEND_AUTOLOAD=0 turns it
+    off (the script then fails as plain torch does)."""
+    import os
+    import subprocess
+    import sys
+    script = tmp_path / "plain.py"
+    script.write_text("import sys, torch\n"
+                      "x = torch.arange(6.0, device='lazy').reshape(2, 3)\n"
+                      "print(type(x).__name__, (x * 2).sum().item(), 'lazytensor.torch.backend' in sys.modules)\n")
+    env = dict(os.environ, LT_CACHE_DIR="off")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["LazyTensor", "30.0", "False"]  # and the compile backend not loaded
+    env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode != 0 and "Lazy" in r.stderr

@@ -21,6 +21,7 @@ import torch
 
 import lazytensor as lt
 import lazytensor.torch  # noqa: F401  (registers the backend)
+import lazytensor.torch.backend  # noqa: F401  (loads Dynamo and Inductor's prims, e.g. prims.fma)
 from lazytensor.torch.aten_table import TABLE
 from lazytensor.torch.graph_program import LazyGraph
 

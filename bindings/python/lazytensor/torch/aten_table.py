@@ -160,9 +160,18 @@ def _clamp_max(cx, x, m):
     return x.clamp(None, m)
 
 
-@op(prims.fma.default)
 def _fma(cx, a, b, c):
     return a * b + c
+
+
+def register_inductor_prims():
+    """prims.fma exists once torch._inductor's prims are imported (the backend does; importing
+    them here would cost the `lazy` device's first op about a second)."""
+    if hasattr(prims, "fma"):
+        TABLE[prims.fma.default] = _fma
+
+
+register_inductor_prims()
 
 
 for _name in ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tanh",

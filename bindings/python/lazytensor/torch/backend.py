@@ -19,9 +19,11 @@ import itertools
 from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
 
-from .aten_table import TABLE
+from .aten_table import TABLE, register_inductor_prims
 from .attention import attention_as_ours, keep_attention_whole
 from .partition import Compiled
+
+register_inductor_prims()  # Dynamo is loaded by now, and with it the prims Inductor defines
 
 _FALLBACK_MODES = ("split", "raise")
 _graph_ids = itertools.count()

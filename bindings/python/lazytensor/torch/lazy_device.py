@@ -12,7 +12,8 @@ How it is wired, in pure Python (nothing built against torch's headers):
     global optimizer step hook), `lazytensor.torch.mark_step()` and `torch._lazy.mark_step()`
     (LazyTensor Core's name) sync explicitly, and host reads sync what they read;
   * `torch.manual_seed` also seeds lazytensor's generator, so random draws on `lazy` repeat.
-Installed once, when `lazytensor.torch` is imported.
+Installed once: by torch's device-backend autoload (`import torch` with lazytensor installed;
+TORCH_DEVICE_BACKEND_AUTOLOAD=0 turns it off), or when `lazytensor.torch` is imported.
 """
 import importlib
 
@@ -41,13 +42,12 @@ def _empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_me
 
 
 def _from_table(op):
-    """A `Lazy` key kernel for factory `op` (no tensor operands): the aten table's builder."""
-    from .aten_table import TABLE
-    from .lazy_dispatch import _Context
-    builder = TABLE[op]
-
+    """A `Lazy` key kernel for factory `op` (no tensor operands): the aten table's builder, looked
+    up at the first call (the table imports torch._dynamo's world; `import torch` must not)."""
     def kernel(*args, **kwargs):
-        return wrap(builder(_Context(lt_device()), *args, **kwargs))
+        from .aten_table import TABLE
+        from .lazy_dispatch import _Context
+        return wrap(TABLE[op](_Context(lt_device()), *args, **kwargs))
     return kernel
 
 
@@ -81,6 +81,12 @@ def _optimizer_step_ends_the_step(optimizer, args, kwargs):
 
 def _lazy_mark_step(device="", wait=False):
     mark_step()
+
+
+def autoload():
+    """torch's device-backend autoload entry point (`torch.backends` group): `import torch` with
+    lazytensor installed gives the `lazy` device, without importing the torch.compile backend."""
+    install()
 
 
 def install():
