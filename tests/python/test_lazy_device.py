@@ -133,3 +133,37 @@ def test_import_torch_alone_gives_the_device(tmp_path):
     env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode != 0 and "Lazy" in r.stderr
+
+
+def test_gpt_with_tied_weights_trains_like_cpu_without_fallbacks(rng):
+    """nanoGPT-style model (F.scaled_dot_product_attention, weight tying) moved with
+    model.to("lazy"): the tie survives the move (one parameter, one gradient), losses follow the
+    CPU run, no op falls back, and the step stops compiling."""
+    import sys
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from torch_models import GPT
+    torch.manual_seed(0)
+    cpu, lazy = GPT(), GPT()
+    lazy.load_state_dict(cpu.state_dict())
+    lazy = lazy.to("lazy")
+    assert lazy.head.weight is lazy.wte.weight and isinstance(lazy.wte.weight, torch.nn.Parameter)
+    oc, ol = torch.optim.AdamW(cpu.parameters(), lr=1e-3), torch.optim.AdamW(lazy.parameters(), lr=1e-3)
+    idx, tgt = (torch.from_numpy(rng.integers(0, 64, (4, 16))) for _ in range(2))
+    il, tl = idx.to("lazy"), tgt.to("lazy")
+    fallbacks = lt.metrics.counters().get("fallbacks", 0)
+    compiles = []
+    for _ in range(5):
+        ol.zero_grad()
+        loss = lazy(il, tl)
+        loss.backward()
+        ol.step()
+        oc.zero_grad()
+        want = cpu(idx, tgt)
+        want.backward()
+        oc.step()
+        assert loss.item() == pytest.approx(want.item(), rel=1e-5)
+        compiles.append(lt.metrics.counters()["graph_compiles"])
+    assert compiles[-1] == compiles[2], compiles
+    assert lt.metrics.counters().get("fallbacks", 0) == fallbacks
+    back = lazy.to("cpu")
+    assert back.head.weight is back.wte.weight and type(back.wte.weight) is torch.nn.Parameter

@@ -79,6 +79,41 @@ def _optimizer_step_ends_the_step(optimizer, args, kwargs):
                 return
 
 
+def _module_to(original):
+    """nn.Module.to for moves onto or off the `lazy` device: each parameter converted once, so
+    parameters shared between modules (nanoGPT's tied embedding and head) stay shared. torch's own
+    _apply keeps a shared parameter's identity only for tensors of one kind (set_data) or traceable
+    subclasses (swap_tensors); across the CPU/lazy boundary it would make one copy per module."""
+    def to(self, *args, **kwargs):
+        device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
+        onto = device is not None and torch.device(device).type == "lazy"
+        off = device is not None and not onto and any(isinstance(p, LazyTensor) for p in self.parameters())
+        if not (onto or off):
+            return original(self, *args, **kwargs)
+        done = {}
+
+        def convert(t):
+            if id(t) not in done:
+                moved = t.detach().to(device, dtype if dtype is not None and t.is_floating_point() else None)
+                if isinstance(t, torch.nn.Parameter):
+                    moved = torch.nn.Parameter(moved, requires_grad=t.requires_grad)
+                    if t.grad is not None:
+                        moved.grad = t.grad.to(device)
+                done[id(t)] = moved
+            return done[id(t)]
+
+        for module in self.modules():
+            for key, p in module._parameters.items():
+                if p is not None:
+                    module._parameters[key] = convert(p)
+            for key, b in module._buffers.items():
+                if b is not None:
+                    module._buffers[key] = convert(b)
+        return self
+    to._lazytensor = True
+    return to
+
+
 def _lazy_mark_step(device="", wait=False):
     mark_step()
 
@@ -108,6 +143,8 @@ def install():
     importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(
         _optimizer_step_ends_the_step)
     importlib.import_module("torch._lazy").mark_step = _lazy_mark_step
+    if not getattr(torch.nn.Module.to, "_lazytensor", False):
+        torch.nn.Module.to = _module_to(torch.nn.Module.to)
     _seed_both()
     _installed = True
 

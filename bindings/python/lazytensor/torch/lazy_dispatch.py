@@ -156,16 +156,47 @@ def _float(x):
     return dtype if dtype in (_C.float32, _C.float64) else _C.float32
 
 
-def _to(x, *args, **kwargs):
+def _to(x, device=None, dtype=None, copy=False):
     """Tensor.to(...): itself when nothing changes, else a copy (_to_copy), as PyTorch's."""
-    device, dtype, non_blocking, _ = torch._C._nn._parse_to(*args, **kwargs)
-    copy = kwargs.get("copy", False)
     if not copy and (device is None or torch.device(device) == x.device) and (dtype is None or dtype == x.dtype):
         return x
     return _to_copy(x, dtype=dtype, device=device)
 
 
+# aten.to's overloads, by their schemas' argument order.
+def _to_dtype(x, dtype, non_blocking=False, copy=False, memory_format=None):
+    return _to(x, dtype=dtype, copy=copy)
+
+
+def _to_device(x, device, dtype, non_blocking=False, copy=False, memory_format=None):
+    return _to(x, device=device, dtype=dtype, copy=copy)
+
+
+def _to_dtype_layout(x, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, copy=False,
+                     memory_format=None):
+    return _to(x, device=device, dtype=dtype, copy=copy)
+
+
+def _to_other(x, other, non_blocking=False, copy=False, memory_format=None):
+    return _to(x, device=other.device, dtype=other.dtype, copy=copy)
+
+
+def _softmax_int(x, dim, dtype=None):
+    """softmax.int (what F.softmax and the math attention call): the table's _softmax."""
+    if dtype is not None and dtype != x.dtype:
+        x = dispatch(aten._to_copy.default, (x,), {"dtype": dtype})
+    return dispatch(aten._softmax.default, (x, dim, False), {})
+
+
+def _log_softmax_int(x, dim, dtype=None):
+    if dtype is not None and dtype != x.dtype:
+        x = dispatch(aten._to_copy.default, (x,), {"dtype": dtype})
+    return dispatch(aten._log_softmax.default, (x, dim, False), {})
+
+
 DEVICE_OPS = {
+    aten.softmax.int: _softmax_int,
+    aten.log_softmax.int: _log_softmax_int,
     aten._to_copy.default: _to_copy,
     aten.copy_.default: _copy_,
     aten._local_scalar_dense.default: _item,
@@ -178,10 +209,10 @@ DEVICE_OPS = {
     aten.zero_.default: _zero,
     aten.normal_.default: _normal,
     aten.uniform_.default: _uniform,
-    aten.to.device: _to,
-    aten.to.dtype: _to,
-    aten.to.dtype_layout: _to,
-    aten.to.other: lambda x, other, *a, **k: _to(x, other.device, other.dtype, *a, **k),
+    aten.to.device: _to_device,
+    aten.to.dtype: _to_dtype,
+    aten.to.dtype_layout: _to_dtype_layout,
+    aten.to.other: _to_other,
 }
 
 # Overloads the table's builder of another op serves unchanged (same arguments).
