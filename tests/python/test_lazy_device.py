@@ -167,3 +167,64 @@ def test_gpt_with_tied_weights_trains_like_cpu_without_fallbacks(rng):
     assert lt.metrics.counters().get("fallbacks", 0) == fallbacks
     back = lazy.to("cpu")
     assert back.head.weight is back.wte.weight and type(back.wte.weight) is torch.nn.Parameter
+
+
+def _train_both(make, batches, steps=4, make_opt=lambda p: torch.optim.AdamW(p, lr=1e-3), loss_of=None):
+    """The same model (same initial state) trained on cpu and on lazy; per step the two losses, and
+    the compile counter on lazy after each step."""
+    torch.manual_seed(0)
+    cpu, lazy = make(), make()
+    lazy.load_state_dict(cpu.state_dict())
+    lazy = lazy.to("lazy")
+    oc, ol = make_opt(cpu.parameters()), make_opt(lazy.parameters())
+    rows, compiles = [], []
+    fallbacks = lt.metrics.counters().get("fallbacks", 0)
+    for _ in range(steps):
+        pair = []
+        for model, opt, dev in ((cpu, oc, "cpu"), (lazy, ol, "lazy")):
+            opt.zero_grad()
+            loss = loss_of(model, *(b.to(dev) for b in batches))
+            loss.backward()
+            opt.step()
+            pair.append(loss.item())
+        rows.append(pair)
+        compiles.append(lt.metrics.counters()["graph_compiles"])
+    return rows, compiles, lt.metrics.counters().get("fallbacks", 0) - fallbacks
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "bert"])
+def test_hf_transformers_train_like_cpu(rng, arch):
+    import torch_env
+    torch_env.allow_torchvision_import()
+    import transformers
+    if arch == "gpt2":
+        cfg = transformers.GPT2Config(vocab_size=128, n_positions=32, n_embd=32, n_layer=2, n_head=4,
+                                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+        make = lambda: transformers.GPT2LMHeadModel(cfg)  # noqa: E731
+        loss_of = lambda m, ids: m(ids, labels=ids).loss  # noqa: E731
+    else:
+        cfg = transformers.BertConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                      intermediate_size=64, max_position_embeddings=32,
+                                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        make = lambda: transformers.BertForMaskedLM(cfg)  # noqa: E731
+        loss_of = lambda m, ids: m(input_ids=ids, labels=ids).loss  # noqa: E731
+    ids = torch.from_numpy(rng.integers(0, 128, (2, 16)))
+    rows, compiles, fallbacks = _train_both(make, (ids,), loss_of=loss_of)
+    for want, got in rows:
+        assert got == pytest.approx(want, rel=1e-4)
+    assert compiles[-1] == compiles[2], compiles
+    assert fallbacks == 0
+
+
+def test_cnn_with_batchnorm_trains_like_cpu(rng):
+    def make():
+        return torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Flatten(), torch.nn.Linear(8 * 4 * 4, 10))
+    x = _host(rng, 4, 3, 8, 8)
+    y = torch.from_numpy(rng.integers(0, 10, 4))
+    rows, compiles, _ = _train_both(make, (x, y), make_opt=lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),
+                                    loss_of=lambda m, x, y: F.cross_entropy(m(x), y))
+    for want, got in rows:
+        assert got == pytest.approx(want, rel=1e-4)
+    assert compiles[-1] == compiles[2], compiles

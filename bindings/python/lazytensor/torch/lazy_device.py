@@ -71,6 +71,14 @@ _FACTORIES = {
 }
 
 
+def _copy_from(src, dst, non_blocking=False):
+    """A copy that reaches the `Lazy` key itself: torch.tensor(data, device="lazy") copies with the
+    Python dispatch key excluded (torch/csrc/utils/tensor_new.cpp), so LazyTensor's
+    __torch_dispatch__ does not see it."""
+    from .lazy_dispatch import _copy_
+    return _copy_(dst, src)
+
+
 def _optimizer_step_ends_the_step(optimizer, args, kwargs):
     for group in optimizer.param_groups:
         for p in group["params"]:
@@ -132,6 +140,8 @@ def install():
     _library = torch.library.Library("aten", "IMPL")
     _library.impl("empty.memory_format", _empty, "Lazy")
     _library.impl("empty_strided", _empty_strided, "Lazy")
+    _library.impl("_copy_from", _copy_from, "Lazy")
+    _library.impl("_copy_from_and_resize", _copy_from, "Lazy")
     aten = torch.ops.aten
     for name, overload in _FACTORIES.items():
         packet, _, which = overload.partition(".")
