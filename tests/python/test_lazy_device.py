@@ -92,6 +92,16 @@ def test_state_dict_round_trip_across_devices(rng):
     torch.testing.assert_close(back.weight.detach().cpu(), cpu_model.weight.detach())
 
 
+def test_torch_save_of_a_lazy_state_dict_loads_with_weights_only(rng, tmp_path):
+    model = torch.nn.Linear(4, 3).to("lazy")
+    torch.save(model.state_dict(), tmp_path / "m.pt")
+    sd = torch.load(tmp_path / "m.pt")  # weights_only=True, torch's default
+    assert all(v.device.type == "lazy" for v in sd.values())
+    cpu_model = torch.nn.Linear(4, 3)
+    cpu_model.load_state_dict(sd)  # across devices
+    torch.testing.assert_close(cpu_model.weight, model.weight.detach().cpu())
+
+
 def test_mark_step_names_and_manual_seed():
     x = torch.ones(3, device="lazy") * 2
     assert x._lt._is_pending

@@ -20,7 +20,7 @@ import importlib
 import torch
 
 from .. import _C
-from .lazy_tensor import LazyTensor, lt_device, wrap
+from .lazy_tensor import LazyTensor, lt_device, rebuild_lazy, wrap
 from .interop import lt_dtype
 
 _library = None
@@ -155,6 +155,7 @@ def install():
     importlib.import_module("torch._lazy").mark_step = _lazy_mark_step
     if not getattr(torch.nn.Module.to, "_lazytensor", False):
         torch.nn.Module.to = _module_to(torch.nn.Module.to)
+    torch.serialization.add_safe_globals([rebuild_lazy])  # torch.load(weights_only=True) of lazy tensors
     _seed_both()
     _installed = True
 

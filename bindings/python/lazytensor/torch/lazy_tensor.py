@@ -40,6 +40,11 @@ class LazyTensor(torch.Tensor):
             text = text[:-1] + ", requires_grad=True)"
         return text
 
+    def __reduce_ex__(self, protocol):
+        """torch.save / pickle: the values as a CPU tensor (saved as torch saves any), rebuilt on
+        the lazy device when loaded (rebuild_lazy is on torch.load's weights_only allowlist)."""
+        return rebuild_lazy, (to_cpu(self), self.requires_grad)
+
     def tolist(self):
         """The values as nested Python lists (a sync), as a CPU tensor's tolist()."""
         return to_cpu(self).tolist()
@@ -48,6 +53,11 @@ class LazyTensor(torch.Tensor):
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         from .lazy_dispatch import dispatch
         return dispatch(func, args, kwargs or {})
+
+
+def rebuild_lazy(cpu_tensor, requires_grad=False):
+    """A saved lazy tensor, loaded: its values on the lazy device again."""
+    return cpu_tensor.to(TORCH_DEVICE).requires_grad_(requires_grad)
 
 
 def wrap(value):
