@@ -50,6 +50,28 @@ def _wrap(x):
     return wrap(x) if isinstance(x, _C.Tensor) else x
 
 
+# The hot path's own tree walks: operands are flat, or lists of tensors (cat, stack), and
+# torch's generic pytree map cost most of a traced op's ~15 us.
+def _unwrap_all(x):
+    kind = type(x)
+    if kind is LazyTensor:
+        return x._lt
+    if kind is list or kind is tuple:
+        return kind(_unwrap_all(v) for v in x)
+    if isinstance(x, torch.Tensor):
+        return _unwrap(x)
+    return x
+
+
+def _wrap_all(x):
+    if isinstance(x, _C.Tensor):
+        return wrap(x)
+    kind = type(x)
+    if kind is list or kind is tuple:
+        return kind(_wrap_all(v) for v in x)
+    return x
+
+
 def _functional_twin(func):
     """The functional overload of an in-place or out= aten op (add_.Tensor -> add.Tensor,
     arange.start_out -> arange.start_step: the overload taking the same positional arguments),
@@ -226,16 +248,27 @@ SAME_BUILDER = {
 
 # ---- the order of the module docstring ----------------------------------------------------------
 
+_FAST = {}  # func -> its device handler or table builder, resolved at the op's first dispatch
+
+
 def dispatch(func, args, kwargs):
-    handler = DEVICE_OPS.get(func)
+    fast = _FAST.get(func)
+    if fast is None:
+        handler = DEVICE_OPS.get(func)
+        builder = TABLE.get(SAME_BUILDER.get(func, func))
+        fast = _FAST[func] = (handler, builder)
+    handler, builder = fast
     if handler is not None:
         return handler(*args, **kwargs)
-    builder = TABLE.get(SAME_BUILDER.get(func, func))
     if builder is not None:
         try:
             return _run_builder(builder, args, kwargs)
         except NotImplementedError:
             pass  # an argument combination the builder does not cover: the routes below
+    return _slow_routes(func, args, kwargs)
+
+
+def _slow_routes(func, args, kwargs):
     if _is_inplace(func) or _is_out(func):
         twin = _functional_twin(func)
         if twin is not None and (twin in TABLE or twin in DEVICE_OPS or twin in decomposition_table):
@@ -248,9 +281,17 @@ def dispatch(func, args, kwargs):
     return _fallback(func, args, kwargs)
 
 
+_CONTEXT = []  # the builders' context, made once lazytensor's default lazy device is known
+
+
 def _run_builder(builder, args, kwargs):
-    out = builder(_Context(lt_device()), *tree_map(_unwrap, args), **tree_map(_unwrap, kwargs))
-    return tree_map(_wrap, out)
+    if not _CONTEXT:
+        _CONTEXT.append(_Context(lt_device()))
+    if kwargs:
+        out = builder(_CONTEXT[0], *[_unwrap_all(a) for a in args], **{k: _unwrap_all(v) for k, v in kwargs.items()})
+    else:
+        out = builder(_CONTEXT[0], *[_unwrap_all(a) for a in args])
+    return _wrap_all(out)
 
 
 def _via_functional(func, twin, args, kwargs):

@@ -51,8 +51,19 @@ class LazyTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return _dispatch()(func, args, kwargs or {})
+
+
+def _dispatch():
+    """lazy_dispatch.dispatch (imported at the first op: it loads the aten table)."""
+    global _dispatch_fn
+    if _dispatch_fn is None:
         from .lazy_dispatch import dispatch
-        return dispatch(func, args, kwargs or {})
+        _dispatch_fn = dispatch
+    return _dispatch_fn
+
+
+_dispatch_fn = None
 
 
 def rebuild_lazy(cpu_tensor, requires_grad=False):

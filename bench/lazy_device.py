@@ -1,0 +1,84 @@
+"""The `lazy` device inside PyTorch (issue 27) against its peers, in one run on one machine:
+  * host cost of tracing one elementwise op through torch's dispatcher (LazyTensor.__torch_dispatch__)
+    against lazytensor's own API on `lazy`, and torch eager on `cpu` running it;
+  * the nanoGPT-style training step (tests/python/torch_models.py GPT, AdamW) on device "lazy"
+    against the same script on "cpu" (torch eager), median of rounds after warm-up.
+Every contender is timed the same way (time.perf_counter around N calls, a sync where the
+contender is lazy). Prints a JSON line and a markdown table; ratios are to the first column.
+
+    PYTHONPATH=build/python .venv/bin/python bench/lazy_device.py
+"""
+import json
+import pathlib
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+
+import lazytensor as lt
+import lazytensor.torch  # noqa: F401
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "python"))
+from torch_models import GPT  # noqa: E402
+
+
+def per_op_us(f, sync, n=3000, rounds=5):
+    times = []
+    for _ in range(rounds):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            f()
+        times.append((time.perf_counter() - t0) / n * 1e6)
+        sync()
+    return statistics.median(times)
+
+
+def step_ms(device, steps=10, rounds=3):
+    torch.manual_seed(0)
+    model = GPT().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    rng = np.random.default_rng(0)
+    idx, tgt = (torch.from_numpy(rng.integers(0, 64, (8, 16))).to(device) for _ in range(2))
+
+    def step():
+        opt.zero_grad()
+        loss = model(idx, tgt)
+        loss.backward()
+        opt.step()
+        return loss
+    for _ in range(3):
+        step().item()
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            loss = step()
+        loss.item()
+        times.append((time.perf_counter() - t0) / steps * 1e3)
+    return statistics.median(times)
+
+
+def main():
+    a, b = torch.randn(16, 16, device="lazy"), torch.randn(16, 16, device="lazy")
+    la, lb = lt.randn(16, 16, device="lazy"), lt.randn(16, 16, device="lazy")
+    c, d = torch.randn(16, 16), torch.randn(16, 16)
+    ops = {
+        "lt API on lazy": per_op_us(lambda: la * lb, lt.mark_step),
+        "torch, device lazy": per_op_us(lambda: a * b, lt.mark_step),
+        "torch eager cpu": per_op_us(lambda: c * d, lambda: None),
+    }
+    steps = {"torch eager cpu": step_ms("cpu"), "torch, device lazy": step_ms("lazy")}
+    print(json.dumps({"trace_us_per_op": ops, "gpt_step_ms": steps}))
+    print("| measure | " + " | ".join(ops) + " |")
+    print("| --- |" + " --- |" * len(ops))
+    base = ops["lt API on lazy"]
+    print("| host us per traced op (ratio) | " + " | ".join(f"{v:.2f} ({v / base:.1f}x)" for v in ops.values()) + " |")
+    base = steps["torch eager cpu"]
+    print("| GPT step ms (ratio to cpu eager) | | " + " | ".join(f"{v:.1f} ({v / base:.2f}x)" for v in steps.values()) + " |")
+
+
+if __name__ == "__main__":
+    main()
