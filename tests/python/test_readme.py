@@ -27,3 +27,16 @@ def test_readme_torch_compile_example_compiles_forward_and_backward_with_lazyten
                        timeout=300, env=dict(os.environ, LT_CACHE_DIR="off"))
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "2 0"  # forward and backward, nothing in PyTorch
+
+
+def test_readme_lazy_device_example_trains_on_lazytensor_from_import_torch_alone():
+    text = open(os.path.join(ROOT, "README.md")).read()
+    code = re.findall(r"```python\n(.*?)```", text, re.S)[2]
+    assert 'device = "lazy"' in code and "lazytensor" not in code
+    check = ("\nimport lazytensor as lt\nc = lt.metrics.counters()\n"
+             "print(type(loss).__name__, c['graph_compiles'], c['fallbacks'])\n")
+    r = subprocess.run([sys.executable, "-c", code + check], capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, LT_CACHE_DIR="off"))
+    assert r.returncode == 0, r.stderr
+    # The first step (AdamW creates its state inside it) and every later step: two graphs.
+    assert r.stdout.strip().splitlines()[-1] == "LazyTensor 2 0"
