@@ -238,3 +238,14 @@ def test_cnn_with_batchnorm_trains_like_cpu(rng):
     for want, got in rows:
         assert got == pytest.approx(want, rel=1e-4)
     assert compiles[-1] == compiles[2], compiles
+
+
+def test_bad_uses_raise_pytorch_error_types_and_the_session_goes_on():
+    a = torch.ones(3, device="lazy")
+    with pytest.raises(RuntimeError, match="same device"):
+        a + torch.ones(3)  # a lazy and a cpu tensor in one op
+    with pytest.raises(RuntimeError, match="complex64"):  # NotImplementedError is a RuntimeError
+        torch.ones(3, dtype=torch.complex64, device="lazy")
+    with pytest.raises(RuntimeError):
+        a @ torch.ones(4, device="lazy")  # shapes that do not fit: the op's own error
+    assert (a * 2).sum().item() == 6.0
