@@ -249,3 +249,55 @@ def test_bad_uses_raise_pytorch_error_types_and_the_session_goes_on():
     with pytest.raises(RuntimeError):
         a @ torch.ones(4, device="lazy")  # shapes that do not fit: the op's own error
     assert (a * 2).sum().item() == 6.0
+
+
+@pytest.mark.parametrize("arch", ["lstm", "transformer"])
+def test_word_language_model_style_trains_like_cpu(rng, arch):
+    """pytorch/examples word_language_model: Embedding -> LSTM (hidden state carried across
+    batches, detached) or TransformerEncoder with a causal mask -> Linear, SGD with clipping."""
+    ntoken, ninp = 40, 16
+
+    class RNNModel(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = torch.nn.Embedding(ntoken, ninp)
+            if arch == "lstm":
+                self.rnn = torch.nn.LSTM(ninp, ninp, 2)
+            else:
+                layer = torch.nn.TransformerEncoderLayer(ninp, 4, 32, dropout=0.0)
+                self.rnn = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+            self.decoder = torch.nn.Linear(ninp, ntoken)
+
+        def forward(self, x, hidden):
+            emb = self.encoder(x)
+            if arch == "lstm":
+                out, hidden = self.rnn(emb, hidden)
+            else:
+                mask = torch.nn.Transformer.generate_square_subsequent_mask(len(x), device=x.device)
+                out = self.rnn(emb, mask)
+            return self.decoder(out), hidden
+
+    torch.manual_seed(0)
+    cpu, lazy = RNNModel(), RNNModel()
+    lazy.load_state_dict(cpu.state_dict())
+    lazy = lazy.to("lazy")
+    data = torch.from_numpy(rng.integers(0, ntoken, (7 * 6 + 1, 3)))
+    losses, compiles = {}, None
+    for model, dev in ((cpu, "cpu"), (lazy, "lazy")):
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+        hidden = tuple(torch.zeros(2, 3, ninp, device=dev) for _ in range(2))
+        losses[dev] = []
+        for i in range(0, 7 * 6, 7):
+            x, y = data[i:i + 7].to(dev), data[i + 1:i + 8].to(dev)
+            hidden = tuple(h.detach() for h in hidden)  # repackage_hidden
+            opt.zero_grad()
+            out, hidden = model(x, hidden)
+            loss = F.cross_entropy(out.view(-1, ntoken), y.reshape(-1))
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+            opt.step()
+            losses[dev].append(loss.item())
+            if dev == "lazy" and i == 14:
+                compiles = lt.metrics.counters()["graph_compiles"]
+    assert lt.metrics.counters()["graph_compiles"] == compiles  # no compile after the third batch
+    np.testing.assert_allclose(losses["lazy"], losses["cpu"], rtol=1e-4)

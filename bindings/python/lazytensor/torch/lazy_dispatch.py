@@ -81,8 +81,8 @@ def _functional_twin(func):
     packet = getattr(aten, base, None)
     if packet is None:
         return None
-    if base != name:  # in-place: the same overload of the functional op
-        return getattr(packet, func._overloadname, None) if func._overloadname in packet.overloads() else None
+    if base != name and func._overloadname in packet.overloads():  # in-place: the same overload
+        return getattr(packet, func._overloadname)
     wanted = [a.name for a in func._schema.arguments if not a.kwarg_only]
     for o in packet.overloads():
         cand = getattr(packet, o)
@@ -216,7 +216,20 @@ def _log_softmax_int(x, dim, dtype=None):
     return dispatch(aten._log_softmax.default, (x, dim, False), {})
 
 
+def _tensor_split_sections(x, sections, dim=0):
+    """tensor_split into `sections` pieces (the first size % sections one longer), as views."""
+    n = x.shape[dim]
+    base, extra = divmod(n, sections)
+    out, start = [], 0
+    for i in range(sections):
+        length = base + (1 if i < extra else 0)
+        out.append(wrap(_C.narrow(x._lt, dim, start, length)))
+        start += length
+    return out
+
+
 DEVICE_OPS = {
+    aten.tensor_split.sections: _tensor_split_sections,
     aten.softmax.int: _softmax_int,
     aten.log_softmax.int: _log_softmax_int,
     aten._to_copy.default: _to_copy,
@@ -303,6 +316,18 @@ def _via_functional(func, twin, args, kwargs):
         return _write_into(out, result._lt if isinstance(result, LazyTensor) else from_torch(result))
     result = dispatch(twin, args, kwargs)
     self = args[0]
+    if isinstance(result, LazyTensor) and tuple(result.shape) != tuple(self.shape):
+        # An in-place op that changes the tensor's shape (transpose_, unsqueeze_, squeeze_): a
+        # wrapper's sizes are fixed at its making, so self becomes the new tensor whole, which
+        # torch allows only while nothing else (autograd) holds it.
+        try:
+            torch.utils.swap_tensors(self, result)
+        except RuntimeError as e:
+            raise NotImplementedError(
+                f"not implemented: {func} on the lazy device while the tensor is referenced elsewhere "
+                f"(an in-place op that changes its shape from {list(self.shape)} to {list(result.shape)}): {e}"
+            ) from None
+        return self
     return _write_into(self, result._lt if isinstance(result, LazyTensor) else from_torch(result))
 
 
