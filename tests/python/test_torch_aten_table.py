@@ -268,6 +268,26 @@ def _(r, op):
                                                  r.f(*sh, dtype=F64))]
 
 
+@samples(aten.lerp.Scalar)
+def _(r, op):
+    sh = r.shape(3)
+    return [S(r.f(*sh), r.f(*r.broadcast(sh)), 0.1), S(r.f(*sh, dtype=F64), r.f(*sh, dtype=F64), 0.75)]
+
+
+@samples(aten.lerp.Tensor)
+def _(r, op):
+    sh = r.shape(3)
+    return [S(r.f(*sh), r.f(*sh), r.f(*r.broadcast(sh))), S(r.f(*sh), r.f(*sh), r.f())]
+
+
+@samples(aten.addcmul.default, aten.addcdiv.default)
+def _(r, op):
+    sh = r.shape(3)
+    positive = r.f(*sh).abs() + 0.5  # a divisor away from zero
+    return [S(r.f(*sh), r.f(*r.broadcast(sh)), positive), S(r.f(*sh), r.f(*sh), positive, value=-0.25),
+            S(r.f(*sh, dtype=F64), r.f(*sh, dtype=F64), positive.double(), value=3)]
+
+
 @samples(aten.sign.default)
 def _(r, op):
     sh = r.shape(3)

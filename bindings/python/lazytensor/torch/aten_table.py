@@ -160,6 +160,22 @@ def _clamp_max(cx, x, m):
     return x.clamp(None, m)
 
 
+@op(aten.lerp.Scalar, aten.lerp.Tensor)
+def _lerp(cx, start, end, weight):
+    """start + weight * (end - start): Adam's first-moment update (torch.optim uses lerp_)."""
+    return start + (end - start) * weight
+
+
+@op(aten.addcmul.default)
+def _addcmul(cx, x, a, b, *, value=1):
+    return x + (a * b if value == 1 else a * b * value)
+
+
+@op(aten.addcdiv.default)
+def _addcdiv(cx, x, a, b, *, value=1):
+    return x + (a / b if value == 1 else a / b * value)
+
+
 def _fma(cx, a, b, c):
     return a * b + c
 
