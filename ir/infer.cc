@@ -86,6 +86,12 @@ Inferred infer(Op op, const NodeList& in, const Attrs& a) {
         if (d < 0) fail(ErrorKind::Value, name, ": negative dimension in ", shape_str(a.ints));
       return {a.dtype, a.ints};
     case OpClass::Unary:
+      if (op == Op::BitNot) {  // integers, and bool as logical not
+        if (is_floating(in[0]->dtype))
+          fail(ErrorKind::Type, name, ": expected an integer or bool tensor, got ", dtype_name(in[0]->dtype),
+               " with shape ", shape_str(in[0]->shape));
+        return {in[0]->dtype, in[0]->shape};
+      }
       if (!is_floating(in[0]->dtype) && op != Op::Neg && op != Op::Abs && op != Op::Relu)
         fail(ErrorKind::Type, name, ": expected a floating-point tensor, got ", dtype_name(in[0]->dtype),
              " with shape ", shape_str(in[0]->shape));
@@ -97,10 +103,15 @@ Inferred infer(Op op, const NodeList& in, const Attrs& a) {
       same_dtype(op, in, 0);
       if (op == Op::Div && !is_floating(in[0]->dtype))
         fail(ErrorKind::Type, name, ": expected floating operands, got ", dtypes_of(in));
-      // On bool, add is logical or and mul logical and (PyTorch); the rest have no bool meaning.
+      const bool bitwise = op == Op::BitAnd || op == Op::BitOr || op == Op::BitXor;
+      if ((bitwise || op == Op::Shl || op == Op::Shr) && is_floating(in[0]->dtype))
+        fail(ErrorKind::Type, name, ": expected integer", bitwise ? " or bool" : "", " operands, got ",
+             dtypes_of(in));
+      // On bool, add is logical or, mul logical and and the bitwise ops logical (PyTorch); the
+      // rest (sub, floor_divide, remainder, shifts, ...) have no bool meaning.
       if (is_bool(in[0]->dtype) && op != Op::Maximum && op != Op::Minimum && op != Op::Add &&
-          op != Op::Mul)
-        fail(ErrorKind::Type, name, ": not supported for bool tensors");
+          op != Op::Mul && !bitwise)
+        fail(ErrorKind::Type, name, ": not supported for bool tensors (got ", dtypes_of(in), ")");
       return {in[0]->dtype, broadcast_shapes(in[0]->shape, in[1]->shape, name.data())};
     }
     case OpClass::Compare:

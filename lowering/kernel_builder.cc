@@ -33,7 +33,8 @@ int KernelBuilder::inline_cost(int node) {
     if (is_elementwise(cls)) {
       switch (p.op) {
         case Op::Exp: case Op::Log: case Op::Sin: case Op::Cos: case Op::Tanh: case Op::Erf: case Op::Pow:
-        case Op::Sqrt: case Op::Div: case Op::Recip: c = 4; break;
+        case Op::Sqrt: case Op::Div: case Op::Recip: case Op::FloorDiv: case Op::Remainder:
+        case Op::Fmod: c = 4; break;
         default: c = 1;
       }
     }

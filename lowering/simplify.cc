@@ -39,8 +39,26 @@ std::optional<double> fold_unary(Op op, double x) {
   }
 }
 
+// PyTorch's floor_divide of floats (div_floor_floating): the floor of the exact quotient, from
+// fmod, so it matches the backends where a / b would round up to an integer; IEEE for b = 0.
+double floor_div(double a, double b) {
+  if (b == 0) return a / b;
+  const double mod = std::fmod(a, b);
+  double div = (a - mod) / b;
+  if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;
+  if (div == 0) return std::copysign(0.0, a / b);
+  const double fl = std::floor(div);
+  return div - fl > 0.5 ? fl + 1 : fl;
+}
+
 std::optional<double> fold_binary(Op op, double a, double b) {
   switch (op) {
+    case Op::FloorDiv: return floor_div(a, b);
+    case Op::Remainder: {  // fmod moved into the divisor's sign
+      const double m = std::fmod(a, b);
+      return m != 0 && (b < 0) != (m < 0) ? m + b : m;
+    }
+    case Op::Fmod: return std::fmod(a, b);
     case Op::Add: return a + b;
     case Op::Sub: return a - b;
     case Op::Mul: return a * b;

@@ -92,6 +92,17 @@ void check_operands(Op op, DType a, DType b, DType t, const Tensor& shown, const
   if (op == Op::Pow && is_bool(t))
     fail(ErrorKind::NotImplemented, "pow: not implemented for bool tensors (shape ",
          shape_str(shown.shape()), ")");
+  // Bitwise ops and shifts take integers (bitwise ops also bool), the division family no bool:
+  // PyTorch raises NotImplementedError for the dtypes its kernels lack.
+  const bool bitwise = op == Op::BitAnd || op == Op::BitOr || op == Op::BitXor;
+  if ((bitwise || op == Op::Shl || op == Op::Shr) && is_floating(t))
+    fail(ErrorKind::NotImplemented, op_name(op), ": not implemented for floating-point operands (",
+         dtype_name(a), " and ", dtype_name(b), " promote to ", dtype_name(t), ", shape ",
+         shape_str(shown.shape()), "); it takes integer", bitwise ? " or bool" : "", " tensors");
+  if ((op == Op::FloorDiv || op == Op::Remainder || op == Op::Fmod || op == Op::Shl || op == Op::Shr) &&
+      is_bool(t))
+    fail(ErrorKind::NotImplemented, op_name(op), ": not implemented for bool tensors (", dtype_name(a),
+         " and ", dtype_name(b), ", shape ", shape_str(shown.shape()), ")");
   if (op == Op::Pow && s && !is_floating(t) && s->kind == ScalarKind::Int && s->i < 0)
     fail(ErrorKind::Runtime, "pow: integers to negative integer powers are not allowed (base ",
          dtype_name(t), " of shape ", shape_str(shown.shape()), ", exponent ", s->i, ")");
@@ -162,6 +173,34 @@ Tensor gt(const Tensor& a, const Tensor& b) { return binary(Op::Gt, a, b); }
 Tensor gt(const Tensor& a, Scalar b) { return compare(Op::Gt, a, b); }
 Tensor ge(const Tensor& a, const Tensor& b) { return binary(Op::Ge, a, b); }
 Tensor ge(const Tensor& a, Scalar b) { return compare(Op::Ge, a, b); }
+
+Tensor floor_divide(const Tensor& a, const Tensor& b) { return binary(Op::FloorDiv, a, b); }
+Tensor floor_divide(const Tensor& a, Scalar b) { return binary(Op::FloorDiv, a, b); }
+Tensor rfloor_divide(const Tensor& a, Scalar b) { return binary(Op::FloorDiv, a, b, true); }
+Tensor remainder(const Tensor& a, const Tensor& b) { return binary(Op::Remainder, a, b); }
+Tensor remainder(const Tensor& a, Scalar b) { return binary(Op::Remainder, a, b); }
+Tensor rremainder(const Tensor& a, Scalar b) { return binary(Op::Remainder, a, b, true); }
+Tensor fmod(const Tensor& a, const Tensor& b) { return binary(Op::Fmod, a, b); }
+Tensor fmod(const Tensor& a, Scalar b) { return binary(Op::Fmod, a, b); }
+Tensor bitwise_and(const Tensor& a, const Tensor& b) { return binary(Op::BitAnd, a, b); }
+Tensor bitwise_and(const Tensor& a, Scalar b) { return binary(Op::BitAnd, a, b); }
+Tensor bitwise_or(const Tensor& a, const Tensor& b) { return binary(Op::BitOr, a, b); }
+Tensor bitwise_or(const Tensor& a, Scalar b) { return binary(Op::BitOr, a, b); }
+Tensor bitwise_xor(const Tensor& a, const Tensor& b) { return binary(Op::BitXor, a, b); }
+Tensor bitwise_xor(const Tensor& a, Scalar b) { return binary(Op::BitXor, a, b); }
+Tensor bitwise_left_shift(const Tensor& a, const Tensor& b) { return binary(Op::Shl, a, b); }
+Tensor bitwise_left_shift(const Tensor& a, Scalar b) { return binary(Op::Shl, a, b); }
+Tensor rbitwise_left_shift(const Tensor& a, Scalar b) { return binary(Op::Shl, a, b, true); }
+Tensor bitwise_right_shift(const Tensor& a, const Tensor& b) { return binary(Op::Shr, a, b); }
+Tensor bitwise_right_shift(const Tensor& a, Scalar b) { return binary(Op::Shr, a, b); }
+Tensor rbitwise_right_shift(const Tensor& a, Scalar b) { return binary(Op::Shr, a, b, true); }
+Tensor bitwise_not(const Tensor& a) {
+  const Device& d = common_device("bitwise_not", {&a});
+  if (is_floating(a.dtype()))
+    fail(ErrorKind::NotImplemented, "bitwise_not: not implemented for ", dtype_name(a.dtype()),
+         " tensors (shape ", shape_str(a.shape()), "); it takes integer or bool tensors");
+  return traced(make_node(Op::BitNot, nodes(a.node())), d);  // integers and bools get no gradient
+}
 
 Tensor logical_and(const Tensor& a, const Tensor& b) {
   const Device& d = common_device("logical_and", {&a, &b});

@@ -49,6 +49,24 @@ Tensor lt(const Tensor& a, const Tensor& b); Tensor lt(const Tensor& a, Scalar b
 Tensor le(const Tensor& a, const Tensor& b); Tensor le(const Tensor& a, Scalar b);
 Tensor gt(const Tensor& a, const Tensor& b); Tensor gt(const Tensor& a, Scalar b);
 Tensor ge(const Tensor& a, const Tensor& b); Tensor ge(const Tensor& a, Scalar b);
+// Python's // and % (PyTorch's floor_divide, remainder) and C's truncating fmod. int op int stays
+// integer, a float operand promotes as add does; bool operands raise, as in PyTorch. Integer
+// division by zero gives 0 and INT_MIN // -1 wraps (ir/ops.def): nothing traps.
+Tensor floor_divide(const Tensor& a, const Tensor& b); Tensor floor_divide(const Tensor& a, Scalar b);
+Tensor rfloor_divide(const Tensor& a, Scalar b);  // b // a
+Tensor remainder(const Tensor& a, const Tensor& b); Tensor remainder(const Tensor& a, Scalar b);
+Tensor rremainder(const Tensor& a, Scalar b);  // b % a
+Tensor fmod(const Tensor& a, const Tensor& b); Tensor fmod(const Tensor& a, Scalar b);
+// Bitwise ops of integer tensors; of bool tensors they are logical (and, or, xor, not). Shifts take
+// integers only; a count outside [0, bits) gives 0 for << and the sign fill for >> (PyTorch's).
+Tensor bitwise_and(const Tensor& a, const Tensor& b); Tensor bitwise_and(const Tensor& a, Scalar b);
+Tensor bitwise_or(const Tensor& a, const Tensor& b); Tensor bitwise_or(const Tensor& a, Scalar b);
+Tensor bitwise_xor(const Tensor& a, const Tensor& b); Tensor bitwise_xor(const Tensor& a, Scalar b);
+Tensor bitwise_not(const Tensor& a);
+Tensor bitwise_left_shift(const Tensor& a, const Tensor& b); Tensor bitwise_left_shift(const Tensor& a, Scalar b);
+Tensor rbitwise_left_shift(const Tensor& a, Scalar b);  // b << a
+Tensor bitwise_right_shift(const Tensor& a, const Tensor& b); Tensor bitwise_right_shift(const Tensor& a, Scalar b);
+Tensor rbitwise_right_shift(const Tensor& a, Scalar b);  // b >> a
 Tensor logical_and(const Tensor& a, const Tensor& b);
 Tensor logical_or(const Tensor& a, const Tensor& b);
 Tensor logical_not(const Tensor& a);

@@ -198,6 +198,17 @@ const std::map<Op, VjpRule>& rules() {
          Tensor gb = where(gt(a, 0.0), g * y * where(gt(a, 0.0), a, ones_like(a)).log(), zeros_like(y));
          return Grads{g * b * pow(a, b - 1.0), gb};
        }},
+      // floor_divide is a step function: zero almost everywhere (PyTorch raises on its backward).
+      {Op::FloorDiv, [](C, G g) { return Grads{zeros_like(g), zeros_like(g)}; }},
+      // a - b * floor(a / b) and a - b * trunc(a / b): torch's (1, -floor(a/b)) and (1, -trunc(a/b)).
+      {Op::Remainder,
+       [](C c, G g) { return Grads{g, -(g * floor_divide(c.x(0), c.x(1)))}; }},
+      {Op::Fmod,
+       [](C c, G g) {
+         Tensor q = c.x(0) / c.x(1);
+         Tensor trunc = where(lt(q, 0.0), -((-q).floor()), q.floor());
+         return Grads{g, -(g * trunc)};
+       }},
       {Op::Maximum,
        [](C c, G g) {
          Tensor a = c.x(0), b = c.x(1);
@@ -342,8 +353,11 @@ DType Saved::dtype() const { return value_ ? value_->dtype : leaf_->dtype; }
 
 bool non_differentiable(Op op) {
   OpClass c = op_info(op).cls;
+  // Bitwise ops take integers and bools only, which never require grad.
+  const bool bitwise = op == Op::BitAnd || op == Op::BitOr || op == Op::BitXor || op == Op::BitNot ||
+                       op == Op::Shl || op == Op::Shr;
   return c == OpClass::Compare || c == OpClass::Logical || c == OpClass::Predicate1 || c == OpClass::Rand ||
-         c == OpClass::Leaf;
+         c == OpClass::Leaf || bitwise;
 }
 
 const VjpRule* vjp_rule(Op op) {
@@ -367,6 +381,7 @@ unsigned reads_of(Op op, const std::vector<bool>& needs_grad) {
   switch (op) {
     case Op::Neg: case Op::Add: case Op::Sub: case Op::Floor: case Op::Cast: case Op::ReduceSum:
     case Op::Mean: case Op::Reshape: case Op::Permute: case Op::Expand: case Op::Slice:
+    case Op::FloorDiv:
       return 0;
     case Op::Exp: case Op::Sqrt: case Op::Tanh: case Op::Recip: case Op::Sigmoid: case Op::Rsqrt:
     case Op::Softmax: case Op::LogSoftmax:
@@ -382,6 +397,8 @@ unsigned reads_of(Op op, const std::vector<bool>& needs_grad) {
       return 2u;
     case Op::Maximum: case Op::Minimum:
       return 1u | 2u;
+    case Op::Remainder: case Op::Fmod:  // d/da is g; d/db reads both operands
+      return needs(1) ? 1u | 2u : 0u;
     case Op::Div:  // a / b: d/da reads b; d/db reads b and the output
       return 2u | (needs(1) ? kOut : 0u);
     case Op::LogSumExp: case Op::ReduceMax: case Op::ReduceMin:

@@ -188,6 +188,10 @@ Value* unary(IRBuilder<>& b, llvm::Module& m, Op op, DType t, Value* a, Value* r
     }
     return b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, a);
   }
+  if (op == Op::BitNot) {  // ~x; on bool (i1), logical not
+    if (fp) unsupported(op, t);
+    return b.CreateNot(a);
+  }
   if (!fp) unsupported(op, t);
   ID id = llvm::Intrinsic::not_intrinsic;
   switch (op) {
@@ -248,10 +252,96 @@ Value* int_pow(IRBuilder<>& b, bool is_signed, Value* x, Value* y) {
   return b.CreateSelect(b.CreateICmpSLT(y, k(0)), neg, r);
 }
 
+// Integer floor_divide / remainder / fmod without a trap: the divisor is made safe first (0 and,
+// for signed types, -1 become 1: x / 0 traps, and so does INT_MIN / -1) and the answer for those
+// divisors selected after: 0 for a zero divisor (ir/ops.def), and for -1 the quotient -x
+// (wrapping; the remainder x % 1 is already 0). Selects, not branches, so the loop still
+// vectorizes (the division itself is scalarized on x86).
+Value* int_division(IRBuilder<>& b, Op op, bool is_signed, Value* x, Value* y) {
+  llvm::Type* T = x->getType();
+  Value* zero = llvm::ConstantInt::get(T, 0);
+  Value* one = llvm::ConstantInt::get(T, 1);
+  Value* by_zero = b.CreateICmpEQ(y, zero);
+  Value* by_minus_one =
+      is_signed ? b.CreateICmpEQ(y, llvm::ConstantInt::getSigned(T, -1)) : b.getFalse();
+  Value* safe = b.CreateSelect(b.CreateOr(by_zero, by_minus_one), one, y);
+  Value* r = is_signed ? b.CreateSRem(x, safe) : b.CreateURem(x, safe);
+  Value* out;
+  if (op == Op::Fmod) {
+    out = r;
+  } else {
+    // Truncation rounds toward 0; when the remainder and the divisor differ in sign, floor is one
+    // lower and the remainder one divisor higher (never for unsigned types).
+    Value* adjust = is_signed ? b.CreateAnd(b.CreateICmpNE(r, zero),
+                                            b.CreateICmpSLT(b.CreateXor(r, y), zero))
+                              : b.getFalse();
+    if (op == Op::Remainder) {
+      out = b.CreateSelect(adjust, b.CreateAdd(r, y), r);
+    } else {
+      Value* q = is_signed ? b.CreateSDiv(x, safe) : b.CreateUDiv(x, safe);
+      out = b.CreateSelect(adjust, b.CreateSub(q, one), q);
+      out = b.CreateSelect(by_minus_one, b.CreateSub(zero, x), out);
+    }
+  }
+  return b.CreateSelect(by_zero, zero, out);
+}
+
+// Floats: remainder and floor_divide as PyTorch computes them from fmod (frem). floor_divide is
+// div_floor_floating: the floor of the exact quotient (floor(x / y) can be one too high where
+// x / y rounds up to an integer), 0 with the quotient's sign, and IEEE x / y for y = 0.
+Value* float_division(IRBuilder<>& b, Op op, Value* x, Value* y) {
+  llvm::Type* T = x->getType();
+  auto c = [&](double v) { return llvm::ConstantFP::get(T, v); };
+  Value* mod = b.CreateFRem(x, y);
+  if (op == Op::Fmod) return mod;
+  Value* adjust = b.CreateAnd(b.CreateFCmpUNE(mod, c(0)),
+                              b.CreateXor(b.CreateFCmpOLT(y, c(0)), b.CreateFCmpOLT(mod, c(0))));
+  if (op == Op::Remainder) return b.CreateSelect(adjust, b.CreateFAdd(mod, y), mod);
+  Value* quot = b.CreateFDiv(x, y);
+  Value* div = b.CreateFDiv(b.CreateFSub(x, mod), y);
+  div = b.CreateSelect(adjust, b.CreateFSub(div, c(1)), div);
+  Value* fl = b.CreateUnaryIntrinsic(llvm::Intrinsic::floor, div);
+  fl = b.CreateSelect(b.CreateFCmpOGT(b.CreateFSub(div, fl), c(0.5)), b.CreateFAdd(fl, c(1)), fl);
+  Value* signed_zero = b.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, c(0), quot);
+  Value* out = b.CreateSelect(b.CreateFCmpOEQ(div, c(0)), signed_zero, fl);
+  return b.CreateSelect(b.CreateFCmpOEQ(y, c(0)), quot, out);
+}
+
+// Shifts as PyTorch's: a count outside [0, bits) (a negative one compares as huge unsigned) gives
+// 0 for << and the sign fill for >> (0 for unsigned types). The count is clamped before the shift,
+// whose result LLVM leaves undefined (poison) for counts >= bits.
+Value* shift(IRBuilder<>& b, Op op, bool is_signed, Value* x, Value* n) {
+  llvm::Type* T = x->getType();
+  const uint64_t bits = T->getScalarSizeInBits();
+  Value* oob = b.CreateICmpUGE(n, llvm::ConstantInt::get(T, bits));
+  Value* zero = llvm::ConstantInt::get(T, 0);
+  if (op == Op::Shl) return b.CreateSelect(oob, zero, b.CreateShl(x, b.CreateSelect(oob, zero, n)));
+  if (!is_signed) return b.CreateSelect(oob, zero, b.CreateLShr(x, b.CreateSelect(oob, zero, n)));
+  return b.CreateAShr(x, b.CreateSelect(oob, llvm::ConstantInt::get(T, bits - 1), n));
+}
+
 Value* binary(IRBuilder<>& b, Op op, DType t, Value* x, Value* y) {
   const bool fp = is_floating(t);
   const bool u = is_unsigned(t);
   switch (op) {
+    case Op::FloorDiv:
+    case Op::Remainder:
+    case Op::Fmod:
+      if (t == DType::Bool) unsupported(op, t);
+      return fp ? float_division(b, op, x, y) : int_division(b, op, !u, x, y);
+    case Op::BitAnd:  // on bool (i1) these are the logical ops
+      if (fp) unsupported(op, t);
+      return b.CreateAnd(x, y);
+    case Op::BitOr:
+      if (fp) unsupported(op, t);
+      return b.CreateOr(x, y);
+    case Op::BitXor:
+      if (fp) unsupported(op, t);
+      return b.CreateXor(x, y);
+    case Op::Shl:
+    case Op::Shr:
+      if (fp || t == DType::Bool) unsupported(op, t);
+      return shift(b, op, !u, x, y);
     case Op::Add:
       if (t == DType::Bool) return b.CreateOr(x, y);
       return fp ? b.CreateFAdd(x, y) : b.CreateAdd(x, y);  // integers wrap

@@ -32,6 +32,8 @@ int64_t cuda_point_cost(const loop::Kernel& k) {
       switch (in.op) {
         case Op::Sin: case Op::Cos: cost += 40; break;
         case Op::Exp: case Op::Log: case Op::Tanh: case Op::Erf: case Op::Pow: cost += 20; break;
+        // fmod's loop (floats) or a 64-bit division sequence (integers) behind each helper.
+        case Op::FloorDiv: case Op::Remainder: case Op::Fmod: cost += 20; break;
         default: ++cost;
       }
     }
@@ -109,6 +111,11 @@ CudaModuleSource generate_cuda(const std::vector<loop::Kernel>& kernels, const C
   if (body.find("lt_sinf(") != std::string::npos || body.find("lt_cosf(") != std::string::npos)
     pre += cuda_preamble::kPreambleTrig;
   if (body.find("lt_ld4<") != std::string::npos) pre += cuda_preamble::kPreambleVector;
+  for (const char* fn : {"lt_floordiv", "lt_remainder", "lt_fmod", "lt_shl<", "lt_shr<"})
+    if (body.find(fn) != std::string::npos) {
+      pre += cuda_preamble::kPreambleIntOps;
+      break;
+    }
   out.source = pre + body;
   return out;
 }

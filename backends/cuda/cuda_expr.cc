@@ -220,6 +220,33 @@ std::string op_expr(Op op, DType t, DType ot, const std::string& a, const std::s
       if (ot == DType::Bool) unsupported();
       if (!is_floating(ot)) return std::string("lt_ipow<") + ctype(ot) + ">(" + a + ", " + b + ")";
       return round_to(t, std::string(f64 ? "pow" : "powf") + "(" + a + ", " + b + ")");
+    // Division family and shifts: helpers in kPreambleIntOps (float forms for floating types,
+    // half types computed in float and rounded after, as every op).
+    case Op::FloorDiv:
+    case Op::Remainder:
+    case Op::Fmod: {
+      if (ot == DType::Bool) unsupported();
+      std::string fn = op == Op::FloorDiv ? "lt_floordiv" : op == Op::Remainder ? "lt_remainder" : "lt_fmod";
+      // Integers name the template's type (an 8-bit operand may be an int expression after C's
+      // promotions); floats pick the float or double overload.
+      if (!is_floating(ot)) return fn + "<" + ctype(ot) + ">(" + a + ", " + b + ")";
+      return round_to(t, fn + "(" + a + ", " + b + ")");
+    }
+    case Op::Shl:
+    case Op::Shr:
+      if (is_floating(ot) || ot == DType::Bool) unsupported();
+      return std::string(op == Op::Shl ? "lt_shl<" : "lt_shr<") + ctype(ot) + ">(" + a + ", " + b + ")";
+    case Op::BitAnd:
+    case Op::BitOr:
+    case Op::BitXor: {
+      if (is_floating(ot)) unsupported();
+      const char* sym = op == Op::BitAnd ? " & " : op == Op::BitOr ? " | " : " ^ ";
+      return std::string("(") + ctype(t) + ")(" + a + sym + b + ")";  // bool: logical, as 0/1
+    }
+    case Op::BitNot:
+      if (is_floating(ot)) unsupported();
+      if (ot == DType::Bool) return "!" + a;
+      return std::string("(") + ctype(t) + ")(~" + a + ")";
     case Op::Maximum: return "lt_max(" + a + ", " + b + ")";
     case Op::Minimum: return "lt_min(" + a + ", " + b + ")";
     case Op::Eq: return "(" + a + " == " + b + ")";

@@ -84,6 +84,71 @@ template <class T> __device__ __forceinline__ T lt_min(T a, T b) { return (a != 
 
 )CUDA";
 
+// When a kernel divides integers or floors a quotient (floor_divide, remainder, fmod) or shifts.
+constexpr char kPreambleIntOps[] = R"CUDA(// Python's // and % (PyTorch's floor_divide, remainder) and C's fmod. Integers: a zero divisor
+// gives 0 and -1 (signed types) is taken apart, so INT_MIN / -1 never runs: nothing traps, and
+// INT_MIN // -1 wraps to INT_MIN. The unsigned negation wraps without C++'s signed overflow.
+template <class T> __device__ __forceinline__ bool lt_is_minus_one(T b) { return (T)-1 < (T)0 && b == (T)-1; }
+template <class T> __device__ __forceinline__ T lt_floordiv(T a, T b) {
+  if (b == (T)0) return (T)0;
+  if (lt_is_minus_one(b)) return (T)(0ULL - (unsigned long long)a);
+  const T q = (T)(a / b);
+  return ((T)(a % b) != (T)0 && (a < (T)0) != (b < (T)0)) ? (T)(q - 1) : q;
+}
+template <class T> __device__ __forceinline__ T lt_remainder(T a, T b) {
+  if (b == (T)0 || lt_is_minus_one(b)) return (T)0;
+  const T r = (T)(a % b);
+  return (r != (T)0 && (r < (T)0) != (b < (T)0)) ? (T)(r + b) : r;
+}
+template <class T> __device__ __forceinline__ T lt_fmod(T a, T b) {
+  return (b == (T)0 || lt_is_minus_one(b)) ? (T)0 : (T)(a % b);
+}
+// Floats as PyTorch's div_floor_floating: the floor of the exact quotient, from fmod (floor(a / b)
+// is one too high where a / b rounds up to an integer); IEEE for a zero divisor.
+__device__ __forceinline__ float lt_floordiv(float a, float b) {
+  if (b == 0.0f) return a / b;
+  const float mod = fmodf(a, b);
+  float div = (a - mod) / b;
+  if (mod != 0.0f && (b < 0.0f) != (mod < 0.0f)) div -= 1.0f;
+  if (div == 0.0f) return copysignf(0.0f, a / b);
+  const float fl = floorf(div);
+  return div - fl > 0.5f ? fl + 1.0f : fl;
+}
+__device__ __forceinline__ double lt_floordiv(double a, double b) {
+  if (b == 0.0) return a / b;
+  const double mod = fmod(a, b);
+  double div = (a - mod) / b;
+  if (mod != 0.0 && (b < 0.0) != (mod < 0.0)) div -= 1.0;
+  if (div == 0.0) return copysign(0.0, a / b);
+  const double fl = floor(div);
+  return div - fl > 0.5 ? fl + 1.0 : fl;
+}
+__device__ __forceinline__ float lt_remainder(float a, float b) {
+  const float mod = fmodf(a, b);
+  return (mod != 0.0f && (b < 0.0f) != (mod < 0.0f)) ? mod + b : mod;
+}
+__device__ __forceinline__ double lt_remainder(double a, double b) {
+  const double mod = fmod(a, b);
+  return (mod != 0.0 && (b < 0.0) != (mod < 0.0)) ? mod + b : mod;
+}
+__device__ __forceinline__ float lt_fmod(float a, float b) { return fmodf(a, b); }
+__device__ __forceinline__ double lt_fmod(double a, double b) { return fmod(a, b); }
+
+// Shifts as PyTorch's: a count outside [0, bits) (a negative one compares as huge) gives 0 for <<
+// and the sign fill for >>; in range, << shifts the unsigned bits (no signed overflow).
+template <class T> __device__ __forceinline__ bool lt_shift_oob(T n) {
+  return (unsigned long long)(long long)n >= sizeof(T) * 8ULL;
+}
+template <class T> __device__ __forceinline__ T lt_shl(T a, T n) {
+  return lt_shift_oob(n) ? (T)0 : (T)((unsigned long long)(long long)a << n);
+}
+template <class T> __device__ __forceinline__ T lt_shr(T a, T n) {
+  if (!lt_shift_oob(n)) return (T)(a >> n);
+  return (T)-1 < (T)0 ? (T)(a >> (sizeof(T) * 8 - 1)) : (T)0;
+}
+
+)CUDA";
+
 // When a kernel accumulates (scatter_add): atomic adds into global memory. float, double, int and
 // long long use the hardware atomics; 8-bit integers (and, below, 16-bit floats) update their
 // element inside its aligned 32-bit word with atomicCAS, rounding each sum to the element type as

@@ -54,6 +54,8 @@ inline int64_t wrap_mul(int64_t a, int64_t b) {
 
 // Marks a rule as having no integer form (the op's shape rule only admits floating dtypes).
 inline constexpr std::nullptr_t kFloatOnly = nullptr;
+// Marks a binary rule as having no floating form (bitwise ops, shifts).
+inline constexpr std::nullptr_t kIntOnly = nullptr;
 
 // Unary: FF on doubles, FI on int64 (or kFloatOnly). Operand and result share a shape.
 template <auto FF, auto FI = kFloatOnly>
@@ -72,7 +74,7 @@ void unary(Ctx& c) {
 
 // Binary with broadcasting. kBool: the result is bool (comparisons, logical ops) whatever the
 // operands' dtype, else it has the operands' dtype. F is generic over double and int64 unless FI
-// is given for integers.
+// is given for integers; FF = kIntOnly: no floating form.
 template <bool kBool, auto FF, auto FI>
 void binary(Ctx& c) {
   const Value &a = *c.in[0], &b = *c.in[1];
@@ -85,7 +87,8 @@ void binary(Ctx& c) {
   };
   if (a.floating() != b.floating()) wrong_dtype(c, b);
   if (a.floating()) {
-    if constexpr (kBool) run(a.f, b.f, c.out.i, FF);
+    if constexpr (std::is_null_pointer_v<decltype(FF)>) wrong_dtype(c, a);
+    else if constexpr (kBool) run(a.f, b.f, c.out.i, FF);
     else run(a.f, b.f, c.out.f, FF);
   } else if constexpr (!std::is_null_pointer_v<decltype(FI)>) {
     run(a.i, b.i, c.out.i, FI);
@@ -100,6 +103,8 @@ template <auto FF, auto FI>
 void arith2(Ctx& c) { binary<false, FF, FI>(c); }
 template <auto FF>
 void arith_float(Ctx& c) { binary<false, FF, kFloatOnly>(c); }
+template <auto FI>
+void arith_int(Ctx& c) { binary<false, kIntOnly, FI>(c); }
 template <auto F>
 void predicate(Ctx& c) { binary<true, F, F>(c); }
 

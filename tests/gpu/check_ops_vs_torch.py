@@ -284,6 +284,7 @@ def main():
           lambda a: a ** 3 + 2 ** a.abs().clamp(0, 39), grad=False)
     check("bool add/mul", [x, y], lambda a, b: (a > 0) + (b > 0) * (a < b),
           lambda a, b: (a > 0) + (b > 0) * (a < b), grad=False)
+    check_int_ops(rng, x, y)
     # Back to the input's own float type: a float32 result of a float64 input was compared at
     # float64 tolerance, where PyTorch's CUDA division by a scalar (a multiplication by its
     # reciprocal) differs from a correctly rounded division by one float32 ulp.
@@ -308,6 +309,51 @@ def main():
                        "passed": passed, "failed": len(failed), "missing": missing, "results": results},
                       f, indent=1)
     return 1 if failed else 0
+
+
+def check_int_ops(rng, x, y):
+    """floor_divide (//), remainder (%), fmod, the bitwise ops and shifts of every integer dtype,
+    a fused chain with numbers on either side, and the float forms. Divisors are nonzero where
+    PyTorch is compared: its CUDA integer division by zero is undefined, while lazytensor's gives 0
+    (ir/ops.def), checked against zeros."""
+    ops = {
+        "//": (lambda a, b: a // b, lambda a, b: a // b),
+        "%": (lambda a, b: a % b, lambda a, b: a % b),
+        "fmod": (lambda a, b: api(lt, "fmod")(a, b), torch.fmod),
+        "&": (lambda a, b: a & b, lambda a, b: a & b),
+        "|": (lambda a, b: a | b, lambda a, b: a | b),
+        "^": (lambda a, b: a ^ b, lambda a, b: a ^ b),
+        "<<": (lambda a, b: a << b, lambda a, b: a << b),
+        ">>": (lambda a, b: a >> b, lambda a, b: a >> b),
+    }
+    for dt in ("int64", "int32", "int8", "uint8"):
+        info, bits = np.iinfo(dt), np.dtype(dt).itemsize * 8
+        a = rng.integers(info.min, info.max, (64, 300), endpoint=True, dtype=dt)
+        a[:, :3] = [info.min, info.max, 0]
+        b = rng.integers(max(info.min, -50), min(info.max, 50), (64, 300), endpoint=True).astype(dt)
+        b[b == 0] = 7
+        if info.min < 0:
+            b[0, :2] = -1  # INT_MIN // -1 wraps (PyTorch's value on CUDA too)
+        counts = np.clip(rng.integers(-2, bits + 3, (64, 300)), info.min, info.max).astype(dt)
+        for name, (f, g) in ops.items():
+            check(f"{dt} {name}", [a, counts if name in ("<<", ">>") else b], f, g, dtypes=("float32",),
+                  grad=False)
+        for name, arg in (("//", b[:1]), (">>", counts[:1])):
+            check(f"{dt} {name} broadcast", [a, arg], *ops[name], dtypes=("float32",), grad=False)
+        check(f"{dt} ~", [a], lambda t: ~t, lambda t: ~t, dtypes=("float32",), grad=False)
+        check(f"{dt} fused chain with numbers", [a],
+              lambda t: ((t // 3) % 5 << 2 | (t & 7)) ^ ~t >> 1 ^ (100 // (t | 1)) ^ (7 % (t | 1)),
+              lambda t: ((t // 3) % 5 << 2 | (t & 7)) ^ ~t >> 1 ^ (100 // (t | 1)) ^ (7 % (t | 1)),
+              dtypes=("float32",), grad=False)
+        zero = np.zeros_like(b)
+        check(f"{dt} // 0, % 0, fmod 0 are 0", [a, zero],
+              lambda t, z: (t // z) | (t % z) | api(lt, "fmod")(t, z), lambda t, z: torch.zeros_like(t),
+              dtypes=("float32",), grad=False)
+    bf = y.copy()
+    bf[0, :4] = [0.0, -0.0, np.inf, -np.inf]
+    for name in ("//", "%", "fmod"):
+        f, g = ops[name]
+        check(f"float {name}", [x * 10, bf], f, g, grad=name != "//")
 
 
 def check_rand():

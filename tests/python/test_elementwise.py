@@ -246,8 +246,11 @@ def test_logical_ops(device, rng):
     assert_close(ta & True, a)
     x = lt.tensor(rng.standard_normal((3, 4)), device=device)
     assert_close((x > 0) & (x < 1), (x.numpy() > 0) & (x.numpy() < 1))
+    # Integer operands are bitwise, as in PyTorch (tests/python/test_int_ops.py); floats have none.
+    assert_close(lt.tensor([1, 6], device=device) & lt.tensor([3, 4], device=device), np.array([1, 4]),
+                 dtype=lt.int64)
     with pytest.raises(NotImplementedError):
-        lt.tensor([1, 2], device=device) & lt.tensor([3, 4], device=device)
+        x & x
 
 
 def test_masked_fill_keeps_dtype(device, rng):

@@ -12,7 +12,7 @@ _MIRRORED = [
     "neg", "negative", "erf", "floor", "reciprocal", "square", "pow", "clamp", "clip",
     "clamp_min", "clamp_max", "add", "sub", "subtract", "mul", "multiply", "div", "divide",
     "true_divide", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not",
-    "logical_xor", "masked_fill", "tril", "triu",
+    "logical_xor", "masked_fill", "tril", "triu", "fmod", "bitwise_not",
     # reductions
     "sum", "mean", "prod", "amax", "amin", "max", "min", "var", "std", "logsumexp", "softmax",
     "log_softmax", "argmax", "argmin", "cumsum",
@@ -66,6 +66,30 @@ def minimum(input, other):
     return _C.minimum(input, other)
 
 
+def _number_first(name, reflected):
+    """lt.<name>(input, other) where input may be a Python number when other is a tensor
+    (torch.remainder(7, t), torch.bitwise_left_shift(1, t), ...): `reflected(tensor, number)`."""
+    def fn(input, other):
+        if isinstance(input, Tensor):
+            return getattr(input, name)(other)
+        if is_number(input) and isinstance(other, Tensor):
+            return reflected(other, input)
+        raise TypeError(f"{name}(): expected a Tensor as input or other, got "
+                        f"{type(input).__name__} and {type(other).__name__}")
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"lazytensor.{name}(input, other) is input.{name}(other); input may be a number."
+    return fn
+
+
+floor_divide = _number_first("floor_divide", _C.rfloor_divide)
+remainder = _number_first("remainder", _C.rremainder)
+bitwise_and = _number_first("bitwise_and", _C.bitwise_and)  # commutative
+bitwise_or = _number_first("bitwise_or", _C.bitwise_or)
+bitwise_xor = _number_first("bitwise_xor", _C.bitwise_xor)
+bitwise_left_shift = _number_first("bitwise_left_shift", _C.rbitwise_left_shift)
+bitwise_right_shift = _number_first("bitwise_right_shift", _C.rbitwise_right_shift)
+
+
 def is_tensor(obj):
     return isinstance(obj, Tensor)
 
@@ -116,5 +140,7 @@ def vstack(tensors):
 
 from_dlpack = _C.from_dlpack  # bindings/python/src/dlpack.cc
 
-__all__ = _MIRRORED + ["where", "maximum", "minimum", "is_tensor", "cat", "concat", "concatenate",
+__all__ = _MIRRORED + ["where", "maximum", "minimum", "floor_divide", "remainder", "bitwise_and",
+                       "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift",
+                       "is_tensor", "cat", "concat", "concatenate",
                        "stack", "hstack", "vstack", "from_dlpack"]

@@ -8,6 +8,12 @@ from ._utils import is_number, normalize_dim
 Tensor = _C.Tensor
 
 
+def _inplace_operator(self, other, method):
+    if not (isinstance(other, Tensor) or is_number(other)):
+        return NotImplemented
+    return self._set(getattr(self, method)(other))
+
+
 class _InPlaceMethods:
     def _set(self, value):
         self._assign_result(value)  # PyTorch's in-place cast rule (Tensor::assign_result)
@@ -32,6 +38,57 @@ class _InPlaceMethods:
         if not (isinstance(exponent, Tensor) or is_number(exponent)):
             return NotImplemented
         return self._set(self.pow(exponent))
+
+    def floor_divide_(self, other):
+        return self._set(self.floor_divide(other))
+
+    def remainder_(self, other):
+        return self._set(self.remainder(other))
+
+    def fmod_(self, other):
+        return self._set(self.fmod(other))
+
+    def bitwise_and_(self, other):
+        return self._set(self.bitwise_and(other))
+
+    def bitwise_or_(self, other):
+        return self._set(self.bitwise_or(other))
+
+    def bitwise_xor_(self, other):
+        return self._set(self.bitwise_xor(other))
+
+    def bitwise_not_(self):
+        return self._set(self.bitwise_not())
+
+    def bitwise_left_shift_(self, other):
+        return self._set(self.bitwise_left_shift(other))
+
+    def bitwise_right_shift_(self, other):
+        return self._set(self.bitwise_right_shift(other))
+
+    # //=, %=, &=, |=, ^=, <<=, >>=: rebind this tensor (every reference sees the change), with
+    # PyTorch's in-place cast rule (an int tensor //= 2.5 raises). Other operands: NotImplemented,
+    # so Python tries the reflected operator.
+    def __ifloordiv__(self, other):
+        return _inplace_operator(self, other, "floor_divide")
+
+    def __imod__(self, other):
+        return _inplace_operator(self, other, "remainder")
+
+    def __iand__(self, other):
+        return _inplace_operator(self, other, "bitwise_and")
+
+    def __ior__(self, other):
+        return _inplace_operator(self, other, "bitwise_or")
+
+    def __ixor__(self, other):
+        return _inplace_operator(self, other, "bitwise_xor")
+
+    def __ilshift__(self, other):
+        return _inplace_operator(self, other, "bitwise_left_shift")
+
+    def __irshift__(self, other):
+        return _inplace_operator(self, other, "bitwise_right_shift")
 
     def clamp_(self, min=None, max=None):
         return self._set(self.clamp(min, max))

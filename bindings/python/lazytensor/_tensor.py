@@ -33,18 +33,6 @@ def _tensor_or_number(x, op):
     raise TypeError(f"{op}(): expected a Tensor or a number, got {type(x).__name__}")
 
 
-def _bool_operand(self, other, op):
-    """Operands of &, |, ^: bool tensors (or Python bools) only; the runtime has no bitwise ops."""
-    if isinstance(other, (bool, np.bool_)):
-        other = _C.scalar_tensor(bool(other), _C.bool, self.device)
-    if not isinstance(other, Tensor):
-        return None
-    if self.dtype != _C.bool or other.dtype != _C.bool:
-        raise NotImplementedError(f"not implemented: {op} on non-bool tensors (got {self.dtype} and "
-                                  f"{other.dtype}); only logical {op} of bool tensors exists")
-    return other
-
-
 def _format_body(arr):
     """PyTorch's layout: 4 decimals, or `1., 2.` when every value is integral; NumPy's summarization."""
     kwargs = {}
@@ -300,9 +288,22 @@ class _TensorMethods:
     multiply = mul
 
     def div(self, other, *, rounding_mode=None):
-        if rounding_mode is not None:
-            raise NotImplementedError(f"not implemented: div(rounding_mode={rounding_mode!r})")
-        return _C.div(self, _tensor_or_number(other, "div"))
+        """True division, or with rounding_mode "floor" (floor_divide) or "trunc" (toward 0); the
+        rounded forms keep integer dtypes, as in PyTorch."""
+        other = _tensor_or_number(other, "div")
+        if rounding_mode is None:
+            return _C.div(self, other)
+        if rounding_mode == "floor":
+            return _C.floor_divide(self, other)
+        if rounding_mode == "trunc":
+            rem = _C.fmod(self, other)
+            if not rem.dtype.is_floating_point:
+                # a - fmod(a, b) is an exact multiple of b: flooring its quotient truncates.
+                return _C.floor_divide(_C.sub(self, rem), other)
+            q = _C.div(self, other)
+            return _C.where(q < 0, -((-q).floor()), q.floor())
+        raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but "
+                         f"found '{rounding_mode}'")
 
     divide = div
     true_divide = div
@@ -405,27 +406,39 @@ class _TensorMethods:
         out = _C.where(mask, value, self)
         return out if out.dtype == self.dtype else out._cast(self.dtype)
 
-    def __and__(self, other):
-        other = _bool_operand(self, other, "and")
-        return NotImplemented if other is None else _C.logical_and(self, other)
+    # Python's // and % and the bitwise operators (__floordiv__, __mod__, __and__, __or__,
+    # __xor__, __invert__, __lshift__, __rshift__ and their reflected forms) are bound by the
+    # extension (src/tensor_bindings.cc); the in-place forms are in _inplace.py.
 
-    def __or__(self, other):
-        other = _bool_operand(self, other, "or")
-        return NotImplemented if other is None else _C.logical_or(self, other)
+    def floor_divide(self, other):
+        """Division rounded toward -inf (Python's //); integer division by zero gives 0."""
+        return _C.floor_divide(self, _tensor_or_number(other, "floor_divide"))
 
-    def __xor__(self, other):
-        other = _bool_operand(self, other, "xor")
-        return NotImplemented if other is None else _C.ne(self, other)
+    def remainder(self, other):
+        """Python's %: the result has the divisor's sign; an integer remainder by zero is 0."""
+        return _C.remainder(self, _tensor_or_number(other, "remainder"))
 
-    __rand__ = __and__
-    __ror__ = __or__
-    __rxor__ = __xor__
+    def fmod(self, other):
+        """C's fmod: the result has the dividend's sign; an integer fmod by zero is 0."""
+        return _C.fmod(self, _tensor_or_number(other, "fmod"))
 
-    def __invert__(self):
-        if self.dtype != _C.bool:
-            raise NotImplementedError(f"not implemented: bitwise_not on {self.dtype} tensors "
-                                      "(only logical not of bool tensors exists)")
-        return _C.logical_not(self)
+    def bitwise_and(self, other):
+        return _C.bitwise_and(self, _tensor_or_number(other, "bitwise_and"))
+
+    def bitwise_or(self, other):
+        return _C.bitwise_or(self, _tensor_or_number(other, "bitwise_or"))
+
+    def bitwise_xor(self, other):
+        return _C.bitwise_xor(self, _tensor_or_number(other, "bitwise_xor"))
+
+    def bitwise_not(self):
+        return _C.bitwise_not(self)
+
+    def bitwise_left_shift(self, other):
+        return _C.bitwise_left_shift(self, _tensor_or_number(other, "bitwise_left_shift"))
+
+    def bitwise_right_shift(self, other):
+        return _C.bitwise_right_shift(self, _tensor_or_number(other, "bitwise_right_shift"))
 
     # ---- dtype and device --------------------------------------------------------------------
 

@@ -68,6 +68,28 @@ void init_ops(py::module_& m) {
              [](const Tensor& a, Scalar b) { return gt(a, b); });
   def_binary(m, "ge", [](const Tensor& a, const Tensor& b) { return ge(a, b); },
              [](const Tensor& a, Scalar b) { return ge(a, b); });
+  def_binary(m, "floor_divide", [](const Tensor& a, const Tensor& b) { return floor_divide(a, b); },
+             [](const Tensor& a, Scalar b) { return floor_divide(a, b); });
+  def_binary(m, "remainder", [](const Tensor& a, const Tensor& b) { return remainder(a, b); },
+             [](const Tensor& a, Scalar b) { return remainder(a, b); });
+  def_binary(m, "fmod", [](const Tensor& a, const Tensor& b) { return fmod(a, b); },
+             [](const Tensor& a, Scalar b) { return fmod(a, b); });
+  def_binary(m, "bitwise_and", [](const Tensor& a, const Tensor& b) { return bitwise_and(a, b); },
+             [](const Tensor& a, Scalar b) { return bitwise_and(a, b); });
+  def_binary(m, "bitwise_or", [](const Tensor& a, const Tensor& b) { return bitwise_or(a, b); },
+             [](const Tensor& a, Scalar b) { return bitwise_or(a, b); });
+  def_binary(m, "bitwise_xor", [](const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); },
+             [](const Tensor& a, Scalar b) { return bitwise_xor(a, b); });
+  def_binary(m, "bitwise_left_shift", [](const Tensor& a, const Tensor& b) { return bitwise_left_shift(a, b); },
+             [](const Tensor& a, Scalar b) { return bitwise_left_shift(a, b); });
+  def_binary(m, "bitwise_right_shift", [](const Tensor& a, const Tensor& b) { return bitwise_right_shift(a, b); },
+             [](const Tensor& a, Scalar b) { return bitwise_right_shift(a, b); });
+  m.def("bitwise_not", &lt::bitwise_not, py::arg("input"));
+  // Reflected forms (a number on the left): rfloor_divide(x, n) is n // x, and so on.
+  m.def("rfloor_divide", &lt::rfloor_divide, py::arg("input"), py::arg("other"));
+  m.def("rremainder", &lt::rremainder, py::arg("input"), py::arg("other"));
+  m.def("rbitwise_left_shift", &lt::rbitwise_left_shift, py::arg("input"), py::arg("other"));
+  m.def("rbitwise_right_shift", &lt::rbitwise_right_shift, py::arg("input"), py::arg("other"));
   m.def("rsub", &lt::rsub, py::arg("input"), py::arg("other"));  // other - input
   m.def("rdiv", &lt::rdiv, py::arg("input"), py::arg("other"));  // other / input
   m.def("rpow", &lt::rpow, py::arg("input"), py::arg("other"));  // other ** input

@@ -179,6 +179,22 @@ void init_tensor(py::module_& m) {
               [](const Tensor& a, Scalar b) { return gt(a, b); });
   bind_binary(cls, "__ge__", [](const Tensor& a, const Tensor& b) { return ge(a, b); },
               [](const Tensor& a, Scalar b) { return ge(a, b); });
+  // Python's // and % (floor_divide, remainder) and the bitwise operators; on bool tensors &, |, ^
+  // and ~ are logical, as in PyTorch.
+  bind_binary(cls, "__floordiv__", [](const Tensor& a, const Tensor& b) { return floor_divide(a, b); },
+              [](const Tensor& a, Scalar b) { return floor_divide(a, b); });
+  bind_binary(cls, "__mod__", [](const Tensor& a, const Tensor& b) { return remainder(a, b); },
+              [](const Tensor& a, Scalar b) { return remainder(a, b); });
+  bind_binary(cls, "__and__", [](const Tensor& a, const Tensor& b) { return bitwise_and(a, b); },
+              [](const Tensor& a, Scalar b) { return bitwise_and(a, b); });
+  bind_binary(cls, "__or__", [](const Tensor& a, const Tensor& b) { return bitwise_or(a, b); },
+              [](const Tensor& a, Scalar b) { return bitwise_or(a, b); });
+  bind_binary(cls, "__xor__", [](const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); },
+              [](const Tensor& a, Scalar b) { return bitwise_xor(a, b); });
+  bind_binary(cls, "__lshift__", [](const Tensor& a, const Tensor& b) { return bitwise_left_shift(a, b); },
+              [](const Tensor& a, Scalar b) { return bitwise_left_shift(a, b); });
+  bind_binary(cls, "__rshift__", [](const Tensor& a, const Tensor& b) { return bitwise_right_shift(a, b); },
+              [](const Tensor& a, Scalar b) { return bitwise_right_shift(a, b); });
   // __eq__ makes pybind11 clear __hash__; tensors hash by identity, as in PyTorch.
   cls.def("__hash__", [](const py::object& self) { return reinterpret_cast<intptr_t>(self.ptr()); });
 
@@ -187,6 +203,21 @@ void init_tensor(py::module_& m) {
       .def("__rmul__", [](const Tensor& a, Scalar b) { return mul(a, b); }, py::is_operator())
       .def("__rtruediv__", [](const Tensor& a, Scalar b) { return rdiv(a, b); }, py::is_operator())
       .def("__rpow__", [](const Tensor& a, Scalar b) { return rpow(a, b); }, py::is_operator())
+      .def("__rfloordiv__", [](const Tensor& a, Scalar b) { return rfloor_divide(a, b); }, py::is_operator())
+      .def("__rmod__", [](const Tensor& a, Scalar b) { return rremainder(a, b); }, py::is_operator())
+      .def("__rand__", [](const Tensor& a, Scalar b) { return bitwise_and(a, b); }, py::is_operator())
+      .def("__ror__", [](const Tensor& a, Scalar b) { return bitwise_or(a, b); }, py::is_operator())
+      .def("__rxor__", [](const Tensor& a, Scalar b) { return bitwise_xor(a, b); }, py::is_operator())
+      .def("__rlshift__", [](const Tensor& a, Scalar b) { return rbitwise_left_shift(a, b); }, py::is_operator())
+      .def("__rrshift__", [](const Tensor& a, Scalar b) { return rbitwise_right_shift(a, b); }, py::is_operator())
+      .def("__invert__",
+           [](const Tensor& a) {
+             if (is_floating(a.dtype()))  // PyTorch's operator check, before bitwise_not's
+               throw py::type_error(std::string("~ (operator.invert) is only implemented on integer and "
+                                                "Boolean-type tensors (got ") +
+                                    std::string(dtype_name(a.dtype())) + ")");
+             return bitwise_not(a);
+           })
       .def("__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, py::is_operator())
       .def("__neg__", &Tensor::neg)
       .def("__abs__", &Tensor::abs)
