@@ -7,5 +7,8 @@ from .layers import (BCEWithLogitsLoss, CrossEntropyLoss, Dropout, Embedding, Fl
                      NLLLoss, ParameterList, ReLU, Sequential, Sigmoid, SiLU, Softmax, Tanh)
 from .module import Module
 from .parameter import Buffer, Parameter
+from .recurrent import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase
 from .spatial import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d,
                       MaxPool2d)
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
+                          TransformerEncoder, TransformerEncoderLayer)
