@@ -118,6 +118,11 @@ std::vector<int> donated_outputs(const std::vector<BufferSpec>& buffers,
 // False when LT_GEMM=0: backends then offer no library GEMM and every matmul stays a loop kernel
 // (to compare the two paths, or to rule out a library bug). Read once.
 bool gemm_enabled();
+// Whether float32 GEMMs may round their inputs to TF32 on tensor cores (PyTorch's
+// torch.backends.cuda.matmul.allow_tf32, default off): LT_ALLOW_TF32=1 at start, or set at run
+// time (lt.backends.cuda.matmul.allow_tf32). Read at each GEMM launch.
+bool matmul_allow_tf32();
+void set_matmul_allow_tf32(bool on);
 
 // Registered backends ("reference", "cpu", "cuda"); throws a clear lt::Error when unavailable.
 Backend& get_backend(const std::string& name);

@@ -98,11 +98,10 @@ CublasHandle::CublasHandle(CUstream stream) {
   const CudaDriver& d = cuda_driver();
   d.check(d.cuMemAlloc_v2(&workspace_, kWorkspaceBytes), "cuMemAlloc (cuBLAS workspace)");
   check(c.set_workspace(h, reinterpret_cast<void*>(workspace_), kWorkspaceBytes), "cublasSetWorkspace");
-  const char* tf = std::getenv("LT_ALLOW_TF32");
-  tf32_ = tf && std::strcmp(tf, "1") == 0;
   // Pedantic: the prescribed precision in every phase, so float32 results match the loop kernels
-  // and the CPU to float32 rounding, as PyTorch's default (allow_tf32 = False) does.
-  check(c.set_math_mode(h, tf32_ ? CUBLAS_DEFAULT_MATH : CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+  // and the CPU to float32 rounding, as PyTorch's default (allow_tf32 = False) does. A GEMM that
+  // may use TF32 switches the mode for its own calls (gemm()).
+  check(c.set_math_mode(h, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
 }
 
 CublasHandle::~CublasHandle() {
@@ -147,7 +146,8 @@ void CublasHandle::stage(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdevicept
           "cuMemcpyHtoDAsync");
 }
 
-void CublasHandle::gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out, PointerArrays arrays) const {
+void CublasHandle::gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out, PointerArrays arrays,
+                       bool tf32) const {
   const Cublas& c = load_cublas();
   cudaDataType type;
   cublasComputeType_t compute;
@@ -155,7 +155,7 @@ void CublasHandle::gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr
   const double one64 = 1, zero64 = 0;
   const void *alpha, *beta;
   if (g.dtype == DType::Float32) {
-    type = CUDA_R_32F, compute = tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    type = CUDA_R_32F, compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     alpha = &one32, beta = &zero32;
   } else if (g.dtype == DType::Float64) {
     type = CUDA_R_64F, compute = CUBLAS_COMPUTE_64F, alpha = &one64, beta = &zero64;
@@ -185,7 +185,8 @@ void CublasHandle::gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr
   // Pedantic math (set on the handle for float32) would keep 16-bit GEMMs off the tensor cores;
   // they run in the default math mode and the handle goes back to its own mode afterwards.
   const bool low = g.dtype == DType::BFloat16 || g.dtype == DType::Float16;
-  const cublasMath_t own_mode = tf32_ ? CUBLAS_DEFAULT_MATH : CUBLAS_PEDANTIC_MATH;
+  const bool fast = low || (tf32 && g.dtype == DType::Float32);
+  const cublasMath_t own_mode = CUBLAS_PEDANTIC_MATH;
   struct ModeGuard {  // restores the handle's mode even when a call below throws
     const Cublas& c;
     cublasHandle_t h;
@@ -194,7 +195,7 @@ void CublasHandle::gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr
       if (h) c.set_math_mode(h, mode);
     }
   } guard{c, nullptr, own_mode};
-  if (low && own_mode != CUBLAS_DEFAULT_MATH) {
+  if (fast) {
     guard.h = static_cast<cublasHandle_t>(handle_);
     check(c.set_math_mode(guard.h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
   }

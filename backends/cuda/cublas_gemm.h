@@ -42,7 +42,9 @@ class CublasHandle {
   // device memory the caller keeps for this step; its host copy is staged into it on the stream),
   // else as a host loop of strided-batched calls, one per outer batch point.
   using PointerArrays = CublasPointerArrays;
-  void gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out, PointerArrays arrays = {}) const;
+  // `tf32`: float32 products may round inputs to TF32 (matmul_allow_tf32() when the step was made).
+  void gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out, PointerArrays arrays = {},
+            bool tf32 = false) const;
   // Fills arrays.host with the pointer-array form's A, B and C addresses and copies them into
   // arrays.device on the stream (what gemm() does first unless arrays.staged).
   void stage(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out, PointerArrays arrays) const;
@@ -55,7 +57,6 @@ class CublasHandle {
   // The handle's own workspace (cublasSetWorkspace): without one, cuBLAS allocates during stream
   // capture (cuda_graph.h), which a child graph node cannot hold.
   CUdeviceptr workspace_ = 0;
-  bool tf32_ = false;
 };
 
 }  // namespace lt

@@ -265,6 +265,7 @@ class CudaExecutable : public Executable {
         CudaLaunchStep s;
         s.name = g.name;
         s.gemm = &g;
+        s.tf32 = matmul_allow_tf32();  // a captured CUDA graph is rebuilt when the setting changes
         s.a = ptrs[g.a], s.b = ptrs[g.b], s.out = ptrs[g.out];
         if (const size_t bytes = CublasHandle::pointer_array_bytes(g)) {
           GemmArrays& ga = gemm_arrays_[static_cast<size_t>(step.index)];

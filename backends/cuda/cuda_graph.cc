@@ -47,7 +47,7 @@ void launch_cuda_steps(const CudaDevice& dev, const CublasHandle* blas,
         timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (is_gemm(s)) {
       if (!blas) fail(ErrorKind::Runtime, "internal: cuda gemm step without a cuBLAS handle");
-      blas->gemm(*s.gemm, s.a, s.b, s.out, s.arrays);
+      blas->gemm(*s.gemm, s.a, s.b, s.out, s.arrays, s.tf32);
     } else {
       const CUDA_KERNEL_NODE_PARAMS p = kernel_params(s, &ptrs);
       d.check(d.cuLaunchKernel(p.func, p.gridDimX, 1, 1, p.blockDimX, 1, 1, p.sharedMemBytes, dev.stream(),
@@ -94,7 +94,7 @@ CUgraph CudaGraphReplay::capture(const CudaLaunchStep& step) {
   CublasPointerArrays arrays = step.arrays;
   arrays.staged = true;  // the copy of the addresses is issued before each graph launch
   try {
-    blas_->gemm(*step.gemm, step.a, step.b, step.out, arrays);
+    blas_->gemm(*step.gemm, step.a, step.b, step.out, arrays, step.tf32);
   } catch (...) {
     CUgraph junk = nullptr;
     d.cuStreamEndCapture(s, &junk);  // leaves capture mode whatever went wrong
@@ -135,7 +135,7 @@ bool CudaGraphReplay::matches(const std::vector<CudaLaunchStep>& steps) const {
   if (!exec_ || steps.size() != last_.size()) return false;
   for (size_t i = 0; i < steps.size(); ++i) {
     const CudaLaunchStep &s = steps[i], &l = last_[i];
-    if (s.gemm != l.gemm || s.fn != l.fn || s.grid != l.grid || s.threads != l.threads ||
+    if (s.gemm != l.gemm || s.tf32 != l.tf32 || s.fn != l.fn || s.grid != l.grid || s.threads != l.threads ||
         s.slots.size() != l.slots.size() || s.arrays.device != l.arrays.device)
       return false;
   }

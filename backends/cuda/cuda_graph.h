@@ -44,6 +44,7 @@ struct CudaLaunchStep {
   unsigned smem = 0;  // dynamic shared memory bytes (the flash attention kernels)
   std::vector<uint64_t> slots;  // one 8-byte slot per kernel parameter (pointer or scalar value)
   const Gemm* gemm = nullptr;
+  bool tf32 = false;  // the GEMM may use TF32 (matmul_allow_tf32() when the step was made)
   CUdeviceptr a = 0, b = 0, out = 0;
   CublasPointerArrays arrays;  // device memory fixed per executable, when the GEMM needs it
 };

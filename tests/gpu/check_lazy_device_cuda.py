@@ -48,6 +48,26 @@ def side_by_side(name, make, batch, loss_fn):
     return ok
 
 
+def tf32_switch():
+    """lt.backends.cuda.matmul.allow_tf32 reaches the CUDA GEMMs at run time: a float32 product's
+    error against float64 is float32-sized with it off, TF32-sized (10-bit mantissa) with it on,
+    and off again after; the same executable serves all three (its CUDA graph rebuilt)."""
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((512, 512)), rng.standard_normal((512, 512))
+    ref = a @ b
+    x, w = lt.tensor(a.astype(np.float32), device="lazy:cuda"), lt.tensor(b.astype(np.float32), device="lazy:cuda")
+    errs = []
+    for on in (False, True, False):
+        lt.backends.cuda.matmul.allow_tf32 = on
+        for _ in range(4):  # past the replays that turn into one captured CUDA graph
+            got = (x @ w).numpy()
+        errs.append(float(np.abs(got - ref).max() / np.abs(ref).max()))
+    lt.backends.cuda.matmul.allow_tf32 = False
+    ok = errs[0] < 1e-5 and errs[1] > 1e-4 and errs[2] < 1e-5
+    print(f"{'PASS' if ok else 'FAIL'} TF32 switch: rel err off {errs[0]:.1e}, on {errs[1]:.1e}, off again {errs[2]:.1e}")
+    return ok
+
+
 def main():
     rng = np.random.default_rng(0)
     failures = 0
@@ -66,7 +86,13 @@ def main():
             traceback.print_exc()
             print(f"FAIL {name}: raised")
             failures += 1
-    print(f"{len(cases) - failures} passed, {failures} failed")
+    try:
+        failures += not tf32_switch()
+    except Exception:  # noqa: BLE001
+        traceback.print_exc()
+        print("FAIL TF32 switch: raised")
+        failures += 1
+    print(f"{len(cases) + 1 - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 

@@ -445,10 +445,14 @@ def test_backends_tf32_flags():
         matmul.allow_tf32, cudnn.allow_tf32 = False, True
     with pytest.raises(AttributeError, match="Unknown attribute allow_tf23"):
         matmul.allow_tf23 = True
-    # The flags are documented as stored only: _C has no TF32 switch to wire them to. When one
-    # appears, this fails so that the flags get wired (and the docstring updated).
-    assert not [n for n in dir(lt._C) if "tf32" in n.lower()]
-    assert "does not read" in lt.backends.__doc__
+    # matmul.allow_tf32 is the runtime's switch, read by each CUDA GEMM launch (the GPU run checks
+    # its effect: tests/gpu/check_ops_vs_torch.py).
+    try:
+        matmul.allow_tf32 = True
+        assert lt._C.matmul_allow_tf32() is True
+    finally:
+        matmul.allow_tf32 = False
+    assert lt._C.matmul_allow_tf32() is False
 
 
 def test_save_whole_module_points_to_state_dict(tmp_path, device):

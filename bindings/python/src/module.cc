@@ -142,6 +142,9 @@ void init_sync(py::module_& m) {
   m.def("pending_tensor_count", &lt::pending_tensor_count,
         "Number of live lazy tensors with pending IR.");
   m.def("manual_seed", &lt::manual_seed, py::arg("seed"));
+  // lazytensor.backends.cuda.matmul.allow_tf32: read by each CUDA GEMM launch (backends/backend.h).
+  m.def("matmul_allow_tf32", &lt::matmul_allow_tf32);
+  m.def("set_matmul_allow_tf32", &lt::set_matmul_allow_tf32, py::arg("on"));
   m.def("set_lazy_backend", &lt::set_lazy_backend, py::arg("name"));
   m.def("default_lazy_backend", &lt::default_lazy_backend);
   m.def("backend_available", &lt::backend_available, py::arg("name"));

@@ -1,10 +1,10 @@
 """`lazytensor.backends`: PyTorch's `torch.backends` switches that training scripts set, so such a
 script runs unchanged (`lt.backends.cuda.matmul.allow_tf32 = True`).
 
-The flags are stored, not yet honoured: the CUDA backend does not read them. Its cuBLAS handle
-decides TF32 once, when it is created, from the environment variable LT_ALLOW_TF32=1
-(backends/cuda/cublas_gemm.cc), and `_C` exposes no switch to change that from Python. Set
-LT_ALLOW_TF32=1 before the first CUDA matmul to get TF32 matmuls today.
+`cuda.matmul.allow_tf32` is honoured: the CUDA backend reads it at each GEMM launch (a captured
+CUDA graph is rebuilt when it changes); LT_ALLOW_TF32=1 sets it at start. `cudnn.allow_tf32` and
+the other cudnn switches are stored only: lazytensor runs convolutions as cuBLAS GEMMs or
+generated kernels, not through cuDNN, and those GEMMs follow `cuda.matmul.allow_tf32`.
 """
 from . import cuda, cudnn
 

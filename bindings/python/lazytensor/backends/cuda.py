@@ -1,5 +1,7 @@
-"""`lazytensor.backends.cuda`: `matmul.allow_tf32` as torch.backends.cuda has it (default False).
-Stored only: the CUDA backend does not read it yet (see lazytensor.backends)."""
+"""`lazytensor.backends.cuda`: `matmul.allow_tf32` as torch.backends.cuda has it (default False,
+or LT_ALLOW_TF32=1): the CUDA backend's float32 GEMMs may use TF32 tensor cores when it is on."""
+
+from .. import _C
 
 __all__ = ["matmul"]
 
@@ -14,6 +16,8 @@ class _MatmulFlags:
         object.__setattr__(self, "_values", dict(self._DEFAULTS))
 
     def __getattr__(self, name):
+        if name == "allow_tf32":  # the runtime's own setting (backends/backend.h)
+            return bool(_C.matmul_allow_tf32())
         try:
             return self._values[name]
         except KeyError:
@@ -22,6 +26,8 @@ class _MatmulFlags:
     def __setattr__(self, name, value):
         if name not in self._values:
             raise AttributeError(f"Unknown attribute {name}")
+        if name == "allow_tf32":
+            _C.set_matmul_allow_tf32(bool(value))
         self._values[name] = bool(value)
 
     def __repr__(self):

@@ -1,7 +1,6 @@
 """`lazytensor.backends.cudnn`: the switches scripts set on torch.backends.cudnn, with PyTorch's
-defaults. lazytensor does not use cuDNN (convolutions are cuBLAS calls or generated kernels), so
-these are stored only and change nothing; `allow_tf32` is not read by the CUDA backend yet
-(see lazytensor.backends)."""
+defaults. lazytensor does not use cuDNN (convolutions are cuBLAS calls or generated kernels, which
+follow lazytensor.backends.cuda.matmul.allow_tf32), so these are stored only and change nothing."""
 
 __all__ = ["allow_tf32", "benchmark", "deterministic", "enabled", "is_available"]
 
