@@ -301,3 +301,65 @@ def test_word_language_model_style_trains_like_cpu(rng, arch):
                 compiles = lt.metrics.counters()["graph_compiles"]
     assert lt.metrics.counters()["graph_compiles"] == compiles  # no compile after the third batch
     np.testing.assert_allclose(losses["lazy"], losses["cpu"], rtol=1e-4)
+
+
+def _makemore(dev, steps=30):
+    """Karpathy's makemore (part 2) MLP as written: raw tensors, C[X[ix]] embedding lookup, manual
+    SGD through `p.data += -lr * p.grad`, one loss.item() per step."""
+    g = torch.Generator().manual_seed(2147483647)
+    X, Y = torch.randint(0, 27, (500, 3), generator=g), torch.randint(0, 27, (500,), generator=g)
+    C = torch.randn((27, 10), generator=g)
+    W1, b1 = torch.randn((30, 64), generator=g) * 0.2, torch.randn(64, generator=g) * 0.01
+    W2, b2 = torch.randn((64, 27), generator=g) * 0.01, torch.randn(27, generator=g) * 0
+    parameters = [p.to(dev) for p in (C, W1, b1, W2, b2)]
+    for p in parameters:
+        p.requires_grad = True
+    C, W1, b1, W2, b2 = parameters
+    X, Y = X.to(dev), Y.to(dev)
+    losses, compiles = [], []
+    for _ in range(steps):
+        ix = torch.randint(0, X.shape[0], (32,), generator=g).to(dev)
+        emb = C[X[ix]]
+        h = torch.tanh(emb.view(-1, 30) @ W1 + b1)
+        loss = F.cross_entropy(h @ W2 + b2, Y[ix])
+        for p in parameters:
+            p.grad = None
+        loss.backward()
+        for p in parameters:
+            p.data += -0.1 * p.grad
+        losses.append(loss.item())
+        compiles.append(lt.metrics.counters()["graph_compiles"])
+    return np.array(losses), compiles
+
+
+def test_makemore_style_manual_sgd_keeps_one_graph():
+    want, _ = _makemore("cpu")
+    got, compiles = _makemore("lazy")
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert got[-1] < got[0]
+    assert compiles[-1] == compiles[1], compiles  # no optimizer state: one graph from the start
+
+
+def test_mnist_style_mlp_with_a_dataloader(rng):
+    """pytorch/examples mnist's loop shape with an MLP: a CPU DataLoader whose batches move to the
+    device, log_softmax + nll_loss, SGD; loss.item() every batch."""
+    from torch.utils.data import DataLoader, TensorDataset
+    data = TensorDataset(torch.from_numpy(rng.standard_normal((96, 1, 8, 8)).astype(np.float32)),
+                         torch.from_numpy(rng.integers(0, 10, 96)))
+
+    def train(dev):
+        torch.manual_seed(1)
+        model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 32), torch.nn.ReLU(),
+                                    torch.nn.Linear(32, 10)).to(dev)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        losses = []
+        for x, y in DataLoader(data, batch_size=16, shuffle=False):
+            x, y = x.to(dev), y.to(dev)
+            opt.zero_grad()
+            loss = F.nll_loss(F.log_softmax(model(x), dim=1), y)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return np.array(losses)
+
+    np.testing.assert_allclose(train("lazy"), train("cpu"), rtol=1e-5)
