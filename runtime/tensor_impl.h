@@ -38,7 +38,9 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   std::unique_ptr<AutogradMeta> autograd;  // null until grad is involved
   std::shared_ptr<ViewLink> view;          // set when this tensor aliases a base (runtime/views.h)
   uint64_t version = 0;                    // bumped by every in-place write (views compare it)
-  int64_t view_refs = 0;                   // live views whose ViewLink::base is this tensor
+  // Live views whose ViewLink::base is this tensor. Atomic: threads may take views of one shared
+  // (read-only) tensor and drop them concurrently (tests/cpp/threads_stress_test.cc under TSan).
+  std::atomic<int64_t> view_refs{0};
 
   // Intrusive links of the live pending-tensor registry (runtime/registry.cc), creation order.
   TensorImpl* prev = nullptr;

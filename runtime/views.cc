@@ -125,7 +125,7 @@ bool has_overlap(const Shape& shape, const IntList& strides) {
 ViewLink::~ViewLink() { drop_base(); }
 
 void ViewLink::drop_base() {
-  if (base) --base->view_refs;
+  if (base) base->view_refs.fetch_sub(1, std::memory_order_relaxed);
   base.reset();
 }
 
@@ -187,7 +187,7 @@ Tensor link_view(const Tensor& src, const Tensor& out, ViewStep step) {
   link->detached = link->detached || link->steps.back().kind == ViewStep::Kind::Alias;
   link->grad = link->grad && grad_enabled();
   link->seen = link->base->version;
-  ++link->base->view_refs;
+  link->base->view_refs.fetch_add(1, std::memory_order_relaxed);
   o.view = std::move(link);
   return out;
 }
