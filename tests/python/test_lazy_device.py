@@ -173,7 +173,7 @@ def test_gpt_with_tied_weights_trains_like_cpu_without_fallbacks(rng):
         oc.step()
         assert loss.item() == pytest.approx(want.item(), rel=1e-5)
         compiles.append(lt.metrics.counters()["graph_compiles"])
-    assert compiles[-1] == compiles[2], compiles
+    assert compiles[-1] == compiles[0], compiles  # one graph, the first step's included
     assert lt.metrics.counters().get("fallbacks", 0) == fallbacks
     back = lazy.to("cpu")
     assert back.head.weight is back.wte.weight and type(back.wte.weight) is torch.nn.Parameter

@@ -228,7 +228,25 @@ def _tensor_split_sections(x, sections, dim=0):
     return out
 
 
+def _like_as_data(fill, table_op):
+    """zeros_like/ones_like/empty_like of a parameter under no_grad (what torch.optim does when it
+    creates its state inside the first step()) makes device data, not a pending constant: the first
+    step's graph then reads the state as an input, as every later step does, and the whole training
+    loop compiles one graph. Anything else: the aten table's builder (a constant that fuses)."""
+    def handler(x, *args, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+        if (isinstance(x, LazyTensor) and x.requires_grad and x.is_leaf and not torch.is_grad_enabled()
+                and device in (None, x.device) and not args):
+            value = torch.full(tuple(x.shape), fill, dtype=dtype or x.dtype)
+            return wrap(from_torch(value))
+        return _run_builder(TABLE[table_op], (x, *args), dict(dtype=dtype, layout=layout, device=device,
+                                                              pin_memory=pin_memory, memory_format=memory_format))
+    return handler
+
+
 DEVICE_OPS = {
+    aten.zeros_like.default: _like_as_data(0, aten.zeros_like.default),
+    aten.empty_like.default: _like_as_data(0, aten.empty_like.default),
+    aten.ones_like.default: _like_as_data(1, aten.ones_like.default),
     aten.tensor_split.sections: _tensor_split_sections,
     aten.softmax.int: _softmax_int,
     aten.log_softmax.int: _log_softmax_int,
