@@ -79,12 +79,17 @@ Tensor slice(const Tensor& a, int64_t dim, std::optional<int64_t> start, std::op
   auto clampi = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
   int64_t s = start ? clampi(*start) : 0, e = end ? clampi(*end) : n;
   int64_t size = e > s ? (e - s + step - 1) / step : 0;
+  return link_view(a, slice_dim_prim(a, dim, size ? s : 0, step, size),
+                   {ViewStep::Kind::Slice, {}, {dim, size ? s : 0, step, size}});
+}
+
+Tensor slice_dim_prim(const Tensor& a, int64_t dim, int64_t start, int64_t step, int64_t count) {
   std::vector<int64_t> sss;
   for (int64_t d = 0; d < a.dim(); ++d) {
-    if (d == dim) sss.insert(sss.end(), {size ? s : 0, step, size});
+    if (d == dim) sss.insert(sss.end(), {start, step, count});
     else sss.insert(sss.end(), {0, 1, a.shape()[d]});
   }
-  return link_view(a, slice_prim(a, std::move(sss)), {ViewStep::Kind::Slice, {}, {dim, size ? s : 0, step, size}});
+  return slice_prim(a, std::move(sss));
 }
 
 Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length) {

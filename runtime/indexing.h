@@ -22,6 +22,9 @@ Tensor select(const Tensor& a, int64_t dim, int64_t index);  // drops `dim`
 Tensor flip(const Tensor& a, std::vector<int64_t> dims);
 // The primitive: {start, step, size} per dim, every read in bounds.
 Tensor slice_prim(const Tensor& a, std::vector<int64_t> start_step_size);
+// slice_prim along one dim (`count` elements from `start`, `step` apart), every other dim whole;
+// no bounds clamping and no view link (lt::slice does both).
+Tensor slice_dim_prim(const Tensor& a, int64_t dim, int64_t start, int64_t step, int64_t count);
 
 // Constant padding of one dim; negative amounts crop.
 Tensor pad_dim(const Tensor& a, int64_t dim, int64_t before, int64_t after, double value = 0);

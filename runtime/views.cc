@@ -54,14 +54,7 @@ Tensor apply_step(const Tensor& x, const ViewStep& s, const Shape& out_shape) {
     case ViewStep::Kind::Reshape: return reshape_to(x, out_shape);
     case ViewStep::Kind::Permute: return permute(x, std::vector<int64_t>(s.ints.begin(), s.ints.end()));
     case ViewStep::Kind::Expand: return expand(x, std::vector<int64_t>(out_shape.begin(), out_shape.end()));
-    case ViewStep::Kind::Slice: {
-      std::vector<int64_t> sss;
-      for (int64_t d = 0; d < static_cast<int64_t>(s.in_shape.size()); ++d) {
-        if (d == s.ints[0]) sss.insert(sss.end(), {s.ints[1], s.ints[2], s.ints[3]});
-        else sss.insert(sss.end(), {0, 1, s.in_shape[d]});
-      }
-      return slice_prim(x, std::move(sss));
-    }
+    case ViewStep::Kind::Slice: return slice_dim_prim(x, s.ints[0], s.ints[1], s.ints[2], s.ints[3]);
   }
   return x;
 }
@@ -75,12 +68,7 @@ Tensor place_along(const Tensor& v, int64_t dim, int64_t start, int64_t step, in
     dilated[dim] = count * step;
     s.insert(s.begin() + dim + 1, 1);
     t = pad_dim(reshape_to(t, s), dim + 1, 0, step - 1, 0.0);
-    std::vector<int64_t> sss;
-    for (int64_t d = 0; d < static_cast<int64_t>(dilated.size()); ++d) {
-      if (d == dim) sss.insert(sss.end(), {0, 1, (count - 1) * step + 1});
-      else sss.insert(sss.end(), {0, 1, dilated[d]});
-    }
-    t = slice_prim(reshape_to(t, dilated), std::move(sss));
+    t = slice_dim_prim(reshape_to(t, dilated), dim, 0, 1, (count - 1) * step + 1);
   }
   int64_t length = (count - 1) * step + 1;
   return pad_dim(t, dim, start, n - start - length, 0.0);

@@ -53,7 +53,7 @@ def _from_table(op):
 
 def _random(fill):
     def kernel(*args, dtype=None, layout=None, device=None, pin_memory=None, generator=None, **kw):
-        size = args[-1] if fill != "randint" else args[-1]
+        size = args[-1]
         dt = lt_dtype(dtype or (torch.int64 if fill == "randint" else torch.get_default_dtype()))
         if fill == "randint":
             low, high = (0, args[0]) if len(args) == 2 else (args[0], args[1])

@@ -203,17 +203,14 @@ def _to_other(x, other, non_blocking=False, copy=False, memory_format=None):
     return _to(x, device=other.device, dtype=other.dtype, copy=copy)
 
 
-def _softmax_int(x, dim, dtype=None):
-    """softmax.int (what F.softmax and the math attention call): the table's _softmax."""
-    if dtype is not None and dtype != x.dtype:
-        x = dispatch(aten._to_copy.default, (x,), {"dtype": dtype})
-    return dispatch(aten._softmax.default, (x, dim, False), {})
-
-
-def _log_softmax_int(x, dim, dtype=None):
-    if dtype is not None and dtype != x.dtype:
-        x = dispatch(aten._to_copy.default, (x,), {"dtype": dtype})
-    return dispatch(aten._log_softmax.default, (x, dim, False), {})
+def _softmax_int_via(table_op):
+    """softmax.int / log_softmax.int (what F.softmax and the math attention call): the table's
+    _softmax / _log_softmax, after the optional cast."""
+    def handler(x, dim, dtype=None):
+        if dtype is not None and dtype != x.dtype:
+            x = dispatch(aten._to_copy.default, (x,), {"dtype": dtype})
+        return dispatch(table_op, (x, dim, False), {})
+    return handler
 
 
 def _tensor_split_sections(x, sections, dim=0):
@@ -248,8 +245,8 @@ DEVICE_OPS = {
     aten.empty_like.default: _like_as_data(0, aten.empty_like.default),
     aten.ones_like.default: _like_as_data(1, aten.ones_like.default),
     aten.tensor_split.sections: _tensor_split_sections,
-    aten.softmax.int: _softmax_int,
-    aten.log_softmax.int: _log_softmax_int,
+    aten.softmax.int: _softmax_int_via(aten._softmax.default),
+    aten.log_softmax.int: _softmax_int_via(aten._log_softmax.default),
     aten._to_copy.default: _to_copy,
     aten.copy_.default: _copy_,
     aten._local_scalar_dense.default: _item,
