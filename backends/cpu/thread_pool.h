@@ -55,7 +55,8 @@ class ThreadPool {
   bool stop_ = false;
   // Read without mu_ by polling threads: generation_ once the job is set (workers poll it
   // before they wait on work_cv_), and the workers that have not finished the current generation
-  // (decremented without mu_; the caller polls it before it waits on done_cv_).
+  // (incremented under mu_ when a worker joins the job, decremented without mu_ when it is done;
+  // the caller polls it before it waits on done_cv_).
   std::atomic<uint64_t> published_{0};
   std::atomic<int> pending_{0};
 };

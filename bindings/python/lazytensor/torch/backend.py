@@ -16,7 +16,7 @@ Options (`torch.compile(..., backend="lazytensor", options={...})`):
 import functools
 import itertools
 
-from torch._decomp import core_aten_decompositions
+import torch._decomp
 from torch._dynamo.backends.common import aot_autograd
 
 from .aten_table import TABLE, register_inductor_prims
@@ -31,8 +31,15 @@ _graph_ids = itertools.count()
 
 @functools.lru_cache(None)
 def decompositions():
-    """torch's core aten decompositions less the ops lazytensor translates itself."""
-    return {op: fn for op, fn in core_aten_decompositions().items() if op not in TABLE}
+    """torch's core aten decompositions less the ops lazytensor translates itself.
+
+    The post-autograd table, not core_aten_decompositions(): the latter adds a Python
+    decomposition for every CompositeImplicitAutograd op (what torch.export needs), which costs
+    55 ms to build and makes AOTAutograd trace those ops through Python where the dispatcher would
+    decompose them in C++ anyway (they never reach a graph either way)."""
+    table = getattr(torch._decomp, "_core_aten_decompositions_post_autograd", None)
+    table = table() if table is not None else torch._decomp.core_aten_decompositions()
+    return {op: fn for op, fn in table.items() if op not in TABLE}
 
 
 def _options(options):
