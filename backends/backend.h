@@ -123,6 +123,14 @@ bool gemm_enabled();
 // time (lt.backends.cuda.matmul.allow_tf32). Read at each GEMM launch.
 bool matmul_allow_tf32();
 void set_matmul_allow_tf32(bool on);
+// Whether the CPU backend runs its parallel kernels on the process's OpenMP threads (the runtime
+// oneDNN's GEMMs run on) rather than on its own pool. On when PyTorch loaded its OpenMP runtime
+// first (lazytensor/__init__.py): that runtime's threads then spin for milliseconds after every
+// GEMM (PyTorch's default wait policy, which lazytensor can no longer change), and two spinning
+// pools on the same cores delay each other's chunks by scheduler slices. One team, as PyTorch's
+// own kernels and Inductor's use, has no one to contend with. LT_SHARE_OPENMP=0/1 at start.
+bool cpu_share_openmp_threads();
+void set_cpu_share_openmp_threads(bool on);
 
 // Registered backends ("reference", "cpu", "cuda"); throws a clear lt::Error when unavailable.
 Backend& get_backend(const std::string& name);

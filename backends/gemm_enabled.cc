@@ -22,7 +22,22 @@ std::atomic<bool>& tf32_setting() {
   }()};
   return on;
 }
+std::atomic<bool>& share_openmp_setting() {
+  static std::atomic<bool> on{[] {
+    const char* e = std::getenv("LT_SHARE_OPENMP");
+    return e && std::strcmp(e, "1") == 0;
+  }()};
+  return on;
+}
 }  // namespace
+
+bool cpu_share_openmp_threads() { return share_openmp_setting().load(std::memory_order_relaxed); }
+void set_cpu_share_openmp_threads(bool on) {
+  // LT_SHARE_OPENMP=0 keeps lazytensor's own pool whatever the bindings ask for.
+  const char* e = std::getenv("LT_SHARE_OPENMP");
+  if (e && std::strcmp(e, "0") == 0) on = false;
+  share_openmp_setting().store(on, std::memory_order_relaxed);
+}
 
 bool matmul_allow_tf32() { return tf32_setting().load(std::memory_order_relaxed); }
 void set_matmul_allow_tf32(bool on) { tf32_setting().store(on, std::memory_order_relaxed); }

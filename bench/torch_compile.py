@@ -39,6 +39,7 @@ import torch.nn.functional as F  # noqa: E402
 import lazytensor.torch  # noqa: E402,F401
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "python"))
+from torch_env import allow_torchvision_import, import_timm  # noqa: E402
 from torch_models import GPT  # noqa: E402
 
 DEVICE = "cpu"
@@ -83,12 +84,55 @@ def cnn():
             dict(lr=0.01, momentum=0.9))
 
 
+def transformer():
+    layer = nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.1, batch_first=True)
+    model = nn.TransformerEncoder(layer, 4, enable_nested_tensor=False)
+    x = torch.randn(16, 64, 256)
+    return model, (x,), lambda m, x: m(x).square().mean(), torch.optim.AdamW, dict(lr=1e-3)
+
+
+def _hf(model, vocab, batch, block):
+    ids, labels = torch.randint(0, vocab, (batch, block)), torch.randint(0, vocab, (batch, block))
+    return (model, (ids, labels), lambda m, ids, labels: m(input_ids=ids, labels=labels).loss,
+            torch.optim.AdamW, dict(lr=1e-3))
+
+
+def hf_gpt2():
+    allow_torchvision_import()
+    from transformers import GPT2Config, GPT2LMHeadModel
+    return _hf(GPT2LMHeadModel(GPT2Config(n_layer=4, n_embd=256, n_head=4, vocab_size=8192,
+                                          n_positions=128, bos_token_id=0, eos_token_id=0)),
+               8192, 8, 128)
+
+
+def hf_bert():
+    allow_torchvision_import()
+    from transformers import BertConfig, BertForMaskedLM
+    return _hf(BertForMaskedLM(BertConfig(num_hidden_layers=4, hidden_size=256,
+                                          num_attention_heads=4, intermediate_size=1024,
+                                          vocab_size=8192, max_position_embeddings=128)),
+               8192, 8, 128)
+
+
+def resnet18():
+    model = import_timm().create_model("resnet18", num_classes=10)
+    x, y = torch.randn(16, 3, 32, 32), torch.randint(0, 10, (16,))
+    return (model, (x, y), lambda m, x, y: F.cross_entropy(m(x), y), torch.optim.SGD,
+            dict(lr=0.01, momentum=0.9))
+
+
 WORKLOADS = {"mlp": ("MLP 784-1024-1024-10 train step, batch 128, SGD", mlp),
              "gpt": ("GPT (4 x d128, 4 heads, T 64, B 8, sdpa) train step, AdamW", gpt),
              "cnn": ("CNN (2 x conv-BN-ReLU-pool) train step, batch 64, SGD momentum", cnn),
              "gpt2": ("GPT-2 124M (12 x d768, T 1024, B 8) train step, AdamW, fp32", gpt2),
-             "gpt2_bf16": ("GPT-2 124M train step, AdamW, bf16 autocast", gpt2_bf16)}
-DEFAULT = {"cpu": "mlp,gpt,cnn", "cuda": "mlp,cnn,gpt2,gpt2_bf16"}
+             "gpt2_bf16": ("GPT-2 124M train step, AdamW, bf16 autocast", gpt2_bf16),
+             "transformer": ("nn.TransformerEncoder (4 x d256, T 64, B 16, dropout), AdamW",
+                             transformer),
+             "hf_gpt2": ("HF GPT2LMHeadModel (4 x d256, vocab 8192, T 128, B 8), AdamW", hf_gpt2),
+             "hf_bert": ("HF BertForMaskedLM (4 x d256, vocab 8192, T 128, B 8), AdamW", hf_bert),
+             "resnet18": ("timm resnet18 (32x32, B 16), SGD momentum", resnet18)}
+DEFAULT = {"cpu": "mlp,gpt,cnn,transformer,hf_gpt2,hf_bert,resnet18",
+           "cuda": "mlp,cnn,gpt2,gpt2_bf16"}
 
 
 def run(workload, backend, steps, rounds):

@@ -1,5 +1,6 @@
 #include "backends/cpu/thread_pool.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -9,6 +10,8 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+
+#include "backends/backend.h"
 
 namespace lt::cpu {
 namespace {
@@ -51,9 +54,25 @@ namespace {
 // inherited one is abandoned (its threads do not exist there; nothing may join them).
 std::atomic<ThreadPool*> g_pool{nullptr};
 std::mutex g_pool_mu;
+std::atomic<bool> g_forked_child{false};
 void forget_pool_in_child() {
   g_pool.store(nullptr, std::memory_order_relaxed);
+  // libgomp's team belongs to the parent's threads: a child keeps to its own pool.
+  g_forked_child.store(true, std::memory_order_relaxed);
   new (&g_pool_mu) std::mutex();  // a fork while another thread held it would leave it locked
+}
+// GCC's OpenMP runtime entry point, looked up in the process (oneDNN links libgomp; PyTorch ships
+// its own copy under the same soname, and whichever loaded first serves both), not linked: a
+// build without oneDNN has none, and then the pool is used.
+using GompParallel = void (*)(void (*)(void*), void*, unsigned, unsigned);
+GompParallel gomp_parallel() {
+  static const GompParallel fn = reinterpret_cast<GompParallel>(dlsym(RTLD_DEFAULT, "GOMP_parallel"));
+  return fn;
+}
+
+bool use_openmp() {
+  return cpu_share_openmp_threads() && !g_forked_child.load(std::memory_order_relaxed) &&
+         gomp_parallel() != nullptr;
 }
 }  // namespace
 
@@ -187,6 +206,11 @@ void ThreadPool::worker_loop(uint64_t seen) {
   }
 }
 
+void ThreadPool::run_chunks_in_team(void* job) {
+  InPoolScope scope;  // a parallel_for inside a chunk runs inline, as on the pool's workers
+  run_chunks(*static_cast<Job*>(job));
+}
+
 void ThreadPool::parallel_for(int64_t begin, int64_t end, int64_t grain, int64_t align,
                               const RangeFn& fn) {
   if (end <= begin) return;
@@ -194,6 +218,7 @@ void ThreadPool::parallel_for(int64_t begin, int64_t end, int64_t grain, int64_t
   grain = std::max<int64_t>(grain, 1);
   align = std::max<int64_t>(align, 1);
   std::unique_lock<std::mutex> dispatch(dispatch_mu_, std::defer_lock);
+  const bool openmp = use_openmp();
   int nthreads = 1;
   if (!tls_in_pool && n > grain && dispatch.try_lock()) {
     std::lock_guard<std::mutex> lk(mu_);
@@ -214,6 +239,11 @@ void ThreadPool::parallel_for(int64_t begin, int64_t end, int64_t grain, int64_t
   job.nchunks = (n + chunk - 1) / chunk;
   if (job.nchunks <= 1) {
     fn(begin, end);
+    return;
+  }
+  if (openmp) {  // the same chunks, taken by the OpenMP team (the pool's size) instead
+    gomp_parallel()(&ThreadPool::run_chunks_in_team, &job, static_cast<unsigned>(nthreads), 0);
+    if (job.error) std::rethrow_exception(job.error);
     return;
   }
   {

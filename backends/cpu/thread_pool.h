@@ -1,5 +1,7 @@
 // The CPU backend's thread pool: persistent workers that split a kernel's flattened outer range
 // into contiguous chunks. One pool per process (LT_NUM_THREADS, default: hardware concurrency).
+// With cpu_share_openmp_threads() (backends/backend.h) the same chunks run on the process's
+// OpenMP team, as many threads as the pool has, and the pool's workers stay asleep.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -45,6 +47,7 @@ class ThreadPool {
   void stop_workers();
   void worker_loop(uint64_t seen);
   static void run_chunks(Job& job);
+  static void run_chunks_in_team(void* job);  // the body each OpenMP thread runs
 
   std::mutex dispatch_mu_;  // held by the thread that owns the workers for one parallel_for
   mutable std::mutex mu_;   // guards the fields below

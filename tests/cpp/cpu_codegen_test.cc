@@ -4,6 +4,8 @@
 // cpu_codegen_casts_test.cc; the sin/cos load bounds: cpu_codegen_trig_test.cc.
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,6 +15,7 @@
 #include <random>
 #include <thread>
 
+#include "backends/backend.h"
 #include "backends/cpu/thread_pool.h"
 #include "cpu_codegen_util.h"
 
@@ -625,6 +628,40 @@ TEST(CpuCodegen, ThreadPoolHandsOffJobsWhetherWorkersPollOrBlock) {
     });
     EXPECT_EQ(sum.load(), 999 * 1000 / 2);
   }
+}
+
+// With cpu_share_openmp_threads() the pool's chunks run on the process's OpenMP team (the one
+// oneDNN's GEMMs use; thread_pool.h): each covers its range once, inside a parallel region of
+// the pool's size, nesting runs inline and a chunk's exception reaches the caller. Not under
+// ThreadSanitizer (its filter is CpuCodegen.Thread*): libgomp's barriers are not instrumented.
+TEST(CpuCodegen, OpenMpTeamRunsThePoolsChunksWhenShared) {
+  using OmpInt = int (*)();
+  auto omp_num_threads = reinterpret_cast<OmpInt>(dlsym(RTLD_DEFAULT, "omp_get_num_threads"));
+  if (!omp_num_threads || !dlsym(RTLD_DEFAULT, "GOMP_parallel"))
+    GTEST_SKIP() << "no OpenMP runtime in this process (a build without oneDNN)";
+  struct Restore {
+    ~Restore() { set_cpu_share_openmp_threads(false); }
+  } restore;
+  set_cpu_share_openmp_threads(true);
+  cpu::ThreadPool pool(2);
+  std::vector<std::atomic<int>> hits(100003);
+  std::atomic<int> team_size{0};
+  pool.parallel_for(3, 100003, 1000, 16, [&](int64_t lo, int64_t hi) {
+    team_size = omp_num_threads();
+    pool.parallel_for(lo, hi, 1, 1, [&](int64_t a, int64_t b) {
+      for (int64_t i = a; i < b; ++i) hits[i]++;
+    });
+  });
+  EXPECT_EQ(team_size.load(), 2);
+  for (int64_t i = 0; i < 100003; ++i) ASSERT_EQ(hits[i].load(), i >= 3 ? 1 : 0) << i;
+  EXPECT_THROW(pool.parallel_for(0, 100000, 10, 1,
+                                 [](int64_t lo, int64_t) {
+                                   if (lo > 50000) throw std::runtime_error("boom");
+                                 }),
+               std::runtime_error);
+  set_cpu_share_openmp_threads(false);
+  pool.parallel_for(0, 100000, 10, 1, [&](int64_t, int64_t) { team_size = omp_num_threads(); });
+  EXPECT_EQ(team_size.load(), 1);  // the pool's own workers again, outside any OpenMP region
 }
 
 // The optimized IR of a contiguous float32 elementwise kernel is vectorized.

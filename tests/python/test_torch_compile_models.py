@@ -186,7 +186,7 @@ def test_timm_resnet18_from_config():
     timm = import_timm()
     model = timm.create_model("resnet18", num_classes=10)
     worst, c, _ = train_side_by_side(model, lambda: (torch.randn(8, 3, 32, 32),),
-                                     optimizer=torch.optim.SGD, steps=10, lr=0.01, momentum=0.9)
+                                     optimizer=torch.optim.SGD, lr=0.01, momentum=0.9)
     assert worst < 1e-4
     assert c["graph_compiles"] == 2 and c["fallbacks"] == 0
 

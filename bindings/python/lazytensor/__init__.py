@@ -17,6 +17,13 @@ import os as _os
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from . import _C  # noqa: E402
 
+if "torch" in __import__("sys").modules:
+    # PyTorch came first: its OpenMP runtime read the environment already and serves oneDNN's
+    # GEMMs too (one libgomp per process), its threads spinning for milliseconds after each one.
+    # The fused kernels then run on that same team rather than on a second pool that would
+    # contend with it for the cores (backends/backend.h, cpu_share_openmp_threads).
+    _C.set_cpu_share_openmp_threads(True)
+
 if _os.environ.get("LT_SOURCE_LOCATIONS", "1") != "0":  # nodes get the user's file:line
     _C._set_package_dir(_os.path.dirname(_os.path.abspath(__file__)))
 from ._C import Tensor, device, dtype, promote_types

@@ -145,6 +145,8 @@ void init_sync(py::module_& m) {
   // lazytensor.backends.cuda.matmul.allow_tf32: read by each CUDA GEMM launch (backends/backend.h).
   m.def("matmul_allow_tf32", &lt::matmul_allow_tf32);
   m.def("set_matmul_allow_tf32", &lt::set_matmul_allow_tf32, py::arg("on"));
+  m.def("set_cpu_share_openmp_threads", &lt::set_cpu_share_openmp_threads, py::arg("on"));
+  m.def("cpu_share_openmp_threads", &lt::cpu_share_openmp_threads);
   m.def("set_lazy_backend", &lt::set_lazy_backend, py::arg("name"));
   m.def("default_lazy_backend", &lt::default_lazy_backend);
   m.def("backend_available", &lt::backend_available, py::arg("name"));
