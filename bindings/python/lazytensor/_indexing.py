@@ -270,6 +270,21 @@ def _advanced(x, adv):
 
 
 def getitem(self, index):
+    # The commonest forms first, without building an entry list: x[i] and x[a:b(:c)] with plain
+    # ints (per-op cost is most of a small eager slice; issue 32's eager row).
+    kind = type(index)
+    if kind is int and self.ndim > 0:
+        n = self.shape[0]
+        if not -n <= index < n:
+            raise IndexError(f"index {index} is out of bounds for dimension 0 with size {n}")
+        return _C.select(self, 0, index)
+    if kind is slice and self.ndim > 0:
+        start, stop, step = index.start, index.stop, index.step
+        if (start is None or type(start) is int) and (stop is None or type(stop) is int) and \
+                (step is None or (type(step) is int and step > 0)):
+            if start is None and stop is None and (step is None or step == 1):
+                return self
+            return _C.slice(self, 0, start, stop, 1 if step is None else step)
     if self.ndim == 0 and isinstance(index, (int, slice)) and not isinstance(index, bool):
         raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
                          "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
