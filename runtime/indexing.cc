@@ -4,8 +4,11 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <string>
+#include <tuple>
 
 #include "ir/error.h"
+#include "runtime/autograd.h"
 #include "runtime/index_check.h"
 #include "runtime/ops.h"
 #include "runtime/tensor_impl.h"
@@ -71,6 +74,46 @@ Tensor slice_prim(const Tensor& a, std::vector<int64_t> sss) {
   return slice_node(a, std::move(sss));
 }
 
+namespace {
+
+Tensor spread_index(const Tensor& a, int64_t dim, const Tensor& index);  // below
+
+// 0, step, 2 step, ... (`count` of them) as int64 device data, one tensor per (count, step,
+// device) kept for the process (leaked: device memory must not be freed during static
+// destruction), so a runtime-start slice reads the same input every call.
+Tensor slice_positions(int64_t count, int64_t step, const Device& device) {
+  static std::mutex mu;
+  static auto* cache = new std::map<std::tuple<int64_t, int64_t, std::string>, Tensor>();
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache->size() >= 1024) cache->clear();  // a bound; they are rebuilt on the next use
+  Tensor& t = (*cache)[{count, step, device.str()}];
+  if (!t.defined()) {
+    NoGradGuard no_grad;
+    t = arange(0, static_cast<double>(count * step), static_cast<double>(step), DType::Int64, device);
+  }
+  return t;
+}
+
+// Whether a slice reads its start at run time instead of from the graph: a slice at a nonzero
+// start of device data (a corpus sliced at a moving offset: get_batch's data[i:i+T], in eager
+// `cpu` one graph per op) would otherwise make a new graph, and a compile, per offset (issue 26
+// item 7: 229 kernels for 109 offsets). Then the start is a run-time scalar, like a Python
+// number, and the slice a gather at positions + start: one graph for every offset. Slices of
+// computed values (a fused q/k/v split) and of tensors that need a gradient keep the start in
+// the graph: their offsets do not move, and the affine slice fuses better and differentiates to
+// a pad rather than a scatter.
+bool start_at_run_time(const Tensor& a, int64_t start, int64_t count) {
+  return start != 0 && count > 0 && !a.is_pending() && !a.requires_grad();
+}
+
+Tensor slice_with_run_time_start(const Tensor& a, int64_t dim, int64_t start, int64_t step, int64_t count) {
+  // A Python-number operand: a run-time scalar input of the graph, not part of its key.
+  Tensor index = add(slice_positions(count, step, a.device()), Scalar(static_cast<int64_t>(start)));
+  return gather_node(a, dim, spread_index(a, dim, index));
+}
+
+}  // namespace
+
 Tensor slice(const Tensor& a, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) {
   if (a.dim() == 0) fail(ErrorKind::Index, "slice: cannot slice a 0-d tensor");
   dim = norm_dim(dim, a.dim(), "slice");
@@ -79,8 +122,10 @@ Tensor slice(const Tensor& a, int64_t dim, std::optional<int64_t> start, std::op
   auto clampi = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
   int64_t s = start ? clampi(*start) : 0, e = end ? clampi(*end) : n;
   int64_t size = e > s ? (e - s + step - 1) / step : 0;
-  return link_view(a, slice_dim_prim(a, dim, size ? s : 0, step, size),
-                   {ViewStep::Kind::Slice, {}, {dim, size ? s : 0, step, size}});
+  if (!size) s = 0;
+  Tensor value = start_at_run_time(a, s, size) ? slice_with_run_time_start(a, dim, s, step, size)
+                                               : slice_dim_prim(a, dim, s, step, size);
+  return link_view(a, value, {ViewStep::Kind::Slice, {}, {dim, s, step, size}});
 }
 
 Tensor slice_dim_prim(const Tensor& a, int64_t dim, int64_t start, int64_t step, int64_t count) {
