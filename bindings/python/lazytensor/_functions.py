@@ -21,9 +21,7 @@ _MIRRORED = [
     "t", "matmul", "mm", "bmm", "numel", "is_floating_point", "clone",
     # slicing and indexing
     "narrow", "select", "flip", "fliplr", "flipud", "split", "chunk", "unbind", "gather",
-    "scatter_add", "index_select",
-    # not implemented yet (the methods raise NotImplementedError)
-    "sort", "argsort", "topk",
+    "scatter_add", "index_select", "sort", "argsort", "topk",
 ]
 
 

@@ -12,7 +12,7 @@ import operator
 
 import numpy as np
 
-from . import _C, _indexing, amp, return_types
+from . import _C, _indexing, _sorting, amp, return_types
 from ._utils import (as_device, as_dtype, dims_arg, is_number, normalize_dim,
                      size_args)
 
@@ -241,15 +241,16 @@ class _TensorMethods:
         return _indexing.exact(lambda a: _C.cumsum(a, operator.index(dim)), out_dtype, x)
 
     def sort(self, dim=-1, descending=False, stable=False):
-        raise NotImplementedError("not implemented: sort (a data-dependent permutation; the runtime "
-                                  "has no sort op yet). argmax/argmin and max(dim)/min(dim) exist")
+        """(values, indices) sorted along dim; the order is found on the host (lazytensor/_sorting.py)."""
+        return _sorting.sort(self, dim, descending, stable)
 
     def topk(self, k, dim=-1, largest=True, sorted=True):
-        raise NotImplementedError("not implemented: topk (needs a sort op). argmax/argmin and "
-                                  "max(dim)/min(dim) exist")
+        """(values, indices) of the k largest (smallest) along dim (lazytensor/_sorting.py)."""
+        return _sorting.topk(self, k, dim, largest, sorted)
 
     def argsort(self, dim=-1, descending=False, stable=False):
-        raise NotImplementedError("not implemented: argsort (needs a sort op)")
+        """Indices that sort along dim (lazytensor/_sorting.py)."""
+        return _sorting.argsort(self, dim, descending, stable)
 
     def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
         return self._var(dims_arg(dim), _correction(unbiased, correction), keepdim)
