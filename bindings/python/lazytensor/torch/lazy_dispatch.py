@@ -263,6 +263,10 @@ DEVICE_OPS = {
     aten.to.dtype: _to_dtype,
     aten.to.dtype_layout: _to_dtype_layout,
     aten.to.other: _to_other,
+    # `.data =` asks whether the two tensors' implementations may share metadata: two lazy
+    # tensors may (a shape-changing in-place op on a tensor autograd holds goes that way).
+    aten._has_compatible_shallow_copy_type.default:
+        lambda a, b: isinstance(a, LazyTensor) and isinstance(b, LazyTensor),
 }
 
 # Overloads the table's builder of another op serves unchanged (same arguments).
@@ -337,11 +341,13 @@ def _via_functional(func, twin, args, kwargs):
         # torch allows only while nothing else (autograd) holds it.
         try:
             torch.utils.swap_tensors(self, result)
-        except RuntimeError as e:
-            raise NotImplementedError(
-                f"not implemented: {func} on the lazy device while the tensor is referenced elsewhere "
-                f"(an in-place op that changes its shape from {list(self.shape)} to {list(result.shape)}): {e}"
-            ) from None
+        except RuntimeError:
+            # Held elsewhere (autograd keeps GRU's output, which aten.gru transposes in place
+            # for batch_first): `.data =` gives self's TensorImpl the new sizes and strides
+            # without the use-count check, and self then holds the new value.
+            with torch.no_grad():
+                self.data = result
+            self._lt = result._lt
         return self
     return _write_into(self, result._lt if isinstance(result, LazyTensor) else from_torch(result))
 
