@@ -386,3 +386,30 @@ def test_recurrent_modules_match_cpu_values_and_gradients(rng, cls, batch_first)
     for p, q in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-6)
     assert lt.metrics.counters()["fallbacks"] == 0
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_sdpa_on_the_device_is_lazytensors_fused_attention(rng, causal):
+    """F.scaled_dot_product_attention on `lazy` records lazytensor's fused attention (one op and
+    its VJP) instead of PyTorch's math decomposition; values and gradients as on cpu. A float mask
+    that needs a gradient takes the decomposition, with its gradient."""
+    q, k, v = (_host(rng, 2, 3, 8, 16).requires_grad_() for _ in range(3))
+    mask = _host(rng, 8, 8).requires_grad_()
+    grad = _host(rng, 2, 3, 8, 16)
+    lazy = [t.detach().to("lazy").requires_grad_() for t in (q, k, v, mask)]
+    lt.metrics.reset()
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    out = F.scaled_dot_product_attention(*lazy[:3], is_causal=causal)
+    assert "lazytensor_sdpa" in type(out.grad_fn).__name__
+    ref.backward(grad)
+    out.backward(grad.to("lazy"))
+    torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=1e-5)
+    for a, b in zip(lazy[:3], (q, k, v)):
+        torch.testing.assert_close(a.grad.cpu(), b.grad, rtol=1e-4, atol=1e-5)
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    out = F.scaled_dot_product_attention(*lazy[:3], attn_mask=lazy[3])
+    assert "lazytensor_sdpa" not in type(out.grad_fn).__name__
+    ref.sum().backward()
+    out.sum().backward()
+    torch.testing.assert_close(lazy[3].grad.cpu(), mask.grad, rtol=1e-4, atol=1e-5)
+    assert lt.metrics.counters()["fallbacks"] == 0

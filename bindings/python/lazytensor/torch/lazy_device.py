@@ -126,6 +126,20 @@ def _lazy_mark_step(device="", wait=False):
     mark_step()
 
 
+def _sdpa_on_device(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *,
+                    scale=None, enable_gqa=False):
+    """F.scaled_dot_product_attention on `lazy`: lazytensor's fused attention and its VJP (the
+    custom op the torch.compile backend uses, attention.py), registered above autograd because
+    the aten op is composite and would otherwise reach the device as its math decomposition
+    (a dozen ops forward and more backward, each a Python dispatch). Dropout, enable_gqa and a
+    mask that needs a gradient take PyTorch's decomposition, as before."""
+    if dropout_p == 0.0 and not enable_gqa and (attn_mask is None or not attn_mask.requires_grad):
+        importlib.import_module("lazytensor.torch.attention")  # defines lazytensor::sdpa
+        return torch.ops.lazytensor.sdpa(query, key, value, attn_mask, bool(is_causal), scale)
+    return torch.ops.aten.scaled_dot_product_attention.default.decompose(
+        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+
+
 def autoload():
     """torch's device-backend autoload entry point (`torch.backends` group): `import torch` with
     lazytensor installed gives the `lazy` device, without importing the torch.compile backend."""
@@ -150,6 +164,7 @@ def install():
     _library.impl("rand", _random("rand"), "Lazy")
     _library.impl("randint", _random("randint"), "Lazy")
     _library.impl("randint.low", _random("randint"), "Lazy")
+    _library.impl("scaled_dot_product_attention", _sdpa_on_device, "AutogradLazy")
     importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(
         _optimizer_step_ends_the_step)
     importlib.import_module("torch._lazy").mark_step = _lazy_mark_step
