@@ -413,3 +413,42 @@ def test_sdpa_on_the_device_is_lazytensors_fused_attention(rng, causal):
     out.sum().backward()
     torch.testing.assert_close(lazy[3].grad.cpu(), mask.grad, rtol=1e-4, atol=1e-5)
     assert lt.metrics.counters()["fallbacks"] == 0
+
+
+@pytest.mark.parametrize("make_opt", [
+    lambda p: torch.optim.AdamW(p, lr=1e-2),
+    lambda p: torch.optim.Adam(p, lr=1e-2, weight_decay=0.1, amsgrad=True),
+    lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True),
+    lambda p: torch.optim.RMSprop(p, lr=1e-2, momentum=0.5, centered=True),
+    lambda p: torch.optim.Adagrad(p, lr=0.1),
+    lambda p: torch.optim.NAdam(p, lr=1e-2),
+    lambda p: torch.optim.Adamax(p, lr=1e-2),
+    lambda p: torch.optim.Adadelta(p),
+])
+def test_optimizers_take_their_foreach_paths_like_cuda(rng, make_opt):
+    """torch.optim defaults to foreach on `lazy` (as on CUDA), and clip_grad_norm_ too: the
+    `_foreach_*` ops expand per tensor into the step's graph (lazy_foreach.py). Values as on cpu,
+    nothing falls back to PyTorch, and from the third step on no new graph compiles."""
+    from torch.optim.optimizer import _default_to_fused_or_foreach
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    model.load_state_dict(ref.state_dict())
+    model = model.to("lazy")
+    assert _default_to_fused_or_foreach(list(model.parameters()), False) == (False, True)
+    opts = make_opt(ref.parameters()), make_opt(model.parameters())
+    lt.metrics.reset()
+    for step in range(6):
+        x = _host(rng, 4, 6)
+        for m, opt, xx in ((ref, opts[0], x), (model, opts[1], x.to("lazy"))):
+            loss = m(xx).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5)
+            opt.step()
+        if step == 1:
+            compiles = lt.metrics.counters()["graph_compiles"]
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.cpu(), q, rtol=1e-5, atol=1e-6)
+    assert lt.metrics.counters()["fallbacks"] == 0
+    assert lt.metrics.counters()["graph_compiles"] == compiles

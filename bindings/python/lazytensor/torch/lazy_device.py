@@ -170,9 +170,28 @@ def install():
     importlib.import_module("torch._lazy").mark_step = _lazy_mark_step
     if not getattr(torch.nn.Module.to, "_lazytensor", False):
         torch.nn.Module.to = _module_to(torch.nn.Module.to)
+    _take_foreach_paths()
     torch.serialization.add_safe_globals([rebuild_lazy])  # torch.load(weights_only=True) of lazy tensors
     _seed_both()
     _installed = True
+
+
+def _take_foreach_paths():
+    """torch.optim and clip_grad_norm_ default to their foreach paths on `lazy` as on CUDA (the
+    ops expand per tensor into the step's graph, lazy_foreach.py): the device joins torch's
+    foreach-capable devices and LazyTensor its foreach-capable types, as DTensor does."""
+    utils = importlib.import_module("torch.utils._foreach_utils")
+    optimizer = importlib.import_module("torch.optim.optimizer")
+    original = utils._get_foreach_kernels_supported_devices
+    if not getattr(original, "_lazytensor", False):
+        def supported_devices():
+            return original() + ["lazy"]
+        supported_devices._lazytensor = True
+        utils._get_foreach_kernels_supported_devices = supported_devices
+        optimizer._get_foreach_kernels_supported_devices = supported_devices
+    for types in (utils._foreach_supported_types, optimizer._foreach_supported_types):
+        if LazyTensor not in types:
+            types.append(LazyTensor)
 
 
 def _seed_both():

@@ -21,6 +21,7 @@ from torch.utils._pytree import tree_map
 from .. import _C
 from .aten_table import TABLE
 from .interop import lt_dtype
+from .lazy_foreach import foreach_as_single_ops
 from .lazy_tensor import LazyTensor, from_torch, lt_device, to_cpu, wrap
 
 aten = torch.ops.aten
@@ -301,6 +302,10 @@ def dispatch(func, args, kwargs):
 
 
 def _slow_routes(func, args, kwargs):
+    if func._schema.name.startswith("aten::_foreach_"):
+        out = foreach_as_single_ops(func, args, kwargs, dispatch)
+        if out is not NotImplemented:
+            return out
     if _is_inplace(func) or _is_out(func):
         twin = _functional_twin(func)
         if twin is not None and (twin in TABLE or twin in DEVICE_OPS or twin in decomposition_table):
@@ -372,6 +377,10 @@ def _fallback(func, args, kwargs):
             theirs = cpu_args[i] if i < len(cpu_args) else cpu_kwargs.get(a.name)
             if isinstance(mine, LazyTensor):
                 written.append(_write_into(mine, from_torch(theirs)))
+            elif isinstance(mine, (list, tuple)):  # a mutated list (_foreach_*_): every entry
+                for m, t in zip(mine, theirs):
+                    if isinstance(m, LazyTensor):
+                        _write_into(m, from_torch(t))
     if written and func._schema.returns and func._schema.returns[0].alias_info is not None:
         return written[0] if len(written) == 1 else tuple(written)
     return tree_map(lambda x: wrap(from_torch(x)) if isinstance(x, torch.Tensor) and not isinstance(x, LazyTensor)
