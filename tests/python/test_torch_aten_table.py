@@ -377,6 +377,51 @@ def _(r, op):
             S(_unique(r, *sh, dtype=I64), 2)]
 
 
+@samples(aten.max.default, aten.min.default)
+def _(r, op):
+    sh = r.shape(3)
+    return [S(_unique(r, *sh)), S(_unique(r, *sh, dtype=F64)), S(_unique(r, *sh, dtype=I64)),
+            S(r.b(*sh)), S(r.f())]
+
+
+@samples(aten.isnan.default)
+def _(r, op):
+    sh = r.shape(3)
+    x = r.f(*sh)
+    x.view(-1)[::3] = float("nan")
+    return [S(x, grad=False), S(r.f(*sh, dtype=F64), grad=False), S(r.i(*sh), grad=False)]
+
+
+@samples(aten.log1p.default, prims.log1p.default)
+def _(r, op):
+    sh = r.shape(3)
+    tiny = r.f(*sh, lo=-1e-6, hi=1e-6)  # where log(1 + x) alone would lose every digit
+    return [S(r.f(*sh, lo=-0.9, hi=3.0)), S(r.f(*sh, dtype=F64, lo=-0.9, hi=3.0)), S(tiny),
+            S(r.i(*sh, lo=0, hi=5), grad=False)] if op is aten.log1p.default else \
+        [S(r.f(*sh, lo=-0.9, hi=3.0), grad=False), S(tiny, grad=False)]  # prims: no autograd
+
+
+def _multinomial_check(num_samples, replacement):
+    def check(out, args):
+        probs = args[0]
+        assert out.shape == probs.shape[:-1] + (num_samples,) and out.dtype == I64
+        assert bool(((out >= 0) & (out < probs.shape[-1])).all())
+        picked = torch.gather(probs, -1, out.cpu())
+        assert bool((picked > 0).all())  # never an index of weight 0
+        if not replacement:
+            assert all(len(set(row)) == num_samples for row in out.reshape(-1, num_samples).tolist())
+    return check
+
+
+@samples(aten.multinomial.default)
+def _(r, op):
+    w = r.pos(4, 7)
+    w[:, 2] = 0  # a zero weight is never drawn
+    return [S(w, 3, check=_multinomial_check(3, False), grad=False),
+            S(w, 5, True, check=_multinomial_check(5, True), grad=False),
+            S(r.pos(9, dtype=F64), 2, check=_multinomial_check(2, False), grad=False)]
+
+
 @samples(aten.any.dim)
 def _(r, op):
     sh = r.shape(3)

@@ -254,6 +254,42 @@ def _extreme_dim(x, dim, keepdim, which):
     return _cast(r[0], x.dtype), r[1]
 
 
+@op(aten.max.default)
+def _max_all(cx, x):  # torch.max(x): the largest entry (LBFGS's flat_grad.abs().max())
+    return _cast((x if x.dtype != _C.bool else _C.cast(x, _C.uint8)).amax((), False), x.dtype)
+
+
+@op(aten.min.default)
+def _min_all(cx, x):
+    return _cast((x if x.dtype != _C.bool else _C.cast(x, _C.uint8)).amin((), False), x.dtype)
+
+
+@op(aten.isnan.default)
+def _isnan(cx, x):  # NaN is the only value unequal to itself (max/min's backward asks)
+    return x != x if x.dtype.is_floating_point else _C.zeros_like(x) != 0
+
+
+@op(aten.log1p.default, prims.log1p.default)
+def _log1p(cx, x):
+    # No log1p op in lazytensor: log(u) * x / (u - 1) with u = 1 + x, exact where 1 + x rounds
+    # (Goldberg's trick), x itself where u == 1 and +inf at +inf. binary_cross_entropy's
+    # decomposition calls it (log1p(-p)).
+    if not x.dtype.is_floating_point:
+        x = _cast(x, _C.float32)
+    u = x + 1.0
+    ratio = _C.where(u == 1.0, _C.ones_like(x), x / (u - 1.0))
+    y = u.log() * ratio
+    return _C.where(u == 1.0, x, _C.where(x == math.inf, x, y))
+
+
+@op(aten.multinomial.default)
+def _multinomial(cx, x, num_samples, replacement=False, *, generator=None):
+    if generator is not None:  # a torch.Generator's stream: PyTorch draws (the CPU fallback)
+        raise NotImplementedError("multinomial with a torch.Generator on the lazy device")
+    from .._sampling import multinomial
+    return multinomial(x, num_samples, replacement)
+
+
 @op(aten.max.dim)
 def _max_dim(cx, x, dim, keepdim=False):
     return _extreme_dim(x, dim, keepdim, "max")
