@@ -452,3 +452,26 @@ def test_optimizers_take_their_foreach_paths_like_cuda(rng, make_opt):
         torch.testing.assert_close(p.cpu(), q, rtol=1e-5, atol=1e-6)
     assert lt.metrics.counters()["fallbacks"] == 0
     assert lt.metrics.counters()["graph_compiles"] == compiles
+
+
+def test_sort_argsort_topk_run_on_the_device_with_gradients(rng):
+    """torch.sort/argsort/topk on `lazy` use lazytensor's sort (no CPU fallback): values and
+    indices as on cpu (stable order), and gradients through the values."""
+    x = torch.from_numpy(rng.integers(-3, 4, size=(4, 9)).astype(np.float32))  # ties
+    lt.metrics.reset()
+    for descending in (False, True):
+        v, i = torch.sort(x.to("lazy"), dim=1, descending=descending, stable=True)
+        want_v, want_i = torch.sort(x, dim=1, descending=descending, stable=True)
+        torch.testing.assert_close(v.cpu(), want_v)
+        torch.testing.assert_close(i.cpu(), want_i)
+        torch.testing.assert_close(torch.argsort(x.to("lazy"), dim=0, descending=descending, stable=True).cpu(),
+                                   torch.argsort(x, dim=0, descending=descending, stable=True))
+    distinct = _host(rng, 5, 7)
+    a, b = distinct.clone().requires_grad_(), distinct.to("lazy").requires_grad_()
+    g = _host(rng, 5, 3)
+    torch.topk(a, 3, dim=1).values.mul(g).sum().backward()
+    out = torch.topk(b, 3, dim=1)
+    out.values.mul(g.to("lazy")).sum().backward()
+    torch.testing.assert_close(out.indices.cpu(), torch.topk(distinct, 3, dim=1).indices)
+    torch.testing.assert_close(b.grad.cpu(), a.grad)
+    assert lt.metrics.counters()["fallbacks"] == 0

@@ -18,7 +18,7 @@ import torch
 from torch._decomp import decomposition_table
 from torch.utils._pytree import tree_map
 
-from .. import _C
+from .. import _C, _sorting
 from .aten_table import TABLE
 from .interop import lt_dtype
 from .lazy_foreach import foreach_as_single_ops
@@ -149,6 +149,22 @@ def _alias(x, *rest, **kw):
     return wrap(x._lt.detach())
 
 
+def _sort(x, dim=-1, descending=False, *, stable=False):
+    # lazytensor's sort (the order found on the host: a sync; the values a gather in the graph).
+    # A device handler, not an aten table entry: a compiled graph must not bake one call's order.
+    values, indices = _sorting.sort(x._lt, dim, descending)
+    return wrap(values), wrap(indices)
+
+
+def _sort_stable(x, *, stable=False, dim=-1, descending=False):
+    return _sort(x, dim, descending)
+
+
+def _topk(x, k, dim=-1, largest=True, sorted=True):
+    values, indices = _sorting.topk(x._lt, k, dim, largest, sorted)
+    return wrap(values), wrap(indices)
+
+
 def _clone(x, *, memory_format=None):
     return wrap(x._lt.clone())
 
@@ -255,6 +271,9 @@ DEVICE_OPS = {
     aten.alias.default: _alias,
     aten.lift_fresh.default: lambda x: x,
     aten.clone.default: _clone,
+    aten.sort.default: _sort,
+    aten.sort.stable: _sort_stable,
+    aten.topk.default: _topk,
     aten.fill_.Scalar: _fill,
     aten.fill_.Tensor: _fill,
     aten.zero_.default: _zero,
