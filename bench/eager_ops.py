@@ -6,25 +6,12 @@ the loop); median of rounds. Prints a JSON line and a markdown table (ratio = la
     PYTHONPATH=build/python .venv/bin/python bench/eager_ops.py
 """
 import json
-import statistics
-import time
 
 import numpy as np
 import torch
 
 import lazytensor as lt
-
-
-def per_op_us(f, n=3000, rounds=5):
-    for _ in range(200):
-        f()
-    times = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            f()
-        times.append((time.perf_counter() - t0) / n * 1e6)
-    return statistics.median(times)
+from timing import median_us_per_call
 
 
 def main():
@@ -43,7 +30,8 @@ def main():
             "a[1:5]": (lambda: la[1:5], lambda: ta[1:5]),
         }
         for name, (mine, theirs) in ops.items():
-            rows[f"{name} {list(shape)}"] = (per_op_us(mine), per_op_us(theirs))
+            rows[f"{name} {list(shape)}"] = (median_us_per_call(mine, warmup=200),
+                                                 median_us_per_call(theirs, warmup=200))
     print(json.dumps({k: {"lazytensor_us": v[0], "torch_us": v[1]} for k, v in rows.items()}))
     print("| op | lazytensor cpu us | torch cpu us | ratio |")
     print("| --- | --- | --- | --- |")

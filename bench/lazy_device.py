@@ -10,9 +10,7 @@ contender is lazy). Prints a JSON line and a markdown table; ratios are to the f
 """
 import json
 import pathlib
-import statistics
 import sys
-import time
 
 import numpy as np
 import torch
@@ -21,19 +19,8 @@ import lazytensor as lt
 import lazytensor.torch  # noqa: F401
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "python"))
+from timing import median_ms_per_step, median_us_per_call  # noqa: E402  (bench/)
 from torch_models import GPT  # noqa: E402
-
-
-def per_op_us(f, sync, n=3000, rounds=5):
-    times = []
-    for _ in range(rounds):
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            f()
-        times.append((time.perf_counter() - t0) / n * 1e6)
-        sync()
-    return statistics.median(times)
 
 
 def step_ms(device, steps=10, rounds=3):
@@ -51,14 +38,7 @@ def step_ms(device, steps=10, rounds=3):
         return loss
     for _ in range(3):
         step().item()
-    times = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            loss = step()
-        loss.item()
-        times.append((time.perf_counter() - t0) / steps * 1e3)
-    return statistics.median(times)
+    return median_ms_per_step(step, steps, rounds)
 
 
 def main():
@@ -66,9 +46,9 @@ def main():
     la, lb = lt.randn(16, 16, device="lazy"), lt.randn(16, 16, device="lazy")
     c, d = torch.randn(16, 16), torch.randn(16, 16)
     ops = {
-        "lt API on lazy": per_op_us(lambda: la * lb, lt.mark_step),
-        "torch, device lazy": per_op_us(lambda: a * b, lt.mark_step),
-        "torch eager cpu": per_op_us(lambda: c * d, lambda: None),
+        "lt API on lazy": median_us_per_call(lambda: la * lb, sync=lt.mark_step),
+        "torch, device lazy": median_us_per_call(lambda: a * b, sync=lt.mark_step),
+        "torch eager cpu": median_us_per_call(lambda: c * d),
     }
     steps = {"torch eager cpu": step_ms("cpu"), "torch, device lazy": step_ms("lazy")}
     print(json.dumps({"trace_us_per_op": ops, "gpt_step_ms": steps}))

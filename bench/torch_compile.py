@@ -18,7 +18,6 @@ import copy
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,6 +39,7 @@ import lazytensor.torch  # noqa: E402,F401
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "python"))
 from torch_env import allow_torchvision_import, import_timm  # noqa: E402
+from timing import median_ms_per_step  # noqa: E402  (bench/, the script's own folder)
 from torch_models import GPT  # noqa: E402
 
 DEVICE = "cpu"
@@ -157,15 +157,9 @@ def run(workload, backend, steps, rounds):
     for _ in range(3):
         step()
     step().item()
-    times = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            loss = step()
-        loss.item()  # waits for the device
-        times.append((time.perf_counter() - t0) / steps * 1e3)
+    step_ms = median_ms_per_step(step, steps, rounds)
     del m, model, opt
-    return {"step_ms": statistics.median(times), "first_call_s": first, "first_loss": first_loss}
+    return {"step_ms": step_ms, "first_call_s": first, "first_loss": first_loss}
 
 
 def run_apart(workload, backend, args):

@@ -420,6 +420,31 @@ Tensor gather_node(const Tensor& src, int64_t axis, const Tensor& index) {
   return op_out(Op::Gather, nodes(src.node(), index.node()), std::move(at), d, {&src, nullptr});
 }
 
+Tensor gather_vector(const Tensor& src, int64_t axis, NodePtr index) {
+  const Device& d = common_device("gather", {&src});
+  // The J positions spread to the selection's shape (src's with J at axis) by a reshape and an
+  // expand: a view, so the gather reads each position once per element. Built as nodes, so that
+  // eager devices run the index arithmetic inside the gather's graph, not as ops of its own.
+  index = cast_node(std::move(index), DType::Int64);  // index_select and embedding take int32 too
+  int64_t j = 1;
+  for (int64_t e : index->shape) j *= e;
+  std::vector<int64_t> one(static_cast<size_t>(src.dim()), 1), full = to_vector(src.shape());
+  one[static_cast<size_t>(axis)] = full[static_cast<size_t>(axis)] = j;
+  if (!same_ints(one, index->shape)) {
+    Attrs r;
+    r.ints = to_ints(one);
+    index = make_node(Op::Reshape, nodes(std::move(index)), std::move(r));
+  }
+  if (!same_ints(full, one)) {
+    Attrs e;
+    e.ints = to_ints(full);
+    index = make_node(Op::Expand, nodes(std::move(index)), std::move(e));
+  }
+  Attrs at;
+  at.ints = {axis};
+  return op_out(Op::Gather, nodes(src.node(), std::move(index)), std::move(at), d, {&src, nullptr});
+}
+
 Tensor scatter_add_node(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) {
   const Device& d = common_device("scatter_add", {&base, &index, &src});
   Attrs at;

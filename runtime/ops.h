@@ -104,6 +104,9 @@ Tensor slice_node(const Tensor& a, std::vector<int64_t> start_step_size);
 // The Gather/ScatterAdd primitives (int64 index of the data's rank, axis normalized; no range
 // check): runtime/indexing.h builds gather, scatter_add, index_select and embedding on them.
 Tensor gather_node(const Tensor& src, int64_t axis, const Tensor& index);
+// src's entries at J positions along `axis` (`index`: an integer node of J positions, any shape
+// holding them in order; no range check): src's shape with J at axis.
+Tensor gather_vector(const Tensor& src, int64_t axis, NodePtr index);
 Tensor scatter_add_node(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src);
 
 Tensor operator+(const Tensor& a, const Tensor& b); Tensor operator+(const Tensor& a, Scalar b);
