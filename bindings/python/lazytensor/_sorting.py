@@ -12,6 +12,7 @@ import operator
 import numpy as np
 
 from . import _C, _creation, return_types
+from ._utils import normalize_dim
 
 
 def _descending_keys(a):
@@ -42,12 +43,11 @@ def _host_argsort(x, dim, descending):
 
 
 def _dim(x, dim, what):
-    dim = operator.index(dim)
-    n = max(x.ndim, 1)
-    if not -n <= dim < n:
+    try:
+        return normalize_dim(operator.index(dim), x.ndim)
+    except IndexError as e:
         raise IndexError(f"{what}: dimension {dim} out of range for a tensor of {x.ndim} dims "
-                         f"(shape {tuple(x.shape)})")
-    return dim % n
+                         f"(shape {tuple(x.shape)}): {e}") from None
 
 
 def argsort(x, dim=-1, descending=False, stable=False):

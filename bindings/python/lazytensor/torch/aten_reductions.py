@@ -41,20 +41,24 @@ def _argmin(cx, x, dim=None, keepdim=False):
     return x.argmin(dim, keepdim)
 
 
-def _extreme_dim(x, dim, keepdim, which):
+def _orderable(x):
     # bool has no max/argmax kernel of its own: over uint8 the order and the first hit agree.
-    r = getattr(x if x.dtype != _C.bool else _C.cast(x, _C.uint8), which)(dim, keepdim)
+    return x if x.dtype != _C.bool else _C.cast(x, _C.uint8)
+
+
+def _extreme_dim(x, dim, keepdim, which):
+    r = getattr(_orderable(x), which)(dim, keepdim)
     return _cast(r[0], x.dtype), r[1]
 
 
 @op(aten.max.default)
 def _max_all(cx, x):  # torch.max(x): the largest entry (LBFGS's flat_grad.abs().max())
-    return _cast((x if x.dtype != _C.bool else _C.cast(x, _C.uint8)).amax((), False), x.dtype)
+    return _cast(_orderable(x).amax((), False), x.dtype)
 
 
 @op(aten.min.default)
 def _min_all(cx, x):
-    return _cast((x if x.dtype != _C.bool else _C.cast(x, _C.uint8)).amin((), False), x.dtype)
+    return _cast(_orderable(x).amin((), False), x.dtype)
 
 
 @op(aten.isnan.default)

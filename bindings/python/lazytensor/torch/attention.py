@@ -12,6 +12,7 @@ attention and its VJP, which recomputes the scores as flash attention does), and
 PyTorch implementations for when they run in PyTorch (a split graph).
 """
 import contextlib
+import functools
 from typing import Optional
 
 import torch
@@ -117,13 +118,18 @@ def keep_attention_whole(gm):
 _torch_sdpa = F.scaled_dot_product_attention
 
 
-def _sdpa_while_tracing(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
-                        scale=None, enable_gqa=False):
-    mask_ok = attn_mask is None or not attn_mask.requires_grad
-    if dropout_p == 0.0 and not enable_gqa and mask_ok:
+def sdpa_or(otherwise, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+            scale=None, enable_gqa=False):
+    """F.scaled_dot_product_attention as lazytensor::sdpa where that applies (no dropout, no
+    enable_gqa, a mask without a gradient), else `otherwise` with the same arguments. Used while
+    AOTAutograd traces (otherwise: torch's function) and on the lazy device (its decomposition)."""
+    if dropout_p == 0.0 and not enable_gqa and (attn_mask is None or not attn_mask.requires_grad):
         return torch.ops.lazytensor.sdpa(query, key, value, attn_mask, bool(is_causal), scale)
-    return _torch_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
-                       enable_gqa=enable_gqa)
+    return otherwise(query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
+                     enable_gqa=enable_gqa)
+
+
+_sdpa_while_tracing = functools.partial(sdpa_or, _torch_sdpa)
 
 
 @contextlib.contextmanager

@@ -126,18 +126,15 @@ def _lazy_mark_step(device="", wait=False):
     mark_step()
 
 
-def _sdpa_on_device(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *,
-                    scale=None, enable_gqa=False):
+def _sdpa_on_device(*args, **kwargs):
     """F.scaled_dot_product_attention on `lazy`: lazytensor's fused attention and its VJP (the
-    custom op the torch.compile backend uses, attention.py), registered above autograd because
+    custom op the torch.compile backend uses, attention.sdpa_or), registered above autograd because
     the aten op is composite and would otherwise reach the device as its math decomposition
     (a dozen ops forward and more backward, each a Python dispatch). Dropout, enable_gqa and a
     mask that needs a gradient take PyTorch's decomposition, as before."""
-    if dropout_p == 0.0 and not enable_gqa and (attn_mask is None or not attn_mask.requires_grad):
-        importlib.import_module("lazytensor.torch.attention")  # defines lazytensor::sdpa
-        return torch.ops.lazytensor.sdpa(query, key, value, attn_mask, bool(is_causal), scale)
-    return torch.ops.aten.scaled_dot_product_attention.default.decompose(
-        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+    attention = importlib.import_module("lazytensor.torch.attention")  # defines lazytensor::sdpa
+    return attention.sdpa_or(torch.ops.aten.scaled_dot_product_attention.default.decompose,
+                             *args, **kwargs)
 
 
 def autoload():
