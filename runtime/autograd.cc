@@ -36,6 +36,7 @@ void accumulate(Tensor& slot, const Tensor& g) {
 }  // namespace
 
 bool grad_enabled() { return t_grad_enabled; }
+uint64_t grad_seq_now() { return g_seq.load(); }
 void set_grad_enabled(bool on) { t_grad_enabled = on; }
 
 bool any_requires_grad(const std::vector<Tensor>& ts) {
@@ -95,7 +96,8 @@ namespace {
 // The engine. With `inputs` empty, gradients accumulate into leaves' .grad; otherwise they are
 // returned for `inputs` and nothing is accumulated.
 std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
-                        const std::vector<Tensor>& inputs, bool retain_graph, bool allow_unused) {
+                        const std::vector<Tensor>& inputs, bool retain_graph, bool allow_unused,
+                        bool stop_at_inputs) {
   NoGradGuard no_grad;  // VJP rules build plain (history-free) expressions
   struct Later {
     bool operator()(const GradNode* a, const GradNode* b) const { return a->seq < b->seq; }
@@ -154,7 +156,10 @@ std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tens
     ready.pop();
     Tensor g = pending.at(n);
     pending.erase(n);
-    if (auto it = node_input.find(n); it != node_input.end()) accumulate(results[it->second], g);
+    if (auto it = node_input.find(n); it != node_input.end()) {
+      accumulate(results[it->second], g);
+      if (stop_at_inputs) continue;
+    }
     if (!n->vjp)
       fail(ErrorKind::Runtime, "Trying to backward through the graph a second time (", n->name,
            "), but the saved intermediate values have already been freed. Specify retain_graph=True.");
@@ -179,20 +184,21 @@ std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tens
 }  // namespace
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused,
+                         bool stop_at_inputs) {
   if (inputs.empty()) fail(ErrorKind::Runtime, "autograd.grad: no inputs given");
-  return run(outputs, grad_outputs, inputs, retain_graph, allow_unused);
+  return run(outputs, grad_outputs, inputs, retain_graph, allow_unused, stop_at_inputs);
 }
 
 void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
-  run({root}, {grad_output}, {}, retain_graph, true);
+  run({root}, {grad_output}, {}, retain_graph, true, false);
 }
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_outputs, bool retain_graph) {
   if (roots.empty()) fail(ErrorKind::Runtime, "backward: no tensors given");
   if (!grad_outputs.empty() && grad_outputs.size() != roots.size())
     fail(ErrorKind::Runtime, "backward: got ", grad_outputs.size(), " gradients for ", roots.size(), " tensors");
-  run(roots, grad_outputs, {}, retain_graph, true);
+  run(roots, grad_outputs, {}, retain_graph, true, false);
 }
 
 // --- Tensor's autograd methods ---

@@ -54,10 +54,14 @@ struct EnableGradGuard {
 void record(const Tensor& out, const std::vector<Tensor>& inputs, const char* name, VjpFn vjp);
 bool any_requires_grad(const std::vector<Tensor>& ts);
 
-// Gradients of `outputs` w.r.t. `inputs` (not accumulated into .grad).
+// Gradients of `outputs` w.r.t. `inputs` (not accumulated into .grad). With stop_at_inputs, the
+// gradient of a non-leaf input is its own (what reaches it directly): the engine does not go on
+// into its history, where other inputs could be reached through it.
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
-                         bool allow_unused = false);
+                         bool allow_unused = false, bool stop_at_inputs = false);
+// The seq the next GradNode will get: nodes made before this call have smaller ones.
+uint64_t grad_seq_now();
 // Accumulates d(root)/d(leaf) into every leaf's .grad.
 void backward(const Tensor& root, const Tensor& grad_output = Tensor(), bool retain_graph = false);
 // Several roots at once (PyTorch's torch.autograd.backward(tensors, grad_tensors)); an undefined

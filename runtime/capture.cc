@@ -6,58 +6,13 @@
 #include <unordered_set>
 
 #include "ir/error.h"
+#include "runtime/capture_internal.h"
 #include "runtime/executor.h"
-#include "runtime/index_check.h"
-#include "runtime/rng.h"
 #include "runtime/sync.h"
-#include "runtime/tensor_impl.h"
 
 namespace lt::capture {
 
-enum class Src { Arg, ArgTo, State, StateTo, Const, Scalar, Seed, Offset };
-struct InputSpec {
-  Src kind = Src::Const;
-  int arg = -1;
-  std::weak_ptr<TensorImpl> state;
-  Device device;                      // ArgTo/StateTo: the transfer's target
-  std::shared_ptr<Storage> constant;  // Const
-  DType dtype = DType::Float32;
-  Shape shape;
-  double scalar = 0;  // Scalar (Offset: relative to the generator's offset)
-  int64_t scalar_i = 0;
-};
-
-// A range check of an index whose host data is bound anew on each replay (an argument's, a state
-// tensor's): redone on the new values before the replay runs.
-struct DataCheck {
-  InputSpec data;  // Arg, ArgTo, State or StateTo (the transfer's source holds the same values)
-  IndexCheckSpec spec;
-};
-
 namespace {
-
-// Where a tensor's data came from when a transfer (Tensor::to) made it during the capture.
-struct TransferSource {
-  std::weak_ptr<TensorImpl> src;
-  uint64_t src_birth = 0;
-  const TensorImpl* src_ptr = nullptr;
-  Device device;
-};
-
-// What a running capture has observed.
-struct Session {
-  uint64_t start_birth = 0;
-  RngState rng_start{};
-  std::unordered_map<const TensorImpl*, int> arg_of;     // argument tensor -> its index
-  std::unordered_map<const LeafData*, int> arg_storage;  // argument data at the start -> index
-  std::unordered_map<const LeafData*, std::weak_ptr<TensorImpl>>
-      leaf_owner;  // data -> a tensor over it
-  std::unordered_map<const TensorImpl*, std::weak_ptr<TensorImpl>> seen;  // tensors read as leaves
-  std::unordered_map<const LeafData*, TransferSource> transfers;          // data made by to()
-  int transfer_depth = 0;
-  std::vector<DataCheck> data_checks;
-  std::string broken;  // why the step cannot be replayed (first reason)
-};
 
 std::unique_ptr<Session> g_session;  // guarded by runtime_mutex()
 std::atomic<bool> g_active{false};   // g_session != nullptr, readable without the lock
@@ -76,49 +31,6 @@ void repoint(TensorImpl& t, std::shared_ptr<Storage> s) {
 bool host_backend(const std::string& b) { return b == "cpu" || b == "reference"; }
 
 }  // namespace
-
-// ---- the program ------------------------------------------------------------------------------
-
-enum class Dst { Arg, State, GradOfArg, GradOfState, Fresh };
-struct OutputSpec {
-  Dst kind = Dst::Fresh;
-  int arg = -1;
-  std::weak_ptr<TensorImpl> target;
-};
-
-enum class Ret { Arg, State, Root, Data };
-struct ReturnSpec {
-  Ret kind = Ret::Root;
-  int arg = -1;
-  std::weak_ptr<TensorImpl> state;
-  int root = -1;
-  InputSpec data;  // Data: a materialized tensor made during the step, its data's source
-};
-
-struct Program {
-  bool has_graph = false;
-  Hash128 key;
-  std::string backend;
-  Device device;  // of the graph's roots
-  std::vector<InputSpec> inputs;
-  std::vector<OutputSpec> outputs;
-  std::vector<DType> root_dtypes;
-  std::vector<Shape> root_shapes;
-  std::vector<Device> root_devices;
-  std::vector<ReturnSpec> rets;
-  std::vector<DType> arg_dtypes;
-  std::vector<Shape> arg_shapes;
-  std::vector<Device> arg_devices;
-  int64_t rng_advance = 0;
-  std::vector<DataCheck> data_checks;
-  // Deferred checks of indices computed in the step (without their IR): their stats are the
-  // graph's outputs after `outputs`.
-  std::vector<index_checks::Taken> graph_checks;
-  // On a device backend, the last replay's check stats, read when the next replay starts: reading
-  // them at once would wait for the device every call, so the host could never run ahead of the
-  // GPU (as PyTorch's device-side asserts, such an error surfaces at a later call).
-  std::vector<std::shared_ptr<Storage>> unchecked;
-};
 
 bool active() { return g_active.load(std::memory_order_relaxed); }
 
@@ -184,7 +96,10 @@ Tensor Transfer::done(Tensor result) {
 
 // ---- capture ----------------------------------------------------------------------------------
 
-void begin(const std::vector<Tensor>& args) {
+void begin(const std::vector<Tensor>& args) { begin_session(args, nullptr, 0); }
+
+void begin_session(const std::vector<Tensor>& args, std::shared_ptr<const SavedMap> saved,
+                   uint64_t window_birth) {
   mark_step();  // the step starts with nothing pending: everything pending after it is its work
   std::lock_guard<std::recursive_mutex> g(runtime_mutex());
   if (g_session)
@@ -192,6 +107,10 @@ void begin(const std::vector<Tensor>& args) {
   auto s = std::make_unique<Session>();
   s->start_birth = next_birth();
   s->rng_start = rng_state();
+  s->start_seq = grad_seq_now();
+  s->arg_count = args.size();
+  s->saved = std::move(saved);
+  s->window_birth = window_birth;
   for (size_t i = 0; i < args.size(); ++i) {
     if (!args[i].defined())
       fail(ErrorKind::Runtime, "lt.compile: argument tensor ", i, " is undefined");
@@ -213,8 +132,28 @@ namespace {
 
 // Where the data `d` (a Param leaf's, or a returned tensor's) comes from on a replay; nullopt when
 // its origin is unknown (data from before the step that no tensor read during it owns).
-std::optional<InputSpec> classify_data(const Session& s, const std::shared_ptr<LeafData>& d,
-                                       DType dtype, const Shape& shape) {
+// A backward capture's read of its forward call's data: a saved argument of the backward program
+// (a forward result, a forward argument), or the forward's own source (state, a constant).
+InputSpec saved_input(Session& s, const LeafData* d, const SavedSource& src, DType dtype,
+                      const Shape& shape) {
+  InputSpec in = src.root ? InputSpec{} : src.spec;
+  in.dtype = dtype;
+  in.shape = shape;
+  if (!src.root && src.spec.kind != Src::Arg && src.spec.kind != Src::ArgTo) return in;
+  auto [it, fresh] = s.saved_slot.try_emplace(d, static_cast<int>(s.saved_used.size()));
+  if (fresh) s.saved_used.push_back(src.root ? SavedRef{true, src.index} : SavedRef{false, src.spec.arg});
+  in.kind = src.root || src.spec.kind == Src::Arg ? Src::Arg : Src::ArgTo;
+  in.arg = static_cast<int>(s.arg_count) + it->second;
+  return in;
+}
+
+std::optional<InputSpec> classify_data(Session& s, const std::shared_ptr<LeafData>& d, DType dtype,
+                                       const Shape& shape) {
+  if (s.saved)
+    if (auto m = s.saved->find(d.get()); m != s.saved->end())
+      return saved_input(s, d.get(), m->second, dtype, shape);
+  // State is what existed before the step; a backward capture's step starts at its forward call.
+  const uint64_t state_before = s.saved ? s.window_birth : s.start_birth;
   InputSpec in;
   in.dtype = dtype;
   in.shape = shape;
@@ -226,7 +165,7 @@ std::optional<InputSpec> classify_data(const Session& s, const std::shared_ptr<L
       in.arg = a->second;
       return in;
     }
-    if (src.src_birth < s.start_birth) {
+    if (src.src_birth < state_before) {
       in.kind = Src::StateTo;
       in.state = src.src;
       return in;
@@ -241,7 +180,7 @@ std::optional<InputSpec> classify_data(const Session& s, const std::shared_ptr<L
     return in;
   }
   if (auto o = s.leaf_owner.find(d.get()); o != s.leaf_owner.end()) {
-    if (auto owner = o->second.lock(); owner && owner->birth < s.start_birth) {
+    if (auto owner = o->second.lock(); owner && owner->birth < state_before) {
       if (auto a = s.arg_of.find(owner.get()); a != s.arg_of.end()) {
         in.kind = Src::Arg;
         in.arg = a->second;
@@ -277,6 +216,11 @@ void note_index_check(const IndexCheckSpec& spec, const Tensor& index) {
 }
 
 Captured end(const std::vector<Tensor>& args, const std::vector<Tensor>& rets) {
+  return end_session(args, rets, nullptr);
+}
+
+Captured end_session(const std::vector<Tensor>& args, const std::vector<Tensor>& rets,
+                     std::vector<SavedRef>* saved_used) {
   std::unique_lock<std::recursive_mutex> lock(runtime_mutex());
   g_active.store(false, std::memory_order_relaxed);
   std::unique_ptr<Session> session = std::move(g_session);
@@ -347,6 +291,7 @@ Captured end(const std::vector<Tensor>& args, const std::vector<Tensor>& rets) {
       rng_scalar[n->inputs[0].get()] = Src::Seed;
       rng_scalar[n->inputs[1].get()] = Src::Offset;
     }
+  std::unordered_map<const LeafData*, InputSpec> input_of;  // a training forward's, for its backward
   for (const Node* n : rec.graph.inputs) {
     if (n->op == Op::Scalar) {
       InputSpec in;
@@ -365,6 +310,7 @@ Captured end(const std::vector<Tensor>& args, const std::vector<Tensor>& rets) {
     if (!in)
       return Captured{nullptr,
                       "a graph input holds data from before the step that no tensor it read owns"};
+    if (ret_requires_grad) input_of.emplace(n->data.get(), *in);
     prog->inputs.push_back(std::move(*in));
   }
 
@@ -403,11 +349,6 @@ Captured end(const std::vector<Tensor>& args, const std::vector<Tensor>& rets) {
     }
     prog->outputs.push_back(std::move(o));
   }
-  if (ret_requires_grad && !has_grads)
-    return Captured{
-        nullptr,
-        "it returns tensors that require grad and runs no backward(): their autograd history "
-        "cannot be replayed (compile the whole training step, or call it under no_grad)"};
 
   // Return values.
   for (const Tensor& r : rets) {
@@ -433,6 +374,13 @@ Captured end(const std::vector<Tensor>& args, const std::vector<Tensor>& rets) {
     }
     prog->rets.push_back(std::move(rs));
   }
+  // A training forward (returns that require grad, no backward run in the step): its backward is
+  // compiled too, as AOTAutograd does, so replays return tensors whose backward replays.
+  if (ret_requires_grad && !has_grads) {
+    std::string why = attach_backward(*prog, s, args, rets, pending, input_of);
+    if (!why.empty()) return Captured{nullptr, std::move(why)};
+  }
+  if (saved_used) *saved_used = std::move(s.saved_used);
   return Captured{std::move(prog), ""};
 }
 
@@ -592,7 +540,7 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
   };
   for (size_t j = 0; j < p.outputs.size(); ++j) {
     const OutputSpec& o = p.outputs[j];
-    if (o.kind == Dst::Fresh || !targets[j]) continue;
+    if (o.kind == Dst::Fresh || o.kind == Dst::Saved || !targets[j]) continue;
     if (o.kind == Dst::Arg || o.kind == Dst::State) {
       repoint(*targets[j], outs[j]);
     } else {
@@ -621,6 +569,8 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
       }
     }
   }
+  if (!p.backward.empty())
+    link_backward(p, result, [&](int j) { return Tensor(fresh_root(static_cast<size_t>(j))); }, args);
   // Indices computed in the step: raised once everything is assigned, as a sync raises them; on a
   // device backend at the next call (Program::unchecked).
   if (p.has_graph && !host_backend(p.backend)) {

@@ -7,8 +7,9 @@
 // executable without re-running Python, re-tracing or re-hashing.
 //
 // A capture is "broken", and its step not replayable, when the Python code depended on a value
-// (a sync or a host read mid-capture), ran an eager op, or left autograd history escaping through
-// its results: the step then simply ran as plain lazy code, and stays correct.
+// (a sync or a host read mid-capture) or ran an eager op: the step then simply ran as plain lazy
+// code, and stays correct. A step that returns autograd history (a training forward) gets its
+// backward compiled too (runtime/capture_backward.cc).
 //
 // Index range checks (runtime/index_check.h) are replayed too: a check of an index whose host
 // data is an argument's or a state tensor's is redone on the new values before each replay runs

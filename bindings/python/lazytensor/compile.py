@@ -22,11 +22,13 @@ state tensor the program reads is alive with its shape, dtype and device: otherw
 What a compiled call means on `lazy`:
   * the call is one graph: `mark_step()` and `optimizer.step()`'s sync inside it are deferred to its
     end, where everything still pending is computed (returned tensors come back materialized);
-  * returned tensors are detached on replays (their autograd history is not replayed). A function
-    that returns tensors requiring grad without running backward() itself (a forward pass under
-    grad mode, e.g. a compiled module in training) is therefore never replayed: it runs as plain
-    lazy code, which is correct and as fast as without lt.compile. Compile the whole training step
-    (forward, backward, optimizer step) to save host time, or run inference under `lt.no_grad()`;
+  * a function that returns tensors requiring grad without running backward() itself (a forward
+    pass under grad mode, e.g. a compiled module in training) has its backward compiled too, as
+    torch.compile's AOTAutograd does (runtime/capture_backward.cc): every call returns tensors whose
+    autograd node replays the compiled backward, so neither pass traces an op on a replay. Each
+    call keeps its own saved activations (two forwards before one backward work as in PyTorch);
+    `backward()` twice needs `retain_graph=True`. Returned tensors that do not require grad, and
+    the returns of a step that runs backward() itself, come back detached;
   * dropout and other random draws take new values on each replay, from the same generator stream
     that running the Python code would have drawn from;
   * index range checks (embedding, gather, index_select, scatter_add, indexing with integer
