@@ -39,6 +39,23 @@ class HostBuffer : public Buffer {
   bool on_host() const override { return true; }
 };
 
+// A contiguous part of a runtime-owned host buffer: the memory of a view (a reshape or a contiguous
+// slice of materialized data shares its base's memory, as PyTorch's views do). It keeps the
+// parent alive, so the parent is never donated while it exists, and it is not runtime_owned, so no
+// graph writes a result into it (and through it into its base).
+class HostSubBuffer : public Buffer {
+ public:
+  HostSubBuffer(BufferPtr parent, size_t offset, size_t bytes);
+  bool on_host() const override { return true; }
+  bool runtime_owned() const override { return false; }
+  const BufferPtr& parent() const { return parent_; }
+  size_t offset() const { return offset_; }
+
+ private:
+  BufferPtr parent_;
+  size_t offset_;
+};
+
 // One runtime input of an executable: a buffer, or a scalar value (Scalar leaves).
 // With donated_output >= 0 the executable writes that plan buffer (an Output paired with this
 // input in Plan::donations) into this input's memory instead of allocating it, and returns null

@@ -17,4 +17,13 @@ HostBuffer::HostBuffer(size_t bytes) {
 
 HostBuffer::~HostBuffer() { std::free(data_); }
 
+HostSubBuffer::HostSubBuffer(BufferPtr parent, size_t offset, size_t bytes)
+    : parent_(std::move(parent)), offset_(offset) {
+  if (!parent_ || !parent_->on_host() || offset > parent_->bytes() || bytes > parent_->bytes() - offset)
+    fail(ErrorKind::Runtime, "internal: a host sub-buffer of ", bytes, " bytes at ", offset,
+         " does not lie inside its parent");
+  data_ = static_cast<unsigned char*>(parent_->data()) + offset;
+  bytes_ = bytes;
+}
+
 }  // namespace lt

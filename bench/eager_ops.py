@@ -28,6 +28,9 @@ def main():
             "a.sum(1)": (lambda: la.sum(1), lambda: ta.sum(1)),
             "a @ b": (lambda: la @ lb, lambda: ta @ tb),
             "a[1:5]": (lambda: la[1:5], lambda: ta[1:5]),
+            "a[3]": (lambda: la[3], lambda: ta[3]),
+            "a.reshape(-1)": (lambda: la.reshape(-1), lambda: ta.reshape(-1)),
+            "a.t()": (lambda: la.t(), lambda: ta.t()),
         }
         for name, (mine, theirs) in ops.items():
             rows[f"{name} {list(shape)}"] = (median_us_per_call(mine, warmup=200),

@@ -10,6 +10,7 @@
 #include "ir/error.h"
 #include "runtime/autograd.h"
 #include "runtime/index_check.h"
+#include "runtime/memory_views.h"
 #include "runtime/ops.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/views.h"
@@ -100,8 +101,11 @@ Tensor slice_positions(int64_t count, int64_t step, const Device& device) {
 // computed values (a fused q/k/v split) and of tensors that need a gradient keep the start in
 // the graph: their offsets do not move, and the affine slice fuses better and differentiates to
 // a pad rather than a scatter.
-bool start_at_run_time(const Tensor& a, int64_t start, int64_t count) {
-  return start != 0 && count > 0 && !a.is_pending() && !a.requires_grad();
+// On an eager host device, a slice that shares its base's memory (runtime/memory_views.h) costs
+// nothing at any offset: it keeps the static form.
+bool start_at_run_time(const Tensor& a, int64_t dim, int64_t start, int64_t step, int64_t count) {
+  return start != 0 && count > 0 && !a.is_pending() && !a.requires_grad() &&
+         !slice_shares_memory(*a.impl(), dim, step, count);
 }
 
 Tensor slice_with_run_time_start(const Tensor& a, int64_t dim, int64_t start, int64_t step, int64_t count) {
@@ -124,7 +128,7 @@ Tensor slice(const Tensor& a, int64_t dim, std::optional<int64_t> start, std::op
   int64_t s = start ? clampi(*start) : 0, e = end ? clampi(*end) : n;
   int64_t size = e > s ? (e - s + step - 1) / step : 0;
   if (!size) s = 0;
-  Tensor value = start_at_run_time(a, s, size) ? slice_with_run_time_start(a, dim, s, step, size)
+  Tensor value = start_at_run_time(a, dim, s, step, size) ? slice_with_run_time_start(a, dim, s, step, size)
                                                : slice_dim_prim(a, dim, s, step, size);
   return link_view(a, value, {ViewStep::Kind::Slice, {}, {dim, s, step, size}});
 }

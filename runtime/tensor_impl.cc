@@ -1,6 +1,7 @@
 #include "ir/pool.h"
 #include "runtime/capture.h"
 #include "runtime/executor.h"
+#include "runtime/memory_views.h"
 #include "runtime/metrics_state.h"
 #include "runtime/profile.h"
 #include "runtime/tensor_impl.h"
@@ -17,6 +18,8 @@ std::shared_ptr<TensorImpl> make_tensor(NodePtr node, const Device& device) {
     profile::note_traced_op();
     t->pending = std::move(node);
     registry_add(t.get());
+  } else if (auto shared = shared_view_storage(*node)) {  // a view of host data: no kernel
+    t->storage = std::move(shared);
   } else {
     t->storage = execute_graph({node.get()}, device.backend_name(), SyncReason::Eager).at(0);
   }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backends/cpu/onednn_engine.h"
+#include "backends/cpu/small_gemm.h"
 #include "backends/cpu/transpose.h"
 #include "ir/error.h"
 
@@ -105,6 +106,7 @@ bool onednn_gemm_available() { return true; }
 OnednnGemm::OnednnGemm(const Gemm& g) : g_(g) {
   if (g.dtype != DType::Float32)
     fail(ErrorKind::NotImplemented, "not implemented: gemm in ", dtype_name(g.dtype), " on cpu (oneDNN: float32 only)");
+  if (small_gemm_fits(g)) return;  // run() uses the loop: no primitive
   // Keyed by everything the primitive depends on; offsets are applied to the pointers instead.
   std::vector<int64_t> key = {g.M, g.N, g.K, g.a_rs, g.a_cs, g.b_rs, g.b_cs};
   for (size_t i = 0; i < g.batch.size(); ++i) key.insert(key.end(), {g.batch[i], g.a_batch_stride[i], g.b_batch_stride[i]});
@@ -152,6 +154,11 @@ void OnednnGemm::run(const void* a, const void* b, void* out) const {
   const size_t es = dtype_size(g_.dtype);
   auto* pa = const_cast<char*>(static_cast<const char*>(a)) + g_.a_offset * es;
   auto* pb = const_cast<char*>(static_cast<const char*>(b)) + g_.b_offset * es;
+  if (!impl_) {
+    small_gemm(g_, reinterpret_cast<const float*>(pa), reinterpret_cast<const float*>(pb),
+               static_cast<float*>(out));
+    return;
+  }
   if (impl_->pack) {
     // Per thread: executables on several threads may run this Gemm at once.
     thread_local std::vector<float> scratch_a, scratch_b;

@@ -1,5 +1,6 @@
 // Gemm plan steps on the CPU through oneDNN's matmul primitive (float32). Primitives are created
 // once per distinct (dtype, shapes, strides) and shared by every executable that needs them.
+// Products small enough for backends/cpu/small_gemm.h run as its loop instead (no primitive).
 #pragma once
 #include <memory>
 

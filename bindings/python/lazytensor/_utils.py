@@ -73,6 +73,9 @@ def size_args(args, what="size"):
     """`f(2, 3)`, `f((2, 3))` and `f([2, 3])` all give [2, 3]."""
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = args[0]
+    # Plain ints (the common case) need no checks: a view op's Python cost is most of an eager one.
+    if all(type(v) is int for v in args):
+        return list(args)
     return [_index(v, what) for v in args]
 
 

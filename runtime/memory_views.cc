@@ -1,0 +1,101 @@
+#include "runtime/memory_views.h"
+
+#include "runtime/tensor_impl.h"
+
+namespace lt {
+namespace {
+
+// Where a value lies: bytes from `offset` on in `root`, a runtime-owned host buffer.
+struct Region {
+  BufferPtr root;
+  size_t offset = 0;
+  const std::string* backend = nullptr;
+};
+
+// Whether slice attributes (start, step, count per dimension) over `in` select one contiguous
+// run of row-major elements; `first` is then that run's first element.
+bool contiguous_slice(const Shape& in, const IntList& sss, int64_t& first) {
+  const size_t rank = in.size();
+  if (sss.size() != 3 * rank) return false;
+  auto whole = [&](size_t d) { return sss[3 * d] == 0 && sss[3 * d + 2] == in[d]; };
+  size_t k = rank;  // the last dimension not taken whole
+  for (size_t d = rank; d-- > 0;)
+    if (!whole(d)) {
+      k = d;
+      break;
+    }
+  if (k == rank) {
+    first = 0;
+    return true;
+  }
+  if (sss[3 * k + 1] != 1 && sss[3 * k + 2] > 1) return false;
+  for (size_t d = 0; d < k; ++d)
+    if (sss[3 * d + 2] != 1) return false;
+  int64_t stride = 1;
+  first = 0;
+  for (size_t d = rank; d-- > 0;) {
+    first += sss[3 * d] * stride;
+    stride *= in[d];
+  }
+  return true;
+}
+
+bool region_of(const Node& n, Region& r) {
+  switch (n.op) {
+    case Op::Param: {
+      const auto* s = static_cast<const Storage*>(n.data.get());
+      if (!s || !s->buffer || !s->buffer->on_host()) return false;
+      if (const auto* sub = dynamic_cast<const HostSubBuffer*>(s->buffer.get())) {
+        r.root = sub->parent();
+        r.offset = sub->offset();
+      } else if (s->buffer->runtime_owned()) {
+        r.root = s->buffer;
+        r.offset = 0;
+      } else {
+        return false;  // a NumPy array's or DLPack producer's memory: its owner's rules apply
+      }
+      r.backend = &s->backend;
+      return true;
+    }
+    case Op::Reshape:
+      return region_of(*n.inputs[0], r);
+    case Op::Slice: {
+      int64_t first = 0;
+      if (!contiguous_slice(n.inputs[0]->shape, n.attrs.ints, first) || !region_of(*n.inputs[0], r))
+        return false;
+      r.offset += static_cast<size_t>(first) * dtype_size(n.dtype);
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<Storage> shared_view_storage(const Node& n) {
+  if (n.op != Op::Reshape && n.op != Op::Slice) return nullptr;
+  const size_t bytes = static_cast<size_t>(numel(n.shape)) * dtype_size(n.dtype);
+  Region r;
+  if (bytes == 0 || !region_of(n, r)) return nullptr;
+  auto s = std::make_shared<Storage>();
+  s->backend = *r.backend;
+  if (r.offset == 0 && bytes == r.root->bytes())
+    s->buffer = r.root;
+  else
+    s->buffer = std::make_shared<HostSubBuffer>(r.root, r.offset, bytes);
+  return s;
+}
+
+bool slice_shares_memory(const TensorImpl& a, int64_t dim, int64_t step, int64_t count) {
+  if (a.device.is_lazy() || a.pending || !a.storage || !a.storage->buffer ||
+      !a.storage->buffer->on_host() || (step != 1 && count > 1))
+    return false;
+  if (!a.storage->buffer->runtime_owned() && !dynamic_cast<const HostSubBuffer*>(a.storage->buffer.get()))
+    return false;
+  for (int64_t d = 0; d < dim; ++d)
+    if (a.shape[static_cast<size_t>(d)] != 1) return false;
+  return true;
+}
+
+}  // namespace lt

@@ -1,0 +1,108 @@
+"""Eager views that share memory (runtime/memory_views.h) and small products without oneDNN
+(backends/cpu/small_gemm.h): on `cpu`, a reshape or a contiguous slice of materialized data is its
+base's memory, as in PyTorch, so it runs no kernel and compiles nothing at any offset; values,
+view semantics (writes through either side) and gradients stay PyTorch's."""
+import numpy as np
+import pytest
+import torch
+
+import lazytensor as lt
+
+M = lt.metrics
+
+
+def _rand(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("index", [
+    (slice(1, 5),), (3,), (slice(None), ), (0, slice(2, 7)), (2, 1), (slice(4, 5), slice(1, 3)),
+    (slice(None), slice(1, 3)), (slice(0, 6, 2),), (Ellipsis, 2), (slice(2, 2),),
+])
+def test_slices_and_selects_match_torch(index):
+    rng = np.random.default_rng(0)
+    a = _rand(rng, 6, 8, 3)
+    got = lt.tensor(a)[index]
+    want = torch.from_numpy(a)[index]
+    assert tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_contiguous_views_share_the_base_memory_and_others_copy():
+    rng = np.random.default_rng(1)
+    base = lt.tensor(_rand(rng, 6, 8))
+    mem = base.numpy()
+    for view in (base[1:5], base[3], base.reshape(48), base.view(2, 24), base[2:4].reshape(-1)[3:9],
+                 base.narrow(0, 2, 3), base.unsqueeze(0)[0, 4]):
+        assert np.shares_memory(view.numpy(), mem)
+    for copy in (base[:, 1:3], base[::2], base.t()):
+        assert not np.shares_memory(copy.numpy(), mem)
+    # A write through NumPy reaches every view, as with torch.
+    row = base[2]
+    mem[2, 5] = 123.0
+    assert row.numpy()[5] == 123.0 and base[1:3].numpy()[1, 5] == 123.0
+
+
+def test_view_semantics_survive_writes_to_either_side():
+    rng = np.random.default_rng(2)
+    a_np = _rand(rng, 5, 4)
+    a, ta = lt.tensor(a_np), torch.from_numpy(a_np.copy())
+    v, tv = a[1:3], ta[1:3]
+    flat, tflat = a.reshape(-1), ta.reshape(-1)
+    v.mul_(10)
+    tv.mul_(10)
+    a.add_(1)
+    ta.add_(1)
+    flat[0] = -7.0
+    tflat[0] = -7.0
+    for got, want in ((a, ta), (v, tv), (flat, tflat)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    # The memory the view shared is not written in place under it: a result computed from a base
+    # whose memory a view holds goes to new memory.
+    keep = a[0].clone()
+    row = a[0]
+    a.copy_(a * 3)
+    np.testing.assert_allclose(row.numpy(), (keep * 3).numpy(), rtol=1e-6)
+
+
+def test_gradients_through_shared_views_match_torch():
+    rng = np.random.default_rng(3)
+    x_np = _rand(rng, 4, 6)
+    x = lt.tensor(x_np, requires_grad=True)
+    tx = torch.from_numpy(x_np.copy()).requires_grad_()
+    for lib, t in ((lt, x), (torch, tx)):
+        (t[1:3].reshape(12).sin().sum() + (t[2] * t[3]).sum()).backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_slicing_a_corpus_at_many_offsets_compiles_nothing():
+    data = lt.tensor(np.random.default_rng(4).integers(0, 50, 2000))
+    _ = lt.stack([data[0:32], data[5:37]])  # warm the stack kernel
+    before = M.counters()
+    rows = [data[i:i + 32] for i in range(0, 1500, 13)]
+    after = M.counters()
+    assert after["graph_compiles"] == before["graph_compiles"]
+    assert after["kernel_launches"] == before["kernel_launches"]
+    np.testing.assert_array_equal(rows[7].numpy(), data.numpy()[91:123])
+
+
+@pytest.mark.parametrize("shapes", [
+    ((16, 16), (16, 16), False, False), ((7, 5), (5, 9), False, False), ((3, 4), (9, 4), False, True),
+    ((6, 3), (6, 8), True, False), ((2, 3, 4, 5), (5, 6), False, False),
+    ((2, 1, 4, 5), (3, 5, 2), False, False), ((1, 8), (8, 1), False, False),
+    ((12, 10), (8, 12), True, True), ((40, 40), (40, 40), False, False),
+])
+def test_products_small_and_large_match_numpy_float64(shapes):
+    """Below small_gemm's bound the loop runs, above it oneDNN: both against float64."""
+    (sa, sb, ta, tb) = shapes
+    rng = np.random.default_rng(5)
+    a_np, b_np = _rand(rng, *sa), _rand(rng, *sb)
+    a, b = lt.tensor(a_np), lt.tensor(b_np)
+    a64, b64 = a_np.astype(np.float64), b_np.astype(np.float64)
+    if ta:
+        a, a64 = a.transpose(-1, -2), np.swapaxes(a64, -1, -2)
+    if tb:
+        b, b64 = b.transpose(-1, -2), np.swapaxes(b64, -1, -2)
+    for dev in ("cpu", "lazy"):
+        got = (a.to(dev) @ b.to(dev)).numpy()
+        np.testing.assert_allclose(got, np.matmul(a64, b64), rtol=1e-5, atol=1e-5)
