@@ -87,6 +87,31 @@ std::shared_ptr<Storage> shared_view_storage(const Node& n) {
   return s;
 }
 
+namespace {
+
+bool movement(Op op) {
+  return op == Op::Permute || op == Op::Expand || op == Op::Slice || op == Op::Reshape;
+}
+
+// Whether `n` reads only data and run-time scalars through movement, gathers and index arithmetic
+// (a slice whose start is read at run time is a gather at positions + start), in a few nodes.
+bool recomputable(const Node& n, int& budget) {
+  if (--budget < 0) return false;
+  if (n.op == Op::Param) return n.data != nullptr;
+  if (n.op == Op::Scalar) return true;
+  if (!movement(n.op) && n.op != Op::Gather && n.op != Op::Add) return false;
+  for (const NodePtr& in : n.inputs)
+    if (!recomputable(*in, budget)) return false;
+  return true;
+}
+
+}  // namespace
+
+bool deferred_view(const Node& n) {
+  int budget = 8;
+  return (movement(n.op) || n.op == Op::Gather) && recomputable(n, budget);
+}
+
 bool slice_shares_memory(const TensorImpl& a, int64_t dim, int64_t step, int64_t count) {
   if (a.device.is_lazy() || a.pending || !a.storage || !a.storage->buffer ||
       !a.storage->buffer->on_host() || (step != 1 && count > 1))

@@ -20,6 +20,8 @@ std::shared_ptr<TensorImpl> make_tensor(NodePtr node, const Device& device) {
     registry_add(t.get());
   } else if (auto shared = shared_view_storage(*node)) {  // a view of host data: no kernel
     t->storage = std::move(shared);
+  } else if (deferred_view(*node)) {  // a strided view: computed where it is read
+    t->pending = std::move(node);
   } else {
     t->storage = execute_graph({node.get()}, device.backend_name(), SyncReason::Eager).at(0);
   }

@@ -106,3 +106,35 @@ def test_products_small_and_large_match_numpy_float64(shapes):
     for dev in ("cpu", "lazy"):
         got = (a.to(dev) @ b.to(dev)).numpy()
         np.testing.assert_allclose(got, np.matmul(a64, b64), rtol=1e-5, atol=1e-5)
+
+
+def test_strided_views_run_no_kernel_and_fuse_into_their_reader():
+    """A transpose, an expand or a column slice of data is computed inside the op that reads it
+    (deferred_view): x @ w.t() is one run, with w read transposed, as PyTorch reads the strides."""
+    rng = np.random.default_rng(6)
+    x_np, w_np = _rand(rng, 8, 5), _rand(rng, 7, 5)
+    x, w = lt.tensor(x_np), lt.tensor(w_np)
+    before = M.counters()["kernel_launches"]
+    wt, col, wide = w.t(), w[:, 1:4], w[:1].expand(4, 5)
+    assert M.counters()["kernel_launches"] == before
+    np.testing.assert_allclose((x @ wt).numpy(), x_np @ w_np.T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(col.numpy(), w_np[:, 1:4])
+    np.testing.assert_array_equal(wide.numpy(), np.broadcast_to(w_np[:1], (4, 5)))
+    # Views of views, writes through them, and the base written after: PyTorch's values.
+    tw = torch.from_numpy(w_np.copy())
+    v, tv = w.t()[1:3], tw.t()[1:3]
+    v.mul_(2)
+    tv.mul_(2)
+    w.add_(1)
+    tw.add_(1)
+    np.testing.assert_allclose(v.numpy(), tv.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(w.numpy(), tw.numpy(), rtol=1e-6)
+
+
+def test_column_slices_at_many_offsets_compile_a_few_kernels():
+    data = lt.tensor(np.random.default_rng(7).standard_normal((16, 300)).astype(np.float32))
+    outs = [(data[:, i:i + 8] * 2.0).sum() for i in range(3)]  # warm-up
+    c0 = M.counters()["graph_compiles"]
+    outs = [(data[:, i:i + 8] * 2.0).sum().item() for i in range(3, 103)]
+    assert M.counters()["graph_compiles"] - c0 <= 2
+    np.testing.assert_allclose(outs[50], (data.numpy()[:, 53:61] * 2).sum(), rtol=1e-5)

@@ -140,9 +140,12 @@ class _TensorMethods:
     swapdims = swapaxes
 
     def t(self):
-        if self.ndim > 2:
-            raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
-        return self.T
+        n = self.ndim
+        if n == 2:  # the common case first: one C++ call
+            return self.transpose(0, 1)
+        if n > 2:
+            raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {n}D")
+        return self
 
     def __deepcopy__(self, memo):
         """A copy with its own values (`copy.deepcopy(model.state_dict())`), keeping the subclass

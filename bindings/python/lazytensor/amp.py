@@ -28,6 +28,7 @@ Autocast is off by default and then costs one global integer check per hooked op
 """
 import functools
 import inspect
+import os
 import sys
 import threading
 
@@ -199,7 +200,9 @@ def _same_signature(fn, slow):
            f"    if not _amp._active:\n"
            f"        return _fn({call})\n"
            f"    return _slow({call})\n")
-    exec(compile(src, f"<lazytensor.amp hook of {fn.__qualname__}>", "exec"), scope)
+    # A file name under the package: source locations skip the frame as lazytensor's own.
+    where = os.path.join(os.path.dirname(__file__), f"<autocast hook of {fn.__qualname__}>")
+    exec(compile(src, where, "exec"), scope)
     fast = scope[fn.__name__]
     fast.__defaults__ = fn.__defaults__
     fast.__kwdefaults__ = fn.__kwdefaults__
