@@ -13,7 +13,8 @@
 #    PyTorch CUDA; check_dlpack_cuda.py (sharing memory with PyTorch); check_attention_cuda.py; check_trig_cuda.py
 #    (float32 sin/cos in ulps); check_torch_compile_cuda.py (torch.compile(backend="lazytensor") on
 #    CUDA models against eager CUDA); check_lazy_device_cuda.py (torch code with device="lazy" on
-#    lazytensor's CUDA backend against the same code on "cuda");
+#    lazytensor's CUDA backend against the same code on "cuda"); check_compile_training_cuda.py
+#    (lt.compile(module) training on lazy:cuda, eager cuda views);
 # 4. runs the benchmarks, bench/gpu.py and bench/torch_compile.py --device cuda (TORCH_BENCH_ARGS
 #    overrides its "--steps 10 --rounds 3"). The two bench scripts together need most of one
 #    call's 10 minutes: run STAGES="build cpp py" and STAGES="bench" as two calls.
@@ -233,6 +234,10 @@ if [ "$built" -eq 1 ] && [ -d "$BUILD/python/lazytensor" ]; then
     rc=$?
     tail -n 6 "$OUT/lazy_device_cuda.log"
     record "torch device \"lazy\" models vs eager CUDA (check_lazy_device_cuda.py)" "$rc"
+    LD_PRELOAD="$TRACE_SO" timeout 200 "$PY" -u -X faulthandler tests/gpu/check_compile_training_cuda.py >"$OUT/compile_training_cuda.log" 2>&1
+    rc=$?
+    tail -n 6 "$OUT/compile_training_cuda.log"
+    record "lt.compile training and eager views on CUDA (check_compile_training_cuda.py)" "$rc"
   fi
   if stage bench; then
     # CUDA_CACHE_DISABLE=1: NVRTC (CUDA 13) keeps compiled kernels in ~/.nv/ComputeCache, which the
