@@ -159,7 +159,17 @@ Tensor select(const Tensor& a, int64_t dim, int64_t index) {
     fail(ErrorKind::Index, "select: index ", index, " is out of range for dimension ", dim, " with size ", n,
          " (shape ", shape_str(a.shape()), ")");
   if (index < 0) index += n;
-  return slice(a, dim, index, index + 1, 1).squeeze(dim);
+  Tensor row = slice(a, dim, index, index + 1, 1);
+  // A row that shares its base's memory (runtime/memory_views.h) drops the dimension as data over
+  // the same storage: no second traced op (half of an eager x[i]'s cost).
+  const TensorImpl& r = *row.impl();
+  if (r.storage && !r.pending && !row.requires_grad()) {
+    Shape shape = r.shape;
+    shape.erase(shape.begin() + dim);
+    return link_view(row, Tensor(make_data_tensor(r.storage, r.dtype, std::move(shape), r.device)),
+                     {ViewStep::Kind::Reshape});
+  }
+  return row.squeeze(dim);
 }
 
 Tensor flip(const Tensor& a, std::vector<int64_t> dims) {

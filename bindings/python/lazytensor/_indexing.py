@@ -273,11 +273,8 @@ def getitem(self, index):
     # The commonest forms first, without building an entry list: x[i] and x[a:b(:c)] with plain
     # ints (per-op cost is most of a small eager slice; issue 32's eager row).
     kind = type(index)
-    if kind is int and self.ndim > 0:
-        n = self.shape[0]
-        if not -n <= index < n:
-            raise IndexError(f"index {index} is out of bounds for dimension 0 with size {n}")
-        return _C.select(self, 0, index)
+    if kind is int:
+        return self._getitem_int(index)
     if kind is slice and self.ndim > 0:
         start, stop, step = index.start, index.stop, index.step
         if (start is None or type(start) is int) and (stop is None or type(stop) is int) and \

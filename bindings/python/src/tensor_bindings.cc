@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "runtime/indexing.h"
 #include "runtime/tensor_impl.h"
 
 namespace lt::python {
@@ -108,6 +109,18 @@ void init_tensor(py::module_& m) {
       .def("_assign_result", [](Tensor& t, const Tensor& v) { t.assign_result(v); }, py::arg("value"))
       // The values as int64 when they already are on the host (a cpu tensor, or materialized lazy
       // data in host memory): no sync, no transfer. None otherwise. Used to range-check indices.
+      // x[i] with a plain int (lazytensor/_indexing.py's fast path): the bounds check with
+      // PyTorch's getitem messages, then select, in one call.
+      .def("_getitem_int", [](const Tensor& t, int64_t i) {
+        if (t.dim() == 0)
+          throw py::index_error("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                                "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number");
+        const int64_t n = t.shape()[0];
+        if (i < -n || i >= n)
+          throw py::index_error("index " + std::to_string(i) + " is out of bounds for dimension 0 with size " +
+                                std::to_string(n));
+        return select(t, 0, i);
+      }, py::arg("index"))
       .def("_host_int_values", [](const Tensor& t) -> py::object {
         const auto& impl = t.impl();
         if (t.is_pending() || !impl->storage || !impl->storage->buffer || !impl->storage->buffer->on_host())
