@@ -207,11 +207,13 @@ Tensor pad_dim(const Tensor& a, int64_t dim, int64_t before, int64_t after, doub
     after = std::max<int64_t>(0, after);
   }
   if (before == 0 && after == 0) return x;
+  EagerComposite composite;  // one graph on an eager device
   const int64_t n = x.shape()[dim], total = n + before + after;
   if (n == 0) {
     Shape s = x.shape();
     s[dim] = total;
-    return full(s, fill_of(x.dtype(), value, "pad"), x.dtype(), x.device()) + zeros_like(x).sum({dim}, true);  // keeps autograd/device
+    return composite.finish(full(s, fill_of(x.dtype(), value, "pad"), x.dtype(), x.device()) +
+                            zeros_like(x).sum({dim}, true));  // keeps autograd/device
   }
   // Tile x along dim R times and slice from `shift`: tiled[shift + i] = x[(i - before) mod n], so
   // every read is in bounds; positions outside [before, before + n) are masked to `value`.
@@ -227,7 +229,7 @@ Tensor pad_dim(const Tensor& a, int64_t dim, int64_t before, int64_t after, doub
   Tensor shifted = slice(tiled, dim, shift, shift + total, 1);
   Tensor pos = positions_along(total, dim, x.dim(), x.device());
   Tensor inside = logical_and(ge(pos, Scalar(before)), lt(pos, Scalar(before + n)));
-  return where(inside, shifted, fill_of(x.dtype(), value, "pad"));
+  return composite.finish(where(inside, shifted, fill_of(x.dtype(), value, "pad")));
 }
 
 Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value) {
@@ -261,6 +263,7 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
     total += x.shape()[dim];
   }
   if (ts.size() == 1) return f.to(t);
+  EagerComposite composite;  // one graph on an eager device, not ~11 ops per piece
   // Each piece padded to the full length lands in its own range; a where chain picks it there.
   Tensor pos = positions_along(total, dim, f.dim(), f.device());
   Tensor out;
@@ -276,9 +279,9 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
   if (!out.defined()) {  // every piece empty
     Shape s = f.shape();
     s[dim] = 0;
-    return zeros(s, t, f.device());
+    return composite.finish(zeros(s, t, f.device()));
   }
-  return out;
+  return composite.finish(out);
 }
 
 Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
@@ -291,7 +294,8 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
            " at entry 0 and ", shape_str(ts[i].shape()), " at entry ", i);
     u.push_back(ts[i].unsqueeze(dim));
   }
-  return cat(u, dim);
+  EagerComposite composite;
+  return composite.finish(cat(u, dim));
 }
 
 std::vector<Tensor> split(const Tensor& a, int64_t size, int64_t dim) {

@@ -4,9 +4,33 @@
 #include "runtime/memory_views.h"
 #include "runtime/metrics_state.h"
 #include "runtime/profile.h"
+#include "runtime/sync.h"
 #include "runtime/tensor_impl.h"
 
 namespace lt {
+
+namespace {
+[[gnu::tls_model("initial-exec")]] thread_local int t_composite_depth = 0;
+}  // namespace
+
+bool eager_composite_active() { return t_composite_depth > 0; }
+EagerComposite::EagerComposite() { ++t_composite_depth; }
+EagerComposite::~EagerComposite() { --t_composite_depth; }
+
+Tensor EagerComposite::finish(Tensor result) {
+  if (t_composite_depth == 1 && result.defined() && result.impl()->pending &&
+      !result.device().is_lazy()) {
+    --t_composite_depth;  // the result runs as an eager op would
+    try {
+      sync({result}, SyncReason::Eager);
+    } catch (...) {
+      ++t_composite_depth;
+      throw;
+    }
+    ++t_composite_depth;
+  }
+  return result;
+}
 
 std::shared_ptr<TensorImpl> make_tensor(NodePtr node, const Device& device) {
   metrics::bump(metrics::Counter::TracedOps);
@@ -20,7 +44,7 @@ std::shared_ptr<TensorImpl> make_tensor(NodePtr node, const Device& device) {
     registry_add(t.get());
   } else if (auto shared = shared_view_storage(*node)) {  // a view of host data: no kernel
     t->storage = std::move(shared);
-  } else if (deferred_view(*node)) {  // a strided view: computed where it is read
+  } else if (t_composite_depth > 0 || deferred_view(*node)) {  // computed where it is read
     t->pending = std::move(node);
   } else {
     t->storage = execute_graph({node.get()}, device.backend_name(), SyncReason::Eager).at(0);

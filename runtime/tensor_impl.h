@@ -68,8 +68,25 @@ std::vector<std::shared_ptr<TensorImpl>> registry_snapshot(bool this_thread_only
 std::recursive_mutex& runtime_mutex();  // serializes tracing state changes and syncs
 
 // Makes a tensor on `device` whose value is `node`: pending on a lazy device, executed at once
-// (a one-op graph, compiled once per signature) on an eager device.
+// (a one-op graph, compiled once per signature) on an eager device (but see EagerComposite).
 std::shared_ptr<TensorImpl> make_tensor(NodePtr node, const Device& device);
+
+// A runtime op built from other ops (cat of N pieces was ~11 N ops, each a kernel run on an eager
+// device: 63 us for 8 small pieces against PyTorch's 1.5). Inside the outermost scope, eager
+// ops are traced like lazy ones; finish() runs the op's result as one graph. Intermediates that
+// autograd keeps are recomputed from their nodes when a VJP reads them (runtime/vjp.h Saved).
+class EagerComposite {
+ public:
+  EagerComposite();
+  ~EagerComposite();
+  // The result, computed (one graph) when this is the outermost scope and it is pending on an
+  // eager device.
+  Tensor finish(Tensor result);
+  EagerComposite(const EagerComposite&) = delete;
+  EagerComposite& operator=(const EagerComposite&) = delete;
+};
+// Whether eager ops on this thread are being traced by an EagerComposite.
+bool eager_composite_active();
 std::shared_ptr<TensorImpl> make_data_tensor(std::shared_ptr<Storage> s, DType t, Shape shape, const Device& d);
 // The node standing for a tensor: its pending IR or a leaf over its data.
 NodePtr node_of(TensorImpl& t);

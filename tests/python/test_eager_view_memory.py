@@ -138,3 +138,28 @@ def test_column_slices_at_many_offsets_compile_a_few_kernels():
     outs = [(data[:, i:i + 8] * 2.0).sum().item() for i in range(3, 103)]
     assert M.counters()["graph_compiles"] - c0 <= 2
     np.testing.assert_allclose(outs[50], (data.numpy()[:, 53:61] * 2).sum(), rtol=1e-5)
+
+
+def test_eager_cat_stack_and_pad_run_as_one_graph():
+    """Composite runtime ops (EagerComposite) run one graph on an eager device, not one kernel per
+    internal op; values and gradients as torch's."""
+    rng = np.random.default_rng(8)
+    pieces = [_rand(rng, 4, 3 + i % 3) for i in range(8)]
+    xs = [lt.tensor(p, requires_grad=True) for p in pieces]
+    ts = [torch.from_numpy(p.copy()).requires_grad_() for p in pieces]
+    k0 = M.counters()["kernel_launches"]
+    out = lt.cat(xs, 1)
+    assert M.counters()["kernel_launches"] - k0 == 1
+    k0 = M.counters()["kernel_launches"]
+    st = lt.stack([x[:, :3] for x in xs])
+    padded = lt.nn.functional.pad(xs[0], (2, 1))
+    assert M.counters()["kernel_launches"] - k0 == 2
+    tout = torch.cat(ts, 1)
+    np.testing.assert_array_equal(out.numpy(), tout.detach().numpy())
+    np.testing.assert_array_equal(st.numpy(), torch.stack([t[:, :3] for t in ts]).detach().numpy())
+    np.testing.assert_array_equal(padded.numpy(), torch.nn.functional.pad(ts[0], (2, 1)).detach().numpy())
+    w = _rand(rng, *out.shape)
+    (out * lt.tensor(w)).sum().backward()
+    (tout * torch.from_numpy(w)).sum().backward()
+    for x, t in zip(xs, ts):
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-6)
