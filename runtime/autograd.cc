@@ -1,6 +1,7 @@
 #include "runtime/autograd.h"
 
 #include <atomic>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -99,6 +100,12 @@ std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tens
                         const std::vector<Tensor>& inputs, bool retain_graph, bool allow_unused,
                         bool stop_at_inputs) {
   NoGradGuard no_grad;  // VJP rules build plain (history-free) expressions
+  // On an eager device the backward is traced and run as one graph, as on lazy, where each VJP op
+  // was a kernel run of its own (and the intermediates an EagerComposite forward left as nodes
+  // are computed once, inside that graph). The gradients are data when backward returns.
+  std::optional<EagerComposite> composite;
+  if (!roots.empty() && roots[0].defined() && !roots[0].device().is_lazy()) composite.emplace();
+  std::vector<Tensor> touched;  // leaves' .grad written by this pass
   struct Later {
     bool operator()(const GradNode* a, const GradNode* b) const { return a->seq < b->seq; }
   };
@@ -133,6 +140,7 @@ std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tens
       auto& m = meta(*e.leaf);
       Tensor gg = g.dtype() == e.leaf->dtype ? g : cast(g, e.leaf->dtype);
       accumulate(m.grad, gg);
+      if (composite) touched.push_back(m.grad);
     }
   };
   for (size_t i = 0; i < roots.size(); ++i) {
@@ -178,6 +186,10 @@ std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tens
       if (!results[i].defined())
         fail(ErrorKind::Runtime, "autograd.grad: input ", i,
              " was not used in the graph (pass allow_unused=True to get None)");
+  if (composite) {
+    touched.insert(touched.end(), results.begin(), results.end());
+    composite->finish(touched);
+  }
   return results;
 }
 

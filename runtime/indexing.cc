@@ -65,6 +65,24 @@ Tensor positions_along(int64_t n, int64_t dim, int64_t rank, const Device& d) {
   return positions(n, d).reshape(shape);
 }
 
+// x (n long along `dim`, n > 0) placed at [before, before + n) of a `total`-long result, whose
+// other positions hold x's values tiled (pad masks them, cat's where chain never picks them): x
+// tiled along dim and sliced from `shift`, result[i] = x[(i - before) mod n], every read in bounds
+// and movement ops only.
+Tensor placed_along(const Tensor& x, int64_t dim, int64_t before, int64_t total) {
+  const int64_t n = x.shape()[dim];
+  const int64_t shift = ((n - before % n) % n);
+  const int64_t reps = (shift + total + n - 1) / n;
+  std::vector<int64_t> exp_shape, tiled_shape;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (d == dim) exp_shape.push_back(reps);
+    exp_shape.push_back(x.shape()[d]);
+    tiled_shape.push_back(d == dim ? reps * n : x.shape()[d]);
+  }
+  Tensor tiled = x.unsqueeze(dim).expand(exp_shape).reshape(tiled_shape);
+  return slice(tiled, dim, shift, shift + total, 1);
+}
+
 }  // namespace
 
 Tensor slice_prim(const Tensor& a, std::vector<int64_t> sss) {
@@ -215,18 +233,8 @@ Tensor pad_dim(const Tensor& a, int64_t dim, int64_t before, int64_t after, doub
     return composite.finish(full(s, fill_of(x.dtype(), value, "pad"), x.dtype(), x.device()) +
                             zeros_like(x).sum({dim}, true));  // keeps autograd/device
   }
-  // Tile x along dim R times and slice from `shift`: tiled[shift + i] = x[(i - before) mod n], so
-  // every read is in bounds; positions outside [before, before + n) are masked to `value`.
-  const int64_t shift = ((n - before % n) % n);
-  const int64_t reps = (shift + total + n - 1) / n;
-  std::vector<int64_t> exp_shape, tiled_shape;
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    if (d == dim) exp_shape.push_back(reps);
-    exp_shape.push_back(x.shape()[d]);
-    tiled_shape.push_back(d == dim ? reps * n : x.shape()[d]);
-  }
-  Tensor tiled = x.unsqueeze(dim).expand(exp_shape).reshape(tiled_shape);
-  Tensor shifted = slice(tiled, dim, shift, shift + total, 1);
+  // Positions outside [before, before + n) are masked to `value`.
+  Tensor shifted = placed_along(x, dim, before, total);
   Tensor pos = positions_along(total, dim, x.dim(), x.device());
   Tensor inside = logical_and(ge(pos, Scalar(before)), lt(pos, Scalar(before + n)));
   return composite.finish(where(inside, shifted, fill_of(x.dtype(), value, "pad")));
@@ -263,8 +271,8 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
     total += x.shape()[dim];
   }
   if (ts.size() == 1) return f.to(t);
-  EagerComposite composite;  // one graph on an eager device, not ~11 ops per piece
-  // Each piece padded to the full length lands in its own range; a where chain picks it there.
+  EagerComposite composite;  // one graph on an eager device, not ~6 ops per piece
+  // Each piece placed along the full length lands in its own range; a where chain picks it there.
   Tensor pos = positions_along(total, dim, f.dim(), f.device());
   Tensor out;
   int64_t off = total;
@@ -273,7 +281,9 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
     int64_t n = x.shape()[dim];
     off -= n;
     if (n == 0) continue;
-    Tensor placed = pad_dim(x, dim, off, total - off - n);
+    // Outside [off, off + n) `placed` holds tiled values: the where chain (later pieces picked
+    // from off + n on, the first piece's range left) never picks them, so no pad mask is needed.
+    Tensor placed = placed_along(x, dim, off, total);
     out = out.defined() ? where(lt(pos, Scalar(off + n)), placed, out) : placed;
   }
   if (!out.defined()) {  // every piece empty

@@ -1,3 +1,4 @@
+#include "ir/error.h"
 #include "ir/pool.h"
 #include "runtime/capture.h"
 #include "runtime/executor.h"
@@ -11,24 +12,34 @@ namespace lt {
 
 namespace {
 [[gnu::tls_model("initial-exec")]] thread_local int t_composite_depth = 0;
+
+// What closing the outermost composite does: its pending eager results run as one graph.
+void compute_eager_results(const std::vector<Tensor>& results) {
+  if (t_composite_depth != 1) return;  // an enclosing composite finishes
+  std::vector<Tensor> eager;
+  for (const Tensor& t : results)
+    if (t.defined() && t.impl()->pending && !t.device().is_lazy()) eager.push_back(t);
+  if (!eager.empty()) sync(eager, SyncReason::Eager);
+}
 }  // namespace
 
 bool eager_composite_active() { return t_composite_depth > 0; }
 EagerComposite::EagerComposite() { ++t_composite_depth; }
 EagerComposite::~EagerComposite() { --t_composite_depth; }
 
+void eager_composite_enter() { ++t_composite_depth; }
+void eager_composite_exit(const std::vector<Tensor>& results) {
+  if (t_composite_depth <= 0) fail(ErrorKind::Runtime, "internal: eager composite exit without enter");
+  struct Leave {
+    ~Leave() { --t_composite_depth; }
+  } leave;
+  compute_eager_results(results);
+}
+
+void EagerComposite::finish(const std::vector<Tensor>& results) { compute_eager_results(results); }
+
 Tensor EagerComposite::finish(Tensor result) {
-  if (t_composite_depth == 1 && result.defined() && result.impl()->pending &&
-      !result.device().is_lazy()) {
-    --t_composite_depth;  // the result runs as an eager op would
-    try {
-      sync({result}, SyncReason::Eager);
-    } catch (...) {
-      ++t_composite_depth;
-      throw;
-    }
-    ++t_composite_depth;
-  }
+  finish(std::vector<Tensor>{result});
   return result;
 }
 

@@ -82,11 +82,17 @@ class EagerComposite {
   // The result, computed (one graph) when this is the outermost scope and it is pending on an
   // eager device.
   Tensor finish(Tensor result);
+  // The same for several results at once: one graph for all of them.
+  void finish(const std::vector<Tensor>& results);
   EagerComposite(const EagerComposite&) = delete;
   EagerComposite& operator=(const EagerComposite&) = delete;
 };
 // Whether eager ops on this thread are being traced by an EagerComposite.
 bool eager_composite_active();
+// The same scope for Python (lazytensor.nn's recurrent layers): enter, then exit with the
+// results to compute (exit finishes them when it closes the outermost scope).
+void eager_composite_enter();
+void eager_composite_exit(const std::vector<Tensor>& results);
 std::shared_ptr<TensorImpl> make_data_tensor(std::shared_ptr<Storage> s, DType t, Shape shape, const Device& d);
 // The node standing for a tensor: its pending IR or a leaf over its data.
 NodePtr node_of(TensorImpl& t);

@@ -163,3 +163,44 @@ def test_eager_cat_stack_and_pad_run_as_one_graph():
     (tout * torch.from_numpy(w)).sum().backward()
     for x, t in zip(xs, ts):
         np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-6)
+
+
+def _eager_runs():
+    return M.syncs_by_reason().get("eager", 0)
+
+
+def test_eager_backward_and_recurrent_layers_run_one_graph_each():
+    """On an eager device the backward pass and a recurrent layer's forward are traced and run as
+    one graph each (as PyTorch runs an LSTM as one native call); values and gradients as torch's."""
+    rng = np.random.default_rng(9)
+    x_np, w_np = _rand(rng, 4, 5), _rand(rng, 5, 3)
+    x, w = lt.tensor(x_np, requires_grad=True), lt.tensor(w_np, requires_grad=True)
+    tx, tw = (torch.from_numpy(a.copy()).requires_grad_() for a in (x_np, w_np))
+    loss = ((x @ w).tanh() * 2).sum()
+    before = _eager_runs()
+    loss.backward()
+    assert _eager_runs() - before == 1
+    ((tx @ tw).tanh() * 2).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+    lt.manual_seed(0)
+    torch.manual_seed(0)
+    ref = torch.nn.LSTM(5, 6, 2)
+    mine = lt.nn.LSTM(5, 6, 2)
+    mine.load_state_dict({k: lt.tensor(v.detach().numpy()) for k, v in ref.state_dict().items()})
+    inp_np, h0_np, c0_np = _rand(rng, 7, 3, 5), _rand(rng, 2, 3, 6), _rand(rng, 2, 3, 6)
+    inp = lt.tensor(inp_np, requires_grad=True)
+    tinp = torch.from_numpy(inp_np.copy()).requires_grad_()
+    h0, c0 = lt.tensor(h0_np), lt.tensor(c0_np)
+    before = _eager_runs()
+    out, (h, c) = mine(inp, (h0, c0))
+    assert _eager_runs() - before == 1
+    tout, (th, tc) = ref(tinp, (torch.from_numpy(h0_np), torch.from_numpy(c0_np)))
+    for a, b in ((out, tout), (h, th), (c, tc)):
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
+    (out.sin().sum() + h.sum()).backward()
+    (tout.sin().sum() + th.sum()).backward()
+    np.testing.assert_allclose(inp.grad.numpy(), tinp.grad.numpy(), rtol=1e-4, atol=1e-6)
+    for (name, p), tp in zip(mine.named_parameters(), ref.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-4, atol=1e-6, err_msg=name)

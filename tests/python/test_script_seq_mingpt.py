@@ -289,10 +289,13 @@ def test_time_sequence_prediction_script_trains_like_torch_and_stops_compiling(d
     # by the 60th evaluation (measured), still far inside 1e-6.
     np.testing.assert_allclose(losses, want_losses, rtol=1e-6)
     np.testing.assert_allclose(test_losses, want_test, rtol=1e-6)
-    if device == "lazy":  # the same kernels' arithmetic eager and lazy (measured: bit-equal)
+    if device == "lazy":
+        # Eager and lazy group the cell's ops into different kernels (an eager LSTMCell is one
+        # graph of its own, a lazy step one graph), so float64 rounding differs in the last bits
+        # and L-BFGS amplifies it as above (measured 1.6e-7 relative by the 60th evaluation).
         cpu_losses, cpu_test, _ = run(time_sequence_prediction, "lt", "cpu")
-        np.testing.assert_allclose(losses, cpu_losses, rtol=1e-12)
-        np.testing.assert_allclose(test_losses, cpu_test, rtol=1e-12)
+        np.testing.assert_allclose(losses, cpu_losses, rtol=1e-6)
+        np.testing.assert_allclose(test_losses, cpu_test, rtol=1e-6)
         # Step 1 compiles a fixed set of graph shapes (measured 24 = HISTORY + 14): the closure's
         # forward up to loss.item() and its backward up to the mark_step that ends each evaluation
         # (again with the pending parameter update in front), the small graphs behind L-BFGS's

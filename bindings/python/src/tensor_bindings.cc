@@ -242,6 +242,12 @@ void init_tensor(py::module_& m) {
   bind_inplace(cls, "__itruediv__", [](Tensor& a, const auto& b) { a /= b; });
 
   init_autograd_methods(cls);
+
+  // lazytensor.nn's recurrent layers: on an eager device a layer's ops run as one graph
+  // (runtime/tensor_impl.h EagerComposite), as PyTorch runs an LSTM as one native call.
+  m.def("_composite_enter", &eager_composite_enter);
+  m.def("_composite_exit", &eager_composite_exit, py::arg("results"),
+        py::call_guard<py::gil_scoped_release>());
 }
 
 }  // namespace lt::python

@@ -31,6 +31,31 @@ def _zeros(shape, like):
     return _C.zeros(list(shape), like.dtype, like.device)
 
 
+def _one_graph(fn):
+    """On an eager device the layer's ops are traced and run as one graph when it returns (the
+    runtime's EagerComposite), not a kernel run per op: PyTorch runs a recurrent layer as one
+    native call, and op by op an eager LSTM step cost ~15 kernel runs. On lazy it changes nothing."""
+    def wrapper(*args, **kwargs):
+        _C._composite_enter()
+        results = []
+        try:
+            out = fn(*args, **kwargs)
+            _collect(out, results)
+            return out
+        finally:
+            _C._composite_exit(results)
+    wrapper.__name__, wrapper.__qualname__, wrapper.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+    return wrapper
+
+
+def _collect(x, into):
+    if isinstance(x, Tensor):
+        into.append(x)
+    elif isinstance(x, (tuple, list)):
+        for v in x:
+            _collect(v, into)
+
+
 def _reject_packed(input, name):
     if not isinstance(input, Tensor):
         if hasattr(input, "batch_sizes"):
@@ -213,6 +238,7 @@ class RNNBase(Module):
 
     # -- the recurrence --
 
+    @_one_graph
     def _run(self, x, h0, c0=None):
         """x: [L, N, I] time-major; h0 (and c0 for LSTM): [layers * D, N, *]. Returns the last
         layer's outputs [L, N, D * H_out] and the final states stacked as torch orders them
@@ -383,6 +409,7 @@ class RNNCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, 1, device, dtype)
         self.nonlinearity = nonlinearity
 
+    @_one_graph
     def forward(self, input, hx=None):
         x, states, batched = self._batched(input, None if hx is None else [hx], ["hidden"])
         if self.nonlinearity not in ("tanh", "relu"):
@@ -397,6 +424,7 @@ class LSTMCell(RNNCellBase):
     def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
         super().__init__(input_size, hidden_size, bias, 4, device, dtype)
 
+    @_one_graph
     def forward(self, input, hx=None):
         x, states, batched = self._batched(input, None if hx is None else list(hx),
                                            ["hx[0]", "hx[1]"])
@@ -412,6 +440,7 @@ class GRUCell(RNNCellBase):
     def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
         super().__init__(input_size, hidden_size, bias, 3, device, dtype)
 
+    @_one_graph
     def forward(self, input, hx=None):
         x, states, batched = self._batched(input, None if hx is None else [hx], ["hidden"])
         h = _zeros((x.shape[0], self.hidden_size), x) if states is None else states[0]
