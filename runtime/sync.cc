@@ -91,8 +91,11 @@ void sync(const std::vector<Tensor>& tensors, SyncReason reason) {
       ts.push_back(t.impl());
     }
   // Live tensors sharing work with these become data too (runtime/shared_work.h). Not inside an
-  // lt.compile capture, whose replay must produce exactly the values the traced call read.
-  if (!capture::active())
+  // lt.compile capture, whose replay must produce exactly the values the traced call read, and
+  // not for eager tensors (pending eager views and composites): only lazy ones are registered.
+  bool lazy = false;
+  for (const auto& t : ts) lazy = lazy || t->device.is_lazy();
+  if (lazy && !capture::active())
     for (auto& extra : tensors_sharing_work(ts)) ts.push_back(std::move(extra));
   materialize(ts, reason);
 }
