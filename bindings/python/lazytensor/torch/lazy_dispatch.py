@@ -346,8 +346,16 @@ def _run_builder(builder, args, kwargs):
     if kwargs:
         out = builder(_CONTEXT[0], *[_unwrap_all(a) for a in args], **{k: _unwrap_all(v) for k, v in kwargs.items()})
     else:
-        out = builder(_CONTEXT[0], *[_unwrap_all(a) for a in args])
-    return _wrap_all(out)
+        out = builder(_CONTEXT[0], *[a._lt if type(a) is LazyTensor else _unwrap_all(a) for a in args])
+    return wrap(out) if type(out) is _C.Tensor else _wrap_all(out)
+
+
+@classmethod
+def _torch_dispatch(cls, func, types, args=(), kwargs=None):
+    return dispatch(func, args, kwargs or {})
+
+
+LazyTensor.__torch_dispatch__ = _torch_dispatch  # see LazyTensor.__torch_dispatch__
 
 
 def _via_functional(func, twin, args, kwargs):

@@ -51,19 +51,10 @@ class LazyTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        return _dispatch()(func, args, kwargs or {})
-
-
-def _dispatch():
-    """lazy_dispatch.dispatch (imported at the first op: it loads the aten table)."""
-    global _dispatch_fn
-    if _dispatch_fn is None:
+        # The first op imports lazy_dispatch (it loads the aten table), which replaces this
+        # method with a direct call of its dispatch.
         from .lazy_dispatch import dispatch
-        _dispatch_fn = dispatch
-    return _dispatch_fn
-
-
-_dispatch_fn = None
+        return dispatch(func, args, kwargs or {})
 
 
 def rebuild_lazy(cpu_tensor, requires_grad=False):
@@ -71,8 +62,19 @@ def rebuild_lazy(cpu_tensor, requires_grad=False):
     return cpu_tensor.to(TORCH_DEVICE).requires_grad_(requires_grad)
 
 
+_make_wrapper = torch.Tensor._make_wrapper_subclass
+_TORCH_DTYPES = {}  # lazytensor dtype -> torch dtype, filled as dtypes are met
+
+
 def wrap(value):
-    return LazyTensor(value)
+    """LazyTensor(value), without the class call's __new__/__init__ round (the hot path of every
+    traced op: issue 27's per-op host cost)."""
+    dtype = _TORCH_DTYPES.get(value.dtype)
+    if dtype is None:
+        dtype = _TORCH_DTYPES[value.dtype] = torch_dtype(value.dtype)
+    r = _make_wrapper(LazyTensor, value.shape, dtype=dtype, device=TORCH_DEVICE)
+    r._lt = value
+    return r
 
 
 def to_cpu(t):
