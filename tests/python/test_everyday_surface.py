@@ -1,6 +1,6 @@
 """Everyday PyTorch surface against torch 2.13, on cpu and lazy: Tensor.new_* / type() / roll,
 the optimizers Adadelta, Adagrad, RMSprop and LBFGS, amp.GradScaler (and the cuda.amp spelling),
-cuda.manual_seed(_all), backends' TF32 flags, and lt.save's error for a whole module."""
+cuda.manual_seed(_all), backends' TF32 flags, lt.save's error for a whole module, and randperm."""
 import warnings
 
 import numpy as np
@@ -467,3 +467,53 @@ def test_save_whole_module_points_to_state_dict(tmp_path, device):
     loaded = lt.load(tmp_path / "model.safetensors")
     for k, v in model.state_dict().items():
         np.testing.assert_array_equal(loaded[k].numpy(), v.numpy())
+
+
+# ---- randperm --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n, dtype", [(n, d) for n in (0, 1, 2, 7, 1000)
+                                      for d in (None, "int32", "int8", "float32", "float64")
+                                      if not (d == "int8" and n > 128)])  # int8: see the errors
+def test_randperm_is_a_permutation_of_torchs_dtype(device, n, dtype):
+    kw = {} if dtype is None else {"dtype": getattr(lt, dtype)}
+    tkw = {} if dtype is None else {"dtype": getattr(torch, dtype)}
+    got, want = lt.randperm(n, device=device, **kw), torch.randperm(n, **tkw)
+    assert tuple(got.shape) == tuple(want.shape) == (n,)
+    assert got.dtype.name == _torch_dtype_name(want)
+    assert str(got.device).startswith(device)
+    np.testing.assert_array_equal(np.sort(got.numpy()), np.arange(n))
+
+
+def test_randperm_seeding_and_distribution(device):
+    lt.manual_seed(5)
+    a = lt.randperm(50, device=device).numpy()
+    b = lt.randperm(50, device=device).numpy()
+    lt.manual_seed(5)
+    np.testing.assert_array_equal(lt.randperm(50, device=device).numpy(), a)  # reproducible
+    assert (a != b).any()  # and each call draws anew
+    g1, g2 = lt.Generator().manual_seed(9), lt.Generator().manual_seed(9)
+    np.testing.assert_array_equal(lt.randperm(20, generator=g1).numpy(), lt.randperm(20, generator=g2).numpy())
+    # Uniform over positions: each value lands at position 0 about 1/4 of the time.
+    firsts = np.array([lt.randperm(4, device=device).numpy()[0] for _ in range(2000)])
+    counts = np.bincount(firsts, minlength=4)
+    assert counts.min() > 400 and counts.max() < 600, counts
+    x = lt.randperm(3, dtype=lt.float32, requires_grad=True)
+    assert x.requires_grad and x.is_leaf
+
+
+def test_randperm_errors_like_torch():
+    for bad in (-1, -5):
+        with pytest.raises(RuntimeError, match="negative dimension"):
+            lt.randperm(bad)
+        with pytest.raises(RuntimeError, match="negative dimension"):
+            torch.randperm(bad)
+    with pytest.raises(TypeError, match="must be int"):
+        lt.randperm(3.0)
+    with pytest.raises(NotImplementedError, match="randperm"):
+        lt.randperm(3, dtype=lt.bool)
+    with pytest.raises(RuntimeError, match="too large"):
+        lt.randperm(300, dtype=lt.int8)
+    with pytest.raises(RuntimeError):
+        torch.randperm(300, dtype=torch.int8)
+    with pytest.raises(RuntimeError, match="floating point"):
+        lt.randperm(3, requires_grad=True)

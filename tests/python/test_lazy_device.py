@@ -117,6 +117,19 @@ def test_mark_step_names_and_manual_seed():
     torch.testing.assert_close(a, b)
 
 
+def test_randperm_on_the_device_is_ours_and_seeded():
+    before = lt.metrics.counters().get("fallbacks", 0)
+    torch.manual_seed(3)
+    p = torch.randperm(40, device="lazy")
+    q = torch.randperm(40, device="lazy", dtype=torch.float32, generator=torch.Generator())
+    torch.manual_seed(3)
+    again = torch.randperm(40, device="lazy")
+    assert p.device.type == "lazy" and p.dtype == torch.int64 and q.dtype == torch.float32
+    assert sorted(p.cpu().tolist()) == list(range(40)) and sorted(q.cpu().tolist()) == list(range(40))
+    assert p.cpu().tolist() == again.cpu().tolist()
+    assert lt.metrics.counters().get("fallbacks", 0) == before
+
+
 def test_an_op_outside_the_table_runs_in_torch_counted_and_right(rng):
     h = _host(rng, 5, 3).abs() + 0.5
     before = lt.metrics.counters().get("fallbacks", 0)

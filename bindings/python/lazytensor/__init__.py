@@ -34,7 +34,7 @@ from ._creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, f
                         linspace, manual_seed, ones, ones_like, rand, rand_like, randint, randn,
                         randn_like, tensor, zeros, zeros_like)
 from ._functions import *  # noqa: F401,F403  (lt.exp, lt.sum, lt.where, ...)
-from ._sampling import multinomial
+from ._sampling import multinomial, randperm
 from ._tensor_new import roll
 from . import backends, cuda, metrics, return_types
 from ._sync import mark_step, set_lazy_backend, sync

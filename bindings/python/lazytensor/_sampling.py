@@ -73,3 +73,43 @@ def _tensor_multinomial(self, num_samples, replacement=False, *, generator=None)
 
 
 Tensor.multinomial = _tensor_multinomial
+
+
+_RANDPERM_MAX = {_C.int8: 2**7, _C.uint8: 2**8, _C.int32: 2**31, _C.int64: 2**63,
+                 _C.float16: 2**11, _C.bfloat16: 2**8, _C.float32: 2**24, _C.float64: 2**53}
+
+
+def randperm(n, *, generator=None, dtype=None, layout=None, device=None, pin_memory=False,
+             requires_grad=False):
+    """A random permutation of 0 .. n-1, as PyTorch's (int64 unless `dtype` says otherwise).
+
+    The order is drawn on the host from a PCG64 stream: seeded from `generator` (an
+    lt.Generator) when given, else from the global generator, so `lt.manual_seed` makes it
+    reproducible and each call advances the global stream, as in PyTorch. The numbers are not
+    PyTorch's; the distribution (uniform over permutations) is."""
+    import operator
+
+    import numpy as np
+
+    from ._generator import default_seed
+    from ._utils import as_device, as_dtype
+    if isinstance(n, bool) or not isinstance(n, int):
+        try:
+            n = operator.index(n)
+        except TypeError:
+            raise TypeError(f"randperm(): argument 'n' (position 1) must be int, not "
+                            f"{type(n).__name__}") from None
+    if n < 0:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
+    dtype = as_dtype(dtype) or _C.int64
+    if dtype == _C.bool:
+        raise NotImplementedError("\"randperm\" not implemented for 'Bool'")
+    if n > _RANDPERM_MAX.get(dtype, 2**63):
+        raise RuntimeError(f"randperm: n = {n} is too large for a tensor of {dtype}: its values "
+                           f"0 .. n-1 cannot all be represented")
+    if requires_grad and not dtype.is_floating_point:
+        raise RuntimeError("Only Tensors of floating point dtype can require gradients")
+    order = np.random.Generator(np.random.PCG64(default_seed(generator))).permutation(n)
+    out = _C.from_numpy(np.ascontiguousarray(order, dtype=np.int64), _C.device("cpu"))
+    out = (out if dtype == _C.int64 else _C.cast(out, dtype)).to(as_device(device))
+    return out.requires_grad_(True) if requires_grad else out

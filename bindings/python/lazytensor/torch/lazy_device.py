@@ -62,6 +62,13 @@ def _random(fill):
     return kernel
 
 
+def _randperm(n, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None):
+    """torch.randperm on the device: lazytensor's (the global stream lt.manual_seed and
+    torch.manual_seed both seed here; a torch.Generator is not ours and is not read)."""
+    from .._sampling import randperm
+    return wrap(randperm(n, dtype=lt_dtype(dtype or torch.int64), device=lt_device()))
+
+
 # Factories whose composite form would fill a tensor of the wrong size (arange's out= resizes its
 # output; a wrapper's size is fixed), or would draw from torch's generator instead of ours.
 _FACTORIES = {
@@ -161,6 +168,8 @@ def install():
     _library.impl("rand", _random("rand"), "Lazy")
     _library.impl("randint", _random("randint"), "Lazy")
     _library.impl("randint.low", _random("randint"), "Lazy")
+    _library.impl("randperm", _randperm, "Lazy")
+    _library.impl("randperm.generator", _randperm, "Lazy")
     _library.impl("scaled_dot_product_attention", _sdpa_on_device, "AutogradLazy")
     importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(
         _optimizer_step_ends_the_step)
