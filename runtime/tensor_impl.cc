@@ -1,3 +1,5 @@
+#include <cstdlib>
+
 #include "ir/error.h"
 #include "ir/pool.h"
 #include "runtime/capture.h"
@@ -13,6 +15,13 @@ namespace lt {
 namespace {
 [[gnu::tls_model("initial-exec")]] thread_local int t_composite_depth = 0;
 
+// LT_EAGER_FUSE=0 runs composites op by op again (every internal op a kernel run): no whole-graph
+// compile at an eager backward's first step, at the price of the per-step cost.
+const bool g_eager_fuse = [] {
+  const char* e = std::getenv("LT_EAGER_FUSE");
+  return !(e && e[0] == '0' && e[1] == '\0');
+}();
+
 // What closing the outermost composite does: its pending eager results run as one graph.
 void compute_eager_results(const std::vector<Tensor>& results) {
   if (t_composite_depth != 1) return;  // an enclosing composite finishes
@@ -24,11 +33,12 @@ void compute_eager_results(const std::vector<Tensor>& results) {
 }  // namespace
 
 bool eager_composite_active() { return t_composite_depth > 0; }
-EagerComposite::EagerComposite() { ++t_composite_depth; }
-EagerComposite::~EagerComposite() { --t_composite_depth; }
+EagerComposite::EagerComposite() { t_composite_depth += g_eager_fuse; }
+EagerComposite::~EagerComposite() { t_composite_depth -= g_eager_fuse; }
 
-void eager_composite_enter() { ++t_composite_depth; }
+void eager_composite_enter() { t_composite_depth += g_eager_fuse; }
 void eager_composite_exit(const std::vector<Tensor>& results) {
+  if (!g_eager_fuse) return;
   if (t_composite_depth <= 0) fail(ErrorKind::Runtime, "internal: eager composite exit without enter");
   struct Leave {
     ~Leave() { --t_composite_depth; }

@@ -204,3 +204,31 @@ def test_eager_backward_and_recurrent_layers_run_one_graph_each():
     np.testing.assert_allclose(inp.grad.numpy(), tinp.grad.numpy(), rtol=1e-4, atol=1e-6)
     for (name, p), tp in zip(mine.named_parameters(), ref.parameters()):
         np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def test_eager_fuse_off_runs_op_by_op_with_the_same_values():
+    """LT_EAGER_FUSE=0 (read at start): composites run each internal op as a kernel again."""
+    import json
+    import os
+    import subprocess
+    import sys
+    code = (
+        "import json, numpy as np, lazytensor as lt\n"
+        "lt.manual_seed(0)\n"
+        "m = lt.nn.LSTM(5, 6, 2)\n"
+        "x = lt.tensor(np.random.default_rng(0).standard_normal((7, 3, 5)).astype(np.float32),"
+        " requires_grad=True)\n"
+        "s = lt.metrics.syncs_by_reason().get('eager', 0)\n"
+        "out, _ = m(x)\n"
+        "runs = lt.metrics.syncs_by_reason().get('eager', 0) - s\n"
+        "out.sin().sum().backward()\n"
+        "print(json.dumps([runs, out.numpy().tolist(), x.grad.numpy().tolist()]))\n")
+    got = {}
+    for fuse in ("1", "0"):
+        r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, LT_EAGER_FUSE=fuse),
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        got[fuse] = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["1"][0] == 3 and got["0"][0] > 50, (got["1"][0], got["0"][0])  # h0, c0, one graph
+    for k in (1, 2):
+        np.testing.assert_allclose(np.array(got["0"][k]), np.array(got["1"][k]), rtol=1e-5, atol=1e-6)
