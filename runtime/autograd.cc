@@ -105,7 +105,10 @@ std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tens
   // are computed once, inside that graph). The gradients are data when backward returns.
   std::optional<EagerComposite> composite;
   if (!roots.empty() && roots[0].defined() && !roots[0].device().is_lazy()) composite.emplace();
-  std::vector<Tensor> touched;  // leaves' .grad written by this pass
+  // Leaves whose .grad this pass writes (once each: their final .grad is what runs, not the
+  // partial sums of several contributions).
+  std::vector<std::shared_ptr<TensorImpl>> touched;
+  std::unordered_set<const TensorImpl*> touched_set;
   struct Later {
     bool operator()(const GradNode* a, const GradNode* b) const { return a->seq < b->seq; }
   };
@@ -140,7 +143,7 @@ std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tens
       auto& m = meta(*e.leaf);
       Tensor gg = g.dtype() == e.leaf->dtype ? g : cast(g, e.leaf->dtype);
       accumulate(m.grad, gg);
-      if (composite) touched.push_back(m.grad);
+      if (composite && touched_set.insert(e.leaf.get()).second) touched.push_back(e.leaf);
     }
   };
   for (size_t i = 0; i < roots.size(); ++i) {
@@ -187,8 +190,9 @@ std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tens
         fail(ErrorKind::Runtime, "autograd.grad: input ", i,
              " was not used in the graph (pass allow_unused=True to get None)");
   if (composite) {
-    touched.insert(touched.end(), results.begin(), results.end());
-    composite->finish(touched);
+    std::vector<Tensor> grads = results;
+    for (const auto& leaf : touched) grads.push_back(leaf->autograd->grad);
+    composite->finish(grads);
   }
   return results;
 }

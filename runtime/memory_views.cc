@@ -1,5 +1,6 @@
 #include "runtime/memory_views.h"
 
+#include "ir/ops.h"
 #include "runtime/tensor_impl.h"
 
 namespace lt {
@@ -40,23 +41,27 @@ bool contiguous_slice(const Shape& in, const IntList& sss, int64_t& first) {
   return true;
 }
 
+// Where the data of `s` lies, when views may share it: host memory the runtime owns, or a part of
+// such memory (a view's). Not a NumPy array's or DLPack producer's memory: its owner's rules apply.
+bool region_of_storage(const Storage* s, Region& r) {
+  if (!s || !s->buffer || !s->buffer->on_host()) return false;
+  if (const auto* sub = dynamic_cast<const HostSubBuffer*>(s->buffer.get())) {
+    r.root = sub->parent();
+    r.offset = sub->offset();
+  } else if (s->buffer->runtime_owned()) {
+    r.root = s->buffer;
+    r.offset = 0;
+  } else {
+    return false;
+  }
+  r.backend = &s->backend;
+  return true;
+}
+
 bool region_of(const Node& n, Region& r) {
   switch (n.op) {
-    case Op::Param: {
-      const auto* s = static_cast<const Storage*>(n.data.get());
-      if (!s || !s->buffer || !s->buffer->on_host()) return false;
-      if (const auto* sub = dynamic_cast<const HostSubBuffer*>(s->buffer.get())) {
-        r.root = sub->parent();
-        r.offset = sub->offset();
-      } else if (s->buffer->runtime_owned()) {
-        r.root = s->buffer;
-        r.offset = 0;
-      } else {
-        return false;  // a NumPy array's or DLPack producer's memory: its owner's rules apply
-      }
-      r.backend = &s->backend;
-      return true;
-    }
+    case Op::Param:
+      return region_of_storage(static_cast<const Storage*>(n.data.get()), r);
     case Op::Reshape:
       return region_of(*n.inputs[0], r);
     case Op::Slice: {
@@ -89,9 +94,7 @@ std::shared_ptr<Storage> shared_view_storage(const Node& n) {
 
 namespace {
 
-bool movement(Op op) {
-  return op == Op::Permute || op == Op::Expand || op == Op::Slice || op == Op::Reshape;
-}
+bool movement(Op op) { return is_movement(op_info(op).cls); }
 
 // Whether `n` reads only data and run-time scalars through movement, gathers and index arithmetic
 // (a slice whose start is read at run time is a gather at positions + start), in a few nodes.
@@ -113,10 +116,8 @@ bool deferred_view(const Node& n) {
 }
 
 bool slice_shares_memory(const TensorImpl& a, int64_t dim, int64_t step, int64_t count) {
-  if (a.device.is_lazy() || a.pending || !a.storage || !a.storage->buffer ||
-      !a.storage->buffer->on_host() || (step != 1 && count > 1))
-    return false;
-  if (!a.storage->buffer->runtime_owned() && !dynamic_cast<const HostSubBuffer*>(a.storage->buffer.get()))
+  Region r;
+  if (a.device.is_lazy() || a.pending || (step != 1 && count > 1) || !region_of_storage(a.storage.get(), r))
     return false;
   for (int64_t d = 0; d < dim; ++d)
     if (a.shape[static_cast<size_t>(d)] != 1) return false;

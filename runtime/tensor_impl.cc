@@ -32,7 +32,6 @@ void compute_eager_results(const std::vector<Tensor>& results) {
 }
 }  // namespace
 
-bool eager_composite_active() { return t_composite_depth > 0; }
 EagerComposite::EagerComposite() { t_composite_depth += g_eager_fuse; }
 EagerComposite::~EagerComposite() { t_composite_depth -= g_eager_fuse; }
 

@@ -87,8 +87,6 @@ class EagerComposite {
   EagerComposite(const EagerComposite&) = delete;
   EagerComposite& operator=(const EagerComposite&) = delete;
 };
-// Whether eager ops on this thread are being traced by an EagerComposite.
-bool eager_composite_active();
 // The same scope for Python (lazytensor.nn's recurrent layers): enter, then exit with the
 // results to compute (exit finishes them when it closes the outermost scope).
 void eager_composite_enter();
