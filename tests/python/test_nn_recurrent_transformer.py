@@ -14,6 +14,8 @@ import lazytensor.nn.functional as F
 
 torch = pytest.importorskip("torch")
 
+from test_script_word_language_model import make_model_class  # noqa: E402
+
 RTOL, ATOL = 1e-4, 1e-5
 
 pytestmark = [  # torch's own notes about its fast paths, not about what is compared here
@@ -319,38 +321,10 @@ def test_transformer_checks():
 
 # ---- a word_language_model training loop ---------------------------------------------------------
 
-class RNNModel(nn.Module):
-    """pytorch/examples word_language_model/model.py's RNNModel (LSTM branch), unchanged but for
-    the namespace."""
-
-    def __init__(self, ntoken, ninp, nhid, nlayers, dropout=0.5):
-        super().__init__()
-        self.ntoken = ntoken
-        self.drop = nn.Dropout(dropout)
-        self.encoder = nn.Embedding(ntoken, ninp)
-        self.rnn = nn.LSTM(ninp, nhid, nlayers, dropout=dropout)
-        self.decoder = nn.Linear(nhid, ntoken)
-        self.init_weights()
-        self.nhid, self.nlayers = nhid, nlayers
-
-    def init_weights(self):
-        initrange = 0.1
-        nn.init.uniform_(self.encoder.weight, -initrange, initrange)
-        nn.init.zeros_(self.decoder.bias)
-        nn.init.uniform_(self.decoder.weight, -initrange, initrange)
-
-    def forward(self, input, hidden):
-        emb = self.drop(self.encoder(input))
-        output, hidden = self.rnn(emb, hidden)
-        output = self.drop(output)
-        decoded = self.decoder(output)
-        decoded = decoded.view(-1, self.ntoken)
-        return F.log_softmax(decoded, dim=1), hidden
-
-    def init_hidden(self, bsz):
-        weight = next(self.parameters())
-        return (weight.new_zeros(self.nlayers, bsz, self.nhid),
-                weight.new_zeros(self.nlayers, bsz, self.nhid))
+def RNNModel(ntoken, ninp, nhid, nlayers, dropout=0.5):
+    """pytorch/examples word_language_model/model.py's RNNModel, LSTM branch (the script test's
+    own copy of model.py)."""
+    return make_model_class(lt)("LSTM", ntoken, ninp, nhid, nlayers, dropout)
 
 
 def repackage_hidden(h):
