@@ -140,6 +140,11 @@ bool gemm_enabled();
 // time (lt.backends.cuda.matmul.allow_tf32). Read at each GEMM launch.
 bool matmul_allow_tf32();
 void set_matmul_allow_tf32(bool on);
+// Whether float32 convolutions may use TF32 (PyTorch's torch.backends.cudnn.allow_tf32, default
+// ON as in PyTorch): LT_CONV_ALLOW_TF32=0 at start, or set at run time
+// (lt.backends.cudnn.allow_tf32). Read at each cuDNN convolution launch.
+bool conv_allow_tf32();
+void set_conv_allow_tf32(bool on);
 // Whether the CPU backend runs its parallel kernels on the process's OpenMP threads (the runtime
 // oneDNN's GEMMs run on) rather than on its own pool. On when PyTorch loaded its OpenMP runtime
 // first (lazytensor/__init__.py): that runtime's threads then spin for milliseconds after every
@@ -152,5 +157,8 @@ void set_cpu_share_openmp_threads(bool on);
 // Registered backends ("reference", "cpu", "cuda"); throws a clear lt::Error when unavailable.
 Backend& get_backend(const std::string& name);
 bool backend_available(const std::string& name);
+// cuDNN's version (e.g. 91000) where the CUDA backend loads it for convolutions, else 0 with
+// *why saying why (no CUDA backend in this build, library not found, ...).
+size_t cuda_conv_library_version(std::string* why);
 
 }  // namespace lt

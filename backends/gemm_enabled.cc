@@ -22,6 +22,13 @@ std::atomic<bool>& tf32_setting() {
   }()};
   return on;
 }
+std::atomic<bool>& conv_tf32_setting() {
+  static std::atomic<bool> on{[] {
+    const char* e = std::getenv("LT_CONV_ALLOW_TF32");
+    return !(e && std::strcmp(e, "0") == 0);
+  }()};
+  return on;
+}
 std::atomic<bool>& share_openmp_setting() {
   static std::atomic<bool> on{[] {
     const char* e = std::getenv("LT_SHARE_OPENMP");
@@ -41,5 +48,7 @@ void set_cpu_share_openmp_threads(bool on) {
 
 bool matmul_allow_tf32() { return tf32_setting().load(std::memory_order_relaxed); }
 void set_matmul_allow_tf32(bool on) { tf32_setting().store(on, std::memory_order_relaxed); }
+bool conv_allow_tf32() { return conv_tf32_setting().load(std::memory_order_relaxed); }
+void set_conv_allow_tf32(bool on) { conv_tf32_setting().store(on, std::memory_order_relaxed); }
 
 }  // namespace lt

@@ -121,6 +121,17 @@ def resnet18():
             dict(lr=0.01, momentum=0.9))
 
 
+def resnet18_cifar():
+    """Issue 28's ResNet-18 row: timm's resnet18 with the CIFAR stem (3x3 stride-1 first conv, no
+    max-pool), 32x32 input, batch 128, BatchNorm in training mode, SGD momentum."""
+    model = import_timm().create_model("resnet18", num_classes=10)
+    model.conv1 = torch.nn.Conv2d(3, 64, 3, 1, 1, bias=False)
+    model.maxpool = torch.nn.Identity()
+    x, y = torch.randn(128, 3, 32, 32), torch.randint(0, 10, (128,))
+    return (model, (x, y), lambda m, x, y: F.cross_entropy(m(x), y), torch.optim.SGD,
+            dict(lr=0.01, momentum=0.9))
+
+
 WORKLOADS = {"mlp": ("MLP 784-1024-1024-10 train step, batch 128, SGD", mlp),
              "gpt": ("GPT (4 x d128, 4 heads, T 64, B 8, sdpa) train step, AdamW", gpt),
              "cnn": ("CNN (2 x conv-BN-ReLU-pool) train step, batch 64, SGD momentum", cnn),
@@ -130,12 +141,16 @@ WORKLOADS = {"mlp": ("MLP 784-1024-1024-10 train step, batch 128, SGD", mlp),
                              transformer),
              "hf_gpt2": ("HF GPT2LMHeadModel (4 x d256, vocab 8192, T 128, B 8), AdamW", hf_gpt2),
              "hf_bert": ("HF BertForMaskedLM (4 x d256, vocab 8192, T 128, B 8), AdamW", hf_bert),
-             "resnet18": ("timm resnet18 (32x32, B 16), SGD momentum", resnet18)}
+             "resnet18": ("timm resnet18 (32x32, B 16), SGD momentum", resnet18),
+             "resnet18_cifar": ("timm resnet18, CIFAR stem (32x32, B 128), SGD momentum",
+                                resnet18_cifar)}
 DEFAULT = {"cpu": "mlp,gpt,cnn,transformer,hf_gpt2,hf_bert,resnet18",
-           "cuda": "mlp,cnn,gpt2,gpt2_bf16"}
+           "cuda": "mlp,cnn,resnet18_cifar,gpt2,gpt2_bf16"}
 
 
-def run(workload, backend, steps, rounds):
+def make_step(workload, backend):
+    """The workload's training step (forward, backward, optimizer step) on DEVICE, its model
+    compiled with `backend` (not for "eager"); returns (step, model, optimizer)."""
     torch.manual_seed(0)
     model, batch, loss_fn, opt_cls, opt_kw = workload()
     model = model.to(DEVICE)
@@ -151,6 +166,11 @@ def run(workload, backend, steps, rounds):
         opt.zero_grad()
         return loss
 
+    return step, model, opt
+
+
+def run(workload, backend, steps, rounds):
+    step, model, opt = make_step(workload, backend)
     t0 = time.perf_counter()
     first_loss = step().item()
     first = time.perf_counter() - t0
@@ -158,7 +178,7 @@ def run(workload, backend, steps, rounds):
         step()
     step().item()
     step_ms = median_ms_per_step(step, steps, rounds)
-    del m, model, opt
+    del step, model, opt
     return {"step_ms": step_ms, "first_call_s": first, "first_loss": first_loss}
 
 

@@ -11,6 +11,7 @@
 #endif
 #ifdef LT_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cudnn_conv.h"
 #include "backends/cuda/driver_api.h"
 #endif
 
@@ -24,6 +25,16 @@ bool backend_available(const std::string& name) {
   if (name == "cuda") return cuda_device_available();
 #endif
   return false;
+}
+
+size_t cuda_conv_library_version(std::string* why) {
+#ifdef LT_HAVE_CUDA
+  if (cudnn_available()) return cudnn_version();
+  *why = cudnn_error();
+#else
+  *why = "this build of lazytensor has no CUDA backend";
+#endif
+  return 0;
 }
 
 Backend& get_backend(const std::string& name) {

@@ -11,6 +11,7 @@
 #include "backends/cuda/cuda_compile.h"
 #include "backends/cuda/cuda_graph.h"
 #include "backends/cuda/cuda_module_image.h"
+#include "backends/cuda/cudnn_conv.h"
 #include "backends/cuda/flash_attention.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/nvrtc_worker.h"
@@ -51,7 +52,7 @@ class CudaExecutable : public Executable {
   // `module` is compile_cuda_module(plan) of this process or of the one that wrote a cache entry;
   // either way the image is only loaded here.
   CudaExecutable(std::shared_ptr<CudaCachingAllocator> alloc, const Plan& plan, CudaModuleImage module,
-                 std::shared_ptr<const CublasHandle> blas)
+                 std::shared_ptr<const CublasHandle> blas, std::shared_ptr<const CudnnHandle> dnn)
       : alloc_(std::move(alloc)),
         dev_(alloc_->device()),
         buffers_(plan.buffers),
@@ -63,7 +64,8 @@ class CudaExecutable : public Executable {
         donations_(plan.donations),
         memory_(plan_memory(plan)),
         module_image_(std::move(module)) {
-    check_plan(plan, blas_ != nullptr);
+    check_plan(plan, blas_ != nullptr, dnn != nullptr);
+    for (const ConvStep& c : plan.convs) convs_.push_back(std::make_unique<CudnnConv>(dnn, c));
     const size_t launches = kernels_.size() + flash_attention_launches(plan);
     if (module_image_.launches.size() != launches)
       fail(ErrorKind::Runtime, "internal: cuda module with ", module_image_.launches.size(), " launches for ",
@@ -107,7 +109,7 @@ class CudaExecutable : public Executable {
   }
 
   // What every executable of `plan` needs, checked before anything is compiled or loaded.
-  static void check_plan(const Plan& plan, bool have_blas) {
+  static void check_plan(const Plan& plan, bool have_blas, bool have_dnn) {
     for (const Gemm& g : plan.gemms) {
       for (int buf : {g.a, g.b, g.out})
         if (buf < 0 || buf >= static_cast<int>(plan.buffers.size()) || plan.buffers[buf].dtype != g.dtype ||
@@ -116,9 +118,23 @@ class CudaExecutable : public Executable {
       validate_gemm(g, plan.buffers[g.a].numel, plan.buffers[g.b].numel, plan.buffers[g.out].numel,
                     "cuda executable");
     }
-    // The runtime expands conv prims for backends without a conv library (runtime/conv.h).
-    if (!plan.convs.empty())
-      fail(ErrorKind::NotImplemented, "not implemented: library convolution step ", plan.convs[0].name, " on cuda");
+    for (const ConvStep& c : plan.convs) {
+      auto bad = [&](int buf) {
+        return buf < 0 || buf >= static_cast<int>(plan.buffers.size()) || plan.buffers[buf].dtype != c.dtype ||
+               plan.buffers[buf].kind == BufferSpec::Kind::Scalar;
+      };
+      for (int buf : {c.a, c.b, c.out})
+        if (bad(buf)) fail(ErrorKind::Runtime, "internal: conv ", c.name, " names bad buffer ", buf);
+      if (c.bias >= 0 && bad(c.bias)) fail(ErrorKind::Runtime, "internal: conv ", c.name, " names bad bias buffer ", c.bias);
+      if (plan.buffers[c.out].kind == BufferSpec::Kind::Input)
+        fail(ErrorKind::Runtime, "internal: conv ", c.name, " writes input buffer ", c.out);
+      validate_conv(c, plan.buffers[c.a].numel, plan.buffers[c.b].numel,
+                    c.bias >= 0 ? plan.buffers[c.bias].numel : 0, plan.buffers[c.out].numel, "cuda executable");
+    }
+    // The runtime expands conv prims for a backend without cuDNN (runtime/conv.h).
+    if (!plan.convs.empty() && !have_dnn)
+      fail(ErrorKind::NotImplemented, "not implemented: library convolution step ", plan.convs[0].name,
+           " on cuda: ", cudnn_error());
     if (!plan.gemms.empty() && !have_blas) fail(ErrorKind::Runtime, "internal: cuda plan with gemms but no cuBLAS handle");
     std::vector<int64_t> numels;
     std::vector<DType> dtypes;
@@ -138,7 +154,7 @@ class CudaExecutable : public Executable {
     for (const PlanStep& st : plan.ordered_steps()) {
       const size_t count = st.kind == PlanStep::Kind::Gemm        ? plan.gemms.size()
                            : st.kind == PlanStep::Kind::Attention ? plan.attentions.size()
-                           : st.kind == PlanStep::Kind::Conv      ? 0
+                           : st.kind == PlanStep::Kind::Conv      ? plan.convs.size()
                                                                   : plan.kernels.size();
       if (st.index < 0 || st.index >= static_cast<int>(count))
         fail(ErrorKind::Runtime, "internal: plan step names step ", st.index, " that does not exist");
@@ -167,7 +183,7 @@ class CudaExecutable : public Executable {
   }
 
   int num_kernels() const override {
-    size_t n = kernels_.size() + gemms_.size();
+    size_t n = kernels_.size() + gemms_.size() + convs_.size();
     for (const AttentionStep& a : attentions_)
       n += a.kind == AttentionStep::Kind::Forward ? 1 : (a.dq >= 0) + (a.dk >= 0 || a.dv >= 0);
     return static_cast<int>(n);
@@ -260,6 +276,10 @@ class CudaExecutable : public Executable {
         add_attention_launches(attentions_[static_cast<size_t>(step.index)], ptrs, out);
         continue;
       }
+      if (step.kind == PlanStep::Kind::Conv) {
+        out.push_back(conv_launch(*convs_[static_cast<size_t>(step.index)], ptrs));
+        continue;
+      }
       if (step.kind == PlanStep::Kind::Gemm) {
         const Gemm& g = gemms_[static_cast<size_t>(step.index)];
         CudaLaunchStep s;
@@ -307,6 +327,23 @@ class CudaExecutable : public Executable {
       out.push_back(std::move(s));
     }
     return out;
+  }
+
+  // A cuDNN convolution step with its addresses; its algorithm for the current TF32 setting is
+  // chosen on first use, and the executable's one workspace (steps run one after another on the
+  // stream) grows to what it needs. Called under launch_mu_.
+  CudaLaunchStep conv_launch(CudnnConv& conv, const std::vector<CUdeviceptr>& ptrs) {
+    const ConvStep& c = conv.step();
+    CudaLaunchStep s;
+    s.name = c.name;
+    s.conv = &conv;
+    s.tf32 = conv_allow_tf32();  // a captured CUDA graph is rebuilt when the setting changes
+    const size_t bytes = conv.prepare(s.tf32);
+    if (bytes && (!workspace_ || workspace_->bytes() < bytes)) workspace_ = std::make_shared<CudaBuffer>(alloc_, bytes);
+    s.workspace = bytes ? workspace_->ptr() : 0;
+    s.a = ptrs[c.a], s.b = ptrs[c.b], s.out = ptrs[c.out];
+    s.bias = c.bias >= 0 ? ptrs[c.bias] : 0;
+    return s;
   }
 
   // The flash kernel launches of one attention step: the forward, or the backward's zeroing of
@@ -375,6 +412,8 @@ class CudaExecutable : public Executable {
     std::vector<uint64_t> host;
   };
   std::vector<GemmArrays> gemm_arrays_ = std::vector<GemmArrays>(gemms_.size());
+  std::vector<std::unique_ptr<CudnnConv>> convs_;  // per conv step: descriptors and algorithms
+  std::shared_ptr<CudaBuffer> workspace_;           // shared by the conv steps, kept with the executable
   std::mutex launch_mu_;
   std::vector<Donation> donations_;  // outputs a run may write into an input's memory
   MemoryPlan memory_;  // which temporaries share an allocation
@@ -444,7 +483,9 @@ class CudaBackendImpl : public CudaBackend {
   std::unique_ptr<Executable> compile(const Plan& plan) override {
     std::shared_ptr<const CublasHandle> blas;
     if (!plan.gemms.empty()) blas = cublas_handle();
-    CudaExecutable::check_plan(plan, blas != nullptr);
+    std::shared_ptr<const CudnnHandle> dnn;
+    if (!plan.convs.empty()) dnn = cudnn_handle();
+    CudaExecutable::check_plan(plan, blas != nullptr, dnn != nullptr);
     // The flash kernels compile (once per process) while the plan's programs do.
     std::future<const std::vector<std::vector<char>>*> flash;
     if (flash_attention_launches(plan))
@@ -452,14 +493,16 @@ class CudaBackendImpl : public CudaBackend {
                          [t = target_, c = cubin_] { return &flash_attention_images(t, c); });
     CudaModuleImage module = compile_cuda_module(plan, target_, cubin_);
     if (flash.valid()) append_flash_attention(module, *flash.get());
-    return std::make_unique<CudaExecutable>(alloc_, plan, std::move(module), std::move(blas));
+    return std::make_unique<CudaExecutable>(alloc_, plan, std::move(module), std::move(blas), std::move(dnn));
   }
 
   // The code depends on the architecture compiled for, the NVRTC that compiled it (and how hard
   // it optimized) and whether matmuls are cuBLAS steps (the library's own build is in every
   // entry's header).
   std::string cache_target() override {
-    return target_ + " nvrtc " + nvrtc_version() + (lower_options().gemm_dtypes.empty() ? "" : "+cublas") +
+    const LowerOptions o = lower_options();
+    return target_ + " nvrtc " + nvrtc_version() + (o.gemm_dtypes.empty() ? "" : "+cublas") +
+           (o.conv_dtypes.empty() ? "" : "+cudnn") +
            (nvrtc_fast_compile() ? " ofc" : "") + CudaCodegenOptions::from_env().tag();
   }
 
@@ -473,20 +516,25 @@ class CudaBackendImpl : public CudaBackend {
   // Loads the image an earlier process compiled (cuModuleLoadData); runs neither code generation
   // nor NVRTC. Bytes that do not fit throw, and the runtime compiles afresh.
   std::unique_ptr<Executable> load(const Plan& plan, std::string_view bytes) override {
-    CudaExecutable::check_plan(plan, true);
+    CudaExecutable::check_plan(plan, true, true);
     CudaModuleImage m =
         decode_cuda_module(bytes, plan.kernels.size() + flash_attention_launches(plan), target_);
     std::shared_ptr<const CublasHandle> blas;
     if (!plan.gemms.empty()) blas = cublas_handle();
-    return std::make_unique<CudaExecutable>(alloc_, plan, std::move(m), std::move(blas));
+    std::shared_ptr<const CudnnHandle> dnn;
+    if (!plan.convs.empty()) dnn = cudnn_handle();
+    return std::make_unique<CudaExecutable>(alloc_, plan, std::move(m), std::move(blas), std::move(dnn));
   }
 
   // cuBLAS computes float32, float64, bfloat16 and float16 matmuls when it loads; otherwise they
-  // stay loop kernels.
+  // stay loop kernels. cuDNN computes convolutions of those types when it loads (LT_CUDNN=0 turns
+  // it off); otherwise the runtime expands them into GEMMs (runtime/conv.h).
   LowerOptions lower_options() const override {
     LowerOptions o;
     if (gemm_enabled() && cublas_available())
       o.gemm_dtypes = {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16};
+    if (gemm_enabled() && cudnn_enabled() && cudnn_available())
+      o.conv_dtypes = {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16};
     if (flash_attention_enabled()) {
       o.attention_dtypes = {DType::Float32};
       o.attention_head_dim = kFlashTile;
@@ -510,6 +558,21 @@ class CudaBackendImpl : public CudaBackend {
     }
     return blas_;
   }
+  std::shared_ptr<const CudnnHandle> cudnn_handle() {
+    std::lock_guard<std::mutex> lock(blas_mu_);
+    if (!dnn_) {
+      dev_->bind();
+      dnn_ = std::make_shared<const CudnnHandle>(dev_->stream());
+    }
+    return dnn_;
+  }
+  static bool cudnn_enabled() {
+    static const bool on = [] {
+      const char* e = std::getenv("LT_CUDNN");
+      return !(e && (std::strcmp(e, "0") == 0 || std::strcmp(e, "off") == 0));
+    }();
+    return on;
+  }
   std::shared_ptr<CudaDevice> dev_;
   std::shared_ptr<CudaCachingAllocator> alloc_;
   std::string target_;
@@ -517,6 +580,7 @@ class CudaBackendImpl : public CudaBackend {
   // Last, so it is destroyed before the device it was created on.
   std::mutex blas_mu_;
   std::shared_ptr<const CublasHandle> blas_;
+  std::shared_ptr<const CudnnHandle> dnn_;
 };
 
 }  // namespace

@@ -12,6 +12,19 @@ namespace {
 
 bool is_gemm(const CudaLaunchStep& s) { return s.gemm != nullptr; }
 
+// Enqueues a library step on the stream; `staged`: a GEMM's pointer arrays already hold its
+// addresses (a graph capture, cuda_graph.h).
+void run_library_step(const CublasHandle* blas, const CudaLaunchStep& s, bool staged) {
+  if (s.conv) {
+    s.conv->run(s.a, s.b, s.bias, s.out, s.workspace, s.tf32);
+    return;
+  }
+  if (!blas) fail(ErrorKind::Runtime, "internal: cuda gemm step without a cuBLAS handle");
+  CublasPointerArrays arrays = s.arrays;
+  arrays.staged = staged;
+  blas->gemm(*s.gemm, s.a, s.b, s.out, arrays, s.tf32);
+}
+
 // A kernel step as the driver's launch and node calls take it; `ptrs` keeps the slot pointers.
 CUDA_KERNEL_NODE_PARAMS kernel_params(const CudaLaunchStep& s, std::vector<void*>* ptrs) {
   ptrs->resize(s.slots.size());
@@ -45,9 +58,8 @@ void launch_cuda_steps(const CudaDevice& dev, const CublasHandle* blas,
   for (const CudaLaunchStep& s : steps) {
     const auto t0 =
         timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    if (is_gemm(s)) {
-      if (!blas) fail(ErrorKind::Runtime, "internal: cuda gemm step without a cuBLAS handle");
-      blas->gemm(*s.gemm, s.a, s.b, s.out, s.arrays, s.tf32);
+    if (s.is_library()) {
+      run_library_step(blas, s, false);
     } else {
       const CUDA_KERNEL_NODE_PARAMS p = kernel_params(s, &ptrs);
       d.check(d.cuLaunchKernel(p.func, p.gridDimX, 1, 1, p.blockDimX, 1, 1, p.sharedMemBytes, dev.stream(),
@@ -56,7 +68,7 @@ void launch_cuda_steps(const CudaDevice& dev, const CublasHandle* blas,
     }
     if (stats) ++stats->kernel_launches;
     if (timed)
-      stats->on_kernel((is_gemm(s) ? "gemm " : "") + std::string(s.name) + " (launch)", t0,
+      stats->on_kernel((is_gemm(s) ? "gemm " : s.conv ? "conv " : "") + std::string(s.name) + " (launch)", t0,
                        std::chrono::steady_clock::now());
   }
 }
@@ -84,17 +96,15 @@ void CudaGraphReplay::reset() {
   children_.clear(), nodes_.clear(), last_.clear();
 }
 
-// The cuBLAS calls of one GEMM step, captured from the stream into a graph of their own. Relaxed
-// mode: cuBLAS may make calls that the stricter modes forbid during a capture.
+// The cuBLAS or cuDNN calls of one library step, captured from the stream into a graph of their
+// own. Relaxed mode: the libraries may make calls that the stricter modes forbid during a capture.
 CUgraph CudaGraphReplay::capture(const CudaLaunchStep& step) {
   const CudaDriver& d = dev_->driver();
-  if (!blas_) fail(ErrorKind::Runtime, "internal: cuda gemm step without a cuBLAS handle");
   CUstream s = dev_->stream();
   d.check(d.cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED), "cuStreamBeginCapture");
-  CublasPointerArrays arrays = step.arrays;
-  arrays.staged = true;  // the copy of the addresses is issued before each graph launch
   try {
-    blas_->gemm(*step.gemm, step.a, step.b, step.out, arrays, step.tf32);
+    // A GEMM's address copy is issued before each graph launch, outside the graph.
+    run_library_step(blas_.get(), step, true);
   } catch (...) {
     CUgraph junk = nullptr;
     d.cuStreamEndCapture(s, &junk);  // leaves capture mode whatever went wrong
@@ -117,7 +127,7 @@ void CudaGraphReplay::build(const std::vector<CudaLaunchStep>& steps) {
     const CudaLaunchStep& s = steps[i];
     CUgraphNode* dep = i ? &nodes_[i - 1] : nullptr;  // a chain: plan order
     const size_t ndeps = i ? 1 : 0;
-    if (is_gemm(s)) {
+    if (s.is_library()) {
       children_[i] = capture(s);
       d.check(d.cuGraphAddChildGraphNode(&nodes_[i], graph_, dep, ndeps, children_[i]),
               "cuGraphAddChildGraphNode");
@@ -135,7 +145,7 @@ bool CudaGraphReplay::matches(const std::vector<CudaLaunchStep>& steps) const {
   if (!exec_ || steps.size() != last_.size()) return false;
   for (size_t i = 0; i < steps.size(); ++i) {
     const CudaLaunchStep &s = steps[i], &l = last_[i];
-    if (s.gemm != l.gemm || s.tf32 != l.tf32 || s.fn != l.fn || s.grid != l.grid || s.threads != l.threads ||
+    if (s.gemm != l.gemm || s.conv != l.conv || s.tf32 != l.tf32 || s.fn != l.fn || s.grid != l.grid || s.threads != l.threads ||
         s.slots.size() != l.slots.size() || s.arrays.device != l.arrays.device)
       return false;
   }
@@ -148,7 +158,7 @@ bool CudaGraphReplay::update(const std::vector<CudaLaunchStep>& steps) {
   for (size_t i = 0; i < steps.size(); ++i) {
     const CudaLaunchStep& s = steps[i];
     CudaLaunchStep& l = last_[i];
-    if (!is_gemm(s)) {
+    if (!s.is_library()) {
       if (s.slots == l.slots) continue;
       const CUDA_KERNEL_NODE_PARAMS p = kernel_params(s, &ptrs);
       if (d.cuGraphExecKernelNodeSetParams_v2(exec_, nodes_[i], &p) != CUDA_SUCCESS) return false;
@@ -157,7 +167,9 @@ bool CudaGraphReplay::update(const std::vector<CudaLaunchStep>& steps) {
     }
     // A pointer-array GEMM reads its addresses from its fixed device arrays: the node never
     // changes.
-    if (s.arrays.device || (s.a == l.a && s.b == l.b && s.out == l.out)) continue;
+    if (s.arrays.device ||
+        (s.a == l.a && s.b == l.b && s.out == l.out && s.bias == l.bias && s.workspace == l.workspace))
+      continue;
     CUgraph child = capture(s);
     if (d.cuGraphExecChildGraphNodeSetParams(exec_, nodes_[i], child) != CUDA_SUCCESS) {
       d.cuGraphDestroy(child);
@@ -165,7 +177,7 @@ bool CudaGraphReplay::update(const std::vector<CudaLaunchStep>& steps) {
     }
     if (children_[i]) d.cuGraphDestroy(children_[i]);
     children_[i] = child;
-    l.a = s.a, l.b = s.b, l.out = s.out;
+    l.a = s.a, l.b = s.b, l.out = s.out, l.bias = s.bias, l.workspace = s.workspace;
   }
   return true;
 }

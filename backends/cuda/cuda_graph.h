@@ -23,6 +23,7 @@
 #include "backends/backend.h"
 #include "backends/cuda/cublas_gemm.h"
 #include "backends/cuda/cuda_device.h"
+#include "backends/cuda/cudnn_conv.h"
 
 namespace lt {
 
@@ -36,7 +37,9 @@ inline constexpr size_t kCudaGraphMinSteps = 2;
 // executables read it when they are created).
 bool cuda_graphs_enabled();
 
-// One step of a run with its arguments resolved: a kernel (fn set) or a cuBLAS GEMM (gemm set).
+// One step of a run with its arguments resolved: a kernel (fn set), a cuBLAS GEMM (gemm set) or a
+// cuDNN convolution (conv set). GEMMs and convolutions are library steps: a graph holds each as a
+// child graph captured from the stream.
 struct CudaLaunchStep {
   std::string_view name;  // for profiling
   CUfunction fn = nullptr;
@@ -44,9 +47,15 @@ struct CudaLaunchStep {
   unsigned smem = 0;  // dynamic shared memory bytes (the flash attention kernels)
   std::vector<uint64_t> slots;  // one 8-byte slot per kernel parameter (pointer or scalar value)
   const Gemm* gemm = nullptr;
-  bool tf32 = false;  // the GEMM may use TF32 (matmul_allow_tf32() when the step was made)
+  const CudnnConv* conv = nullptr;
+  // The library step may use TF32 (matmul_allow_tf32() for a GEMM, conv_allow_tf32() for a
+  // convolution, when the step was made).
+  bool tf32 = false;
   CUdeviceptr a = 0, b = 0, out = 0;
+  CUdeviceptr bias = 0, workspace = 0;  // a convolution's (0 when it has none)
   CublasPointerArrays arrays;  // device memory fixed per executable, when the GEMM needs it
+
+  bool is_library() const { return gemm || conv; }
 };
 
 // Launches `steps` in order on the device's stream with cuLaunchKernel and cuBLAS (the plain path),

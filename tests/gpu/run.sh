@@ -14,7 +14,9 @@
 #    (float32 sin/cos in ulps); check_torch_compile_cuda.py (torch.compile(backend="lazytensor") on
 #    CUDA models against eager CUDA); check_lazy_device_cuda.py (torch code with device="lazy" on
 #    lazytensor's CUDA backend against the same code on "cuda"); check_compile_training_cuda.py
-#    (lt.compile(module) training on lazy:cuda, eager cuda views);
+#    (lt.compile(module) training on lazy:cuda, eager cuda views); check_conv_cudnn.py (cuDNN
+#    convolutions in four dtypes, the cudnn.allow_tf32 switch); cuDNN's headers against
+#    backends/cuda/cudnn_api.h (tests/gpu/cudnn_abi_check.cc, compiled only);
 # 4. runs the benchmarks, bench/gpu.py and bench/torch_compile.py --device cuda (TORCH_BENCH_ARGS
 #    overrides its "--steps 10 --rounds 3"). The two bench scripts together need most of one
 #    call's 10 minutes: run STAGES="build cpp py" and STAGES="bench" as two calls.
@@ -184,6 +186,20 @@ else
   failures=$((failures + 1))
 fi
 
+# ---- cuDNN's real headers (PyTorch's wheel) against our declarations of its ABI ----
+if stage cpp; then
+  cudnn_inc="$("$PY" -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "include"))' 2>/dev/null)"
+  if [ -n "$cudnn_inc" ] && [ -f "$cudnn_inc/cudnn.h" ]; then
+    ${CXX:-c++} -std=c++20 -fsyntax-only -I"$ROOT" -I"$cudnn_inc" -I/usr/local/cuda/include tests/gpu/cudnn_abi_check.cc >>"$BUILD_LOG" 2>&1
+    rc=$?
+    [ "$rc" -eq 0 ] || tail -n 20 "$BUILD_LOG"
+    record "cuDNN ABI of backends/cuda/cudnn_api.h (tests/gpu/cudnn_abi_check.cc)" "$rc"
+  else
+    say "cuDNN ABI check: FAIL: no cudnn.h in PyTorch's nvidia-cudnn wheel ($cudnn_inc)"
+    failures=$((failures + 1))
+  fi
+fi
+
 # ---- C++ GPU tests: a skip means no device was seen, which on this machine is a failure ----
 if stage cpp && [ "$built" -eq 1 ] && [ "$have_gtest" -eq 1 ]; then
   LOG="$OUT/gpu_cpp_tests.log"
@@ -234,6 +250,10 @@ if [ "$built" -eq 1 ] && [ -d "$BUILD/python/lazytensor" ]; then
     rc=$?
     tail -n 6 "$OUT/lazy_device_cuda.log"
     record "torch device \"lazy\" models vs eager CUDA (check_lazy_device_cuda.py)" "$rc"
+    LD_PRELOAD="$TRACE_SO" timeout 200 "$PY" -u -X faulthandler tests/gpu/check_conv_cudnn.py >"$OUT/conv_cudnn.log" 2>&1
+    rc=$?
+    tail -n 8 "$OUT/conv_cudnn.log"
+    record "cuDNN convolutions vs PyTorch CUDA (check_conv_cudnn.py)" "$rc"
     LD_PRELOAD="$TRACE_SO" timeout 200 "$PY" -u -X faulthandler tests/gpu/check_compile_training_cuda.py >"$OUT/compile_training_cuda.log" 2>&1
     rc=$?
     tail -n 6 "$OUT/compile_training_cuda.log"

@@ -453,6 +453,17 @@ def test_backends_tf32_flags():
     finally:
         matmul.allow_tf32 = False
     assert lt._C.matmul_allow_tf32() is False
+    # So is cudnn.allow_tf32, read by each cuDNN convolution launch (the GPU run checks its
+    # effect: tests/gpu/check_conv_cudnn.py).
+    try:
+        cudnn.allow_tf32 = False
+        assert lt._C.conv_allow_tf32() is False
+    finally:
+        cudnn.allow_tf32 = True
+    assert lt._C.conv_allow_tf32() is True
+    # No cuDNN in this CPU-only environment, as torch's CPU build says too.
+    assert cudnn.is_available() == torch.backends.cudnn.is_available()
+    assert (cudnn.version() is None) == (torch.backends.cudnn.version() is None)
 
 
 def test_save_whole_module_points_to_state_dict(tmp_path, device):

@@ -130,6 +130,24 @@ def test_randperm_on_the_device_is_ours_and_seeded():
     assert lt.metrics.counters().get("fallbacks", 0) == before
 
 
+def test_torch_tf32_switches_reach_the_runtime(rng):
+    """A script sets torch.backends' TF32 switches; the matmuls and convolutions it runs on the
+    device carry them to the runtime's settings, which the CUDA launches read (the GPU run checks
+    their effect on values: tests/gpu/check_conv_cudnn.py)."""
+    x, w = _host(rng, 2, 3, 6, 6).to("lazy"), _host(rng, 4, 3, 3, 3).to("lazy")
+    a = _host(rng, 4, 5).to("lazy")
+    try:
+        for on in (False, True, False):
+            torch.backends.cudnn.allow_tf32 = on
+            torch.backends.cuda.matmul.allow_tf32 = not on
+            F.conv2d(x, w).cpu()
+            (a @ a.t()).cpu()
+            assert lt._C.conv_allow_tf32() is on and lt._C.matmul_allow_tf32() is (not on)
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = True, False
+        lt.backends.cudnn.allow_tf32, lt.backends.cuda.matmul.allow_tf32 = True, False
+
+
 def test_an_op_outside_the_table_runs_in_torch_counted_and_right(rng):
     h = _host(rng, 5, 3).abs() + 0.5
     before = lt.metrics.counters().get("fallbacks", 0)

@@ -11,7 +11,10 @@ import torch
 
 
 def allow_torchvision_import():
-    """Lets `import torchvision` (and so transformers and timm) succeed; see above."""
+    """Lets `import torchvision` (and so transformers and timm) succeed; see above. With a CUDA
+    torch (the GPU machine's) torchvision's library loads and defines the ops itself."""
+    if torch.version.cuda is not None:
+        return
     try:
         torch.ops.torchvision.nms  # noqa: B018  (defined when torchvision's library loaded)
     except (AttributeError, RuntimeError):

@@ -145,6 +145,15 @@ void init_sync(py::module_& m) {
   // lazytensor.backends.cuda.matmul.allow_tf32: read by each CUDA GEMM launch (backends/backend.h).
   m.def("matmul_allow_tf32", &lt::matmul_allow_tf32);
   m.def("set_matmul_allow_tf32", &lt::set_matmul_allow_tf32, py::arg("on"));
+  // lazytensor.backends.cudnn: allow_tf32 is read by each cuDNN convolution launch; the version
+  // is 0 where cuDNN does not load (or the build has no CUDA backend).
+  m.def("conv_allow_tf32", &lt::conv_allow_tf32);
+  m.def("set_conv_allow_tf32", &lt::set_conv_allow_tf32, py::arg("on"));
+  m.def("cudnn_version", [] {
+    std::string why;
+    const size_t v = lt::cuda_conv_library_version(&why);
+    return py::make_tuple(v, why);
+  });
   m.def("set_cpu_share_openmp_threads", &lt::set_cpu_share_openmp_threads, py::arg("on"));
   m.def("cpu_share_openmp_threads", &lt::cpu_share_openmp_threads);
   m.def("set_lazy_backend", &lt::set_lazy_backend, py::arg("name"));

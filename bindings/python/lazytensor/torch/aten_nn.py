@@ -73,13 +73,33 @@ def _batch_norm_eval(cx, x, weight, bias, running_mean, running_var, momentum, e
 
 # ---- matmul and convolution ---------------------------------------------------------------------
 
+# A PyTorch script sets torch's TF32 switches, not lazytensor's; each matmul or convolution
+# translated carries torch's current setting to the runtime's, which the CUDA launches read.
+_get_cublas_tf32 = torch._C._get_cublas_allow_tf32
+_get_cudnn_tf32 = torch._C._get_cudnn_allow_tf32
+
+
+def _follow_matmul_tf32():
+    on = _get_cublas_tf32()
+    if on != _C.matmul_allow_tf32():
+        _C.set_matmul_allow_tf32(on)
+
+
+def _follow_conv_tf32():
+    on = _get_cudnn_tf32()
+    if on != _C.conv_allow_tf32():
+        _C.set_conv_allow_tf32(on)
+
+
 @op(aten.mm.default, aten.bmm.default)
 def _mm(cx, a, b):
+    _follow_matmul_tf32()
     return _C.matmul(a, b)
 
 
 @op(aten.addmm.default)
 def _addmm(cx, bias, a, b, *, beta=1, alpha=1):
+    _follow_matmul_tf32()
     p = _C.matmul(a, b)
     if alpha != 1:
         p = p * alpha
@@ -103,6 +123,7 @@ def _conv(x, w, b, stride, padding, dilation, groups):
 @op(aten.convolution.default)
 def _convolution(cx, x, w, b, stride, padding, dilation, transposed, output_padding, groups):
     _conv_check(transposed, output_padding, w)
+    _follow_conv_tf32()
     return _conv(x, w, b, stride, padding, dilation, groups)
 
 
@@ -133,6 +154,7 @@ class _C_enable_grad:
 def _convolution_backward(cx, grad_out, x, w, bias_sizes, stride, padding, dilation, transposed,
                           output_padding, groups, output_mask):
     _conv_check(transposed, output_padding, w)
+    _follow_conv_tf32()
     gx, gw = _vjp(lambda a, b: _conv(a, b, None, stride, padding, dilation, groups), [x, w],
                   [bool(output_mask[0]), bool(output_mask[1])], grad_out)
     gb = None
