@@ -7,7 +7,9 @@ counts per step. Prints a report; used to direct issue 28's work.
       [--backend lazytensor|inductor|eager] [--steps 5] [--top 25]
 """
 import argparse
+import cProfile
 import os
+import pstats
 import statistics
 import sys
 import time
@@ -25,6 +27,7 @@ def main():
     ap.add_argument("--backend", default="lazytensor")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--cprofile", action="store_true", help="also cProfile's top host functions")
     args = ap.parse_args()
     if args.backend == "lazytensor":
         import lazytensor.torch  # noqa: F401
@@ -44,6 +47,24 @@ def main():
         wall.append((time.perf_counter() - t0) * 1e3)
     print(f"{args.workload} on {args.backend}: step {statistics.median(wall):.2f} ms, host until return "
           f"{statistics.median(host):.2f} ms")
+    if args.backend == "lazytensor":
+        import lazytensor as lt
+        before = lt.metrics.counters()
+        for _ in range(args.steps):
+            step()
+        torch.cuda.synchronize()
+        after = lt.metrics.counters()
+        print("lazytensor counters per step: " + ", ".join(
+            f"{k} {(after[k] - before.get(k, 0)) / args.steps:g}" for k in sorted(after)
+            if isinstance(after[k], (int, float)) and after[k] != before.get(k, 0)))
+    if args.cprofile:
+        pr = cProfile.Profile()
+        pr.enable()
+        for _ in range(args.steps):
+            step()
+        torch.cuda.synchronize()
+        pr.disable()
+        pstats.Stats(pr).sort_stats("tottime").print_stats(args.top)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(args.steps):
             step()

@@ -17,7 +17,7 @@ import torch.fx
 
 from .. import _C
 from .aten_table import builder
-from .interop import lazy_device, lt_dtype, to_lazy, to_torch
+from .interop import dlpack_stream, lazy_device, lt_dtype, to_lazy, to_torch
 
 
 class Unsupported(NotImplementedError):
@@ -108,13 +108,14 @@ class LazyGraph:
 
     def _outputs(self, entry, rets, args):
         outs = []
+        stream = dlpack_stream(rets[0].device) if rets else None
         for i, slot in enumerate(entry.out_spec):
             if i in self._view_outs:
                 outs.append(None)  # made below, once every output it may view exists
             elif slot is None:
                 outs.append(entry.extras[i])
             else:
-                t = to_torch(rets[slot])
+                t = to_torch(rets[slot], stream)
                 outs.append(t.clone() if i in entry.clone_outs else t)
         for i, view in self._view_outs.items():
             outs[i] = _run_in_torch(view, args, outs)
