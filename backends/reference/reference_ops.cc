@@ -13,7 +13,7 @@ namespace ref {
 namespace {
 
 constexpr size_t kNumOps = 0
-#define LT_OP(N, name, arity, cls, prim) +1
+#define LT_OP(N, name, arity, cls, prim, cost) +1
 #include "ir/ops.def"
 #undef LT_OP
     ;
