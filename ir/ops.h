@@ -1,5 +1,7 @@
-// The op registry. Every op is declared once in ir/ops.def; each pipeline stage keeps its own
-// rule table keyed by Op, and tests/cpp/registry_test.cc fails when a stage lacks a rule.
+// The op registry. Every op is declared once in ir/ops.def, with the facts several stages read
+// (arity, class, primitive, cost tier); an elementwise op's scalar meaning is ir/scalar_ops.h,
+// which constant folding and the reference interpreter share. Each other stage keeps its own rule
+// table keyed by Op, and tests/cpp/registry_test.cc fails when a stage lacks a rule.
 #pragma once
 #include <cstddef>
 #include <cstdint>
