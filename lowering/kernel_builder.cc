@@ -30,14 +30,8 @@ int KernelBuilder::inline_cost(int node) {
   int c = 0;
   if (node == root_ || !realized_[node]) {
     const OpClass cls = op_info(p.op).cls;
-    if (is_elementwise(cls)) {
-      switch (p.op) {
-        case Op::Exp: case Op::Log: case Op::Sin: case Op::Cos: case Op::Tanh: case Op::Erf: case Op::Pow:
-        case Op::Sqrt: case Op::Div: case Op::Recip: case Op::FloorDiv: case Op::Remainder:
-        case Op::Fmod: c = 4; break;
-        default: c = 1;
-      }
-    }
+    // On a CPU core a division, square root or math-library call costs several cheap ops.
+    if (is_elementwise(cls)) c = op_info(p.op).cost >= OpCost::Divide ? 4 : 1;
     if (cls != OpClass::Reduce)
       for (int in : p.inputs) c += inline_cost(in);
   }

@@ -1,73 +1,28 @@
 #include "lowering/simplify.h"
 
-#include <cmath>
 #include <cstring>
 #include <map>
 #include <optional>
 
 #include "ir/half.h"
+#include "ir/scalar_ops.h"
 
 namespace lt {
 namespace {
 
 bool is_const(const PNode& n, double v) { return n.op == Op::Constant && n.attrs.value == v; }
 
-// A constant's value as the backends would hold it in `t` (float32 rounds, half types round).
-double round_to(DType t, double v) {
-  switch (t) {
-    case DType::Float32: return static_cast<double>(static_cast<float>(v));
-    case DType::Float16: return half_to_float(float_to_half(static_cast<float>(v)));
-    case DType::BFloat16: return bfloat16_to_float(float_to_bfloat16(static_cast<float>(v)));
-    default: return v;
-  }
-}
-
+// Folding computes what the reference interpreter would (ir/scalar_ops.h): the op's floating form
+// on operands rounded to the node's dtype, the result rounded again (round_to_dtype). Only floating
+// nodes fold: integer ones would need the integer forms and wrapping to the width, and folding
+// them would change which graphs compile to what (they never folded).
 std::optional<double> fold_unary(Op op, double x) {
-  switch (op) {
-    case Op::Neg: return -x;
-    case Op::Exp: return std::exp(x);
-    case Op::Log: return std::log(x);
-    case Op::Sqrt: return std::sqrt(x);
-    case Op::Sin: return std::sin(x);
-    case Op::Cos: return std::cos(x);
-    case Op::Tanh: return std::tanh(x);
-    case Op::Erf: return std::erf(x);
-    case Op::Abs: return std::fabs(x);
-    case Op::Floor: return std::floor(x);
-    case Op::Recip: return 1.0 / x;
-    default: return std::nullopt;
-  }
+  if (auto f = scalar_rule(op).f1) return f(x);
+  return std::nullopt;
 }
-
-// PyTorch's floor_divide of floats (div_floor_floating): the floor of the exact quotient, from
-// fmod, so it matches the backends where a / b would round up to an integer; IEEE for b = 0.
-double floor_div(double a, double b) {
-  if (b == 0) return a / b;
-  const double mod = std::fmod(a, b);
-  double div = (a - mod) / b;
-  if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;
-  if (div == 0) return std::copysign(0.0, a / b);
-  const double fl = std::floor(div);
-  return div - fl > 0.5 ? fl + 1 : fl;
-}
-
 std::optional<double> fold_binary(Op op, double a, double b) {
-  switch (op) {
-    case Op::FloorDiv: return floor_div(a, b);
-    case Op::Remainder: {  // fmod moved into the divisor's sign
-      const double m = std::fmod(a, b);
-      return m != 0 && (b < 0) != (m < 0) ? m + b : m;
-    }
-    case Op::Fmod: return std::fmod(a, b);
-    case Op::Add: return a + b;
-    case Op::Sub: return a - b;
-    case Op::Mul: return a * b;
-    case Op::Div: return a / b;
-    case Op::Pow: return std::pow(a, b);
-    case Op::Maximum: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
-    case Op::Minimum: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
-    default: return std::nullopt;
-  }
+  if (auto f = scalar_rule(op).f2) return f(a, b);
+  return std::nullopt;
 }
 
 class Simplifier {
@@ -119,7 +74,7 @@ class Simplifier {
     c.op = Op::Constant;
     c.dtype = like.dtype;
     c.shape = like.shape;
-    c.attrs.value = round_to(like.dtype, v);
+    c.attrs.value = round_to_dtype(v, like.dtype);
     c.source = like.source;
     return emit(std::move(c));
   }
@@ -139,13 +94,13 @@ class Simplifier {
       bool a_neutral = (n.op == Op::Add && is_const(at(a), 0)) || (n.op == Op::Mul && is_const(at(a), 1));
       if (a_neutral && same(b, n)) return b;
       if (is_floating(n.dtype) && at(a).op == Op::Constant && at(b).op == Op::Constant)
-        if (auto v = fold_binary(n.op, round_to(n.dtype, at(a).attrs.value), round_to(n.dtype, at(b).attrs.value)))
+        if (auto v = fold_binary(n.op, round_to_dtype(at(a).attrs.value, n.dtype), round_to_dtype(at(b).attrs.value, n.dtype)))
           return constant(n, *v);
     }
     if (cls == OpClass::Unary) {
       if (n.op == Op::Neg && at(a).op == Op::Neg) return at(a).inputs[0];
       if (is_floating(n.dtype) && at(a).op == Op::Constant)
-        if (auto v = fold_unary(n.op, round_to(n.dtype, at(a).attrs.value))) return constant(n, *v);
+        if (auto v = fold_unary(n.op, round_to_dtype(at(a).attrs.value, n.dtype))) return constant(n, *v);
     }
     if (n.op == Op::Cast && at(a).dtype == n.dtype) return a;
     if (n.op == Op::Reshape) {

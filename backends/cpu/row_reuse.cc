@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "ir/ops.h"
+
 namespace lt::cpu {
 namespace {
 
@@ -50,10 +52,9 @@ std::vector<std::string> body_keys(const std::vector<loop::Instr>& body) {
   return key;
 }
 
-bool costly(Op op) {
-  return op == Op::Exp || op == Op::Log || op == Op::Sin || op == Op::Cos || op == Op::Tanh ||
-         op == Op::Erf || op == Op::Pow;
-}
+// Worth a scratch row: a math-library call (ir/ops.h's Transcendental and Trig tiers). A division
+// is not: storing and reloading the row costs about as much as dividing again.
+bool costly(Op op) { return op_info(op).cost >= OpCost::Transcendental; }
 
 }  // namespace
 

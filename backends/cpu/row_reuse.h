@@ -17,7 +17,7 @@ struct RowReuse {
   int dst = -1;    // the same value's instruction in the last stage's body
 };
 
-// The largest costly value (an exp, log, sin, cos, tanh, erf or pow in its subtree) of the last
+// The largest costly value (a Transcendental or Trig op of ir/ops.h in its subtree) of the last
 // stage that an earlier Reduce stage computes too, for rows of at most max_row elements.
 RowReuse find_row_reuse(const loop::Kernel& k, int64_t max_row);
 

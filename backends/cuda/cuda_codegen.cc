@@ -18,6 +18,7 @@
 #include "backends/cuda/cuda_preamble.h"
 #include "backends/cuda/kernel_gen.h"
 #include "ir/error.h"
+#include "ir/ops.h"
 
 namespace lt {
 
@@ -29,12 +30,13 @@ int64_t cuda_point_cost(const loop::Kernel& k) {
         ++cost;
         continue;
       }
-      switch (in.op) {
-        case Op::Sin: case Op::Cos: cost += 40; break;
-        case Op::Exp: case Op::Log: case Op::Tanh: case Op::Erf: case Op::Pow: cost += 20; break;
-        // fmod's loop (floats) or a 64-bit division sequence (integers) behind each helper.
-        case Op::FloorDiv: case Op::Remainder: case Op::Fmod: cost += 20; break;
-        default: ++cost;
+      // Weights per ir/ops.h's tiers: a division or square root is about one instruction here;
+      // a math-library call, or the fmod loop (floats) or 64-bit division sequence (integers)
+      // behind the division helpers, is some twenty; sin and cos add their range reduction.
+      switch (op_info(in.op).cost) {
+        case OpCost::Trig: cost += 40; break;
+        case OpCost::Transcendental: case OpCost::DivideLoop: cost += 20; break;
+        case OpCost::Cheap: case OpCost::Divide: ++cost; break;
       }
     }
   return cost;

@@ -68,8 +68,8 @@ struct CudaCodegenOptions {
 // faster than the vector path's five.
 constexpr int64_t kVectorPointCostLimit = 400;
 
-// A rough count of the instructions one point of `k`'s body costs (inline sin/cos ~40,
-// libdevice exp/log/tanh/erf/pow ~20, anything else 1).
+// A rough count of the instructions one point of `k`'s body costs, from each op's cost tier
+// (ir/ops.h): inline sin/cos ~40, libdevice calls and the division helpers ~20, anything else 1.
 int64_t cuda_point_cost(const loop::Kernel& k);
 
 // Generates the translation unit and each kernel's launch description. Throws lt::Error

@@ -143,14 +143,6 @@ void eval_cast(Ctx& c) {
   }
 }
 
-// logical_not of any dtype: x == 0 (NaN is not zero, so logical_not(NaN) is false).
-void eval_not(Ctx& c) {
-  const Value& a = *c.in[0];
-  const size_t n = a.floating() ? a.f.size() : a.i.size();
-  c.out.i.resize(n);
-  for (size_t k = 0; k < n; ++k) c.out.i[k] = a.floating() ? a.f[k] == 0 : a.i[k] == 0;
-}
-
 void eval_where(Ctx& c) {
   const Value &cond = *c.in[0], &a = *c.in[1], &b = *c.in[2];
   if (cond.floating()) wrong_dtype(c, cond);

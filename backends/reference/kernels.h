@@ -1,11 +1,12 @@
-// The reference interpreter's rules. Elementwise rules are templates over the scalar function
-// (instantiated once per op in reference_ops.cc, so the per-element call inlines); leaves,
-// random numbers, reductions and movement are plain functions in kernels.cc.
+// The reference interpreter's rules. Elementwise rules are templates over an op's scalar forms
+// (ir/scalar_ops.h; instantiated once per op in reference_ops.cc, so the per-element call
+// inlines); leaves, random numbers, reductions and movement are plain functions in kernels.cc.
 #pragma once
 #include <cstddef>
 #include <type_traits>
 
 #include "backends/reference/interp.h"
+#include "ir/scalar_ops.h"
 
 namespace lt::ref {
 
@@ -34,48 +35,40 @@ void eval_conv2d_grad_weight(Ctx& c);
 // Attention (attention_kernels.cc): attention and attention_lse; the three gradients.
 void eval_attention(Ctx& c);
 void eval_attention_grad(Ctx& c);
-// Cast and logical_not (any dtype in; no scalar function to plug in).
+// Cast (any dtype in; its meaning is the dtype conversion, not a scalar function).
 void eval_cast(Ctx& c);
-void eval_not(Ctx& c);
 
 [[noreturn]] void wrong_dtype(const Ctx& c, const Value& operand);
 
-// Integer arithmetic wraps (two's complement) instead of overflowing: computed in uint64, the
-// interpreter then wraps the result to the node's width.
-inline int64_t wrap_add(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-}
-inline int64_t wrap_sub(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
-}
-inline int64_t wrap_mul(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-}
+// Elementwise ops from their scalar forms (ir/scalar_ops.h), instantiated once per op through
+// elementwise<op> so the per-element call inlines. A null form (the op's shape rule rejects such
+// operands) is an error if reached.
 
-// Marks a rule as having no integer form (the op's shape rule only admits floating dtypes).
-inline constexpr std::nullptr_t kFloatOnly = nullptr;
-// Marks a binary rule as having no floating form (bitwise ops, shifts).
-inline constexpr std::nullptr_t kIntOnly = nullptr;
-
-// Unary: FF on doubles, FI on int64 (or kFloatOnly). Operand and result share a shape.
-template <auto FF, auto FI = kFloatOnly>
+// Unary: FF on doubles, FI on int64, FB on bool where it differs from FI. Operand and result share
+// a shape (and, but for predicates, a dtype).
+template <auto FF, auto FI, auto FB = nullptr>
 void unary(Ctx& c) {
   const Value& a = *c.in[0];
+  auto run = [&](const auto& av, auto& ov, auto fn) {
+    ov.resize(av.size());
+    for (size_t k = 0; k < av.size(); ++k) ov[k] = fn(av[k]);
+  };
   if (a.floating()) {
-    c.out.f.resize(a.f.size());
-    for (size_t k = 0; k < a.f.size(); ++k) c.out.f[k] = FF(a.f[k]);
-  } else if constexpr (!std::is_null_pointer_v<decltype(FI)>) {
-    c.out.i.resize(a.i.size());
-    for (size_t k = 0; k < a.i.size(); ++k) c.out.i[k] = FI(a.i[k]);
+    if constexpr (FF == nullptr) wrong_dtype(c, a);
+    else if constexpr (std::is_same_v<decltype(FF(0.0)), bool>) run(a.f, c.out.i, FF);  // predicate
+    else run(a.f, c.out.f, FF);
+  } else if constexpr (FB != nullptr) {
+    run(a.i, c.out.i, a.dtype == DType::Bool ? FB : FI);
+  } else if constexpr (FI != nullptr) {
+    run(a.i, c.out.i, FI);
   } else {
     wrong_dtype(c, a);
   }
 }
 
-// Binary with broadcasting. kBool: the result is bool (comparisons, logical ops) whatever the
-// operands' dtype, else it has the operands' dtype. F is generic over double and int64 unless FI
-// is given for integers; FF = kIntOnly: no floating form.
-template <bool kBool, auto FF, auto FI>
+// Binary with broadcasting. Floating operands and results live in .f, integer ones and every
+// predicate's bool result in .i.
+template <auto FF, auto FI>
 void binary(Ctx& c) {
   const Value &a = *c.in[0], &b = *c.in[1];
   const Strides sa = broadcast_strides(a.shape, c.out.shape), sb = broadcast_strides(b.shape, c.out.shape);
@@ -87,26 +80,31 @@ void binary(Ctx& c) {
   };
   if (a.floating() != b.floating()) wrong_dtype(c, b);
   if (a.floating()) {
-    if constexpr (std::is_null_pointer_v<decltype(FF)>) wrong_dtype(c, a);
-    else if constexpr (kBool) run(a.f, b.f, c.out.i, FF);
+    if constexpr (FF == nullptr) wrong_dtype(c, a);
+    else if constexpr (std::is_same_v<decltype(FF(0.0, 0.0)), bool>) run(a.f, b.f, c.out.i, FF);  // predicate
     else run(a.f, b.f, c.out.f, FF);
-  } else if constexpr (!std::is_null_pointer_v<decltype(FI)>) {
+  } else if constexpr (FI != nullptr) {
     run(a.i, b.i, c.out.i, FI);
   } else {
     wrong_dtype(c, a);
   }
 }
 
-template <auto F>
-void arith(Ctx& c) { binary<false, F, F>(c); }
-template <auto FF, auto FI>
-void arith2(Ctx& c) { binary<false, FF, FI>(c); }
-template <auto FF>
-void arith_float(Ctx& c) { binary<false, FF, kFloatOnly>(c); }
-template <auto FI>
-void arith_int(Ctx& c) { binary<false, kIntOnly, FI>(c); }
-template <auto F>
-void predicate(Ctx& c) { binary<true, F, F>(c); }
+template <Op kOp>
+void elementwise(Ctx& c) {
+  constexpr ScalarRule r = scalar_rule(kOp);
+  if constexpr (r.f1 || r.i1) unary<r.f1, r.i1, r.b1>(c);
+  else if constexpr (r.pf1 || r.pi1) unary<r.pf1, r.pi1>(c);
+  else if constexpr (r.f2 || r.i2) binary<r.f2, r.i2>(c);
+  else binary<r.pf2, r.pi2>(c);
+}
+
+// The reference rule of an op with scalar forms; nullptr for the others (and no instantiation).
+template <Op kOp>
+constexpr EvalFn scalar_eval() {
+  if constexpr (scalar_rule(kOp).empty()) return nullptr;
+  else return &elementwise<kOp>;
+}
 
 // where(cond, a, b) with broadcasting of all three.
 void eval_where(Ctx& c);

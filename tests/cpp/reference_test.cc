@@ -8,7 +8,6 @@
 #include <random>
 
 #include "backends/reference/reference_backend.h"
-#include "backends/reference/reference_ops.h"
 #include "ir/error.h"
 #include "ir/half.h"
 #include "lowering/loop_ir.h"
@@ -484,10 +483,6 @@ TEST(ReferenceTest, OutputsNeverAliasInputsAndInterpretAll) {
     EXPECT_EQ(ev[i], static_cast<float>(std::exp(static_cast<double>(xv[i]))));
     EXPECT_EQ(nv[i], -ev[i]);
   }
-}
-
-TEST(ReferenceTest, SupportsEveryPrimitiveOnly) {
-  for (const OpInfo& info : all_ops()) EXPECT_EQ(reference_supports(info.op), info.primitive) << info.name;
 }
 
 // Each malformed graph must raise lt::Error (never crash), with a message naming the problem.

@@ -6,6 +6,10 @@
 //   decomposition   lowering/decompose.cc: a composite (primitive = false) has a rule and a
 //                   primitive has none (decompose() never asks for one). Composites reach no
 //                   backend: they are primitives by the time anything below runs.
+//   scalar          ir/scalar_ops.h: every primitive of a class whose meaning is a function of its
+//                   operands' elements (scalar_meaning below) has its forms there, unary or binary
+//                   by its arity; constant folding and the reference interpreter read nothing else.
+//                   No other op has any (nothing would read them).
 //   reference       backends/reference/reference_ops.cc: every primitive, library prims (conv,
 //                   attention) included, since the interpreter runs the prim graph itself.
 //   cpu / cuda      the code generators, for the primitives that fusion turns into kernel code
@@ -33,6 +37,7 @@
 #include "ir/error.h"
 #include "ir/node.h"
 #include "ir/ops.h"
+#include "ir/scalar_ops.h"
 #include "lowering/decompose.h"
 #include "lowering/loop_ir.h"
 #include "lowering/plan.h"
@@ -106,6 +111,38 @@ Lowering kernel_form(OpClass c) {
       return {Form::None};
   }
   return {Form::None};
+}
+
+// Whether an op of the class means a function of its operands' elements alone (so ir/scalar_ops.h
+// holds it). No default, as in kernel_form. Where, cast and rand are elementwise but not that:
+// a selection, a dtype conversion, a counter-based draw (the interpreter has rules of their own).
+bool scalar_meaning(OpClass c) {
+  switch (c) {
+    case OpClass::Unary:
+    case OpClass::Predicate1:
+    case OpClass::Binary:
+    case OpClass::Compare:
+    case OpClass::Logical:
+      return true;
+    case OpClass::Leaf:
+    case OpClass::Rand:
+    case OpClass::Where:
+    case OpClass::Cast:
+    case OpClass::Reduce:
+    case OpClass::Reshape:
+    case OpClass::Permute:
+    case OpClass::Expand:
+    case OpClass::Matmul:
+    case OpClass::AxisUnary:
+    case OpClass::LayerNorm:
+    case OpClass::Slice:
+    case OpClass::Gather:
+    case OpClass::ScatterAdd:
+    case OpClass::Conv:
+    case OpClass::Attention:
+      return false;
+  }
+  return false;
 }
 
 // Dtypes a probe tries, the usual one first (the first the code generator accepts ends the probe).
@@ -276,13 +313,29 @@ TEST(Registry, EveryOpHasItsRuleInEveryStage) {
           << "op " << name << " has no VJP rule (runtime/vjp.cc) and non_differentiable() does not exempt it";
     }
 
+    // Scalar meaning: the elementwise primitives, in the shape of their arity.
+    const ScalarRule sr = scalar_rule(info.op);
+    if (info.primitive && scalar_meaning(info.cls)) {
+      if (sr.empty()) {
+        ADD_FAILURE() << "op " << name << " has no scalar rule (ir/scalar_ops.h): constant folding and "
+                      << "the reference interpreter take its meaning from there";
+      } else {
+        EXPECT_TRUE(info.arity == 1 ? sr.unary() && !sr.binary() : info.arity == 2 && sr.binary() && !sr.unary())
+            << "op " << name << ": its scalar forms (ir/scalar_ops.h) do not match its arity " << info.arity;
+      }
+    } else {
+      EXPECT_TRUE(sr.empty()) << "op " << name << " has a scalar rule (ir/scalar_ops.h) that nothing reads "
+                              << "(a composite, or a class the interpreter has its own rule for)";
+    }
+
     // Backends see primitives only.
     if (!info.primitive) {
       EXPECT_FALSE(reference_supports(info.op))
           << "op " << name << " is a composite with a reference kernel, which never runs (decompose() rewrites it)";
       continue;
     }
-    EXPECT_TRUE(reference_supports(info.op)) << "op " << name << " has no reference kernel (reference_ops.cc)";
+    EXPECT_TRUE(reference_supports(info.op))
+        << "op " << name << " has no reference kernel (reference_ops.cc; an elementwise op's comes from ir/scalar_ops.h)";
 
     const Lowering lw = kernel_form(info.cls);
     if (lw.class_keyed) {
