@@ -83,6 +83,7 @@ class LazyGraph:
         self._entries = {}
         self.stats = {"traces": 0, "replays": 0}
         self._view_outs, self._view_bases = _view_outputs(gm)
+        self._passthrough = _passthrough_outputs(gm)
 
     # AOTAutograd calls compiled graphs with one list (and may clear it to free inputs early).
     _boxed_call = True
@@ -114,6 +115,8 @@ class LazyGraph:
                 outs.append(None)  # made below, once every output it may view exists
             elif slot is None:
                 outs.append(entry.extras[i])
+            elif i in self._passthrough:  # the input itself, as the FX graph returns it
+                outs.append(args[self._passthrough[i]])
             else:
                 t = to_torch(rets[slot], stream)
                 outs.append(t.clone() if i in entry.clone_outs else t)
@@ -201,6 +204,17 @@ _VIEW_OPS = {torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,
              torch.ops.aten.squeeze.dims, torch.ops.aten.squeeze.default,
              torch.ops.aten.alias.default, torch.ops.aten.slice.Tensor,
              torch.ops.aten.select.int}
+
+
+def _passthrough_outputs(gm):
+    """{output position: input position} for outputs that are graph inputs themselves (a forward
+    returns the weights it saves for its backward): the call returns the input tensor it was given,
+    as the FX graph does, with no copy and no exchange."""
+    places = {n: i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")}
+    out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    if not isinstance(out, (list, tuple)):  # a graph of one output returns it bare
+        return {}
+    return {i: places[o] for i, o in enumerate(out) if isinstance(o, torch.fx.Node) and o in places}
 
 
 def _view_outputs(gm):

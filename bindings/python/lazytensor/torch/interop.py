@@ -53,42 +53,44 @@ def lazy_device(device):
                               f"backend='lazytensor' (CPU and CUDA tensors are supported)")
 
 
-# id(nn.Parameter) -> (a weak reference to it, its data's address, the lazytensor tensor over
-# it); the entry goes when the parameter does. Parameters enter every call of a model's graphs
-# and an optimizer updates them in place, so the tensor sharing their memory is made once, not per
-# call (GPT-2 124M: ~150 parameters in each of two graphs per step). Keyed by identity: torch
-# tensors compare by value.
-_param_views = {}
+# Data address -> (a weak reference to a torch tensor over that memory, the lazytensor tensor
+# sharing it). Filled by every import (parameters, batches) and by every output made by to_torch,
+# so what enters graph after graph crosses once: parameters (an optimizer updates them in place),
+# the inputs and weights a forward saves for its backward (autograd hands them back as new
+# tensor objects, views or transposes of the same memory, hence keyed by address, not identity),
+# and the activations a forward returns for its backward (~90 per ResNet-18 step; a DLPack
+# exchange costs more host time than the GPU spends on many of them). While that torch tensor
+# lives, no other allocation can take its address; its entry goes when it dies.
+_shared = {}
+# Tensors taken into graphs, by how: "imported" through DLPack, "reused" from _shared. Read by
+# tests to pin how many exchanges a step makes.
+counts = {"imported": 0, "reused": 0}
 
 
-# id(torch tensor made by to_torch) -> (a weak reference to it, its data's address, the lazytensor
-# tensor it shares memory with). A graph's outputs that the next graph takes back (the
-# activations a forward saves for its backward: ~90 per ResNet-18 step) then cross back without
-# a second DLPack exchange, which costs more host time than the GPU spends on many of them.
-_made_by_us = {}
+def _remember(x, lazy):
+    key = x.data_ptr()
+    if not key:  # empty tensors have no memory to share
+        return
+    ref = weakref.ref(x, lambda r, key=key: _shared.pop(key, None)
+                      if _shared.get(key, (None,))[0] is r else None)
+    _shared[key] = (ref, lazy)
 
 
 def to_lazy(t, device):
     """A lazytensor tensor on the lazy `device` sharing `t`'s memory (a non-contiguous `t` is
     copied dense first)."""
-    made = _made_by_us.get(id(t))
-    if made is not None and made[0]() is t and made[1] == t.data_ptr() and made[2].device == device \
-            and tuple(made[2].shape) == tuple(t.shape) and t.is_contiguous():
-        return made[2]
-    param = isinstance(t, torch.nn.Parameter)
-    if param:
-        hit = _param_views.get(id(t))
-        if hit is not None and hit[0]() is t and hit[1] == t.data_ptr() \
-                and hit[2].device == device and tuple(hit[2].shape) == tuple(t.shape):
-            return hit[2]
-    if not t.is_contiguous():
-        t = t.contiguous()
-    source = t.detach() if t.requires_grad else t
-    lazy = _C.from_dlpack(source)._shared_on(device)
-    if param and source.data_ptr() == t.data_ptr():
-        key = id(t)
-        _param_views[key] = (weakref.ref(t, lambda _, key=key: _param_views.pop(key, None)),
-                             t.data_ptr(), lazy)
+    hit = _shared.get(t.data_ptr())
+    if hit is not None and hit[0]() is not None:
+        lz = hit[1]
+        if lz.device == device and lz.dtype == DTYPES.get(t.dtype) and tuple(lz.shape) == tuple(t.shape) \
+                and t.is_contiguous():
+            counts["reused"] += 1
+            return lz
+    dense = t if t.is_contiguous() else t.contiguous()
+    lazy = _C.from_dlpack(dense.detach() if dense.requires_grad else dense)._shared_on(device)
+    counts["imported"] += 1
+    if dense is t:  # a copy's memory is not t's: nothing to remember
+        _remember(t, lazy)
     return lazy
 
 
@@ -106,7 +108,5 @@ def to_torch(t, stream=None):
     """A torch tensor sharing the (materialized) memory of lazytensor tensor `t`; `stream` as
     dlpack_stream gives it for `t`'s device."""
     x = torch._C._from_dlpack(t.__dlpack__() if stream is None else t.__dlpack__(stream=stream))
-    key = id(x)
-    _made_by_us[key] = (weakref.ref(x, lambda _, key=key: _made_by_us.pop(key, None)),
-                        x.data_ptr(), t)
+    _remember(x, t)
     return x
