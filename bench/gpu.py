@@ -251,6 +251,11 @@ def main():
                                   max(5, args.repeats // 5))
         results.append(row)
         print(json.dumps(row), flush=True)
+    if not args.only or args.only in "resnet18":
+        from gpu_resnet import resnet18_row
+        row = resnet18_row(lt, cuda_ms, wall_ms, first_call_s, args.quick, max(10, args.repeats // 2))
+        results.append(row)
+        print(json.dumps(row), flush=True)
     for name, make in ROWS.items():
         if args.only and args.only not in name:
             continue
