@@ -94,6 +94,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // Whether the backend's buffers are host memory (the CPU backend and the reference interpreter):
+  // such backends read each other's buffers directly, and DLPack exports them as host data.
+  virtual bool host_memory() const { return false; }
   virtual BufferPtr allocate(size_t bytes) = 0;
   virtual void copy_from_host(Buffer& dst, const void* src, size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const Buffer& src, size_t bytes) = 0;
@@ -160,5 +163,8 @@ bool backend_available(const std::string& name);
 // cuDNN's version (e.g. 91000) where the CUDA backend loads it for convolutions, else 0 with
 // *why saying why (no CUDA backend in this build, library not found, ...).
 size_t cuda_conv_library_version(std::string* why);
+// get_backend(name).host_memory(), without creating a backend that does not exist yet (one that
+// holds no buffers cannot be asked about them).
+bool backend_host_memory(const std::string& name);
 
 }  // namespace lt

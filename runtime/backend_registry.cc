@@ -37,10 +37,38 @@ size_t cuda_conv_library_version(std::string* why) {
   return 0;
 }
 
+namespace {
+// The backends made so far, each created on first use and kept for the process.
+struct Backends {
+  std::mutex mu;
+  std::unique_ptr<Backend> ref, cpu, cuda;
+};
+Backends& backends() {
+  static Backends b;
+  return b;
+}
+}  // namespace
+
+bool backend_host_memory(const std::string& name) {
+  Backends& b = backends();
+  Backend* made = nullptr;
+  {
+    std::lock_guard<std::mutex> g(b.mu);
+    made = name == "reference" ? b.ref.get() : name == "cpu" ? (b.cpu ? b.cpu.get() : nullptr)
+                                           : name == "cuda" ? b.cuda.get() : nullptr;
+#ifndef LT_HAVE_LLVM
+    if (name == "cpu") made = b.ref.get();  // the cpu backend is the interpreter then
+#endif
+  }
+  if (made) return made->host_memory();
+  // Not made yet: ask a fresh one only where that is cheap (the interpreter holds no state).
+  return name == "reference" || name == "cpu" ? get_backend("reference").host_memory() : false;
+}
+
 Backend& get_backend(const std::string& name) {
-  static std::mutex mu;
-  static std::unique_ptr<Backend> ref, cpu, cuda;
-  std::lock_guard<std::mutex> g(mu);
+  Backends& b = backends();
+  std::lock_guard<std::mutex> g(b.mu);
+  std::unique_ptr<Backend>&ref = b.ref, &cpu = b.cpu, &cuda = b.cuda;
   if (name == "reference") {
     if (!ref) ref = make_reference_backend();
     return *ref;

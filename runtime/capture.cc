@@ -28,7 +28,6 @@ void repoint(TensorImpl& t, std::shared_ptr<Storage> s) {
   registry_remove(&t);
 }
 
-bool host_backend(const std::string& b) { return b == "cpu" || b == "reference"; }
 
 }  // namespace
 
@@ -494,7 +493,7 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
         b.storage = resolve(in, src[i]);
         if (!b.storage || !b.storage->buffer) return std::nullopt;
         if (b.storage->backend != p.backend &&
-            !(host_backend(b.storage->backend) && host_backend(p.backend)))
+            !(backend_host_memory(b.storage->backend) && backend_host_memory(p.backend)))
           return std::nullopt;  // moved to another device since the capture
       }
     }
@@ -573,7 +572,7 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
     link_backward(p, result, [&](int j) { return Tensor(fresh_root(static_cast<size_t>(j))); }, args);
   // Indices computed in the step: raised once everything is assigned, as a sync raises them; on a
   // device backend at the next call (Program::unchecked).
-  if (p.has_graph && !host_backend(p.backend)) {
+  if (p.has_graph && !backend_host_memory(p.backend)) {
     p.unchecked.assign(outs.begin() + static_cast<std::ptrdiff_t>(p.outputs.size()), outs.end());
     return result;
   }

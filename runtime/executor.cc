@@ -30,7 +30,6 @@ GraphCache& cache() {
   return c;
 }
 
-bool host_backend(const std::string& b) { return b == "cpu" || b == "reference"; }
 
 Hash128 g_last_key;  // of the last executed graph, for kernel sources
 
@@ -192,7 +191,7 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
     }
     auto* s = static_cast<Storage*>(n->data.get());
     if (!s || !s->buffer) fail(ErrorKind::Runtime, "internal: input ", i, " of graph has no data");
-    if (s->backend != backend_name && !(host_backend(s->backend) && host_backend(backend_name)))
+    if (s->backend != backend_name && !(backend_host_memory(s->backend) && backend_host_memory(backend_name)))
       fail(ErrorKind::Runtime, "input ", i, " of a graph for backend ", backend_name, " lives on backend ",
            s->backend, "; move it with .to(device) first");
     inputs[i].buffer = s->buffer.get();
@@ -278,7 +277,7 @@ std::optional<std::vector<std::shared_ptr<Storage>>> run_cached(const Hash128& k
       continue;
     }
     if (!in.storage->buffer) fail(ErrorKind::Runtime, "internal: input ", i, " of a replayed graph has no data");
-    if (in.storage->backend != backend_name && !(host_backend(in.storage->backend) && host_backend(backend_name)))
+    if (in.storage->backend != backend_name && !(backend_host_memory(in.storage->backend) && backend_host_memory(backend_name)))
       fail(ErrorKind::Runtime, "input ", i, " of a replayed graph for backend ", backend_name, " lives on backend ",
            in.storage->backend);
     run[i].buffer = in.storage->buffer.get();

@@ -11,6 +11,7 @@ namespace {
 class CpuBackend : public Backend {
  public:
   std::string name() const override { return "cpu"; }
+  bool host_memory() const override { return true; }
   BufferPtr allocate(size_t bytes) override { return std::make_shared<HostBuffer>(bytes); }
 
   void copy_from_host(Buffer& dst, const void* src, size_t bytes) override {

@@ -70,6 +70,7 @@ class ReferenceExecutable : public Executable {
 class ReferenceBackend : public Backend {
  public:
   std::string name() const override { return "reference"; }
+  bool host_memory() const override { return true; }
   BufferPtr allocate(size_t bytes) override { return std::make_shared<HostBuffer>(bytes); }
   void copy_from_host(Buffer& dst, const void* src, size_t bytes) override {
     check_copy(dst, bytes, "copy_from_host");

@@ -64,19 +64,18 @@ std::optional<DType> from_dl_dtype(DLDataType d) {
   return std::nullopt;
 }
 
-bool host_backend(const std::string& b) { return b == "cpu" || b == "reference"; }
 
 // (device_type, device_id) as __dlpack_device__ reports it: where the data lives (or will, for a
 // pending lazy tensor), without syncing.
 std::pair<int, int> dl_device(const Tensor& t) {
   Device d = t.device();
-  if (host_backend(d.backend_name())) return {kDLCPU, 0};
+  if (backend_host_memory(d.backend_name())) return {kDLCPU, 0};
   return {kDLCUDA, d.index};
 }
 
 // The tensor's materialized host storage (a sync point for pending lazy tensors, reason "numpy").
 std::shared_ptr<Storage> host_storage(const Tensor& t, const char* what) {
-  if (!host_backend(t.device().backend_name()))
+  if (!backend_host_memory(t.device().backend_name()))
     throw py::buffer_error(std::string(what) +
                            ": only host tensors can be shared; this one is on " + t.device().str() +
                            " (call .cpu() first)");
@@ -134,7 +133,7 @@ std::shared_ptr<Storage> cuda_storage(const Tensor& t, const char* what,
 }
 
 py::object to_dlpack(const Tensor& t, const py::object& stream) {
-  const bool host = host_backend(t.device().backend_name());
+  const bool host = backend_host_memory(t.device().backend_name());
   if (host && !stream.is_none())
     throw py::buffer_error("Tensor.__dlpack__: stream must be None for host tensors, got " +
                            py::repr(stream).cast<std::string>());
