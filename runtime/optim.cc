@@ -62,26 +62,41 @@ void SGD::update(size_t i, Tensor& p, const Tensor& grad) {
   p.assign(p - g * lr_);
 }
 
+void adam_update(Tensor& p, Tensor grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor* max_exp_avg_sq,
+                 Tensor& step, const AdamConfig& c) {
+  step.assign(step + 1.0);
+  if (c.weight_decay != 0) {
+    if (c.decoupled) p.assign(p * (1.0 - c.lr * c.weight_decay));
+    else grad = grad + p * c.weight_decay;
+  }
+  exp_avg.assign(exp_avg + (grad - exp_avg) * (1.0 - c.beta1));  // lerp, as torch.optim.Adam
+  exp_avg_sq.assign(exp_avg_sq * c.beta2 + grad * grad * (1.0 - c.beta2));
+  // From the device step count, in float64 (0-d, so the update keeps the parameter's dtype).
+  const Tensor bc1 = 1.0 - rpow(step, c.beta1);
+  const Tensor bc2_sqrt = (1.0 - rpow(step, c.beta2)).sqrt();
+  Tensor v = exp_avg_sq;
+  if (max_exp_avg_sq) {
+    max_exp_avg_sq->assign(maximum(*max_exp_avg_sq, exp_avg_sq));
+    v = *max_exp_avg_sq;
+  }
+  const Tensor denom = v.sqrt() * (1.0 / bc2_sqrt) + c.eps;
+  p.assign(p - exp_avg / denom * (c.lr / bc1));
+}
+
 Adam::Adam(std::vector<Tensor> params, double lr, double b1, double b2, double eps, double wd, bool decoupled)
-    : Optimizer(std::move(params), lr), b1_(b1), b2_(b2), eps_(eps), wd_(wd), decoupled_(decoupled) {
+    : Optimizer(std::move(params), lr), config_{lr, b1, b2, eps, wd, decoupled} {
   if (!(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1)) fail(ErrorKind::Value, "Invalid beta parameters: ", b1, ", ", b2);
   m_ = zero_state(params_);
   v_ = zero_state(params_);
+  NoGradGuard ng;
+  for (const Tensor& p : params_) step_.push_back(scalar_tensor(0.0, DType::Float64, p.device()));
+  sync(step_, SyncReason::Sync);  // data from the start, as the moments are
 }
 
 void Adam::update(size_t i, Tensor& p, const Tensor& grad) {
-  Tensor g = grad;
-  if (wd_ != 0) {
-    if (decoupled_) p.assign(p * (1.0 - lr_ * wd_));
-    else g = g + p * wd_;
-  }
-  m_[i] = m_[i] * b1_ + g * (1.0 - b1_);
-  v_[i] = v_[i] * b2_ + g * g * (1.0 - b2_);
-  // Bias corrections are host scalars: they change every step without changing the graph.
-  double bc1 = 1.0 - std::pow(b1_, static_cast<double>(steps_));
-  double bc2 = 1.0 - std::pow(b2_, static_cast<double>(steps_));
-  Tensor denom = (v_[i] * (1.0 / bc2)).sqrt() + eps_;
-  p.assign(p - m_[i] / denom * (lr_ / bc1));
+  AdamConfig c = config_;
+  c.lr = lr_;  // set_lr may have changed it
+  adam_update(p, grad, m_[i], v_[i], nullptr, step_[i], c);
 }
 
 }  // namespace lt::optim

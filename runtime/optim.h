@@ -9,6 +9,21 @@
 
 namespace lt::optim {
 
+// Adam's hyperparameters for one update (PyTorch's names).
+struct AdamConfig {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  bool decoupled = false;  // AdamW: p *= 1 - lr * weight_decay before the step
+};
+
+// One parameter's Adam/AdamW step as torch.optim.Adam computes it (single-tensor form): the step
+// count advances on the device, the moments update in place (the first by lerp), and the bias
+// corrections come from the device step count (a 0-d float64 tensor), so a step that lt.compile
+// replays without running this code still advances them. `max_exp_avg_sq` non-null: AMSGrad.
+// Shared by lt::optim::Adam and lazytensor.optim.Adam (one rule for both languages). Call under
+// no_grad.
+void adam_update(Tensor& p, Tensor grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor* max_exp_avg_sq,
+                 Tensor& step, const AdamConfig& c);
+
 class Optimizer {
  public:
   explicit Optimizer(std::vector<Tensor> params, double lr);
@@ -43,9 +58,8 @@ class Adam : public Optimizer {
 
  private:
   void update(size_t i, Tensor& p, const Tensor& g) override;
-  double b1_, b2_, eps_, wd_;
-  bool decoupled_;
-  std::vector<Tensor> m_, v_;
+  AdamConfig config_;
+  std::vector<Tensor> m_, v_, step_;  // step_: per parameter, a 0-d float64 count on its device
 };
 
 class AdamW : public Adam {

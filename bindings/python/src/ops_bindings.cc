@@ -7,6 +7,8 @@
 #include "bindings.h"
 #include "runtime/attention.h"
 #include "runtime/index_check.h"
+#include "runtime/autograd.h"
+#include "runtime/optim.h"
 #include "runtime/windows.h"
 
 namespace lt::python {
@@ -30,6 +32,19 @@ void init_ops(py::module_& m) {
   m.def("ones", &lt::ones, py::arg("shape"), py::arg("dtype"), py::arg("device"));
   m.def("full", &lt::full, py::arg("shape"), py::arg("fill_value"), py::arg("dtype"), py::arg("device"));
   m.def("scalar_tensor", &lt::scalar_tensor, py::arg("value"), py::arg("dtype"), py::arg("device"));
+  // lazytensor.optim.Adam's update: the C++ optimizer's rule (runtime/optim.h).
+  m.def(
+      "_adam_update",
+      [](lt::Tensor& p, const lt::Tensor& grad, lt::Tensor& exp_avg, lt::Tensor& exp_avg_sq,
+         std::optional<lt::Tensor> max_exp_avg_sq, lt::Tensor& step, double lr, double beta1, double beta2,
+         double eps, double weight_decay, bool decoupled) {
+        lt::NoGradGuard no_grad;
+        lt::optim::adam_update(p, grad, exp_avg, exp_avg_sq, max_exp_avg_sq ? &*max_exp_avg_sq : nullptr, step,
+                               {lr, beta1, beta2, eps, weight_decay, decoupled});
+      },
+      py::arg("param"), py::arg("grad"), py::arg("exp_avg"), py::arg("exp_avg_sq"), py::arg("max_exp_avg_sq"),
+      py::arg("step"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"),
+      py::arg("decoupled"));
   m.def("arange", &lt::arange, py::arg("start"), py::arg("end"), py::arg("step"), py::arg("dtype"),
         py::arg("device"));
   m.def("linspace", &lt::linspace, py::arg("start"), py::arg("end"), py::arg("steps"), py::arg("dtype"),

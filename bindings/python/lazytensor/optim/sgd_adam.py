@@ -90,30 +90,14 @@ class Adam(Optimizer):
             st["max_exp_avg_sq"] = _zeros_state(p)
 
     def _update(self, p, grad, state, group):
-        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
-        beta1, beta2 = group["betas"]
         if group["amsgrad"] and "max_exp_avg_sq" not in state:
             state["max_exp_avg_sq"] = _zeros_state(p)
-        step = state["step"]
-        step._assign(step + 1)
-        if wd != 0:
-            if self._decoupled:
-                p._assign(p * (1.0 - lr * wd))
-            else:
-                grad = grad + p * wd
-        m, v = state["exp_avg"], state["exp_avg_sq"]
-        m._assign(m + (grad - m) * (1.0 - beta1))  # lerp, as torch.optim.Adam
-        v._assign(v * beta2 + grad * grad * (1.0 - beta2))
-        # Bias corrections are computed in the graph from the device step count (0-d float64, so
-        # the float32 update's type is unchanged): a replayed step still advances them.
-        bc1 = 1.0 - beta1 ** step
-        bc2_sqrt = (1.0 - beta2 ** step).sqrt()
-        if group["amsgrad"]:
-            mx = state["max_exp_avg_sq"]
-            mx._assign(_C.maximum(mx, v))
-            v = mx
-        denom = v.sqrt() * (1.0 / bc2_sqrt) + eps
-        p._assign(p - m / denom * (lr / bc1))
+        beta1, beta2 = group["betas"]
+        # The C++ optimizer's rule (runtime/optim.h adam_update): one definition for both.
+        _C._adam_update(p, grad, state["exp_avg"], state["exp_avg_sq"],
+                        state["max_exp_avg_sq"] if group["amsgrad"] else None, state["step"],
+                        group["lr"], beta1, beta2, group["eps"], group["weight_decay"],
+                        self._decoupled)
 
     def _load_step(self, v, p):
         return _step_tensor(p, v.item() if isinstance(v, Tensor) else v)
