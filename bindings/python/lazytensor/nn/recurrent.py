@@ -254,9 +254,18 @@ class RNNBase(Module):
             for d in range(D):
                 k = layer * D + d
                 w_ih, w_hh, b_ih, b_hh, w_hr = self._direction_weights(layer, d)
-                gis = F.linear(layer_input, w_ih, b_ih).unbind(0)  # all time steps in one matmul
+                gis = F.linear(layer_input, w_ih, b_ih)  # all time steps in one matmul
                 h = h0s[k]
                 c = c0s[k] if c0s is not None else None
+                if self.mode == "LSTM" and w_hr is None and not _autocast_on():
+                    # The same steps traced from C++ (runtime/recurrent.h): no interpreter work
+                    # per op, most of an eager layer's cost.
+                    y, h, c = _C._lstm_direction(gis, h, c, w_hh, b_hh, d == 1)
+                    outs.append(y)
+                    h_n.append(h)
+                    c_n.append(c)
+                    continue
+                gis = gis.unbind(0)
                 ys = [None] * L
                 for t in (range(L - 1, -1, -1) if d == 1 else range(L)):
                     if self.mode == "LSTM":
