@@ -434,8 +434,10 @@ void record_op(Op op, const Attrs& attrs, const Tensor& out, const NodeList& ope
   ctx->op = op;
   ctx->attrs = attrs;
   Device dev = out.device();
+  ctx->needs_grad.reserve(sources.size());  // sized once (see record())
   for (auto& s : sources) ctx->needs_grad.push_back(s.defined() && s.requires_grad());
   const unsigned reads = reads_of(op, ctx->needs_grad);
+  ctx->inputs.reserve(operands.size());
   for (size_t i = 0; i < operands.size(); ++i)
     ctx->inputs.emplace_back(operands[i], dev, (reads >> std::min<size_t>(i, 6)) & 1u);
   ctx->output = Saved(out.node(), dev, (reads & kOut) != 0);
