@@ -51,6 +51,10 @@ void record(const Tensor& out, const std::vector<Tensor>& inputs, const char* na
   if (!is_floating(out.dtype())) return;  // integer/bool results carry no gradient (argmax, comparisons)
   auto n = std::make_shared<GradNode>();
   n->name = name;
+  // Sized once: grown by push_back, a binary op's three vectors were six allocations, not three.
+  n->next.reserve(inputs.size());
+  n->input_shapes.reserve(inputs.size());
+  n->input_dtypes.reserve(inputs.size());
   for (auto& t : inputs) {
     n->next.push_back(edge_of(t));
     n->input_shapes.push_back(t.defined() ? t.shape() : Shape{});

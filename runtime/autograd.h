@@ -23,7 +23,7 @@ struct GradEdge {
 using VjpFn = std::function<std::vector<Tensor>(const Tensor& grad_out)>;
 
 struct GradNode {
-  std::string name;               // "MulBackward", ...
+  const char* name = "";          // "MulBackward", ...: static storage (a literal, a table's)
   std::vector<GradEdge> next;     // one per differentiable input
   std::vector<Shape> input_shapes;
   std::vector<DType> input_dtypes;
@@ -50,7 +50,8 @@ struct EnableGradGuard {
   ~EnableGradGuard() { set_grad_enabled(prev); }
 };
 
-// Records `out = op(inputs)` when grad mode is on and some input requires grad.
+// Records `out = op(inputs)` when grad mode is on and some input requires grad. `name` must
+// outlive the node (a literal): a std::string per node was two of a recorded op's ~10 allocations.
 void record(const Tensor& out, const std::vector<Tensor>& inputs, const char* name, VjpFn vjp);
 bool any_requires_grad(const std::vector<Tensor>& ts);
 

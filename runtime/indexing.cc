@@ -235,8 +235,7 @@ Tensor pad_dim(const Tensor& a, int64_t dim, int64_t before, int64_t after, doub
   }
   // Positions outside [before, before + n) are masked to `value`.
   Tensor shifted = placed_along(x, dim, before, total);
-  Tensor pos = positions_along(total, dim, x.dim(), x.device());
-  Tensor inside = logical_and(ge(pos, Scalar(before)), lt(pos, Scalar(before + n)));
+  Tensor inside = range_mask(total, dim, x.dim(), before, n, x.device());
   return composite.finish(where(inside, shifted, fill_of(x.dtype(), value, "pad")));
 }
 
@@ -272,25 +271,42 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
   }
   if (ts.size() == 1) return f.to(t);
   EagerComposite composite;  // one graph on an eager device, not ~6 ops per piece
-  // Each piece placed along the full length lands in its own range; a where chain picks it there.
-  Tensor pos = positions_along(total, dim, f.dim(), f.device());
   Tensor out;
-  int64_t off = total;
-  for (size_t i = ts.size(); i-- > 0;) {
-    const Tensor x = ts[i].to(t);
-    int64_t n = x.shape()[dim];
-    off -= n;
-    if (n == 0) continue;
-    // Outside [off, off + n) `placed` holds tiled values: the where chain (later pieces picked
-    // from off + n on, the first piece's range left) never picks them, so no pad mask is needed.
-    Tensor placed = placed_along(x, dim, off, total);
-    out = out.defined() ? where(lt(pos, Scalar(off + n)), placed, out) : placed;
+  {
+    // One autograd node for the whole cat (below): through the rules of its ~6 ops per piece
+    // (where, slice, expand, ...), a piece's gradient traced ~5 ops more than the one slice.
+    NoGradGuard no_grad;
+    // Each piece placed along the full length lands in its own range; a where chain picks it.
+    Tensor pos = positions_along(total, dim, f.dim(), f.device());
+    int64_t off = total;
+    for (size_t i = ts.size(); i-- > 0;) {
+      const Tensor x = ts[i].to(t);
+      int64_t n = x.shape()[dim];
+      off -= n;
+      if (n == 0) continue;
+      // Outside [off, off + n) `placed` holds tiled values: the where chain (later pieces picked
+      // from off + n on, the first piece's range left) never picks them: no pad mask is needed.
+      Tensor placed = placed_along(x, dim, off, total);
+      out = out.defined() ? where(lt(pos, Scalar(off + n)), placed, out) : placed;
+    }
+    if (!out.defined()) {  // every piece empty
+      Shape s = f.shape();
+      s[dim] = 0;
+      out = zeros(s, t, f.device());
+    }
   }
-  if (!out.defined()) {  // every piece empty
-    Shape s = f.shape();
-    s[dim] = 0;
-    return composite.finish(zeros(s, t, f.device()));
-  }
+  // Piece i's gradient is g's range of it (the engine casts it back to the piece's dtype).
+  std::vector<int64_t> sizes;
+  for (const Tensor& x : ts) sizes.push_back(x.shape()[dim]);
+  record(out, ts, "CatBackward", [sizes, dim](const Tensor& g) {
+    std::vector<Tensor> gs;
+    int64_t off = 0;
+    for (int64_t n : sizes) {
+      gs.push_back(narrow(g, dim, off, n));
+      off += n;
+    }
+    return gs;
+  });
   return composite.finish(out);
 }
 
@@ -341,6 +357,31 @@ Tensor positions(int64_t n, const Device& device) {
   Tensor t = from_host(v.data(), DType::Int64, {n}, device);
   lru.emplace_front(key, t);
   if (lru.size() > 64) lru.pop_back();
+  return t;
+}
+
+Tensor range_mask(int64_t total, int64_t dim, int64_t rank, int64_t begin, int64_t n,
+                  const Device& device) {
+  // An LRU as positions()': a slice's gradient (a pad) each step reads the same input. Computed
+  // in the graph instead (positions compared with both ends, and-ed), the mask was 4 of the 8 ops
+  // traced per pad: an LSTM step's backward pads 5 times (its 4 gate chunks, its time step).
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, std::string>;
+  static std::mutex mu;
+  static std::list<std::pair<Key, Tensor>> lru;
+  Key key{total, dim, rank, begin, n, device.str()};
+  std::lock_guard<std::mutex> g(mu);
+  for (auto it = lru.begin(); it != lru.end(); ++it)
+    if (it->first == key) {
+      lru.splice(lru.begin(), lru, it);
+      return it->second;
+    }
+  std::vector<uint8_t> v(static_cast<size_t>(total), 0);
+  for (int64_t i = std::max<int64_t>(begin, 0); i < std::min(begin + n, total); ++i) v[i] = 1;
+  Shape shape(static_cast<size_t>(rank), 1);
+  shape[dim] = total;
+  Tensor t = from_host(v.data(), DType::Bool, shape, device);
+  lru.emplace_front(key, t);
+  if (lru.size() > 256) lru.pop_back();
   return t;
 }
 

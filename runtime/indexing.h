@@ -38,6 +38,10 @@ std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim);
 
 // 0, 1, ..., n-1 as int64 on `device`, cached per (n, device): constant data, never recompiles.
 Tensor positions(int64_t n, const Device& device);
+// Bool [1, .., total, .., 1] (`total` at `dim` of `rank` dims): true on [begin, begin + n), cached
+// per arguments as positions() is.
+Tensor range_mask(int64_t total, int64_t dim, int64_t rank, int64_t begin, int64_t n,
+                  const Device& device);
 
 Tensor one_hot(const Tensor& index, int64_t num_classes = -1);
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index);

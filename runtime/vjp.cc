@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 #include <numbers>
+#include <string>
 
 #include "ir/error.h"
 #include "runtime/autograd.h"
@@ -410,6 +411,20 @@ unsigned reads_of(Op op, const std::vector<bool>& needs_grad) {
 
 }  // namespace
 
+namespace {
+
+// "<op>_backward" per op, made once: GradNode names have static storage.
+const char* backward_name(Op op) {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const OpInfo& info : kOpTable) v.push_back(std::string(info.name) + "_backward");
+    return v;
+  }();
+  return names[static_cast<size_t>(op)].c_str();
+}
+
+}  // namespace
+
 void record_op(Op op, const Attrs& attrs, const Tensor& out, const NodeList& operands,
                const std::vector<Tensor>& sources) {
   if (!grad_enabled() || !any_requires_grad(sources) || non_differentiable(op)) return;
@@ -419,12 +434,14 @@ void record_op(Op op, const Attrs& attrs, const Tensor& out, const NodeList& ope
   ctx->op = op;
   ctx->attrs = attrs;
   Device dev = out.device();
+  ctx->needs_grad.reserve(sources.size());  // sized once (see record())
   for (auto& s : sources) ctx->needs_grad.push_back(s.defined() && s.requires_grad());
   const unsigned reads = reads_of(op, ctx->needs_grad);
+  ctx->inputs.reserve(operands.size());
   for (size_t i = 0; i < operands.size(); ++i)
     ctx->inputs.emplace_back(operands[i], dev, (reads >> std::min<size_t>(i, 6)) & 1u);
   ctx->output = Saved(out.node(), dev, (reads & kOut) != 0);
-  record(out, sources, (std::string(op_name(op)) + "_backward").c_str(), [ctx, rule](const Tensor& g) { return (*rule)(*ctx, g); });
+  record(out, sources, backward_name(op), [ctx, rule](const Tensor& g) { return (*rule)(*ctx, g); });
 }
 
 }  // namespace lt

@@ -2,9 +2,11 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "backends/cpu/onednn_engine.h"
+#include "backends/cpu/openmp_serial.h"
 #include "backends/cpu/small_gemm.h"
 #include "backends/cpu/transpose.h"
 #include "ir/error.h"
@@ -53,6 +55,13 @@ dnnl::memory::desc out_desc(const Gemm& g) {
   return dnnl::memory::desc(d, dnnl::memory::data_type::f32, st);
 }
 
+// Multiply-adds below which a product runs on one thread (OpenmpSerial): some 10-20 us of work,
+// about what opening and joining oneDNN's OpenMP team costs on an idle machine, and far less
+// than a join waiting on a descheduled team member costs on a busy one.
+constexpr int64_t kSerialGemmWork = int64_t{1} << 18;
+
+bool serial(const Gemm& g) { return g.batch_count() * g.M * g.N * g.K < kSerialGemmWork; }
+
 // Whether B goes through a transposed scratch copy first. oneDNN 2.6's f32 matmul (gemm:jit on
 // AVX2) runs a row-major B up to 2x slower than the same B stored transposed when M is below 512
 // and B outgrows the caches: on the 2-core dev machine (AMD EPYC), [128 x 1024] x [1024 x 1024]
@@ -99,6 +108,7 @@ struct OnednnGemm::Impl {
   dnnl::matmul prim;
   bool transpose_b = false;  // run on B's transposed copy (transpose_b_first)
   bool pack = false;         // run on contiguous copies of A and B (packed())
+  bool serial = false;       // created and run on one OpenMP thread (serial())
 };
 
 bool onednn_gemm_available() { return true; }
@@ -116,6 +126,10 @@ OnednnGemm::OnednnGemm(const Gemm& g) : g_(g) {
   auto& slot = cache[key];
   if (!slot) {
     auto impl = std::make_shared<Impl>();
+    impl->serial = serial(g);
+    // oneDNN sizes a primitive's threading when it is made: made serial, it runs serial.
+    std::optional<OpenmpSerial> one_thread;
+    if (impl->serial) one_thread.emplace();
     impl->a = operand_desc(g, true);
     impl->transpose_b = transpose_b_first(g);
     Gemm bt = g;
@@ -177,6 +191,8 @@ void OnednnGemm::run(const void* a, const void* b, void* out) const {
     pb = reinterpret_cast<char*>(scratch.data());
   }
   const dnnl::engine& eng = onednn_engine();
+  std::optional<OpenmpSerial> one_thread;
+  if (impl_->serial) one_thread.emplace();
   dnnl::memory ma(impl_->a, eng, pa), mb(impl_->b, eng, pb), mc(impl_->c, eng, out);
   impl_->prim.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
   stream.wait();

@@ -9,6 +9,7 @@
 #include "runtime/index_check.h"
 #include "runtime/autograd.h"
 #include "runtime/optim.h"
+#include "runtime/recurrent.h"
 #include "runtime/windows.h"
 
 namespace lt::python {
@@ -138,6 +139,17 @@ void init_ops(py::module_& m) {
         py::arg("value") = 0.0);
   m.def("pad", &lt::pad, py::arg("input"), py::arg("pads"), py::arg("value") = 0.0);
   m.def("positions", &lt::positions, py::arg("n"), py::arg("device"));
+
+  // An LSTM direction's time loop (runtime/recurrent.h) for lazytensor.nn.LSTM: (ys, h, c).
+  m.def(
+      "_lstm_direction",
+      [](const Tensor& gis, const Tensor& h0, const Tensor& c0, const Tensor& w_hh,
+         const std::optional<Tensor>& b_hh, bool reverse) {
+        LstmRun r = lt::lstm_direction(gis, h0, c0, w_hh, or_undefined(b_hh), reverse);
+        return py::make_tuple(r.ys, r.h, r.c);
+      },
+      py::arg("gis"), py::arg("h0"), py::arg("c0"), py::arg("w_hh"), py::arg("b_hh"),
+      py::arg("reverse"));
   m.def("one_hot", &lt::one_hot, py::arg("input"), py::arg("num_classes") = -1);
   m.def("gather", &lt::gather, py::arg("input"), py::arg("dim"), py::arg("index"));
   // The primitive without the index range check (callers that make every index valid).

@@ -6,6 +6,7 @@ neighbours. Functions the runtime cannot express yet raise NotImplementedError n
 """
 
 from .. import _C, amp
+from .._eager_graph import one_graph
 
 Tensor = _C.Tensor
 
@@ -176,6 +177,7 @@ def _classes_last(input):
     return input.permute(*perm)
 
 
+@one_graph  # ~10 ops (gather, masks, weights, reduction): one graph on an eager device
 def _nll_core(logp, target, weight, ignore_index, reduction, label_smoothing, fn):
     """logp: class log-probabilities with classes along the last dim (and matching target dims)."""
     C = logp.shape[-1]

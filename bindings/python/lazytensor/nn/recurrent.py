@@ -11,6 +11,7 @@ import numbers
 import warnings
 
 from .. import _C
+from .._eager_graph import one_graph as _one_graph
 from . import functional as F
 from . import init
 from .layers import _new_param
@@ -29,31 +30,6 @@ def _autocast_on():
 
 def _zeros(shape, like):
     return _C.zeros(list(shape), like.dtype, like.device)
-
-
-def _one_graph(fn):
-    """On an eager device the layer's ops are traced and run as one graph when it returns (the
-    runtime's EagerComposite), not a kernel run per op: PyTorch runs a recurrent layer as one
-    native call, and op by op an eager LSTM step cost ~15 kernel runs. On lazy it changes nothing."""
-    def wrapper(*args, **kwargs):
-        _C._composite_enter()
-        results = []
-        try:
-            out = fn(*args, **kwargs)
-            _collect(out, results)
-            return out
-        finally:
-            _C._composite_exit(results)
-    wrapper.__name__, wrapper.__qualname__, wrapper.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
-    return wrapper
-
-
-def _collect(x, into):
-    if isinstance(x, Tensor):
-        into.append(x)
-    elif isinstance(x, (tuple, list)):
-        for v in x:
-            _collect(v, into)
 
 
 def _reject_packed(input, name):
@@ -254,9 +230,18 @@ class RNNBase(Module):
             for d in range(D):
                 k = layer * D + d
                 w_ih, w_hh, b_ih, b_hh, w_hr = self._direction_weights(layer, d)
-                gis = F.linear(layer_input, w_ih, b_ih).unbind(0)  # all time steps in one matmul
+                gis = F.linear(layer_input, w_ih, b_ih)  # all time steps in one matmul
                 h = h0s[k]
                 c = c0s[k] if c0s is not None else None
+                if self.mode == "LSTM" and w_hr is None and not _autocast_on():
+                    # The same steps traced from C++ (runtime/recurrent.h): no interpreter work
+                    # per op, most of an eager layer's cost.
+                    y, h, c = _C._lstm_direction(gis, h, c, w_hh, b_hh, d == 1)
+                    outs.append(y)
+                    h_n.append(h)
+                    c_n.append(c)
+                    continue
+                gis = gis.unbind(0)
                 ys = [None] * L
                 for t in (range(L - 1, -1, -1) if d == 1 else range(L)):
                     if self.mode == "LSTM":

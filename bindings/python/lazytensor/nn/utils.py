@@ -56,9 +56,18 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     params, grads = _grads(parameters)
     if not grads:
         return _C.zeros([], _C.float32, _C.device("cpu"))
-    total = get_total_norm(grads, norm_type, error_if_nonfinite)
-    clip_grads_with_norm_(params, max_norm, total)
-    return total
+    # On an eager device, one graph for the norm and every scaled gradient (the runtime's
+    # EagerComposite), not a kernel run per op: ~4 ops per parameter, and PyTorch fuses them
+    # (_foreach_norm, _foreach_mul_). On lazy it changes nothing.
+    _C._composite_enter()
+    results = []
+    try:
+        total = get_total_norm(grads, norm_type, error_if_nonfinite)
+        clip_grads_with_norm_(params, max_norm, total)
+        results = [total] + [p.grad for p in params if p.grad is not None]
+        return total
+    finally:
+        _C._composite_exit(results)
 
 
 def clip_grad_value_(parameters, clip_value, foreach=None):
