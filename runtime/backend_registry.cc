@@ -68,15 +68,15 @@ bool backend_host_memory(const std::string& name) {
 Backend& get_backend(const std::string& name) {
   Backends& b = backends();
   std::lock_guard<std::mutex> g(b.mu);
-  std::unique_ptr<Backend>&ref = b.ref, &cpu = b.cpu, &cuda = b.cuda;
+  std::unique_ptr<Backend>& ref = b.ref;
   if (name == "reference") {
     if (!ref) ref = make_reference_backend();
     return *ref;
   }
   if (name == "cpu") {
 #ifdef LT_HAVE_LLVM
-    if (!cpu) cpu = make_cpu_backend();
-    return *cpu;
+    if (!b.cpu) b.cpu = make_cpu_backend();
+    return *b.cpu;
 #else
     if (!ref) {
       // Said only under LT_DEBUG: stderr belongs to the CLI's one-line errors otherwise.
@@ -91,6 +91,7 @@ Backend& get_backend(const std::string& name) {
   }
   if (name == "cuda") {
 #ifdef LT_HAVE_CUDA
+    std::unique_ptr<Backend>& cuda = b.cuda;
     if (!cuda) {
       if (!cuda_device_available()) {
         const std::string& why = cuda_driver().error;
