@@ -13,6 +13,7 @@
 #include "backends/clocks.h"
 #include "backends/cpu/thread_pool.h"
 #include "backends/parallel_work.h"
+#include "ir/bytes.h"
 #include "ir/error.h"
 #include "ir/half.h"
 #include "lowering/plan_serialize.h"
