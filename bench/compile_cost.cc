@@ -30,10 +30,10 @@
 #include "ir/graph.h"
 #include "ir/node.h"
 #include "ir/serialize.h"
+#include "lowering/complete_plan.h"
 #include "lowering/decompose.h"
 #include "lowering/donation.h"
 #include "lowering/fuse.h"
-#include "lowering/plan_serialize.h"
 #include "lowering/simplify.h"
 #include "lowering/split_reduce.h"
 #include "runtime/conv.h"
@@ -160,7 +160,9 @@ int main(int argc, char** argv) {
         t.lap("fuse");
         lt::find_donations(plan);
         t.lap("find_donations");
-        const lt::DistinctKernels codes = lt::distinct_kernels(plan.kernels);
+        lt::complete_plan(plan);  // as lower() does: the memory plan and the distinct kernels
+        t.lap("complete_plan");
+        const lt::DistinctKernels& codes = plan.distinct;
         size_t inplace = 0;
         for (size_t f : codes.first) inplace += !plan.kernels[f].inplace.empty();
         std::printf(

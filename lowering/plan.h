@@ -1,6 +1,7 @@
 // The lowered form of a graph: buffers, kernels over them, and the prim graph they came from.
 // A Plan is device-neutral; a backend compiles it into an Executable.
 #pragma once
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,25 @@ struct LowerOptions {
   }
 };
 
+// Derived from a Plan's other fields by complete_plan (lowering/complete_plan.h); carried in the
+// Plan so that backends execute lowering's decisions instead of calling back into lowering.
+
+// Memory planning (lowering/memory_plan.h): temporaries with disjoint lifetimes share one "slot".
+struct MemoryPlan {
+  std::vector<int> slot_of;         // per plan buffer: its slot, or -1 (not a temporary)
+  std::vector<size_t> slot_bytes;   // per slot: the largest temporary it holds
+  size_t temp_bytes_unshared = 0;   // what the temporaries would take one allocation each
+  size_t temp_bytes_planned = 0;    // sum of slot_bytes
+};
+
+// Kernels whose loop IR is equal but for name and buffer ids compile to the same code (a stack of
+// identical layers repeats its kernels), so backends compile one of each. first[c] is the first
+// kernel with code c; code_of[i] is kernel i's code.
+struct DistinctKernels {
+  std::vector<size_t> first;
+  std::vector<size_t> code_of;
+};
+
 struct Plan {
   PrimGraph prims;                   // after decomposition and simplification
   std::vector<BufferSpec> buffers;
@@ -65,6 +85,14 @@ struct Plan {
   std::vector<Shape> output_shapes;  // per graph root
   std::string grouping;              // human-readable kernel grouping (LT_DEBUG=2)
   std::vector<Donation> donations;   // outputs that may update an input in place (find_donations)
+  MemoryPlan memory;                 // derived: see complete_plan
+  DistinctKernels distinct;          // derived, over `kernels`: see complete_plan
+
+  // Whether the derived fields have the sizes the buffers and kernels call for: a cheap check that
+  // backends make, so a plan nobody completed fails with a clear internal error.
+  bool is_completed() const {
+    return memory.slot_of.size() == buffers.size() && distinct.code_of.size() == kernels.size();
+  }
 
   // Plans built by hand (tests) may leave steps empty: then the kernels run in order.
   std::vector<PlanStep> ordered_steps() const {

@@ -1,164 +1,20 @@
 #include "lowering/plan_serialize.h"
 
-#include <map>
-
 #include <cstdint>
-#include <cstring>
 
+#include "ir/bytes.h"
 #include "ir/error.h"
 #include "ir/ops.h"
+#include "lowering/complete_plan.h"
+#include "lowering/kernel_code.h"
 
 namespace lt {
-
-void ByteWriter::u32(uint32_t v) {
-  for (int i = 0; i < 4; ++i) u8(static_cast<uint8_t>(v >> (8 * i)));
-}
-
-void ByteWriter::u64(uint64_t v) {
-  for (int i = 0; i < 8; ++i) u8(static_cast<uint8_t>(v >> (8 * i)));
-}
-
-void ByteWriter::f64(double v) {
-  uint64_t u;
-  std::memcpy(&u, &v, 8);
-  u64(u);
-}
-
-void ByteWriter::bytes(std::string_view s) {
-  u64(s.size());
-  out_.append(s);
-}
-
-void ByteReader::bad(const std::string& why) const {
-  fail(ErrorKind::Value, what_, ": ", why, " (at byte ", pos_, " of ", data_.size(), ")");
-}
-
-void ByteReader::need(size_t n) const {
-  if (n > data_.size() - pos_) bad("truncated");
-}
-
-uint8_t ByteReader::u8() {
-  need(1);
-  return static_cast<uint8_t>(data_[pos_++]);
-}
-
-uint32_t ByteReader::u32() {
-  need(4);
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i)
-    v |= static_cast<uint32_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
-  pos_ += 4;
-  return v;
-}
-
-uint64_t ByteReader::u64() {
-  need(8);
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i)
-    v |= static_cast<uint64_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
-  pos_ += 8;
-  return v;
-}
-
-double ByteReader::f64() {
-  uint64_t u = u64();
-  double d;
-  std::memcpy(&d, &u, 8);
-  return d;
-}
-
-std::string_view ByteReader::raw(size_t n) {
-  need(n);
-  std::string_view s = data_.substr(pos_, n);
-  pos_ += n;
-  return s;
-}
-
-std::string_view ByteReader::bytes() {
-  uint64_t n = u64();
-  if (n > remaining()) bad("truncated");
-  return raw(static_cast<size_t>(n));
-}
-
-size_t ByteReader::count(size_t min_item_bytes) {
-  uint64_t n = u64();
-  if (min_item_bytes == 0) min_item_bytes = 1;
-  if (n > remaining() / min_item_bytes) bad("count " + std::to_string(n) + " exceeds the data");
-  return static_cast<size_t>(n);
-}
 
 namespace {
 
 // Bumped whenever the layout below changes; a reader rejects other versions.
 constexpr uint32_t kPlanFormat = 6;  // 2: Gemm steps and the step order; 3: donations, inplace; 4: gather/scatter; 6: attention steps
                                      // indices; 5: Conv steps
-
-template <class Ints>  // Shape or std::vector<int64_t>
-void put_shape(ByteWriter& w, const Ints& s) {
-  w.u64(s.size());
-  for (int64_t e : s) w.i64(e);
-}
-
-void put_index(ByteWriter& w, const loop::Index& ix) {
-  w.i64(ix.offset);
-  w.u64(ix.strides.size());
-  for (int64_t s : ix.strides) w.i64(s);
-  w.i64(ix.general);
-}
-
-void put_kernel(ByteWriter& w, const loop::Kernel& k) {
-  w.bytes(k.name);
-  put_shape(w, k.outer);
-  put_shape(w, k.inner);
-  w.u64(k.args.size());
-  for (const auto& a : k.args) {
-    w.i64(a.buffer);
-    w.u8(static_cast<uint8_t>(a.dtype));
-    w.i64(a.numel);
-    w.u8(a.scalar);
-    w.u8(a.output);
-  }
-  w.u64(k.iexprs.size());
-  for (const auto& e : k.iexprs) {
-    w.u8(static_cast<uint8_t>(e.kind));
-    w.i64(e.value);
-    w.i64(e.a);
-    w.i64(e.b);
-    w.i64(e.hi);
-  }
-  w.u64(k.stages.size());
-  for (const auto& st : k.stages) {
-    w.u8(static_cast<uint8_t>(st.kind));
-    w.u64(st.body.size());
-    for (const auto& in : st.body) {
-      w.u8(static_cast<uint8_t>(in.kind));
-      w.u8(static_cast<uint8_t>(in.op));
-      w.u8(static_cast<uint8_t>(in.dtype));
-      w.i64(in.a);
-      w.i64(in.b);
-      w.i64(in.c);
-      w.i64(in.arg);
-      put_index(w, in.index);
-      w.f64(in.value);
-      w.i64(in.stream);
-    }
-    w.u8(static_cast<uint8_t>(st.reduce_op));
-    w.i64(st.reduce_value);
-    w.u8(static_cast<uint8_t>(st.acc_dtype));
-    w.u64(st.stores.size());
-    for (const auto& s : st.stores) {
-      w.i64(s.arg);
-      put_index(w, s.index);
-      w.i64(s.value);
-      w.u8(s.accumulate);
-    }
-  }
-  w.u64(k.inplace.size());
-  for (auto [in, out] : k.inplace) {
-    w.i64(in);
-    w.i64(out);
-  }
-}
 
 void put_gemm(ByteWriter& w, const Gemm& g) {
   w.bytes(g.name);
@@ -388,22 +244,6 @@ struct Decoder {
 
 }  // namespace
 
-DistinctKernels distinct_kernels(const std::vector<loop::Kernel>& kernels) {
-  DistinctKernels d;
-  std::map<std::string, size_t> by_code;
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    loop::Kernel anon = kernels[i];  // its bytes without name and buffer ids are its code
-    anon.name.clear();
-    for (size_t a = 0; a < anon.args.size(); ++a) anon.args[a].buffer = static_cast<int>(a);
-    ByteWriter w;
-    put_kernel(w, anon);
-    auto [it, fresh] = by_code.emplace(w.take(), d.first.size());
-    if (fresh) d.first.push_back(i);
-    d.code_of.push_back(it->second);
-  }
-  return d;
-}
-
 std::string serialize_plan(const Plan& plan) {
   ByteWriter w;
   w.u32(kPlanFormat);
@@ -502,6 +342,7 @@ Plan deserialize_plan(std::string_view bytes) {
             " does not pair an input with an output of its dtype and size");
   }
   if (!r.done()) r.bad("trailing bytes");
+  complete_plan(plan);  // the memory plan and kernel grouping are derived, so not stored
   return plan;
 }
 

@@ -15,6 +15,7 @@
 #include <set>
 #include <string_view>
 
+#include "ir/bytes.h"
 #include "ir/error.h"
 #include "lowering/plan_serialize.h"
 #include "runtime/debug_level.h"

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include "backends/cpu/codegen.h"
@@ -13,9 +14,10 @@
 #include "backends/clocks.h"
 #include "backends/cpu/thread_pool.h"
 #include "backends/parallel_work.h"
+#include "ir/bytes.h"
 #include "ir/error.h"
 #include "ir/half.h"
-#include "lowering/plan_serialize.h"
+#include "lowering/kernel_code.h"
 
 namespace lt::cpu {
 namespace {
@@ -39,6 +41,30 @@ void check_kernel_args(const loop::Kernel& k, const std::vector<BufferSpec>& buf
     LT_CHECK(!a.output || b.kind == BufferSpec::Kind::Temp || b.kind == BufferSpec::Kind::Output,
              ErrorKind::Runtime, "internal: kernel ", k.name, " writes input buffer ", a.buffer);
   }
+}
+
+// Identical kernels share one function. Lowering grouped the kernels that are equal as it emits
+// them (Plan::distinct); merging dims makes more of them equal (a contiguous [4, 6] and a [24]
+// elementwise kernel), so groups whose merged representatives have one code are joined. Codes are
+// numbered by first appearance, as Plan::distinct's are.
+DistinctKernels join_merged(const DistinctKernels& exact, const std::vector<loop::Kernel>& merged) {
+  DistinctKernels joined;
+  std::map<std::string, size_t> by_code;
+  std::vector<size_t> code_of_exact;
+  for (size_t first : exact.first) {
+    auto [it, fresh] = by_code.emplace(kernel_code(merged[first]), joined.first.size());
+    if (fresh) joined.first.push_back(first);
+    code_of_exact.push_back(it->second);
+  }
+  for (size_t c : exact.code_of) joined.code_of.push_back(code_of_exact[c]);
+  return joined;
+}
+
+// The plan's memory plan, computed by lowering (lowering/complete_plan.h).
+const MemoryPlan& memory_of(const Plan& plan) {
+  LT_CHECK(plan.is_completed(), ErrorKind::Runtime,
+           "internal: cpu executable given a plan that complete_plan has not completed");
+  return plan.memory;
 }
 
 }  // namespace
@@ -107,14 +133,14 @@ void CpuExecutable::bind(std::unique_ptr<JitCode> code) {
 }
 
 CpuExecutable::CpuExecutable(const Plan& plan)
-    : buffers_(plan.buffers), donations_(plan.donations), memory_(plan_memory(plan)) {
+    : buffers_(plan.buffers), donations_(plan.donations), memory_(memory_of(plan)) {
   prepare_gemms(plan);
   if (plan.kernels.empty()) return;
   std::vector<loop::Kernel> merged = prepare(plan);
   // Identical kernels (repeated layers) get one function and aliases. The distinct ones are
   // split into groups compiled on separate threads, each in its own LLVMContext (LLVM's O3 and
   // instruction selection are most of a cold compile), then linked into one JITDylib.
-  const DistinctKernels codes = distinct_kernels(merged);
+  const DistinctKernels codes = join_merged(plan.distinct, merged);
   const std::vector<size_t>&first_of = codes.first, &code_of = codes.code_of;
   const size_t hw = std::max(1u, std::thread::hardware_concurrency());
   // Work in units of a typical kernel: a long fused body (a 1,000-node chain lowers to a few
@@ -166,7 +192,7 @@ CpuExecutable::CpuExecutable(const Plan& plan)
 constexpr uint32_t kCachedFormat = 2;  // 2: several object files
 
 CpuExecutable::CpuExecutable(const Plan& plan, std::string_view cached)
-    : buffers_(plan.buffers), donations_(plan.donations), memory_(plan_memory(plan)) {
+    : buffers_(plan.buffers), donations_(plan.donations), memory_(memory_of(plan)) {
   ByteReader r(cached, "cached cpu code");
   uint32_t format = r.u32();
   if (format != kCachedFormat) r.bad("format " + std::to_string(format));

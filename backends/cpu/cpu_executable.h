@@ -10,7 +10,7 @@
 #include "backends/cpu/jit.h"
 #include "backends/cpu/onednn_conv.h"
 #include "backends/cpu/onednn_gemm.h"
-#include "lowering/memory_plan.h"
+#include "lowering/plan.h"
 
 namespace lt::cpu {
 

@@ -15,8 +15,6 @@
 #include "backends/cuda/flash_attention.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/nvrtc_worker.h"
-#include "lowering/memory_plan.h"
-#include "lowering/plan_serialize.h"
 #include "ir/error.h"
 
 namespace lt {
@@ -62,7 +60,7 @@ class CudaExecutable : public Executable {
         steps_(plan.ordered_steps()),
         blas_(std::move(blas)),
         donations_(plan.donations),
-        memory_(plan_memory(plan)),
+        memory_(plan.memory),
         module_image_(std::move(module)) {
     check_plan(plan, blas_ != nullptr, dnn != nullptr);
     for (const ConvStep& c : plan.convs) convs_.push_back(std::make_unique<CudnnConv>(dnn, c));
@@ -110,6 +108,9 @@ class CudaExecutable : public Executable {
 
   // What every executable of `plan` needs, checked before anything is compiled or loaded.
   static void check_plan(const Plan& plan, bool have_blas, bool have_dnn) {
+    if (!plan.is_completed())  // lowering's memory plan and kernel grouping (complete_plan)
+      fail(ErrorKind::Runtime,
+           "internal: cuda executable given a plan that complete_plan has not completed");
     for (const Gemm& g : plan.gemms) {
       for (int buf : {g.a, g.b, g.out})
         if (buf < 0 || buf >= static_cast<int>(plan.buffers.size()) || plan.buffers[buf].dtype != g.dtype ||

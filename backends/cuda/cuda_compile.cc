@@ -7,7 +7,7 @@
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/nvrtc_worker.h"
 #include "backends/parallel_work.h"
-#include "lowering/plan_serialize.h"
+#include "ir/error.h"
 
 namespace lt {
 namespace {
@@ -35,8 +35,11 @@ std::vector<size_t> source_sizes(const CudaModuleSource& all) {
 
 CudaModuleImage compile_cuda_module(const Plan& plan, const std::string& target, bool cubin,
                                     CudaCompileTimings* timings, size_t programs) {
-  // Identical kernels (repeated layers) are generated and compiled once and launched by each.
-  const DistinctKernels codes = distinct_kernels(plan.kernels);
+  // Identical kernels (repeated layers) are generated and compiled once and launched by each;
+  // lowering grouped them (Plan::distinct).
+  LT_CHECK(plan.is_completed(), ErrorKind::Runtime,
+           "internal: cuda compile given a plan that complete_plan has not completed");
+  const DistinctKernels& codes = plan.distinct;
   const size_t n = codes.first.size();
   std::vector<loop::Kernel> all_distinct;
   for (size_t i : codes.first) all_distinct.push_back(plan.kernels[i]);

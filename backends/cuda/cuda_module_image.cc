@@ -1,7 +1,7 @@
 #include "backends/cuda/cuda_module_image.h"
 
+#include "ir/bytes.h"
 #include "ir/error.h"
-#include "lowering/plan_serialize.h"
 
 namespace lt {
 namespace {

@@ -273,7 +273,7 @@ TEST(CpuCodegen, ScalarArgs) {
             {pb.arg(x), pb.arg(s), pb.arg(y), pb.arg(k), pb.arg(h), pb.arg(o1, true),
              pb.arg(o2, true), pb.arg(o3, true)},
             {b.st});
-  auto exe = cpu_backend().compile(pb.p);
+  auto exe = cpu_backend().compile(completed(pb.p));
   auto xv = randn(N, 17);
   auto yv = randint<int64_t>(N, 18, -1000000, 1000000);
   auto xb = host(xv), yb = host(yv);
@@ -515,14 +515,14 @@ TEST(CpuCodegen, UnsupportedThrowsNotImplemented) {
   b.store(1, aff({1}), b.op(Op::Div, DType::Int32, l, l));
   pb.kernel({4}, {}, {pb.arg(x), pb.arg(o, true)}, {b.st});
   try {
-    cpu_backend().compile(pb.p);
+    cpu_backend().compile(completed(pb.p));
     FAIL() << "expected lt::Error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::NotImplemented);
     EXPECT_NE(std::string(e.what()).find("on cpu"), std::string::npos) << e.what();
   }
   pb.p.kernels[0].stages[0].body[1].op = Op::Reshape;
-  EXPECT_THROW(cpu_backend().compile(pb.p), Error);
+  EXPECT_THROW(cpu_backend().compile(completed(pb.p)), Error);
 }
 
 // A plan big enough for the thread pool, with rows split across chunks (outer [7, 3, 1001],
@@ -542,7 +542,7 @@ TEST(CpuCodegen, ThreadedEqualsSingleThreaded) {
   Stage rs = r.reduce(Op::ReduceSum, F, r.op(Op::Exp, F, r.load(F, 0, aff({M, 1}))));
   e.store(1, aff({1, 0}), e.op(Op::Log, F, e.result(F, 0)));
   pb.kernel({R}, {M}, {pb.arg(y), pb.arg(s, true)}, {rs, e.st});
-  auto exe = cpu_backend().compile(pb.p);
+  auto exe = cpu_backend().compile(completed(pb.p));
   auto xv = randn(A * B * C, 21), yv = randn(R * M, 22);
   auto xb = host(xv), yb = host(yv);
   auto& pool = cpu::ThreadPool::global();
@@ -677,7 +677,7 @@ TEST(CpuCodegen, ElementwiseKernelIsVectorized) {
                  bd.load(F, 1, aff({C, 1}))));
   pb.kernel({R, C}, {}, {pb.arg(a), pb.arg(b), pb.arg(o, true)}, {bd.st});
   auto t0 = std::chrono::steady_clock::now();
-  auto exe = cpu_backend().compile(pb.p);
+  auto exe = cpu_backend().compile(completed(pb.p));
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("[ info ] compile of a fused elementwise kernel: %.1f ms (%s)\n", secs * 1e3,
               cpu::jit_target_description().c_str());
@@ -699,11 +699,11 @@ TEST(CpuCodegen, DroppedExecutablesFreeTheirCode) {
   b.store(1, aff({1}), b.op(Op::Add, F, b.load(F, 0, aff({1})), b.cnst(F, 1)));
   pb.kernel({8}, {}, {pb.arg(x), pb.arg(o, true)}, {b.st});
   auto xb = host(std::vector<float>(8, 2.f));
-  cpu_backend().compile(pb.p);  // JIT set up before the baseline
+  cpu_backend().compile(completed(pb.p));  // JIT set up before the baseline
   const auto before = cpu::jit_stats();
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 200; ++i) {
-    auto exe = cpu_backend().compile(pb.p);
+    auto exe = cpu_backend().compile(completed(pb.p));
     auto out = exe->run({{xb.get()}}, nullptr);
     ASSERT_EQ(read<float>(out[o], 8)[7], 3.f);
     ASSERT_EQ(cpu::jit_stats().live_dylibs, before.live_dylibs + 1);

@@ -15,6 +15,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_jit.h"
 #include "ir/error.h"
+#include "lowering/complete_plan.h"
 
 namespace lt::cpu_codegen_test {
 
@@ -204,7 +205,7 @@ inline uint16_t bf16_bits(float f) {
 
 inline std::vector<BufferPtr> run(const Plan& p, const std::vector<RunInput>& in,
                            int expect_kernels = -1) {
-  auto exe = cpu_backend().compile(p);
+  auto exe = cpu_backend().compile(completed(p));
   RunStats stats;
   auto out = exe->run(in, &stats);
   EXPECT_EQ(out.size(), p.buffers.size());

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "ir/graph.h"
+#include "lowering/complete_plan.h"
 #include "lowering/donation.h"
 #include "lowering/lower.h"
 #include "lowering/plan_serialize.h"

@@ -7,7 +7,9 @@
 
 #include "ir/graph.h"
 #include "lowering/lower.h"
+#include "lowering/complete_plan.h"
 #include "lowering/memory_plan.h"
+#include "lowering/plan_serialize.h"
 #include "runtime/nn.h"
 #include "test_util.h"
 
@@ -76,6 +78,23 @@ TEST(MemoryPlan, DisjointLifetimesShareAndLiveOnesNever) {
     if (mp.slot_of[b] < 0) continue;
     EXPECT_GE(mp.slot_bytes[mp.slot_of[b]], static_cast<size_t>(p.buffers[b].numel) * dtype_size(p.buffers[b].dtype));
   }
+}
+
+// Backends read the memory plan and the kernel grouping from the Plan (they never compute them), so
+// lower() and a plan read back from the disk cache must both carry them.
+TEST(MemoryPlan, LoweredAndCachedPlansCarryTheirMemoryPlanAndKernelGrouping) {
+  const Plan p = training_step_plan();
+  const MemoryPlan mp = plan_memory(p);
+  EXPECT_EQ(p.memory.slot_of, mp.slot_of);
+  EXPECT_EQ(p.memory.slot_bytes, mp.slot_bytes);
+  EXPECT_EQ(p.distinct.code_of, distinct_kernels(p.kernels).code_of);
+  const Plan back = deserialize_plan(serialize_plan(p));
+  EXPECT_EQ(back.memory.slot_of, mp.slot_of);
+  EXPECT_EQ(back.memory.slot_bytes, mp.slot_bytes);
+  EXPECT_EQ(back.memory.temp_bytes_planned, mp.temp_bytes_planned);
+  EXPECT_EQ(back.distinct.first, p.distinct.first);
+  EXPECT_EQ(back.distinct.code_of, p.distinct.code_of);
+  EXPECT_TRUE(back.is_completed());
 }
 
 TEST(MemoryPlan, SharedSlotsGiveTheSameGradientsAsTheReference) {

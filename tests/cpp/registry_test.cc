@@ -38,6 +38,7 @@
 #include "ir/node.h"
 #include "ir/ops.h"
 #include "ir/scalar_ops.h"
+#include "lowering/complete_plan.h"
 #include "lowering/decompose.h"
 #include "lowering/loop_ir.h"
 #include "lowering/plan.h"
@@ -285,7 +286,7 @@ void compile_on_cpu(const ProbeKernel& p) {
   Plan plan;
   plan.buffers = p.buffers;
   plan.kernels = {p.kernel};
-  cpu->compile(plan);
+  cpu->compile(completed(plan));
 }
 #endif
 #ifdef LT_HAVE_CUDA

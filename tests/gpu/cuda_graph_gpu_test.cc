@@ -29,6 +29,7 @@
 #include "backends/reference/reference_backend.h"
 #include "ir/error.h"
 #include "ir/graph.h"
+#include "lowering/complete_plan.h"
 #include "lowering/lower.h"
 #include "runtime/disk_cache.h"
 #include "runtime/executor.h"
@@ -344,6 +345,7 @@ TEST_F(CudaGraphGpu, SerializedModulesLoadWithoutNvrtcForCubinAndPtx) {
     EXPECT_THROW(be->load(plan, bad), Error);
     Plan fewer = plan;
     fewer.kernels.pop_back();
+    complete_plan(fewer);
     EXPECT_THROW(be->load(fewer, bytes), Error);
   }
 }

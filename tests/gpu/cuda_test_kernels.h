@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "lowering/complete_plan.h"
 #include "lowering/plan.h"
 
 namespace lt::cudatest {
@@ -112,7 +113,7 @@ inline Plan bias_add(int64_t n, int64_t m) {
   s.stores.push_back({ao, aff(0, {m, 1}), v});
   k.stages.push_back(std::move(s));
   pb.plan.kernels.push_back(std::move(k));
-  return pb.plan;
+  return completed(pb.plan);
 }
 
 // out[i] = sin(x[i]) * 2.5 + x[i] in dtype t (float64 has no vector path; the others do).
@@ -132,7 +133,7 @@ inline Plan scale_1d(int64_t n, DType t) {
   s.stores.push_back({ao, aff(0, {1}), v});
   k.stages.push_back(std::move(s));
   pb.plan.kernels.push_back(std::move(k));
-  return pb.plan;
+  return completed(pb.plan);
 }
 
 // out[f] = x[(f % r) * c + f / r] for f < r*c: the [r, c] float32 x transposed to [c, r] and
@@ -152,7 +153,7 @@ inline Plan transpose_general(int64_t r, int64_t c) {
   s.stores.push_back({ao, aff(0, {1}), lx});
   k.stages.push_back(std::move(s));
   pb.plan.kernels.push_back(std::move(k));
-  return pb.plan;
+  return completed(pb.plan);
 }
 
 // y[i] = reduce_{j} (x[i, j] * 2) + s for x[n, m] of dtype t (accumulated in acc = float32 for
@@ -183,7 +184,7 @@ inline Plan row_reduce(int64_t n, int64_t m, Op rop, DType t = DType::Float32) {
   k.stages.push_back(std::move(r));
   k.stages.push_back(std::move(e));
   pb.plan.kernels.push_back(std::move(k));
-  return pb.plan;
+  return completed(pb.plan);
 }
 
 // y[j] = sum_i x[i, j] for float32 x[n, m]: a reduction down columns.
@@ -204,7 +205,7 @@ inline Plan column_sum(int64_t n, int64_t m) {
   k.stages.push_back(std::move(r));
   k.stages.push_back(std::move(e));
   pb.plan.kernels.push_back(std::move(k));
-  return pb.plan;
+  return completed(pb.plan);
 }
 
 // y = softmax(x, dim=1) for x[n, m] of dtype t, in one 3-stage row kernel: max, sum of exp, store.
@@ -242,7 +243,7 @@ inline Plan softmax_rows(int64_t n, int64_t m, DType t = DType::Float32) {
   k.stages.push_back(std::move(s1));
   k.stages.push_back(std::move(s2));
   pb.plan.kernels.push_back(std::move(k));
-  return pb.plan;
+  return completed(pb.plan);
 }
 
 // y = layer_norm(x) over rows of float32 x[n, m] (no affine, eps 1e-5) as two kernels through a
@@ -296,7 +297,7 @@ inline Plan layer_norm_two_kernels(int64_t n, int64_t m) {
   k2.stages.push_back(std::move(s));
   pb.plan.kernels.push_back(std::move(k1));
   pb.plan.kernels.push_back(std::move(k2));
-  return pb.plan;
+  return completed(pb.plan);
 }
 
 inline const std::vector<DType>& all_dtypes() {
@@ -323,7 +324,7 @@ inline Plan cast_all(DType from, int64_t n) {
   }
   k.stages.push_back(std::move(s));
   pb.plan.kernels.push_back(std::move(k));
-  return pb.plan;
+  return completed(pb.plan);
 }
 
 // Uniform random numbers: out_k[i] = rand_uniform(seed, offset, counter = i, stream = k % 2) in
@@ -348,7 +349,7 @@ inline Plan rand_all(int64_t n) {
   }
   k.stages.push_back(std::move(s));
   pb.plan.kernels.push_back(std::move(k));
-  return pb.plan;
+  return completed(pb.plan);
 }
 
 // out[i] = where(flag, x[i] * a + float(b), x[i]) with runtime scalars a (float32), b (int32) and
@@ -373,7 +374,7 @@ inline Plan scalar_args(int64_t n) {
   s.stores.push_back({ao, aff(0, {1}), w});
   k.stages.push_back(std::move(s));
   pb.plan.kernels.push_back(std::move(k));
-  return pb.plan;
+  return completed(pb.plan);
 }
 
 // The unary ops of a floating dtype t, one output each, in this order.
@@ -404,7 +405,7 @@ inline Plan unary_ops(int64_t n, DType t) {
   s.stores.push_back({an, aff(0, {1}), push(s, op(Op::Not, DType::Bool, lx))});
   k.stages.push_back(std::move(s));
   pb.plan.kernels.push_back(std::move(k));
-  return pb.plan;
+  return completed(pb.plan);
 }
 
 // Binary ops of dtype t over x[i], y[i]: arithmetic outputs (dtype t) then comparisons (bool).
@@ -445,7 +446,7 @@ inline Plan binary_ops(int64_t n, DType t) {
   }
   k.stages.push_back(std::move(s));
   pb.plan.kernels.push_back(std::move(k));
-  return pb.plan;
+  return completed(pb.plan);
 }
 
 // y[i] = reduce_j x[i, j] of dtype t with op rop, accumulated in t (float32 for 16-bit floats),
@@ -469,7 +470,7 @@ inline Plan plain_reduce(int64_t n, int64_t m, Op rop, DType t) {
   k.stages.push_back(std::move(r));
   k.stages.push_back(std::move(e));
   pb.plan.kernels.push_back(std::move(k));
-  return pb.plan;
+  return completed(pb.plan);
 }
 
 }  // namespace lt::cudatest
