@@ -1,8 +1,8 @@
 // What every backend provides: memory, host transfers, and compiling a Plan into an Executable.
 // Backends know no Python and no runtime Tensor; the runtime drives them through this interface.
 #pragma once
-#include <cstddef>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>

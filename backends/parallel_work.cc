@@ -7,9 +7,11 @@
 namespace lt {
 
 std::vector<size_t> balance_groups(const std::vector<size_t>& work, size_t groups) {
-  std::vector<size_t> by_work(work.size()), group_of(work.size()), load(std::max<size_t>(groups, 1), 0);
+  std::vector<size_t> by_work(work.size()), group_of(work.size()),
+      load(std::max<size_t>(groups, 1), 0);
   for (size_t i = 0; i < by_work.size(); ++i) by_work[i] = i;
-  std::stable_sort(by_work.begin(), by_work.end(), [&](size_t a, size_t b) { return work[a] > work[b]; });
+  std::stable_sort(by_work.begin(), by_work.end(),
+                   [&](size_t a, size_t b) { return work[a] > work[b]; });
   for (size_t i : by_work) {
     group_of[i] = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
     load[group_of[i]] += work[i];

@@ -54,8 +54,7 @@ struct Timer {
   double c0 = lt::process_cpu_seconds();
   // Prints "<what> wall ms (cpu ms)" and restarts.
   void lap(const char* what) {
-    std::printf("  %-22s %8.1f ms wall %8.1f ms cpu\n", what,
-                lt::seconds_since(t0) * 1e3,
+    std::printf("  %-22s %8.1f ms wall %8.1f ms cpu\n", what, lt::seconds_since(t0) * 1e3,
                 (lt::process_cpu_seconds() - c0) * 1e3);
     t0 = Clock::now();
     c0 = lt::process_cpu_seconds();

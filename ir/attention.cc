@@ -61,11 +61,16 @@ Inferred infer_attention(Op op, const NodeList& in, const Attrs& a) {
              dtype_name(st), ", got ", shape_str(in[i]->shape), " ", dtype_name(in[i]->dtype));
   }
   switch (op) {
-    case Op::Attention: return {t, out};
-    case Op::AttentionLse: return {st, rows};
-    case Op::AttentionGradQ: return {t, q};
-    case Op::AttentionGradK: return {t, k};
-    default: return {t, v};
+    case Op::Attention:
+      return {t, out};
+    case Op::AttentionLse:
+      return {st, rows};
+    case Op::AttentionGradQ:
+      return {t, q};
+    case Op::AttentionGradK:
+      return {t, k};
+    default:
+      return {t, v};
   }
 }
 

@@ -7,8 +7,7 @@
 namespace lt {
 
 IntList ConvParams::ints(std::vector<int64_t> extra) const {
-  IntList r = {stride[0],   stride[1],   padding[0], padding[1],
-               dilation[0], dilation[1], groups};
+  IntList r = {stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], groups};
   r.insert(r.end(), extra.begin(), extra.end());
   return r;
 }

@@ -6,25 +6,43 @@ namespace lt {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::Bool: case DType::UInt8: case DType::Int8: return 1;
-    case DType::Float16: case DType::BFloat16: return 2;
-    case DType::Int32: case DType::Float32: return 4;
-    case DType::Int64: case DType::Float64: return 8;
+    case DType::Bool:
+    case DType::UInt8:
+    case DType::Int8:
+      return 1;
+    case DType::Float16:
+    case DType::BFloat16:
+      return 2;
+    case DType::Int32:
+    case DType::Float32:
+      return 4;
+    case DType::Int64:
+    case DType::Float64:
+      return 8;
   }
   return 0;
 }
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::Bool: return "bool";
-    case DType::UInt8: return "uint8";
-    case DType::Int8: return "int8";
-    case DType::Int32: return "int32";
-    case DType::Int64: return "int64";
-    case DType::Float16: return "float16";
-    case DType::BFloat16: return "bfloat16";
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
+    case DType::Bool:
+      return "bool";
+    case DType::UInt8:
+      return "uint8";
+    case DType::Int8:
+      return "int8";
+    case DType::Int32:
+      return "int32";
+    case DType::Int64:
+      return "int64";
+    case DType::Float16:
+      return "float16";
+    case DType::BFloat16:
+      return "bfloat16";
+    case DType::Float32:
+      return "float32";
+    case DType::Float64:
+      return "float64";
   }
   return "?";
 }
@@ -32,7 +50,7 @@ std::string_view dtype_name(DType t) {
 DType dtype_from_name(std::string_view n) {
   for (int i = 0; i < kNumDTypes; ++i)
     if (dtype_name(DType(i)) == n) return DType(i);
-  if (n == "float" ) return DType::Float32;
+  if (n == "float") return DType::Float32;
   if (n == "double") return DType::Float64;
   if (n == "half") return DType::Float16;
   if (n == "long") return DType::Int64;
@@ -56,7 +74,8 @@ DType promote(DType a, DType b) {
   if (fb && !fa) return b;
   if (fa && fb) {
     // float16 with bfloat16 promotes to float32, as in PyTorch.
-    if ((a == DType::Float16 && b == DType::BFloat16) || (a == DType::BFloat16 && b == DType::Float16))
+    if ((a == DType::Float16 && b == DType::BFloat16) ||
+        (a == DType::BFloat16 && b == DType::Float16))
       return DType::Float32;
     return dtype_size(a) >= dtype_size(b) ? a : b;
   }
@@ -68,9 +87,12 @@ DType promote(DType a, DType b) {
 
 DType promote_with_scalar(DType t, ScalarKind s) {
   switch (s) {
-    case ScalarKind::Bool: return t;
-    case ScalarKind::Int: return is_bool(t) ? DType::Int64 : t;
-    case ScalarKind::Float: return is_floating(t) ? t : default_float();
+    case ScalarKind::Bool:
+      return t;
+    case ScalarKind::Int:
+      return is_bool(t) ? DType::Int64 : t;
+    case ScalarKind::Float:
+      return is_floating(t) ? t : default_float();
   }
   return t;
 }

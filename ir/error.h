@@ -37,7 +37,7 @@ template <typename... A>
 
 }  // namespace lt
 
-#define LT_CHECK(cond, kind, ...) \
-  do {                            \
+#define LT_CHECK(cond, kind, ...)               \
+  do {                                          \
     if (!(cond)) ::lt::fail(kind, __VA_ARGS__); \
   } while (0)

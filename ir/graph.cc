@@ -24,21 +24,28 @@ Graph collect_graph(const std::vector<const Node*>& roots) {
       if (i < n->inputs.size()) {
         const Node* c = n->inputs[i++].get();
         auto [number, fresh] = seen.emplace(c, seen.size());
-        if (fresh) stack.push_back({c, 0});
-        else h.add(0x5eeull ^ (*number << 16));  // back-reference: the key encodes DAG sharing
+        if (fresh)
+          stack.push_back({c, 0});
+        else
+          h.add(0x5eeull ^ (*number << 16));  // back-reference: the key encodes DAG sharing
         continue;
       }
       if (n->op == Op::Param || n->op == Op::Scalar) {
         int idx;
         const bool param = n->op == Op::Param;
-        const int* known = !param ? nullptr : n->data ? by_data.find(n->data.get()) : null_data >= 0 ? &null_data : nullptr;
+        const int* known = !param           ? nullptr
+                           : n->data        ? by_data.find(n->data.get())
+                           : null_data >= 0 ? &null_data
+                                            : nullptr;
         if (known) {
           idx = *known;
         } else {
           idx = static_cast<int>(g.inputs.size());
           g.inputs.push_back(n);
-          if (param && n->data) by_data.emplace(n->data.get(), idx);
-          else if (param) null_data = idx;
+          if (param && n->data)
+            by_data.emplace(n->data.get(), idx);
+          else if (param)
+            null_data = idx;
         }
         g.input_of.emplace(n, idx);
         h.add(static_cast<uint64_t>(idx));

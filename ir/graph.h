@@ -11,10 +11,10 @@
 namespace lt {
 
 struct Graph {
-  std::vector<const Node*> order;          // post order, operands before users, each node once
-  std::vector<const Node*> roots;          // as given (may repeat)
-  std::vector<const Node*> inputs;         // first leaf seen for each distinct input
-  PtrMap<Node, int> input_of;              // every Param/Scalar leaf -> its input index
+  std::vector<const Node*> order;   // post order, operands before users, each node once
+  std::vector<const Node*> roots;   // as given (may repeat)
+  std::vector<const Node*> inputs;  // first leaf seen for each distinct input
+  PtrMap<Node, int> input_of;       // every Param/Scalar leaf -> its input index
   Hash128 key;
 };
 

@@ -38,7 +38,7 @@ inline uint16_t float_to_half(float f) {
   if (e >= 31) return static_cast<uint16_t>(sign | 0x7c00);  // overflow -> inf
   if (e <= 0) {
     if (e < -10) return static_cast<uint16_t>(sign);  // underflow -> signed zero
-    man |= 0x800000;                                   // subnormal: shift in the implicit bit
+    man |= 0x800000;                                  // subnormal: shift in the implicit bit
     uint32_t shift = static_cast<uint32_t>(14 - e);
     uint32_t half = man >> shift;
     uint32_t rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
@@ -47,7 +47,8 @@ inline uint16_t float_to_half(float f) {
   }
   uint32_t half = sign | (static_cast<uint32_t>(e) << 10) | (man >> 13);
   uint32_t rem = man & 0x1fff;
-  if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) ++half;  // may carry into the exponent: correct
+  if (rem > 0x1000 || (rem == 0x1000 && (half & 1)))
+    ++half;  // may carry into the exponent: correct
   return static_cast<uint16_t>(half);
 }
 
@@ -65,15 +66,24 @@ inline float half_to_float(uint16_t h) {
 
 inline double load_as_double(const void* p, DType t) {
   switch (t) {
-    case DType::Bool: return *static_cast<const uint8_t*>(p) != 0;
-    case DType::UInt8: return *static_cast<const uint8_t*>(p);
-    case DType::Int8: return *static_cast<const int8_t*>(p);
-    case DType::Int32: return *static_cast<const int32_t*>(p);
-    case DType::Int64: return static_cast<double>(*static_cast<const int64_t*>(p));
-    case DType::Float16: return half_to_float(*static_cast<const uint16_t*>(p));
-    case DType::BFloat16: return bfloat16_to_float(*static_cast<const uint16_t*>(p));
-    case DType::Float32: return *static_cast<const float*>(p);
-    case DType::Float64: return *static_cast<const double*>(p);
+    case DType::Bool:
+      return *static_cast<const uint8_t*>(p) != 0;
+    case DType::UInt8:
+      return *static_cast<const uint8_t*>(p);
+    case DType::Int8:
+      return *static_cast<const int8_t*>(p);
+    case DType::Int32:
+      return *static_cast<const int32_t*>(p);
+    case DType::Int64:
+      return static_cast<double>(*static_cast<const int64_t*>(p));
+    case DType::Float16:
+      return half_to_float(*static_cast<const uint16_t*>(p));
+    case DType::BFloat16:
+      return bfloat16_to_float(*static_cast<const uint16_t*>(p));
+    case DType::Float32:
+      return *static_cast<const float*>(p);
+    case DType::Float64:
+      return *static_cast<const double*>(p);
   }
   return 0;
 }
@@ -88,11 +98,16 @@ inline int64_t double_to_int64(double v) {
 // The value of an integral dtype that an int64 wraps to (two's complement; bool is v != 0).
 inline int64_t wrap_to_dtype(int64_t v, DType t) {
   switch (t) {
-    case DType::Bool: return v != 0;
-    case DType::UInt8: return static_cast<uint8_t>(v);
-    case DType::Int8: return static_cast<int8_t>(v);
-    case DType::Int32: return static_cast<int32_t>(v);
-    default: return v;
+    case DType::Bool:
+      return v != 0;
+    case DType::UInt8:
+      return static_cast<uint8_t>(v);
+    case DType::Int8:
+      return static_cast<int8_t>(v);
+    case DType::Int32:
+      return static_cast<int32_t>(v);
+    default:
+      return v;
   }
 }
 
@@ -100,37 +115,67 @@ inline int64_t wrap_to_dtype(int64_t v, DType t) {
 // does); integral dtypes give the truncated, wrapped value (bool: v != 0).
 inline double round_to_dtype(double v, DType t) {
   switch (t) {
-    case DType::Float64: return v;
-    case DType::Float32: return static_cast<float>(v);
-    case DType::Float16: return half_to_float(float_to_half(static_cast<float>(v)));
-    case DType::BFloat16: return bfloat16_to_float(float_to_bfloat16(static_cast<float>(v)));
-    case DType::Bool: return v != 0;
-    default: return static_cast<double>(wrap_to_dtype(double_to_int64(v), t));
+    case DType::Float64:
+      return v;
+    case DType::Float32:
+      return static_cast<float>(v);
+    case DType::Float16:
+      return half_to_float(float_to_half(static_cast<float>(v)));
+    case DType::BFloat16:
+      return bfloat16_to_float(float_to_bfloat16(static_cast<float>(v)));
+    case DType::Bool:
+      return v != 0;
+    default:
+      return static_cast<double>(wrap_to_dtype(double_to_int64(v), t));
   }
 }
 
 inline int64_t load_as_int(const void* p, DType t) {
   switch (t) {
-    case DType::Bool: return *static_cast<const uint8_t*>(p) != 0;
-    case DType::UInt8: return *static_cast<const uint8_t*>(p);
-    case DType::Int8: return *static_cast<const int8_t*>(p);
-    case DType::Int32: return *static_cast<const int32_t*>(p);
-    case DType::Int64: return *static_cast<const int64_t*>(p);
-    default: return double_to_int64(load_as_double(p, t));
+    case DType::Bool:
+      return *static_cast<const uint8_t*>(p) != 0;
+    case DType::UInt8:
+      return *static_cast<const uint8_t*>(p);
+    case DType::Int8:
+      return *static_cast<const int8_t*>(p);
+    case DType::Int32:
+      return *static_cast<const int32_t*>(p);
+    case DType::Int64:
+      return *static_cast<const int64_t*>(p);
+    default:
+      return double_to_int64(load_as_double(p, t));
   }
 }
 
 inline void store_from_int(void* p, DType t, int64_t v) {
   switch (t) {
-    case DType::Bool: *static_cast<uint8_t*>(p) = v != 0; break;
-    case DType::UInt8: *static_cast<uint8_t*>(p) = static_cast<uint8_t>(v); break;
-    case DType::Int8: *static_cast<int8_t*>(p) = static_cast<int8_t>(v); break;
-    case DType::Int32: *static_cast<int32_t*>(p) = static_cast<int32_t>(v); break;
-    case DType::Int64: *static_cast<int64_t*>(p) = v; break;
-    case DType::Float16: *static_cast<uint16_t*>(p) = float_to_half(static_cast<float>(v)); break;
-    case DType::BFloat16: *static_cast<uint16_t*>(p) = float_to_bfloat16(static_cast<float>(v)); break;
-    case DType::Float32: *static_cast<float*>(p) = static_cast<float>(v); break;
-    case DType::Float64: *static_cast<double*>(p) = static_cast<double>(v); break;
+    case DType::Bool:
+      *static_cast<uint8_t*>(p) = v != 0;
+      break;
+    case DType::UInt8:
+      *static_cast<uint8_t*>(p) = static_cast<uint8_t>(v);
+      break;
+    case DType::Int8:
+      *static_cast<int8_t*>(p) = static_cast<int8_t>(v);
+      break;
+    case DType::Int32:
+      *static_cast<int32_t*>(p) = static_cast<int32_t>(v);
+      break;
+    case DType::Int64:
+      *static_cast<int64_t*>(p) = v;
+      break;
+    case DType::Float16:
+      *static_cast<uint16_t*>(p) = float_to_half(static_cast<float>(v));
+      break;
+    case DType::BFloat16:
+      *static_cast<uint16_t*>(p) = float_to_bfloat16(static_cast<float>(v));
+      break;
+    case DType::Float32:
+      *static_cast<float*>(p) = static_cast<float>(v);
+      break;
+    case DType::Float64:
+      *static_cast<double*>(p) = static_cast<double>(v);
+      break;
   }
 }
 
@@ -138,12 +183,23 @@ inline void store_from_int(void* p, DType t, int64_t v) {
 // double_to_int64 wrapped to their width; bool is v != 0 (so 0.5 and NaN are true).
 inline void store_from_double(void* p, DType t, double v) {
   switch (t) {
-    case DType::Bool: *static_cast<uint8_t*>(p) = v != 0; break;
-    case DType::Float16: *static_cast<uint16_t*>(p) = float_to_half(static_cast<float>(v)); break;
-    case DType::BFloat16: *static_cast<uint16_t*>(p) = float_to_bfloat16(static_cast<float>(v)); break;
-    case DType::Float32: *static_cast<float*>(p) = static_cast<float>(v); break;
-    case DType::Float64: *static_cast<double*>(p) = v; break;
-    default: store_from_int(p, t, double_to_int64(v));
+    case DType::Bool:
+      *static_cast<uint8_t*>(p) = v != 0;
+      break;
+    case DType::Float16:
+      *static_cast<uint16_t*>(p) = float_to_half(static_cast<float>(v));
+      break;
+    case DType::BFloat16:
+      *static_cast<uint16_t*>(p) = float_to_bfloat16(static_cast<float>(v));
+      break;
+    case DType::Float32:
+      *static_cast<float*>(p) = static_cast<float>(v);
+      break;
+    case DType::Float64:
+      *static_cast<double*>(p) = v;
+      break;
+    default:
+      store_from_int(p, t, double_to_int64(v));
   }
 }
 

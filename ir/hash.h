@@ -21,7 +21,8 @@ inline uint64_t mix64(uint64_t a, uint64_t b) {
 
 class Hasher {
  public:
-  explicit Hasher(uint64_t seed = 0) : lo_(seed ^ 0x8ebc6af09c88c6e3ull), hi_(~seed ^ 0x589965cc75374cc3ull) {}
+  explicit Hasher(uint64_t seed = 0)
+      : lo_(seed ^ 0x8ebc6af09c88c6e3ull), hi_(~seed ^ 0x589965cc75374cc3ull) {}
   Hasher& add(uint64_t v) {
     lo_ = mix64(lo_, v);
     hi_ = mix64(hi_ ^ 0x1d8e4e27c47d124full, v + 0x9e3779b97f4a7c15ull);

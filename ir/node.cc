@@ -32,7 +32,12 @@ int64_t live_nodes() { return g_live_nodes.load(std::memory_order_relaxed); }
 Node::Node() { g_live_nodes.fetch_add(1, std::memory_order_relaxed); }
 
 Node::Node(Op o, DType t, Shape&& s, Attrs&& a, NodeList&& in, int32_t src)
-    : op(o), dtype(t), shape(std::move(s)), attrs(std::move(a)), inputs(std::move(in)), source(src) {
+    : op(o),
+      dtype(t),
+      shape(std::move(s)),
+      attrs(std::move(a)),
+      inputs(std::move(in)),
+      source(src) {
   g_live_nodes.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -41,8 +46,16 @@ Node::Node(Op o, DType t, int32_t src) : op(o), dtype(t), source(src) {
 }
 
 Node::Node(const Node& o)
-    : op(o.op), dtype(o.dtype), shape(o.shape), attrs(o.attrs), inputs(o.inputs), hash(o.hash), data(o.data),
-      scalar(o.scalar), scalar_i(o.scalar_i), source(o.source) {
+    : op(o.op),
+      dtype(o.dtype),
+      shape(o.shape),
+      attrs(o.attrs),
+      inputs(o.inputs),
+      hash(o.hash),
+      data(o.data),
+      scalar(o.scalar),
+      scalar_i(o.scalar_i),
+      source(o.source) {
   g_live_nodes.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -74,11 +87,13 @@ static Hash128 node_hash(const Node& n) {
   std::memcpy(&value_bits, &n.attrs.value, 8);
   const bool has_value = value_bits != 0, has_stream = n.attrs.stream != 0;
   if (ndim >= (1u << 20) || nints >= (1u << 20))
-    fail(ErrorKind::Value, op_name(n.op), ": too many dimensions or attributes (", ndim, ", ", nints, ")");
+    fail(ErrorKind::Value, op_name(n.op), ": too many dimensions or attributes (", ndim, ", ",
+         nints, ")");
   const uint64_t header = static_cast<uint64_t>(n.op) | static_cast<uint64_t>(n.dtype) << 8 |
-                          static_cast<uint64_t>(n.attrs.dtype) << 15 | static_cast<uint64_t>(n.attrs.keepdim) << 22 |
-                          static_cast<uint64_t>(has_value) << 23 | static_cast<uint64_t>(has_stream) << 24 |
-                          ndim << 25 | nints << 45;
+                          static_cast<uint64_t>(n.attrs.dtype) << 15 |
+                          static_cast<uint64_t>(n.attrs.keepdim) << 22 |
+                          static_cast<uint64_t>(has_value) << 23 |
+                          static_cast<uint64_t>(has_stream) << 24 | ndim << 25 | nints << 45;
   Hasher h(0x6c74);
   h.add(header);
   for (auto d : n.shape) h.add(static_cast<uint64_t>(d));
@@ -108,12 +123,14 @@ static const Hash128& scalar_hash(DType dtype) {
 NodePtr make_node(Op op, NodeList inputs, Attrs attrs) {
   const OpInfo& info = op_info(op);
   if (info.arity >= 0 && static_cast<int>(inputs.size()) != info.arity)
-    fail(ErrorKind::Runtime, op_name(op), ": expected ", info.arity, " operands, got ", inputs.size());
+    fail(ErrorKind::Runtime, op_name(op), ": expected ", info.arity, " operands, got ",
+         inputs.size());
   for (const auto& in : inputs)
     if (!in) fail(ErrorKind::Runtime, op_name(op), ": null operand");
   Inferred r = infer(op, inputs, attrs);
   check_extent(r.shape, info.name);  // e.g. broadcasting [2^40, 1] with [1, 2^40]
-  auto n = make_pooled<Node>(op, r.dtype, std::move(r.shape), std::move(attrs), std::move(inputs), current_source());
+  auto n = make_pooled<Node>(op, r.dtype, std::move(r.shape), std::move(attrs), std::move(inputs),
+                             current_source());
   n->hash = node_hash(*n);
   return n;
 }

@@ -16,11 +16,11 @@
 namespace lt {
 
 struct Attrs {
-  IntList ints;  // axes (reduce), shape (reshape/expand), permutation (permute)
-  bool keepdim = false;       // reduce
+  IntList ints;                  // axes (reduce), shape (reshape/expand), permutation (permute)
+  bool keepdim = false;          // reduce
   DType dtype = DType::Float32;  // cast target
-  double value = 0;           // constant value (hashed); for Scalar leaves see Node::scalar
-  int64_t stream = 0;         // rand: independent stream id for decompositions needing several
+  double value = 0;              // constant value (hashed); for Scalar leaves see Node::scalar
+  int64_t stream = 0;            // rand: independent stream id for decompositions needing several
 };
 
 // Opaque handle to the data behind a Param leaf; runtime/ subclasses it. ir/ never looks inside.

@@ -19,8 +19,27 @@ enum class Op : uint8_t {
 };
 
 enum class OpClass : uint8_t {
-  Leaf, Rand, Unary, Predicate1, Binary, Compare, Logical, Where, Cast, Reduce, Reshape, Permute,
-  Expand, Matmul, AxisUnary, LayerNorm, Slice, Gather, ScatterAdd, Conv, Attention
+  Leaf,
+  Rand,
+  Unary,
+  Predicate1,
+  Binary,
+  Compare,
+  Logical,
+  Where,
+  Cast,
+  Reduce,
+  Reshape,
+  Permute,
+  Expand,
+  Matmul,
+  AxisUnary,
+  LayerNorm,
+  Slice,
+  Gather,
+  ScatterAdd,
+  Conv,
+  Attention
 };
 
 // The work of one element of an op inside a kernel, in tiers ordered by cost. Three heuristics
@@ -53,7 +72,8 @@ struct OpInfo {
 // The table itself, constexpr and inline: op_info() is read several times per traced op, and a
 // function-local static behind a call cost ~3% of the per-op tracing time.
 inline constexpr OpInfo kOpTable[] = {
-#define LT_OP(N, name, arity, cls, prim, cost) {Op::N, name, arity, OpClass::cls, prim, OpCost::cost},
+#define LT_OP(N, name, arity, cls, prim, cost) \
+  {Op::N, name, arity, OpClass::cls, prim, OpCost::cost},
 #include "ir/ops.def"
 #undef LT_OP
 };
@@ -69,7 +89,8 @@ inline bool is_elementwise(OpClass c) {
          c == OpClass::Cast || c == OpClass::Rand;
 }
 inline bool is_movement(OpClass c) {
-  return c == OpClass::Reshape || c == OpClass::Permute || c == OpClass::Expand || c == OpClass::Slice;
+  return c == OpClass::Reshape || c == OpClass::Permute || c == OpClass::Expand ||
+         c == OpClass::Slice;
 }
 
 }  // namespace lt

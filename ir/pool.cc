@@ -78,7 +78,7 @@ void* allocate(std::size_t bytes) {
     --c.count[k];
     return b;
   }
-  return ::operator new(k * kGrain);  // the whole class size: any block of a class fits any use
+  return ::operator new(k* kGrain);  // the whole class size: any block of a class fits any use
 }
 
 void deallocate(void* p, std::size_t bytes) noexcept {

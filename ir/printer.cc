@@ -10,17 +10,41 @@ std::string attrs_text(const Node& n) {
   std::ostringstream os;
   const OpInfo& info = op_info(n.op);
   switch (info.cls) {
-    case OpClass::Reduce: os << "axes=" << shape_str(n.attrs.ints) << (n.attrs.keepdim ? ", keepdim" : ""); break;
-    case OpClass::Reshape: case OpClass::Expand: os << "shape=" << shape_str(n.attrs.ints); break;
-    case OpClass::Permute: os << "perm=" << shape_str(n.attrs.ints); break;
-    case OpClass::Slice: os << "start,step,size=" << shape_str(n.attrs.ints); break;
-    case OpClass::AxisUnary: case OpClass::Gather: case OpClass::ScatterAdd: os << "axis=" << n.attrs.ints.at(0); break;
-    case OpClass::Cast: os << "dtype=" << dtype_name(n.attrs.dtype); break;
-    case OpClass::Rand: os << "stream=" << n.attrs.stream; break;
-    case OpClass::Conv: os << "stride,padding,dilation,groups[,sizes]=" << shape_str(n.attrs.ints); break;
-    case OpClass::Attention: os << "causal=" << n.attrs.ints.at(0) << ", scale=" << n.attrs.value; break;
-    case OpClass::LayerNorm: os << "dims=" << n.attrs.ints.at(0) << ", eps=" << n.attrs.value; break;
-    default: break;
+    case OpClass::Reduce:
+      os << "axes=" << shape_str(n.attrs.ints) << (n.attrs.keepdim ? ", keepdim" : "");
+      break;
+    case OpClass::Reshape:
+    case OpClass::Expand:
+      os << "shape=" << shape_str(n.attrs.ints);
+      break;
+    case OpClass::Permute:
+      os << "perm=" << shape_str(n.attrs.ints);
+      break;
+    case OpClass::Slice:
+      os << "start,step,size=" << shape_str(n.attrs.ints);
+      break;
+    case OpClass::AxisUnary:
+    case OpClass::Gather:
+    case OpClass::ScatterAdd:
+      os << "axis=" << n.attrs.ints.at(0);
+      break;
+    case OpClass::Cast:
+      os << "dtype=" << dtype_name(n.attrs.dtype);
+      break;
+    case OpClass::Rand:
+      os << "stream=" << n.attrs.stream;
+      break;
+    case OpClass::Conv:
+      os << "stride,padding,dilation,groups[,sizes]=" << shape_str(n.attrs.ints);
+      break;
+    case OpClass::Attention:
+      os << "causal=" << n.attrs.ints.at(0) << ", scale=" << n.attrs.value;
+      break;
+    case OpClass::LayerNorm:
+      os << "dims=" << n.attrs.ints.at(0) << ", eps=" << n.attrs.value;
+      break;
+    default:
+      break;
   }
   return os.str();
 }
@@ -29,11 +53,14 @@ std::string attrs_text(const Node& n) {
 std::unordered_map<const Node*, int> number(const Graph& g) {
   std::unordered_map<const Node*, int> id;
   int next = static_cast<int>(g.inputs.size());
-  for (const Node* n : g.order) id[n] = (n->op == Op::Param || n->op == Op::Scalar) ? g.input_of.at(n) : next++;
+  for (const Node* n : g.order)
+    id[n] = (n->op == Op::Param || n->op == Op::Scalar) ? g.input_of.at(n) : next++;
   return id;
 }
 
-std::string type_text(const Node& n) { return std::string(dtype_name(n.dtype)) + shape_str(n.shape); }
+std::string type_text(const Node& n) {
+  return std::string(dtype_name(n.dtype)) + shape_str(n.shape);
+}
 
 }  // namespace
 
@@ -42,13 +69,15 @@ std::string graph_text(const Graph& g) {
   std::ostringstream os;
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     const Node* n = g.inputs[i];
-    os << "%" << i << " = " << (n->op == Op::Param ? "param" : "scalar") << " : " << type_text(*n) << "\n";
+    os << "%" << i << " = " << (n->op == Op::Param ? "param" : "scalar") << " : " << type_text(*n)
+       << "\n";
   }
   for (const Node* n : g.order) {
     if (n->op == Op::Param || n->op == Op::Scalar) continue;
     os << "%" << id[n] << " = " << op_name(n->op) << "(";
     for (size_t i = 0; i < n->inputs.size(); ++i) os << (i ? ", %" : "%") << id[n->inputs[i].get()];
-    std::string a = n->op == Op::Constant ? "value=" + std::to_string(n->attrs.value) : attrs_text(*n);
+    std::string a =
+        n->op == Op::Constant ? "value=" + std::to_string(n->attrs.value) : attrs_text(*n);
     if (!a.empty()) os << (n->inputs.empty() ? "" : "; ") << a;
     os << ") : " << type_text(*n);
     const std::string& src = source_str(n->source);
@@ -67,12 +96,13 @@ std::string graph_dot(const Graph& g) {
   os << "digraph lazytensor {\n  node [shape=box, fontname=monospace];\n";
   for (const Node* n : g.order) {
     bool leaf = n->op == Op::Param || n->op == Op::Scalar;
-    os << "  n" << id[n] << " [label=\"%" << id[n] << " " << op_name(n->op) << "\\n" << type_text(*n) << "\""
-       << (leaf ? ", style=filled, fillcolor=lightgray" : "") << "];\n";
+    os << "  n" << id[n] << " [label=\"%" << id[n] << " " << op_name(n->op) << "\\n"
+       << type_text(*n) << "\"" << (leaf ? ", style=filled, fillcolor=lightgray" : "") << "];\n";
     for (auto& c : n->inputs) os << "  n" << id[c.get()] << " -> n" << id[n] << ";\n";
   }
   for (size_t i = 0; i < g.roots.size(); ++i)
-    os << "  out" << i << " [shape=ellipse, label=\"output " << i << "\"];\n  n" << id[g.roots[i]] << " -> out" << i << ";\n";
+    os << "  out" << i << " [shape=ellipse, label=\"output " << i << "\"];\n  n" << id[g.roots[i]]
+       << " -> out" << i << ";\n";
   os << "}\n";
   return os.str();
 }

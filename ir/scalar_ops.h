@@ -53,7 +53,9 @@ inline int64_t bit_not(int64_t x) { return ~x; }
 inline int64_t bool_not(int64_t x) { return x == 0; }
 // logical_not of any dtype: x == 0 (NaN is not zero, so logical_not(NaN) is false).
 template <class T>
-bool logical_not(T x) { return x == 0; }
+bool logical_not(T x) {
+  return x == 0;
+}
 
 inline double add(double x, double y) { return x + y; }
 inline double sub(double x, double y) { return x - y; }
@@ -69,9 +71,13 @@ double float_floor_div(double a, double b);
 double float_remainder(double a, double b);
 // torch.maximum/minimum: a NaN operand gives NaN (x != x only holds for NaN; integers never).
 template <class T>
-T maximum(T x, T y) { return (x != x || x > y) ? x : y; }
+T maximum(T x, T y) {
+  return (x != x || x > y) ? x : y;
+}
 template <class T>
-T minimum(T x, T y) { return (x != x || x < y) ? x : y; }
+T minimum(T x, T y) {
+  return (x != x || x < y) ? x : y;
+}
 inline int64_t bit_and(int64_t x, int64_t y) { return x & y; }
 inline int64_t bit_or(int64_t x, int64_t y) { return x | y; }
 inline int64_t bit_xor(int64_t x, int64_t y) { return x ^ y; }
@@ -80,21 +86,37 @@ int64_t int_shr(int64_t a, int64_t n);
 
 // Comparisons: IEEE semantics, so a NaN operand makes all but ne false.
 template <class T>
-bool equal(T x, T y) { return x == y; }
+bool equal(T x, T y) {
+  return x == y;
+}
 template <class T>
-bool not_equal(T x, T y) { return x != y; }
+bool not_equal(T x, T y) {
+  return x != y;
+}
 template <class T>
-bool less(T x, T y) { return x < y; }
+bool less(T x, T y) {
+  return x < y;
+}
 template <class T>
-bool less_equal(T x, T y) { return x <= y; }
+bool less_equal(T x, T y) {
+  return x <= y;
+}
 template <class T>
-bool greater(T x, T y) { return x > y; }
+bool greater(T x, T y) {
+  return x > y;
+}
 template <class T>
-bool greater_equal(T x, T y) { return x >= y; }
+bool greater_equal(T x, T y) {
+  return x >= y;
+}
 template <class T>
-bool logical_and(T x, T y) { return x != 0 && y != 0; }
+bool logical_and(T x, T y) {
+  return x != 0 && y != 0;
+}
 template <class T>
-bool logical_or(T x, T y) { return x != 0 || y != 0; }
+bool logical_or(T x, T y) {
+  return x != 0 || y != 0;
+}
 }  // namespace scalar
 
 // One op's scalar forms. A null form means ir/infer.cc rejects such operands for the op (erf of an
@@ -125,46 +147,83 @@ constexpr ScalarRule scalar_rule(Op op) {
   using namespace scalar;
   switch (op) {
     // Unary (floats only unless an integer form is given).
-    case Op::Neg: return {.f1 = neg, .i1 = neg_int};
-    case Op::Exp: return {.f1 = scalar::exp};
-    case Op::Log: return {.f1 = scalar::log};
-    case Op::Sqrt: return {.f1 = scalar::sqrt};
-    case Op::Sin: return {.f1 = scalar::sin};
-    case Op::Cos: return {.f1 = scalar::cos};
-    case Op::Tanh: return {.f1 = scalar::tanh};
-    case Op::Erf: return {.f1 = scalar::erf};
-    case Op::Abs: return {.f1 = scalar::abs, .i1 = abs_int};
-    case Op::Floor: return {.f1 = scalar::floor};
-    case Op::Recip: return {.f1 = recip};
-    case Op::BitNot: return {.i1 = bit_not, .b1 = bool_not};
-    case Op::Not: return {.pf1 = logical_not<double>, .pi1 = logical_not<int64_t>};
+    case Op::Neg:
+      return {.f1 = neg, .i1 = neg_int};
+    case Op::Exp:
+      return {.f1 = scalar::exp};
+    case Op::Log:
+      return {.f1 = scalar::log};
+    case Op::Sqrt:
+      return {.f1 = scalar::sqrt};
+    case Op::Sin:
+      return {.f1 = scalar::sin};
+    case Op::Cos:
+      return {.f1 = scalar::cos};
+    case Op::Tanh:
+      return {.f1 = scalar::tanh};
+    case Op::Erf:
+      return {.f1 = scalar::erf};
+    case Op::Abs:
+      return {.f1 = scalar::abs, .i1 = abs_int};
+    case Op::Floor:
+      return {.f1 = scalar::floor};
+    case Op::Recip:
+      return {.f1 = recip};
+    case Op::BitNot:
+      return {.i1 = bit_not, .b1 = bool_not};
+    case Op::Not:
+      return {.pf1 = logical_not<double>, .pi1 = logical_not<int64_t>};
     // Binary arithmetic.
-    case Op::Add: return {.f2 = add, .i2 = wrap_add};
-    case Op::Sub: return {.f2 = sub, .i2 = wrap_sub};
-    case Op::Mul: return {.f2 = mul, .i2 = wrap_mul};
-    case Op::Div: return {.f2 = scalar::div};
-    case Op::Pow: return {.f2 = scalar::pow, .i2 = int_pow};
-    case Op::Maximum: return {.f2 = maximum<double>, .i2 = maximum<int64_t>};
-    case Op::Minimum: return {.f2 = minimum<double>, .i2 = minimum<int64_t>};
-    case Op::FloorDiv: return {.f2 = float_floor_div, .i2 = int_floor_div};
-    case Op::Remainder: return {.f2 = float_remainder, .i2 = int_remainder};
-    case Op::Fmod: return {.f2 = scalar::fmod, .i2 = int_fmod};
+    case Op::Add:
+      return {.f2 = add, .i2 = wrap_add};
+    case Op::Sub:
+      return {.f2 = sub, .i2 = wrap_sub};
+    case Op::Mul:
+      return {.f2 = mul, .i2 = wrap_mul};
+    case Op::Div:
+      return {.f2 = scalar::div};
+    case Op::Pow:
+      return {.f2 = scalar::pow, .i2 = int_pow};
+    case Op::Maximum:
+      return {.f2 = maximum<double>, .i2 = maximum<int64_t>};
+    case Op::Minimum:
+      return {.f2 = minimum<double>, .i2 = minimum<int64_t>};
+    case Op::FloorDiv:
+      return {.f2 = float_floor_div, .i2 = int_floor_div};
+    case Op::Remainder:
+      return {.f2 = float_remainder, .i2 = int_remainder};
+    case Op::Fmod:
+      return {.f2 = scalar::fmod, .i2 = int_fmod};
     // Bitwise ops and shifts: integers (and bool, stored 0/1, for and/or/xor) only.
-    case Op::BitAnd: return {.i2 = bit_and};
-    case Op::BitOr: return {.i2 = bit_or};
-    case Op::BitXor: return {.i2 = bit_xor};
-    case Op::Shl: return {.i2 = int_shl};
-    case Op::Shr: return {.i2 = int_shr};
+    case Op::BitAnd:
+      return {.i2 = bit_and};
+    case Op::BitOr:
+      return {.i2 = bit_or};
+    case Op::BitXor:
+      return {.i2 = bit_xor};
+    case Op::Shl:
+      return {.i2 = int_shl};
+    case Op::Shr:
+      return {.i2 = int_shr};
     // Comparisons and logical ops.
-    case Op::Eq: return {.pf2 = equal<double>, .pi2 = equal<int64_t>};
-    case Op::Ne: return {.pf2 = not_equal<double>, .pi2 = not_equal<int64_t>};
-    case Op::Lt: return {.pf2 = less<double>, .pi2 = less<int64_t>};
-    case Op::Le: return {.pf2 = less_equal<double>, .pi2 = less_equal<int64_t>};
-    case Op::Gt: return {.pf2 = greater<double>, .pi2 = greater<int64_t>};
-    case Op::Ge: return {.pf2 = greater_equal<double>, .pi2 = greater_equal<int64_t>};
-    case Op::And: return {.pf2 = logical_and<double>, .pi2 = logical_and<int64_t>};
-    case Op::Or: return {.pf2 = logical_or<double>, .pi2 = logical_or<int64_t>};
-    default: return {};
+    case Op::Eq:
+      return {.pf2 = equal<double>, .pi2 = equal<int64_t>};
+    case Op::Ne:
+      return {.pf2 = not_equal<double>, .pi2 = not_equal<int64_t>};
+    case Op::Lt:
+      return {.pf2 = less<double>, .pi2 = less<int64_t>};
+    case Op::Le:
+      return {.pf2 = less_equal<double>, .pi2 = less_equal<int64_t>};
+    case Op::Gt:
+      return {.pf2 = greater<double>, .pi2 = greater<int64_t>};
+    case Op::Ge:
+      return {.pf2 = greater_equal<double>, .pi2 = greater_equal<int64_t>};
+    case Op::And:
+      return {.pf2 = logical_and<double>, .pi2 = logical_and<int64_t>};
+    case Op::Or:
+      return {.pf2 = logical_or<double>, .pi2 = logical_or<int64_t>};
+    default:
+      return {};
   }
 }
 

@@ -33,23 +33,43 @@ json attrs_json(const Node& n) {
       a["keepdim"] = n.attrs.keepdim;
       if (n.op == Op::Var) a["correction"] = float_json(n.attrs.value);
       break;
-    case OpClass::Reshape: case OpClass::Expand: a["shape"] = n.attrs.ints; break;
-    case OpClass::Permute: a["perm"] = n.attrs.ints; break;
-    case OpClass::Slice: a["slices"] = n.attrs.ints; break;
-    case OpClass::AxisUnary: case OpClass::Gather: case OpClass::ScatterAdd: a["axis"] = n.attrs.ints.at(0); break;
-    case OpClass::Cast: a["dtype"] = std::string(dtype_name(n.attrs.dtype)); break;
+    case OpClass::Reshape:
+    case OpClass::Expand:
+      a["shape"] = n.attrs.ints;
+      break;
+    case OpClass::Permute:
+      a["perm"] = n.attrs.ints;
+      break;
+    case OpClass::Slice:
+      a["slices"] = n.attrs.ints;
+      break;
+    case OpClass::AxisUnary:
+    case OpClass::Gather:
+    case OpClass::ScatterAdd:
+      a["axis"] = n.attrs.ints.at(0);
+      break;
+    case OpClass::Cast:
+      a["dtype"] = std::string(dtype_name(n.attrs.dtype));
+      break;
     case OpClass::Rand:
       a["shape"] = n.attrs.ints;
       a["dtype"] = std::string(dtype_name(n.attrs.dtype));
       a["stream"] = n.attrs.stream;
       break;
-    case OpClass::LayerNorm: a["ints"] = n.attrs.ints; a["eps"] = float_json(n.attrs.value); break;
-    case OpClass::Conv: a["ints"] = n.attrs.ints; break;
+    case OpClass::LayerNorm:
+      a["ints"] = n.attrs.ints;
+      a["eps"] = float_json(n.attrs.value);
+      break;
+    case OpClass::Conv:
+      a["ints"] = n.attrs.ints;
+      break;
     case OpClass::Attention:
       a["causal"] = n.attrs.ints.at(0) != 0;
       a["scale"] = float_json(n.attrs.value);
       break;
-    case OpClass::Leaf: a["value"] = float_json(n.attrs.value); break;  // Constant
+    case OpClass::Leaf:
+      a["value"] = float_json(n.attrs.value);
+      break;  // Constant
     default:
       if (n.op == Op::Gelu) a["approximate"] = n.attrs.stream ? "tanh" : "none";
   }
@@ -76,11 +96,13 @@ bool integers_fit(const json& v) {
       if (!integers_fit<typename T::value_type>(e)) return false;
     return true;
   } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    if (v.is_number_unsigned()) return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+    if (v.is_number_unsigned())
+      return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
     if (v.is_number_integer()) {
       const int64_t x = v.get<int64_t>();
       return x >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
-             (x < 0 || static_cast<uint64_t>(x) <= static_cast<uint64_t>(std::numeric_limits<T>::max()));
+             (x < 0 ||
+              static_cast<uint64_t>(x) <= static_cast<uint64_t>(std::numeric_limits<T>::max()));
     }
     return !v.is_number_float();
   } else {
@@ -114,7 +136,8 @@ double float_from(const json& j, const char* key, const std::string& where) {
 Shape get_shape(const json& j, const char* key, const std::string& where) {
   Shape s = get<Shape>(j, key, where);
   for (auto d : s)
-    if (d < 0 || d > (int64_t{1} << 40)) bad(where + ": dimension " + std::to_string(d) + " out of range");
+    if (d < 0 || d > (int64_t{1} << 40))
+      bad(where + ": dimension " + std::to_string(d) + " out of range");
   return s;
 }
 
@@ -136,13 +159,24 @@ Attrs attrs_from(Op op, const json& a, const std::string& where) {
       r.keepdim = get<bool>(a, "keepdim", where);
       if (op == Op::Var) r.value = float_from(a, "correction", where);
       break;
-    case OpClass::Reshape: case OpClass::Expand: r.ints = get_shape(a, "shape", where); break;
-    case OpClass::Permute: r.ints = get<IntList>(a, "perm", where); break;
-    case OpClass::Slice: r.ints = get<IntList>(a, "slices", where); break;
-    case OpClass::AxisUnary: case OpClass::Gather: case OpClass::ScatterAdd:
+    case OpClass::Reshape:
+    case OpClass::Expand:
+      r.ints = get_shape(a, "shape", where);
+      break;
+    case OpClass::Permute:
+      r.ints = get<IntList>(a, "perm", where);
+      break;
+    case OpClass::Slice:
+      r.ints = get<IntList>(a, "slices", where);
+      break;
+    case OpClass::AxisUnary:
+    case OpClass::Gather:
+    case OpClass::ScatterAdd:
       r.ints = {get<int64_t>(a, "axis", where)};
       break;
-    case OpClass::Cast: r.dtype = get_dtype(a, "dtype", where); break;
+    case OpClass::Cast:
+      r.dtype = get_dtype(a, "dtype", where);
+      break;
     case OpClass::Rand:
       r.ints = get_shape(a, "shape", where);
       r.dtype = get_dtype(a, "dtype", where);
@@ -152,7 +186,9 @@ Attrs attrs_from(Op op, const json& a, const std::string& where) {
       r.ints = get<IntList>(a, "ints", where);
       r.value = float_from(a, "eps", where);
       break;
-    case OpClass::Conv: r.ints = get<IntList>(a, "ints", where); break;
+    case OpClass::Conv:
+      r.ints = get<IntList>(a, "ints", where);
+      break;
     case OpClass::Attention:
       r.ints = {get<bool>(a, "causal", where) ? 1 : 0};
       r.value = float_from(a, "scale", where);
@@ -181,8 +217,10 @@ std::string trace_to_json(const Graph& g, const std::string& hash, const std::st
     json in = {{"id", static_cast<int>(i)}, {"dtype", dtype_name(n->dtype)}, {"shape", n->shape}};
     if (n->op == Op::Scalar) {
       in["kind"] = "scalar";
-      if (is_floating(n->dtype)) in["value"] = float_json(n->scalar);
-      else in["value"] = n->scalar_i;
+      if (is_floating(n->dtype))
+        in["value"] = float_json(n->scalar);
+      else
+        in["value"] = n->scalar_i;
     } else {
       in["kind"] = "param";
       in["data"] = data_ref(static_cast<int>(i));
@@ -198,8 +236,13 @@ std::string trace_to_json(const Graph& g, const std::string& hash, const std::st
     json ins = json::array();
     for (auto& c : n->inputs) ins.push_back(id.at(c.get()));
     id[n] = next;
-    json node = {{"id", next++}, {"op", op_name(n->op)}, {"inputs", ins}, {"attrs", attrs_json(*n)},
-                 {"dtype", dtype_name(n->dtype)}, {"shape", n->shape}, {"source", source_str(n->source)}};
+    json node = {{"id", next++},
+                 {"op", op_name(n->op)},
+                 {"inputs", ins},
+                 {"attrs", attrs_json(*n)},
+                 {"dtype", dtype_name(n->dtype)},
+                 {"shape", n->shape},
+                 {"source", source_str(n->source)}};
     if (node_ref) {
       std::string r = node_ref(n);
       if (!r.empty()) node["data"] = r;
@@ -216,8 +259,9 @@ std::string trace_to_json(const Graph& g, const std::string& hash, const std::st
 }
 
 namespace {
-LoadedTrace load_trace(const std::string& text,
-                       const std::function<std::shared_ptr<LeafData>(const TraceInput&)>& leaf_data) {
+LoadedTrace load_trace(
+    const std::string& text,
+    const std::function<std::shared_ptr<LeafData>(const TraceInput&)>& leaf_data) {
   json j;
   try {
     j = json::parse(text);
@@ -225,10 +269,12 @@ LoadedTrace load_trace(const std::string& text,
     bad(std::string("not valid JSON (") + e.what() + ")");
   }
   if (!j.is_object()) bad("top level must be an object");
-  if (get<std::string>(j, "format", "file") != "lazytensor-trace") bad("\"format\" is not \"lazytensor-trace\"");
+  if (get<std::string>(j, "format", "file") != "lazytensor-trace")
+    bad("\"format\" is not \"lazytensor-trace\"");
   int version = get<int>(j, "version", "file");
   if (version > kTraceVersion)
-    bad("version " + std::to_string(version) + " is newer than this build supports (" + std::to_string(kTraceVersion) + ")");
+    bad("version " + std::to_string(version) + " is newer than this build supports (" +
+        std::to_string(kTraceVersion) + ")");
   if (version < 1) bad("version " + std::to_string(version) + " is invalid");
   LoadedTrace t;
   t.hash = j.value("hash", "");
@@ -239,7 +285,8 @@ LoadedTrace load_trace(const std::string& text,
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::string where = "input " + std::to_string(i);
     const json& in = inputs[i];
-    TraceInput ti{get<int>(in, "id", where), false, get_dtype(in, "dtype", where), get_shape(in, "shape", where)};
+    TraceInput ti{get<int>(in, "id", where), false, get_dtype(in, "dtype", where),
+                  get_shape(in, "shape", where)};
     std::string kind = get<std::string>(in, "kind", where);
     if (kind == "scalar") {
       ti.scalar = true;
@@ -256,7 +303,8 @@ LoadedTrace load_trace(const std::string& text,
       bad(where + ": unknown kind \"" + kind + "\"");
     }
     if (by_id.count(ti.id)) bad(where + ": duplicate id " + std::to_string(ti.id));
-    NodePtr leaf = ti.scalar ? (is_floating(ti.dtype) ? make_scalar(ti.dtype, ti.value) : make_int_scalar(ti.dtype, ti.value_i))
+    NodePtr leaf = ti.scalar ? (is_floating(ti.dtype) ? make_scalar(ti.dtype, ti.value)
+                                                      : make_int_scalar(ti.dtype, ti.value_i))
                              : make_param(ti.dtype, ti.shape, leaf_data(ti));
     by_id[ti.id] = leaf;
     t.inputs.push_back(ti);
@@ -276,7 +324,8 @@ LoadedTrace load_trace(const std::string& text,
     NodeList ins;
     for (int c : get<std::vector<int>>(n, "inputs", where)) {
       auto it = by_id.find(c);
-      if (it == by_id.end()) bad(where + ": input id " + std::to_string(c) + " is not defined before it");
+      if (it == by_id.end())
+        bad(where + ": input id " + std::to_string(c) + " is not defined before it");
       ins.push_back(it->second);
     }
     NodePtr made;
@@ -298,14 +347,15 @@ LoadedTrace load_trace(const std::string& text,
       bad(where + ": recorded dtype " + get<std::string>(n, "dtype", where) + " but it infers " +
           std::string(dtype_name(made->dtype)));
     if (n.contains("shape") && get_shape(n, "shape", where) != made->shape)
-      bad(where + ": recorded shape " + shape_str(get_shape(n, "shape", where)) + " but it infers " +
-          shape_str(made->shape));
+      bad(where + ": recorded shape " + shape_str(get_shape(n, "shape", where)) +
+          " but it infers " + shape_str(made->shape));
     if (n.contains("source") && n["source"].is_string() && !n["source"].get<std::string>().empty())
       const_cast<Node&>(*made).source = intern_source(n["source"].get<std::string>());
     by_id[id] = made;
     t.nodes.push_back(made);
     t.node_ids.push_back(id);
-    t.node_refs.push_back(n.contains("data") && n["data"].is_string() ? n["data"].get<std::string>() : "");
+    t.node_refs.push_back(n.contains("data") && n["data"].is_string() ? n["data"].get<std::string>()
+                                                                      : "");
   }
   const json& outs = get<json>(j, "outputs", "file");
   if (!outs.is_array() || outs.empty()) bad("\"outputs\" must be a non-empty array");
@@ -322,8 +372,9 @@ LoadedTrace load_trace(const std::string& text,
 
 }  // namespace
 
-LoadedTrace trace_from_json(const std::string& text,
-                            const std::function<std::shared_ptr<LeafData>(const TraceInput&)>& leaf_data) {
+LoadedTrace trace_from_json(
+    const std::string& text,
+    const std::function<std::shared_ptr<LeafData>(const TraceInput&)>& leaf_data) {
   // Any JSON access of the wrong type that slipped past the checks becomes the same clear error
   // (found by tests/fuzz: a number too large for its type escaped as nlohmann's out_of_range).
   try {

@@ -18,20 +18,24 @@ void check_extent_slow(std::span<const int64_t> s, std::string_view op) {
   for (auto d : s) {
     if (d < 0) fail(ErrorKind::Runtime, op, ": negative dimension ", d, " in shape ", shape_str(s));
     // Multiplying on after an overflow would be UB: remember it, and still look for negatives.
-    if (!too_many && (__builtin_mul_overflow(n, std::max<int64_t>(d, 1), &n) || n > kMaxElements)) too_many = true;
+    if (!too_many && (__builtin_mul_overflow(n, std::max<int64_t>(d, 1), &n) || n > kMaxElements))
+      too_many = true;
   }
-  if (too_many) fail(ErrorKind::Runtime, op, ": shape ", shape_str(s), " has more than 2^60 elements");
+  if (too_many)
+    fail(ErrorKind::Runtime, op, ": shape ", shape_str(s), " has more than 2^60 elements");
 }
 
 int64_t size_add(int64_t a, int64_t b, std::string_view op) {
   int64_t r;
-  if (__builtin_add_overflow(a, b, &r)) fail(ErrorKind::Runtime, op, ": integer overflow in ", a, " + ", b);
+  if (__builtin_add_overflow(a, b, &r))
+    fail(ErrorKind::Runtime, op, ": integer overflow in ", a, " + ", b);
   return r;
 }
 
 int64_t size_mul(int64_t a, int64_t b, std::string_view op) {
   int64_t r;
-  if (__builtin_mul_overflow(a, b, &r)) fail(ErrorKind::Runtime, op, ": integer overflow in ", a, " * ", b);
+  if (__builtin_mul_overflow(a, b, &r))
+    fail(ErrorKind::Runtime, op, ": integer overflow in ", a, " * ", b);
   return r;
 }
 

@@ -46,7 +46,9 @@ inline void check_extent(std::span<const int64_t> s, std::string_view op) {
 int64_t size_add(int64_t a, int64_t b, std::string_view op);
 int64_t size_mul(int64_t a, int64_t b, std::string_view op);
 std::string shape_str(std::span<const int64_t> s);  // "[2, 3]"; any list of extents
-inline std::string shape_str(std::initializer_list<int64_t> s) { return shape_str(std::span(s.begin(), s.size())); }
+inline std::string shape_str(std::initializer_list<int64_t> s) {
+  return shape_str(std::span(s.begin(), s.size()));
+}
 // NumPy/PyTorch broadcasting; `op` names the operation in the error.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 // Maps a possibly negative axis into [0, rank); rank 0 accepts -1 and 0 as PyTorch does.

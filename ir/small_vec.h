@@ -91,7 +91,8 @@ class SmallVec {
   template <std::input_iterator It>
   void assign(It first, It last) {
     clear();
-    if constexpr (std::forward_iterator<It>) reserve(static_cast<size_type>(std::distance(first, last)));
+    if constexpr (std::forward_iterator<It>)
+      reserve(static_cast<size_type>(std::distance(first, last)));
     for (; first != last; ++first) emplace_back(*first);
   }
   void assign(size_type n, const T& v) {
@@ -191,7 +192,9 @@ class SmallVec {
     std::rotate(data_ + at, data_ + before, data_ + size_);
     return data_ + at;
   }
-  iterator insert(const_iterator pos, std::initializer_list<T> il) { return insert(pos, il.begin(), il.end()); }
+  iterator insert(const_iterator pos, std::initializer_list<T> il) {
+    return insert(pos, il.begin(), il.end());
+  }
 
   iterator erase(const_iterator pos) { return erase(pos, pos + 1); }
   iterator erase(const_iterator first, const_iterator last) {
@@ -225,8 +228,10 @@ class SmallVec {
     while (size_ > n) data_[--size_].~T();
   }
   void destroy_all() noexcept {
-    if constexpr (std::is_trivially_destructible_v<T>) size_ = 0;
-    else shrink(0);
+    if constexpr (std::is_trivially_destructible_v<T>)
+      size_ = 0;
+    else
+      shrink(0);
   }
   // Frees a spilled block (the elements are already gone) and goes back to the inline storage.
   void release() noexcept {
@@ -246,7 +251,8 @@ class SmallVec {
   void steal(SmallVec& o) noexcept {
     if (o.is_inline()) {
       if constexpr (std::is_trivially_copyable_v<T>)  // the whole inline array: a fixed-size copy
-        std::memcpy(static_cast<void*>(inline_), static_cast<const void*>(o.inline_), sizeof inline_);
+        std::memcpy(static_cast<void*>(inline_), static_cast<const void*>(o.inline_),
+                    sizeof inline_);
       else
         relocate(o.data_, o.size_, data_);
       size_ = o.size_;

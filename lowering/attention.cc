@@ -28,7 +28,8 @@ void validate_attention(const AttentionStep& a, const std::vector<int64_t>& buff
   if (a.writes().empty()) bad("writes nothing");
   const DType st = attention_stats_dtype(a.dtype);
   auto check = [&](int b, int64_t rows, int64_t cols, DType t, const char* what) {
-    if (b < 0 || b >= static_cast<int>(buffer_numel.size())) bad(std::string(what) + " names no buffer");
+    if (b < 0 || b >= static_cast<int>(buffer_numel.size()))
+      bad(std::string(what) + " names no buffer");
     if (buffer_numel[b] != a.batch * rows * cols || buffer_dtype[b] != t)
       bad(std::string(what) + " buffer has the wrong size or dtype");
   };

@@ -92,7 +92,9 @@ NodePtr logsumexp_rule(const Node& n, const NodeList& in) {
   // An all -inf (or +inf) row would give inf - inf = NaN: shift by 0 there instead.
   NodePtr finite = bin(Op::Lt, un(Op::Abs, m), cnst(m->dtype, INFINITY));
   NodePtr shift = make_node(Op::Where, {finite, m, cnst(m->dtype, 0)});
-  NodePtr r = bin(Op::Add, un(Op::Log, reduce(Op::ReduceSum, un(Op::Exp, bin(Op::Sub, in[0], shift)), ax, true)), shift);
+  NodePtr r = bin(
+      Op::Add,
+      un(Op::Log, reduce(Op::ReduceSum, un(Op::Exp, bin(Op::Sub, in[0], shift)), ax, true)), shift);
   return reshape(r, n.shape);
 }
 
@@ -100,7 +102,8 @@ NodePtr var_rule(const Node& n, const NodeList& in) {
   auto ax = axes_of(n, in[0]->shape);
   int64_t count = 1;
   for (auto a : ax) count *= in[0]->shape.empty() ? 1 : in[0]->shape[a];
-  NodePtr mean = bin(Op::Mul, reduce(Op::ReduceSum, in[0], ax, true), cnst(n.dtype, count ? 1.0 / count : NAN));
+  NodePtr mean = bin(Op::Mul, reduce(Op::ReduceSum, in[0], ax, true),
+                     cnst(n.dtype, count ? 1.0 / count : NAN));
   NodePtr d = bin(Op::Sub, in[0], mean);
   double denom = static_cast<double>(count) - n.attrs.value;
   NodePtr ss = reduce(Op::ReduceSum, bin(Op::Mul, d, d), ax, n.attrs.keepdim);
@@ -116,7 +119,8 @@ NodePtr layer_norm_rule(const Node& n, const NodeList& in) {
   NodePtr inv = cnst(t, count ? 1.0 / count : NAN);
   NodePtr xc = bin(Op::Sub, in[0], bin(Op::Mul, reduce(Op::ReduceSum, in[0], ax, true), inv));
   NodePtr var = bin(Op::Mul, reduce(Op::ReduceSum, bin(Op::Mul, xc, xc), ax, true), inv);
-  NodePtr y = bin(Op::Mul, xc, un(Op::Recip, un(Op::Sqrt, bin(Op::Add, var, cnst(t, n.attrs.value)))));
+  NodePtr y =
+      bin(Op::Mul, xc, un(Op::Recip, un(Op::Sqrt, bin(Op::Add, var, cnst(t, n.attrs.value)))));
   size_t next = 1;
   if (n.attrs.ints[1]) y = bin(Op::Mul, y, in[next++]);
   if (n.attrs.ints[2]) y = bin(Op::Add, y, in[next++]);
@@ -128,21 +132,25 @@ NodePtr gelu_rule(const Node& n, const NodeList& in) {
   const NodePtr& x = in[0];
   NodePtr half_x = bin(Op::Mul, x, cnst(t, 0.5));
   if (n.attrs.stream == 0)  // 0.5 x (1 + erf(x / sqrt 2))
-    return bin(Op::Mul, half_x, bin(Op::Add, cnst(t, 1), un(Op::Erf, bin(Op::Mul, x, cnst(t, M_SQRT1_2)))));
+    return bin(Op::Mul, half_x,
+               bin(Op::Add, cnst(t, 1), un(Op::Erf, bin(Op::Mul, x, cnst(t, M_SQRT1_2)))));
   // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
   NodePtr x3 = bin(Op::Mul, bin(Op::Mul, x, x), x);
-  NodePtr inner = bin(Op::Mul, cnst(t, M_2_SQRTPI * M_SQRT1_2), bin(Op::Add, x, bin(Op::Mul, x3, cnst(t, 0.044715))));
+  NodePtr inner = bin(Op::Mul, cnst(t, M_2_SQRTPI * M_SQRT1_2),
+                      bin(Op::Add, x, bin(Op::Mul, x3, cnst(t, 0.044715))));
   return bin(Op::Mul, half_x, bin(Op::Add, cnst(t, 1), un(Op::Tanh, inner)));
 }
 
 const std::map<Op, DecompRule>& rules() {
   static const std::map<Op, DecompRule> table = {
-      {Op::Relu, [](const Node& n, const NodeList& in) { return bin(Op::Maximum, in[0], cnst(n.dtype, 0)); }},
+      {Op::Relu,
+       [](const Node& n, const NodeList& in) { return bin(Op::Maximum, in[0], cnst(n.dtype, 0)); }},
       {Op::Sigmoid,
        [](const Node& n, const NodeList& in) {
          return un(Op::Recip, bin(Op::Add, cnst(n.dtype, 1), un(Op::Exp, un(Op::Neg, in[0]))));
        }},
-      {Op::Rsqrt, [](const Node& n, const NodeList& in) { return un(Op::Recip, un(Op::Sqrt, in[0])); }},
+      {Op::Rsqrt,
+       [](const Node& n, const NodeList& in) { return un(Op::Recip, un(Op::Sqrt, in[0])); }},
       {Op::Mean,
        [](const Node& n, const NodeList& in) {
          int64_t count = numel(in[0]->shape) / std::max<int64_t>(1, numel(n.shape));
@@ -153,7 +161,8 @@ const std::map<Op, DecompRule>& rules() {
       {Op::Matmul, matmul_rule},
       {Op::Silu,
        [](const Node& n, const NodeList& in) {
-         return bin(Op::Mul, in[0], un(Op::Recip, bin(Op::Add, cnst(n.dtype, 1), un(Op::Exp, un(Op::Neg, in[0])))));
+         return bin(Op::Mul, in[0],
+                    un(Op::Recip, bin(Op::Add, cnst(n.dtype, 1), un(Op::Exp, un(Op::Neg, in[0])))));
        }},
       {Op::Gelu, gelu_rule},
       {Op::Softmax, [](const Node& n, const NodeList& in) { return softmax_rule(n, in, false); }},
@@ -168,8 +177,8 @@ const std::map<Op, DecompRule>& rules() {
 struct Flattener {
   PrimGraph pg;
   std::unordered_map<const Node*, int> index;  // node -> prim graph index
-  std::map<std::vector<uint64_t>, int> cse;     // (hash, input index, operand indices) -> index
-  NodeList keep;                    // stand-ins and rule outputs stay alive: addresses are keys
+  std::map<std::vector<uint64_t>, int> cse;    // (hash, input index, operand indices) -> index
+  NodeList keep;  // stand-ins and rule outputs stay alive: addresses are keys
 
   int add(const Node& n, std::vector<int> ins, int input_index, int32_t source) {
     // Graph inputs are distinct by input index; everything else by structure (CSE).
@@ -249,7 +258,9 @@ namespace {
 bool swaps_last_two(const Node& p) {
   const auto& perm = p.attrs.ints;
   const size_t r = perm.size();
-  if (r < 2 || perm[r - 1] != static_cast<int64_t>(r - 2) || perm[r - 2] != static_cast<int64_t>(r - 1)) return false;
+  if (r < 2 || perm[r - 1] != static_cast<int64_t>(r - 2) ||
+      perm[r - 2] != static_cast<int64_t>(r - 1))
+    return false;
   for (size_t d = 0; d + 2 < r; ++d)
     if (perm[d] != static_cast<int64_t>(d)) return false;
   return true;
@@ -266,7 +277,8 @@ std::unordered_map<const Node*, const Node*> transposed_products(const Graph& g)
   for (const Node* n : g.order) {
     if (n->op != Op::Permute || !swaps_last_two(*n)) continue;
     const Node* m = n->inputs[0].get();
-    if (m->op == Op::Matmul && users[m] == 1 && m->inputs[0]->shape.size() >= 2 && m->inputs[1]->shape.size() >= 2)
+    if (m->op == Op::Matmul && users[m] == 1 && m->inputs[0]->shape.size() >= 2 &&
+        m->inputs[1]->shape.size() >= 2)
       by_permute.emplace(n, m);
   }
   return by_permute;

@@ -25,7 +25,8 @@ using fusion::Unhostable;
 // So a shared value whose computation reads kMaxSharedLoads or more distinct buffers is realized:
 // one write, then one load per consumer. Reads of 1-2 buffers (softmax's exp(x - max), a
 // 20-step x + sin(x) chain over one input) stay fused.
-void realize_shared_wide_values(const PrimGraph& g, const std::vector<int>& users, std::vector<bool>& realized) {
+void realize_shared_wide_values(const PrimGraph& g, const std::vector<int>& users,
+                                std::vector<bool>& realized) {
   constexpr size_t kMaxSharedLoads = 3;
   const int n = static_cast<int>(g.nodes.size());
   // Per node: up to kMaxSharedLoads of the buffers its inline computation reads. A capped set is
@@ -61,20 +62,21 @@ void realize_shared_wide_values(const PrimGraph& g, const std::vector<int>& user
 // yields both the max and the sum. Returns absorbed_into (-1: not absorbed) and whether each
 // absorbed reduction must be stored. Candidates in no_absorb were tried and did not fit (another
 // row shape, or a store in a kernel without a per-row store stage); the builder reports those.
-// They are (reduction, host) pairs: realizing more nodes may give the reduction another first reader.
-// blocks_others[r]: an earlier reduction was not absorbed into r's kernel because r is absorbed.
-void absorb_targets(const PrimGraph& g, const std::vector<bool>& realized, const std::vector<int>& gemm_at,
-                    const std::vector<int>& library_at, const std::set<std::pair<int, int>>& no_absorb,
-                    std::vector<int>& absorbed_into, std::vector<bool>& store_absorbed,
-                    std::vector<bool>& blocks_others) {
+// They are (reduction, host) pairs: realizing more nodes may give the reduction another first
+// reader. blocks_others[r]: an earlier reduction was not absorbed into r's kernel because r is
+// absorbed.
+void absorb_targets(const PrimGraph& g, const std::vector<bool>& realized,
+                    const std::vector<int>& gemm_at, const std::vector<int>& library_at,
+                    const std::set<std::pair<int, int>>& no_absorb, std::vector<int>& absorbed_into,
+                    std::vector<bool>& store_absorbed, std::vector<bool>& blocks_others) {
   const int n = static_cast<int>(g.nodes.size());
   absorbed_into.assign(n, -1);
   store_absorbed.assign(n, false);
   blocks_others.assign(n, false);
   auto candidate = [&](int r) {
     const PNode& p = g.nodes[r];
-    return realized[r] && p.input_index < 0 && op_info(p.op).cls == OpClass::Reduce && gemm_at[r] < 0 &&
-           numel(p.shape) > 0;
+    return realized[r] && p.input_index < 0 && op_info(p.op).cls == OpClass::Reduce &&
+           gemm_at[r] < 0 && numel(p.shape) > 0;
   };
   // Per candidate: the kernels (by root) that read it, in root order.
   std::vector<std::vector<int>> readers(n);
@@ -102,8 +104,8 @@ void absorb_targets(const PrimGraph& g, const std::vector<bool>& realized, const
     const int j = readers[r].front();
     const PNode& host = g.nodes[j];
     if (absorbed_into[j] >= 0) blocks_others[j] = true;  // r could have gone into j's kernel
-    if (no_absorb.count({r, j}) || absorbed_into[j] >= 0 || gemm_at[j] >= 0 || library_at[j] >= 0 || host.op == Op::ScatterAdd ||
-        numel(host.shape) == 0)
+    if (no_absorb.count({r, j}) || absorbed_into[j] >= 0 || gemm_at[j] >= 0 || library_at[j] >= 0 ||
+        host.op == Op::ScatterAdd || numel(host.shape) == 0)
       continue;
     absorbed_into[r] = j;
     store_absorbed[r] = is_output[r] || readers[r].size() > 1;
@@ -111,7 +113,8 @@ void absorb_targets(const PrimGraph& g, const std::vector<bool>& realized, const
 }
 
 // The library step computing conv prim `node` into the buffer of `root` (node, or its ReLU).
-ConvStep conv_step(const PrimGraph& g, int node, int root, bool relu, const std::vector<int>& buffer_of) {
+ConvStep conv_step(const PrimGraph& g, int node, int root, bool relu,
+                   const std::vector<int>& buffer_of) {
   const PNode& p = g.nodes[node];
   ConvStep c;
   c.kind = ConvStep::kind_of(p.op);
@@ -120,9 +123,15 @@ ConvStep conv_step(const PrimGraph& g, int node, int root, bool relu, const std:
   c.params = ConvParams::from(p.op, p.attrs);
   const Shape &s0 = g.nodes[p.inputs[0]].shape, &s1 = g.nodes[p.inputs[1]].shape;
   switch (c.kind) {
-    case ConvStep::Kind::Forward: c.x = s0, c.w = s1, c.y = p.shape; break;
-    case ConvStep::Kind::GradInput: c.y = s0, c.w = s1, c.x = p.shape; break;
-    case ConvStep::Kind::GradWeight: c.x = s0, c.y = s1, c.w = p.shape; break;
+    case ConvStep::Kind::Forward:
+      c.x = s0, c.w = s1, c.y = p.shape;
+      break;
+    case ConvStep::Kind::GradInput:
+      c.y = s0, c.w = s1, c.x = p.shape;
+      break;
+    case ConvStep::Kind::GradWeight:
+      c.x = s0, c.y = s1, c.w = p.shape;
+      break;
   }
   c.a = buffer_of[p.inputs[0]], c.b = buffer_of[p.inputs[1]], c.out = buffer_of[root];
   if (p.inputs.size() == 3) c.bias = buffer_of[p.inputs[2]];
@@ -155,14 +164,16 @@ AttentionStep attention_step(const PrimGraph& g, const std::vector<int>& members
   const AttentionParams params = AttentionParams::from(first.op, first.attrs);
   AttentionStep a;
   a.name = "a" + std::to_string(members.front()) + "_attention";
-  a.kind = forward_attention(first.op) ? AttentionStep::Kind::Forward : AttentionStep::Kind::Backward;
+  a.kind =
+      forward_attention(first.op) ? AttentionStep::Kind::Forward : AttentionStep::Kind::Backward;
   a.dtype = g.nodes[first.inputs[0]].dtype;
   a.causal = params.causal;
   a.scale = params.scale;
   a.L = q.end()[-2], a.E = q.back(), a.S = k.end()[-2], a.Ev = v.back();
   a.batch = 1;
   for (size_t d = 0; d + 2 < q.size(); ++d) a.batch *= q[d];
-  a.q = buffer_of[first.inputs[0]], a.k = buffer_of[first.inputs[1]], a.v = buffer_of[first.inputs[2]];
+  a.q = buffer_of[first.inputs[0]], a.k = buffer_of[first.inputs[1]],
+  a.v = buffer_of[first.inputs[2]];
   if (a.kind == AttentionStep::Kind::Backward) {
     a.dout = buffer_of[first.inputs[3]], a.lse = buffer_of[first.inputs[4]];
     a.dsum = buffer_of[first.inputs[5]];
@@ -170,11 +181,21 @@ AttentionStep attention_step(const PrimGraph& g, const std::vector<int>& members
   for (int m : members) {
     const int b = buffer_of[m];
     switch (g.nodes[m].op) {
-      case Op::Attention: a.out = b; break;
-      case Op::AttentionLse: a.lse = b; break;
-      case Op::AttentionGradQ: a.dq = b; break;
-      case Op::AttentionGradK: a.dk = b; break;
-      default: a.dv = b; break;
+      case Op::Attention:
+        a.out = b;
+        break;
+      case Op::AttentionLse:
+        a.lse = b;
+        break;
+      case Op::AttentionGradQ:
+        a.dq = b;
+        break;
+      case Op::AttentionGradK:
+        a.dk = b;
+        break;
+      default:
+        a.dv = b;
+        break;
     }
   }
   return a;
@@ -243,7 +264,8 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
     const PNode& p = g.nodes[i];
     if (op_info(p.op).cls != OpClass::Conv) continue;
     if (!opts.conv(p.dtype))
-      fail(ErrorKind::NotImplemented, "not implemented: ", op_name(p.op), " in ", dtype_name(p.dtype),
+      fail(ErrorKind::NotImplemented, "not implemented: ", op_name(p.op), " in ",
+           dtype_name(p.dtype),
            " without a convolution library (the runtime expands it for such backends)");
     for (int c : p.inputs) realized[c] = true;
     int root = i;
@@ -273,8 +295,8 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
     if (op_info(p.op).cls != OpClass::Attention) continue;
     const PNode &q = g.nodes[p.inputs[0]], &v = g.nodes[p.inputs[2]];
     if (!opts.attention(q.dtype, q.shape.back(), v.shape.back()))
-      fail(ErrorKind::NotImplemented, "not implemented: ", op_name(p.op), " in ", dtype_name(q.dtype),
-           " with head dims ", q.shape.back(), " and ", v.shape.back(),
+      fail(ErrorKind::NotImplemented, "not implemented: ", op_name(p.op), " in ",
+           dtype_name(q.dtype), " with head dims ", q.shape.back(), " and ", v.shape.back(),
            " without an attention library (the runtime expands it for such backends)");
     for (int c : p.inputs) realized[c] = true;
     realized[i] = true;
@@ -300,7 +322,8 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
   realize_shared_wide_values(g, users, realized);
   // Kernel emission recurses through inlined operands: bound the inlined depth by materializing.
   // After GEMM matching (whose operands are realized already), and never at a broadcast: a node
-  // bigger than its deepest operand (a matmul's [.., M, N, K] product) realizes that operand instead.
+  // bigger than its deepest operand (a matmul's [.., M, N, K] product) realizes that operand
+  // instead.
   constexpr int kMaxInlineDepth = 256;
   std::vector<int> depth(n, 0);
   for (int i = 0; i < n; ++i) {
@@ -324,7 +347,8 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
   std::vector<bool> store_absorbed, blocks_others;
   for (int attempt = 0;; ++attempt) {
     if (attempt > 4 * n + 8) fail(ErrorKind::Runtime, "internal: fusion did not converge");
-    absorb_targets(g, realized, gemm_at, library_at, no_absorb, absorbed_into, store_absorbed, blocks_others);
+    absorb_targets(g, realized, gemm_at, library_at, no_absorb, absorbed_into, store_absorbed,
+                   blocks_others);
     Plan plan;
     std::vector<int> buffer_of(n, -1);
     // Graph inputs first, in input order, so BufferSpec::input lines up with RunInput.
@@ -343,8 +367,8 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
         buffer_of[i] = g.nodes[i].input_index;
       } else if (realized[i]) {
         bool out = std::find(g.outputs.begin(), g.outputs.end(), i) != g.outputs.end();
-        plan.buffers.push_back({out ? BufferSpec::Kind::Output : BufferSpec::Kind::Temp, g.nodes[i].dtype,
-                                numel(g.nodes[i].shape)});
+        plan.buffers.push_back({out ? BufferSpec::Kind::Output : BufferSpec::Kind::Temp,
+                                g.nodes[i].dtype, numel(g.nodes[i].shape)});
         buffer_of[i] = static_cast<int>(plan.buffers.size()) - 1;
       }
     }
@@ -362,10 +386,11 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
           gm.a = buffer_of[m.a_node], gm.b = buffer_of[m.b_node], gm.out = buffer_of[i];
           plan.steps.push_back({PlanStep::Kind::Gemm, static_cast<int>(plan.gemms.size())});
           plan.gemms.push_back(gm);
-          grouping << gm.name << ": gemm " << dtype_name(gm.dtype) << " batch " << shape_str(gm.batch)
-                   << " M " << gm.M << " N " << gm.N << " K " << gm.K << (gm.a_transposed() ? " A^T" : "")
-                   << (gm.b_transposed() ? " B^T" : "") << ", nodes %" << m.reduce << " from %" << m.a_node
-                   << " @ %" << m.b_node << "\n";
+          grouping << gm.name << ": gemm " << dtype_name(gm.dtype) << " batch "
+                   << shape_str(gm.batch) << " M " << gm.M << " N " << gm.N << " K " << gm.K
+                   << (gm.a_transposed() ? " A^T" : "") << (gm.b_transposed() ? " B^T" : "")
+                   << ", nodes %" << m.reduce << " from %" << m.a_node << " @ %" << m.b_node
+                   << "\n";
           continue;
         }
         if (conv_at[i] >= 0) {
@@ -373,22 +398,23 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
           plan.steps.push_back({PlanStep::Kind::Conv, static_cast<int>(plan.convs.size())});
           plan.convs.push_back(conv_step(g, ci, i, conv_relu[conv_at[i]], buffer_of));
           const ConvStep& c = plan.convs.back();
-          grouping << c.name << ": conv " << dtype_name(c.dtype) << " input " << shape_str(c.x) << " weight "
-                   << shape_str(c.w) << " output " << shape_str(c.y) << (c.bias >= 0 ? " +bias" : "")
-                   << (c.relu ? " +relu" : "") << ", nodes %" << ci << (ci != i ? " %" + std::to_string(i) : "")
-                   << "\n";
+          grouping << c.name << ": conv " << dtype_name(c.dtype) << " input " << shape_str(c.x)
+                   << " weight " << shape_str(c.w) << " output " << shape_str(c.y)
+                   << (c.bias >= 0 ? " +bias" : "") << (c.relu ? " +relu" : "") << ", nodes %" << ci
+                   << (ci != i ? " %" + std::to_string(i) : "") << "\n";
           continue;
         }
         if (attn_at[i] >= 0) {
           const std::vector<int>& members = attn_groups[attn_at[i]];
           if (members.front() != i) continue;  // written by the step of the group's first prim
-          plan.steps.push_back({PlanStep::Kind::Attention, static_cast<int>(plan.attentions.size())});
+          plan.steps.push_back(
+              {PlanStep::Kind::Attention, static_cast<int>(plan.attentions.size())});
           plan.attentions.push_back(attention_step(g, members, buffer_of));
           const AttentionStep& a = plan.attentions.back();
           grouping << a.name << ": attention " << dtype_name(a.dtype)
-                   << (a.kind == AttentionStep::Kind::Forward ? " forward" : " backward") << " batch "
-                   << a.batch << " L " << a.L << " S " << a.S << " E " << a.E << " Ev " << a.Ev
-                   << (a.causal ? " causal" : "") << ", nodes";
+                   << (a.kind == AttentionStep::Kind::Forward ? " forward" : " backward")
+                   << " batch " << a.batch << " L " << a.L << " S " << a.S << " E " << a.E << " Ev "
+                   << a.Ev << (a.causal ? " causal" : "") << ", nodes";
           for (int m : members) grouping << " %" << m << ":" << op_name(g.nodes[m].op);
           grouping << "\n";
           continue;
@@ -398,10 +424,12 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
           const bool scatter = g.nodes[root].op == Op::ScatterAdd;
           for (int part = scatter ? 0 : 1; part < 2; ++part) {
             std::vector<int> touched;
-            KernelBuilder kb(g, realized, buffer_of, plan.buffers, root, absorbed_into, store_absorbed);
+            KernelBuilder kb(g, realized, buffer_of, plan.buffers, root, absorbed_into,
+                             store_absorbed);
             loop::Kernel k = scatter ? kb.build_scatter(part == 0, &touched) : kb.build(&touched);
-            grouping << k.name << ": outer " << shape_str(k.outer) << " inner " << shape_str(k.inner) << ", "
-                     << k.stages.size() << " stage(s)" << (k.accumulates() ? ", accumulating" : "") << ", nodes";
+            grouping << k.name << ": outer " << shape_str(k.outer) << " inner "
+                     << shape_str(k.inner) << ", " << k.stages.size() << " stage(s)"
+                     << (k.accumulates() ? ", accumulating" : "") << ", nodes";
             for (int t : touched) grouping << " %" << t << ":" << op_name(g.nodes[t].op);
             grouping << "\n";
             plan.steps.push_back({PlanStep::Kind::Kernel, static_cast<int>(plan.kernels.size())});

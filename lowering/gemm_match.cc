@@ -8,7 +8,8 @@ namespace lt {
 namespace {
 
 bool is_view(OpClass c) {
-  return c == OpClass::Reshape || c == OpClass::Permute || c == OpClass::Expand || c == OpClass::Slice;
+  return c == OpClass::Reshape || c == OpClass::Permute || c == OpClass::Expand ||
+         c == OpClass::Slice;
 }
 
 // Index into the operand of a broadcasting elementwise op or an expand (same rule as fusion).
@@ -31,16 +32,21 @@ std::vector<std::pair<int, std::vector<Lin>>> view_chain(const PrimGraph& g, Sym
     const PNode& in = g.nodes[p.inputs[0]];
     std::vector<Lin> ci;
     switch (op_info(p.op).cls) {
-      case OpClass::Reshape: ci = sym.unflatten(sym.flatten(idx, p.shape), in.shape); break;
+      case OpClass::Reshape:
+        ci = sym.unflatten(sym.flatten(idx, p.shape), in.shape);
+        break;
       case OpClass::Permute:
         ci.resize(idx.size());
         for (size_t i = 0; i < idx.size(); ++i) ci[p.attrs.ints[i]] = idx[i];
         break;
-      case OpClass::Expand: ci = broadcast_index(idx, p.shape, in.shape); break;
+      case OpClass::Expand:
+        ci = broadcast_index(idx, p.shape, in.shape);
+        break;
       default:  // Slice
         ci.resize(idx.size());
         for (size_t d = 0; d < idx.size(); ++d)
-          ci[d] = sym.add(sym.mul(idx[d], p.attrs.ints[3 * d + 1]), SymCtx::constant(p.attrs.ints[3 * d]));
+          ci[d] = sym.add(sym.mul(idx[d], p.attrs.ints[3 * d + 1]),
+                          SymCtx::constant(p.attrs.ints[3 * d]));
     }
     cur = p.inputs[0];
     idx = std::move(ci);
@@ -70,7 +76,8 @@ std::optional<Affine> affine(SymCtx& sym, const Lin& flat) {
 
 }  // namespace
 
-std::optional<GemmMatch> match_gemm(const PrimGraph& g, int reduce, const std::vector<bool>& realized) {
+std::optional<GemmMatch> match_gemm(const PrimGraph& g, int reduce,
+                                    const std::vector<bool>& realized) {
   const PNode& r = g.nodes[reduce];
   if (r.op != Op::ReduceSum || r.inputs.size() != 1) return std::nullopt;
   const int mul = r.inputs[0];
@@ -78,7 +85,8 @@ std::optional<GemmMatch> match_gemm(const PrimGraph& g, int reduce, const std::v
   const Shape& full = prod.shape;  // [batch..., M, N, K]
   const int rank = static_cast<int>(full.size());
   if (prod.op != Op::Mul || prod.dtype != r.dtype || rank < 3 || realized[mul]) return std::nullopt;
-  if (r.attrs.ints.size() != 1 || (r.attrs.ints[0] != rank - 1 && r.attrs.ints[0] != -1)) return std::nullopt;
+  if (r.attrs.ints.size() != 1 || (r.attrs.ints[0] != rank - 1 && r.attrs.ints[0] != -1))
+    return std::nullopt;
   for (int64_t e : full)
     if (e < 1) return std::nullopt;  // empty products (K = 0 sums to zeros) stay loop kernels
   const int vm = rank - 3, vn = rank - 2, vk = rank - 1;
@@ -96,7 +104,8 @@ std::optional<GemmMatch> match_gemm(const PrimGraph& g, int reduce, const std::v
   // Whether the operand's value changes along loop v: asked of the node under its views, since a
   // view's own (expanded) index changes where the value it reads does not.
   auto depends = [&](int node, int v) {
-    auto chain = view_chain(g, sym, node, broadcast_index(idx, full, g.nodes[node].shape), realized);
+    auto chain =
+        view_chain(g, sym, node, broadcast_index(idx, full, g.nodes[node].shape), realized);
     const auto& [base, base_idx] = chain.back();
     return sym.depends_on(sym.flatten(base_idx, g.nodes[base].shape), v);
   };
@@ -111,7 +120,8 @@ std::optional<GemmMatch> match_gemm(const PrimGraph& g, int reduce, const std::v
     for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
       const PNode& p = g.nodes[it->first];
       const OpClass cls = op_info(p.op).cls;
-      if (cls == OpClass::Expand || p.op == Op::Constant || p.op == Op::Scalar || p.dtype != gm.dtype)
+      if (cls == OpClass::Expand || p.op == Op::Constant || p.op == Op::Scalar ||
+          p.dtype != gm.dtype)
         continue;
       auto a = affine(sym, sym.flatten(it->second, p.shape));
       if (!a) continue;
@@ -141,7 +151,8 @@ std::optional<GemmMatch> match_gemm(const PrimGraph& g, int reduce, const std::v
   }
   // A batch that B does not vary over, with A's rows stacked across it (x @ W for x [B, T, K]):
   // one GEMM with M * batch rows instead of a strided batch of small ones.
-  while (!ext.empty() && tb.front() == 0 && gm.a_cs == 1 && gm.a_rs > 0 && ta.front() == gm.M * gm.a_rs) {
+  while (!ext.empty() && tb.front() == 0 && gm.a_cs == 1 && gm.a_rs > 0 &&
+         ta.front() == gm.M * gm.a_rs) {
     gm.M *= ext.front();
     ext.erase(ext.begin()), ta.erase(ta.begin()), tb.erase(tb.begin());
   }

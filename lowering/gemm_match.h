@@ -10,13 +10,14 @@
 namespace lt {
 
 struct GemmMatch {
-  int reduce = -1;             // the ReduceSum node the GEMM computes
+  int reduce = -1;               // the ReduceSum node the GEMM computes
   int a_node = -1, b_node = -1;  // nodes whose (realized, contiguous) buffers hold A and B
-  Gemm gemm;                   // everything but the buffers and the name
+  Gemm gemm;                     // everything but the buffers and the name
 };
 
 // `realized[i]`: node i has its own contiguous buffer (views are not looked through past it).
 // Nodes the match picks as operands may be unrealized: the caller realizes them.
-std::optional<GemmMatch> match_gemm(const PrimGraph& g, int reduce, const std::vector<bool>& realized);
+std::optional<GemmMatch> match_gemm(const PrimGraph& g, int reduce,
+                                    const std::vector<bool>& realized);
 
 }  // namespace lt

@@ -136,7 +136,8 @@ int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool c
       const Shape& cs = g_.nodes[c].shape;
       std::vector<Lin> ci(cs.size());
       size_t off = p.shape.size() - cs.size();
-      for (size_t d = 0; d < cs.size(); ++d) ci[d] = cs[d] == 1 ? SymCtx::constant(0) : idx[d + off];
+      for (size_t d = 0; d < cs.size(); ++d)
+        ci[d] = cs[d] == 1 ? SymCtx::constant(0) : idx[d + off];
       ops.push_back(emit(stage, c, ci));
     }
     Instr in{IKind::Op, p.op, p.dtype};
@@ -160,12 +161,13 @@ int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool c
     // A transposed operand read across the innermost reduction loop (B in a @ B): if it is reused
     // across an outer loop, a contiguous transposed copy turns every later read into a unit stride.
     const int inner_var = static_cast<int>(k_.outer.size() + k_.inner.size()) - 1;
-    if (!compute_root && node != root_ && k_.stages[stage].kind == StageKind::Reduce && !k_.inner.empty() &&
-        realized_[p.inputs[0]]) {
+    if (!compute_root && node != root_ && k_.stages[stage].kind == StageKind::Reduce &&
+        !k_.inner.empty() && realized_[p.inputs[0]]) {
       Lin out_flat = sym_->flatten(idx, p.shape);
       auto out_stride = sym_->var_stride(out_flat, inner_var);
       auto in_stride = sym_->var_stride(sym_->flatten(ci, g_.nodes[p.inputs[0]].shape), inner_var);
-      if (out_stride && *out_stride == 1 && (!in_stride || std::abs(*in_stride) > 1) && broadcast_over_outer(out_flat))
+      if (out_stride && *out_stride == 1 && (!in_stride || std::abs(*in_stride) > 1) &&
+          broadcast_over_outer(out_flat))
         throw Unhostable{node};
     }
     result = emit(stage, p.inputs[0], ci);
@@ -178,14 +180,16 @@ int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool c
   } else if (info.cls == OpClass::Slice) {
     std::vector<Lin> ci(idx.size());
     for (size_t d = 0; d < idx.size(); ++d)
-      ci[d] = sym_->add(sym_->mul(idx[d], p.attrs.ints[3 * d + 1]), SymCtx::constant(p.attrs.ints[3 * d]));
+      ci[d] = sym_->add(sym_->mul(idx[d], p.attrs.ints[3 * d + 1]),
+                        SymCtx::constant(p.attrs.ints[3 * d]));
     result = emit(stage, p.inputs[0], ci);
   } else if (info.cls == OpClass::Gather) {
     // An indexed load: the index element is computed (or loaded) first, clamped, and becomes the
     // axis coordinate of the source read; an out-of-range index reads 0 (the runtime's index
     // check reports it at the sync). The source is emitted inline like any operand.
     const PNode& src = g_.nodes[p.inputs[0]];
-    const auto axis = static_cast<size_t>(normalize_axis(p.attrs.ints[0], static_cast<int64_t>(src.shape.size()), "gather"));
+    const auto axis = static_cast<size_t>(
+        normalize_axis(p.attrs.ints[0], static_cast<int64_t>(src.shape.size()), "gather"));
     const int64_t hi = src.shape[axis] - 1;
     const int iv = cast_to(stage, emit(stage, p.inputs[1], idx), DType::Int64);
     auto [at, ok] = clamp_index(stage, iv, hi);
@@ -220,7 +224,8 @@ int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool c
 }
 
 std::string KernelBuilder::name_of(const char* suffix) const {
-  // Built piecewise: GCC 12 at -O3 warns falsely (-Wrestrict, PR105329) on string literal assignment here.
+  // Built piecewise: GCC 12 at -O3 warns falsely (-Wrestrict, PR105329) on string literal
+  // assignment here.
   std::string name(1, 'k');
   name += std::to_string(root_);
   name += '_';
@@ -243,8 +248,10 @@ loop::Kernel KernelBuilder::build_scatter(bool init, std::vector<int>* touched) 
     store.value = cast_to(0, emit(0, root.inputs[0], idx), root.dtype);
     store.index = sym_->to_index(sym_->flatten(idx, root.shape), k_.iexprs);
   } else {
-    // out[.., clamp(index[i]), ..] += index[i] in range ? src[i] : 0 (src is at least index's size).
-    const auto axis = static_cast<size_t>(normalize_axis(root.attrs.ints[0], static_cast<int64_t>(root.shape.size()), "scatter_add"));
+    // out[.., clamp(index[i]), ..] += index[i] in range ? src[i] : 0 (src is at least index's
+    // size).
+    const auto axis = static_cast<size_t>(
+        normalize_axis(root.attrs.ints[0], static_cast<int64_t>(root.shape.size()), "scatter_add"));
     const int64_t hi = root.shape[axis] - 1;
     const int iv = cast_to(0, emit(0, root.inputs[1], idx), DType::Int64);
     auto [at, ok] = clamp_index(0, iv, hi);
@@ -284,9 +291,12 @@ loop::Kernel KernelBuilder::build(std::vector<int>* touched) {
       bool red = std::binary_search(sig_.axes.begin(), sig_.axes.end(), static_cast<int64_t>(d));
       (red ? k_.inner : k_.outer).push_back(sig_.in_shape[d]);
     }
-    if (root_reduce) shape_kind = Epilogue;
-    else if (root.shape == sig_.in_shape) shape_kind = Row;
-    else if (numel(root.shape) == numel(k_.outer)) shape_kind = Epilogue;
+    if (root_reduce)
+      shape_kind = Epilogue;
+    else if (root.shape == sig_.in_shape)
+      shape_kind = Row;
+    else if (numel(root.shape) == numel(k_.outer))
+      shape_kind = Epilogue;
     else {
       for (int r : hosted)
         if (absorbed(r)) throw Unabsorbable{r, root_};
@@ -322,12 +332,16 @@ loop::Kernel KernelBuilder::build(std::vector<int>* touched) {
   int si = static_cast<int>(k_.stages.size()) - 1;
   memo_.clear();
   std::vector<Lin> idx;
-  if (shape_kind == Row) idx = reduce_input_index(sig_);
-  else if (shape_kind == Epilogue) idx = sym_->unflatten(sym_->flatten(outer_vars(), k_.outer), root.shape);
-  else idx = outer_vars();
+  if (shape_kind == Row)
+    idx = reduce_input_index(sig_);
+  else if (shape_kind == Epilogue)
+    idx = sym_->unflatten(sym_->flatten(outer_vars(), k_.outer), root.shape);
+  else
+    idx = outer_vars();
   int v = emit(si, root_, idx, /*compute_root=*/true);
   v = cast_to(si, v, root.dtype);
-  loop::Store store{arg_for(buffer_of_[root_], true), sym_->to_index(sym_->flatten(idx, root.shape), k_.iexprs), v};
+  loop::Store store{arg_for(buffer_of_[root_], true),
+                    sym_->to_index(sym_->flatten(idx, root.shape), k_.iexprs), v};
   k_.stages[si].stores.push_back(std::move(store));
   for (int r : hosted) {
     if (!absorbed(r) || !store_absorbed_[r]) continue;

@@ -41,9 +41,9 @@ class KernelBuilder {
  public:
   // absorbed_into[r] == root: realized reduction r is computed by this kernel (not its own), which
   // writes its buffer as a second output when store_absorbed[r].
-  KernelBuilder(const PrimGraph& g, const std::vector<bool>& realized, const std::vector<int>& buffer_of,
-                const std::vector<BufferSpec>& buffers, int root, const std::vector<int>& absorbed_into,
-                const std::vector<bool>& store_absorbed)
+  KernelBuilder(const PrimGraph& g, const std::vector<bool>& realized,
+                const std::vector<int>& buffer_of, const std::vector<BufferSpec>& buffers, int root,
+                const std::vector<int>& absorbed_into, const std::vector<bool>& store_absorbed)
       : g_(g),
         realized_(realized),
         buffer_of_(buffer_of),

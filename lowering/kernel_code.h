@@ -1,6 +1,6 @@
 // The byte encoding of a loop kernel (ir/bytes.h), shared by the on-disk plan format
-// (plan_serialize.cc) and by kernel identity: two kernels whose encodings are equal but for name and
-// buffer ids (kernel_code) compile to the same code.
+// (plan_serialize.cc) and by kernel identity: two kernels whose encodings are equal but for name
+// and buffer ids (kernel_code) compile to the same code.
 #pragma once
 #include <string>
 

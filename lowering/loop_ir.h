@@ -8,8 +8,8 @@
 //   MapOuter - runs once per outer point and stores values (elementwise kernels, reduce epilogues).
 // Loop variables are numbered 0..outer.size()-1 for the outer dims, then the inner dims.
 // Example: y = (x*2).sum(1) for x[N,M]: outer=[N], inner=[M], stages = [Reduce(sum, load x*2),
-// MapOuter(store y[o0] = ReduceResult 0)]. A pure elementwise kernel: outer = its shape, inner = [],
-// one MapOuter stage. Softmax: [Reduce max, Reduce sum(exp(x-max)), MapInner store].
+// MapOuter(store y[o0] = ReduceResult 0)]. A pure elementwise kernel: outer = its shape, inner =
+// [], one MapOuter stage. Softmax: [Reduce max, Reduce sum(exp(x-max)), MapInner store].
 #pragma once
 #include <cstdint>
 #include <string>
@@ -29,7 +29,7 @@ namespace lt::loop {
 // (or be in the body of the store) using the index.
 struct IExpr {
   enum class Kind : uint8_t { Const, Var, Add, Mul, FloorDiv, Mod, Value } kind;
-  int64_t value = 0;  // Const: the constant; Var: loop variable number; Value: instruction id
+  int64_t value = 0;   // Const: the constant; Var: loop variable number; Value: instruction id
   int a = -1, b = -1;  // operands (indices into Kernel::iexprs)
   int64_t hi = 0;      // Value: the largest value the instruction can hold
 };
@@ -54,19 +54,19 @@ enum class IKind : uint8_t {
 
 struct Instr {
   IKind kind;
-  Op op = Op::Add;            // IKind::Op: which primitive
-  DType dtype;                // result dtype (Compare/Logical/Not: Bool; Cast: the target)
-  int a = -1, b = -1, c = -1; // operand instruction ids in the same stage body
-  int arg = -1;               // Load/LoadScalar: kernel arg; ReduceResult: stage number
-  Index index;                // Load: element offset; RandUniform: the element's counter
-  double value = 0;           // Const
-  int64_t stream = 0;         // RandUniform: stream id (see rand_uniform below)
+  Op op = Op::Add;             // IKind::Op: which primitive
+  DType dtype;                 // result dtype (Compare/Logical/Not: Bool; Cast: the target)
+  int a = -1, b = -1, c = -1;  // operand instruction ids in the same stage body
+  int arg = -1;                // Load/LoadScalar: kernel arg; ReduceResult: stage number
+  Index index;                 // Load: element offset; RandUniform: the element's counter
+  double value = 0;            // Const
+  int64_t stream = 0;          // RandUniform: stream id (see rand_uniform below)
 };
 
 struct Store {
-  int arg;     // kernel arg to write
+  int arg;  // kernel arg to write
   Index index;
-  int value;   // instruction id in the stage body; converted to the arg's dtype by a Cast instr
+  int value;  // instruction id in the stage body; converted to the arg's dtype by a Cast instr
   // scatter_add: add the value to the element instead of overwriting it. Several points of the
   // outer space may hit one element, so backends make the add atomic or run the kernel serially.
   bool accumulate = false;
@@ -86,11 +86,11 @@ struct Stage {
 };
 
 struct Arg {
-  int buffer;            // Plan buffer id
+  int buffer;  // Plan buffer id
   DType dtype;
   int64_t numel;
-  bool scalar = false;   // a runtime 0-d scalar (read with LoadScalar)
-  bool output = false;   // written by this kernel
+  bool scalar = false;  // a runtime 0-d scalar (read with LoadScalar)
+  bool output = false;  // written by this kernel
 };
 
 struct Kernel {

@@ -1,6 +1,6 @@
 // The lowering pipeline run on a cache miss: decompose -> simplify -> fuse into a Plan, then find
-// the outputs that may update an input in place (lowering/donation.h), and complete it (memory plan,
-// distinct kernels: lowering/complete_plan.h), so backends get every decision as data.
+// the outputs that may update an input in place (lowering/donation.h), and complete it (memory
+// plan, distinct kernels: lowering/complete_plan.h), so backends get every decision as data.
 #pragma once
 #include "ir/graph.h"
 #include "lowering/plan.h"

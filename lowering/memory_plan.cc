@@ -37,10 +37,12 @@ MemoryPlan plan_memory(const Plan& plan) {
   std::vector<int> temps;
   for (int b = 0; b < nb; ++b)
     if (plan.buffers[b].kind == BufferSpec::Kind::Temp && last[b] >= 0) temps.push_back(b);
-  std::sort(temps.begin(), temps.end(), [&](int x, int y) { return first[x] != first[y] ? first[x] < first[y] : x < y; });
+  std::sort(temps.begin(), temps.end(),
+            [&](int x, int y) { return first[x] != first[y] ? first[x] < first[y] : x < y; });
   std::vector<int> slot_free_after;  // per slot: the last step of its current occupant
   for (int b : temps) {
-    const size_t bytes = static_cast<size_t>(plan.buffers[b].numel) * dtype_size(plan.buffers[b].dtype);
+    const size_t bytes =
+        static_cast<size_t>(plan.buffers[b].numel) * dtype_size(plan.buffers[b].dtype);
     mp.temp_bytes_unshared += bytes;
     // Best fit among slots free before this temporary's first step: the smallest that is big
     // enough, else the biggest (which grows); a new slot when none is free.

@@ -17,7 +17,7 @@ struct BufferSpec {
   enum class Kind : uint8_t { Input, Scalar, Temp, Output } kind;
   DType dtype;
   int64_t numel;
-  int input = -1;   // Input/Scalar: graph input index
+  int input = -1;  // Input/Scalar: graph input index
 };
 
 // A graph output that may be written into the memory of a graph input (both plan buffer ids, an
@@ -59,10 +59,10 @@ struct LowerOptions {
 
 // Memory planning (lowering/memory_plan.h): temporaries with disjoint lifetimes share one "slot".
 struct MemoryPlan {
-  std::vector<int> slot_of;         // per plan buffer: its slot, or -1 (not a temporary)
-  std::vector<size_t> slot_bytes;   // per slot: the largest temporary it holds
-  size_t temp_bytes_unshared = 0;   // what the temporaries would take one allocation each
-  size_t temp_bytes_planned = 0;    // sum of slot_bytes
+  std::vector<int> slot_of;        // per plan buffer: its slot, or -1 (not a temporary)
+  std::vector<size_t> slot_bytes;  // per slot: the largest temporary it holds
+  size_t temp_bytes_unshared = 0;  // what the temporaries would take one allocation each
+  size_t temp_bytes_planned = 0;   // sum of slot_bytes
 };
 
 // Kernels whose loop IR is equal but for name and buffer ids compile to the same code (a stack of
@@ -74,7 +74,7 @@ struct DistinctKernels {
 };
 
 struct Plan {
-  PrimGraph prims;                   // after decomposition and simplification
+  PrimGraph prims;  // after decomposition and simplification
   std::vector<BufferSpec> buffers;
   std::vector<loop::Kernel> kernels;
   std::vector<Gemm> gemms;
@@ -98,7 +98,8 @@ struct Plan {
   std::vector<PlanStep> ordered_steps() const {
     if (!steps.empty()) return steps;
     std::vector<PlanStep> s;
-    for (size_t i = 0; i < kernels.size(); ++i) s.push_back({PlanStep::Kind::Kernel, static_cast<int>(i)});
+    for (size_t i = 0; i < kernels.size(); ++i)
+      s.push_back({PlanStep::Kind::Kernel, static_cast<int>(i)});
     return s;
   }
 };

@@ -13,14 +13,15 @@ namespace lt {
 namespace {
 
 // Bumped whenever the layout below changes; a reader rejects other versions.
-constexpr uint32_t kPlanFormat = 6;  // 2: Gemm steps and the step order; 3: donations, inplace; 4: gather/scatter; 6: attention steps
-                                     // indices; 5: Conv steps
+constexpr uint32_t kPlanFormat = 6;  // 2: Gemm steps and the step order; 3: donations, inplace; 4:
+                                     // gather/scatter; 6: attention steps indices; 5: Conv steps
 
 void put_gemm(ByteWriter& w, const Gemm& g) {
   w.bytes(g.name);
   w.u8(static_cast<uint8_t>(g.dtype));
-  for (int64_t v : {static_cast<int64_t>(g.a), static_cast<int64_t>(g.b), static_cast<int64_t>(g.out), g.M, g.N,
-                    g.K, g.a_offset, g.a_rs, g.a_cs, g.b_offset, g.b_rs, g.b_cs})
+  for (int64_t v :
+       {static_cast<int64_t>(g.a), static_cast<int64_t>(g.b), static_cast<int64_t>(g.out), g.M, g.N,
+        g.K, g.a_offset, g.a_rs, g.a_cs, g.b_offset, g.b_rs, g.b_cs})
     w.i64(v);
   put_shape(w, g.batch);
   put_shape(w, g.a_batch_stride);
@@ -90,15 +91,19 @@ struct Decoder {
     g.a = id(0, nbuffers, "gemm A buffer");
     g.b = id(0, nbuffers, "gemm B buffer");
     g.out = id(0, nbuffers, "gemm output buffer");
-    for (int64_t* v : {&g.M, &g.N, &g.K, &g.a_offset, &g.a_rs, &g.a_cs, &g.b_offset, &g.b_rs, &g.b_cs}) *v = r.i64();
+    for (int64_t* v :
+         {&g.M, &g.N, &g.K, &g.a_offset, &g.a_rs, &g.a_cs, &g.b_offset, &g.b_rs, &g.b_cs})
+      *v = r.i64();
     for (std::vector<int64_t>* v : {&g.batch, &g.a_batch_stride, &g.b_batch_stride}) {
       Shape s = shape();
       v->assign(s.begin(), s.end());
     }
     for (int buf : {g.a, g.b, g.out})
       if (buffers[buf].dtype != g.dtype || buffers[buf].kind == BufferSpec::Kind::Scalar)
-        r.bad("gemm " + g.name + " buffer " + std::to_string(buf) + " does not hold " + std::string(dtype_name(g.dtype)));
-    if (buffers[g.out].kind != BufferSpec::Kind::Temp && buffers[g.out].kind != BufferSpec::Kind::Output)
+        r.bad("gemm " + g.name + " buffer " + std::to_string(buf) + " does not hold " +
+              std::string(dtype_name(g.dtype)));
+    if (buffers[g.out].kind != BufferSpec::Kind::Temp &&
+        buffers[g.out].kind != BufferSpec::Kind::Output)
       r.bad("gemm " + g.name + " writes an input buffer");
     validate_gemm(g, buffers[g.a].numel, buffers[g.b].numel, buffers[g.out].numel, "cached plan");
     return g;
@@ -147,12 +152,15 @@ struct Decoder {
       r.bad(e.what());
     }
     for (int buf : {c.a, c.b, c.bias, c.out})
-      if (buf >= 0 && (buffers[buf].dtype != c.dtype || buffers[buf].kind == BufferSpec::Kind::Scalar))
-        r.bad("conv " + c.name + " buffer " + std::to_string(buf) + " does not hold " + std::string(dtype_name(c.dtype)));
-    if (buffers[c.out].kind != BufferSpec::Kind::Temp && buffers[c.out].kind != BufferSpec::Kind::Output)
+      if (buf >= 0 &&
+          (buffers[buf].dtype != c.dtype || buffers[buf].kind == BufferSpec::Kind::Scalar))
+        r.bad("conv " + c.name + " buffer " + std::to_string(buf) + " does not hold " +
+              std::string(dtype_name(c.dtype)));
+    if (buffers[c.out].kind != BufferSpec::Kind::Temp &&
+        buffers[c.out].kind != BufferSpec::Kind::Output)
       r.bad("conv " + c.name + " writes an input buffer");
-    validate_conv(c, buffers[c.a].numel, buffers[c.b].numel, c.bias >= 0 ? buffers[c.bias].numel : 0,
-                  buffers[c.out].numel, "cached plan");
+    validate_conv(c, buffers[c.a].numel, buffers[c.b].numel,
+                  c.bias >= 0 ? buffers[c.bias].numel : 0, buffers[c.out].numel, "cached plan");
     return c;
   }
   Shape shape() {
@@ -317,13 +325,16 @@ Plan deserialize_plan(std::string_view bytes) {
   }
   // Every kernel, gemm, conv and attention runs exactly once (an empty order means the kernels
   // in order).
-  if (!plan.steps.empty() || !plan.gemms.empty() || !plan.convs.empty() || !plan.attentions.empty()) {
-    std::vector<int> seen[4] = {std::vector<int>(plan.kernels.size()), std::vector<int>(plan.gemms.size()),
-                                std::vector<int>(plan.convs.size()), std::vector<int>(plan.attentions.size())};
+  if (!plan.steps.empty() || !plan.gemms.empty() || !plan.convs.empty() ||
+      !plan.attentions.empty()) {
+    std::vector<int> seen[4] = {
+        std::vector<int>(plan.kernels.size()), std::vector<int>(plan.gemms.size()),
+        std::vector<int>(plan.convs.size()), std::vector<int>(plan.attentions.size())};
     for (const auto& st : plan.steps) seen[static_cast<int>(st.kind)][st.index]++;
     for (const auto& v : seen)
       for (int c : v)
-        if (c != 1) r.bad("the step order does not run every kernel, gemm, conv and attention once");
+        if (c != 1)
+          r.bad("the step order does not run every kernel, gemm, conv and attention once");
   }
   plan.output_buffers.resize(r.count(8));
   for (auto& b : plan.output_buffers) b = d.id(0, nbuffers, "output buffer");

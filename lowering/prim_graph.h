@@ -8,7 +8,7 @@
 namespace lt {
 
 struct PNode {
-  Op op;                    // always a primitive (op_info(op).primitive)
+  Op op;  // always a primitive (op_info(op).primitive)
   DType dtype;
   Shape shape;
   Attrs attrs;

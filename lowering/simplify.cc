@@ -46,8 +46,12 @@ class Simplifier {
 
   // Adds n (CSE: an identical node already added is reused).
   int emit(PNode n) {
-    std::vector<int64_t> key = {static_cast<int64_t>(n.op), static_cast<int64_t>(n.dtype), n.input_index,
-                                static_cast<int64_t>(n.attrs.dtype), n.attrs.keepdim, n.attrs.stream};
+    std::vector<int64_t> key = {static_cast<int64_t>(n.op),
+                                static_cast<int64_t>(n.dtype),
+                                n.input_index,
+                                static_cast<int64_t>(n.attrs.dtype),
+                                n.attrs.keepdim,
+                                n.attrs.stream};
     int64_t vbits;
     std::memcpy(&vbits, &n.attrs.value, sizeof vbits);
     key.push_back(vbits);
@@ -57,7 +61,8 @@ class Simplifier {
     key.insert(key.end(), n.attrs.ints.begin(), n.attrs.ints.end());
     key.push_back(-1);
     key.insert(key.end(), n.inputs.begin(), n.inputs.end());
-    // Graph inputs are distinct even when they look alike; rand draws are distinct by their operands.
+    // Graph inputs are distinct even when they look alike; rand draws are distinct by their
+    // operands.
     auto it = cse_.find(key);
     if (it != cse_.end()) return it->second;
     out_.nodes.push_back(std::move(n));
@@ -67,7 +72,9 @@ class Simplifier {
   }
 
   // x stands for a node of shape `shape` and dtype `t`: usable only when both match.
-  bool same(int x, const PNode& n) const { return at(x).shape == n.shape && at(x).dtype == n.dtype; }
+  bool same(int x, const PNode& n) const {
+    return at(x).shape == n.shape && at(x).dtype == n.dtype;
+  }
 
   int constant(const PNode& like, double v) {
     PNode c;
@@ -88,19 +95,23 @@ class Simplifier {
     if (cls == OpClass::Binary) {
       // Identities: the surviving operand must already have the result's shape and dtype.
       bool b_neutral = (n.op == Op::Add || n.op == Op::Sub) ? is_const(at(b), 0)
-                       : (n.op == Op::Mul || n.op == Op::Div || n.op == Op::Pow) ? is_const(at(b), 1)
-                                                                                 : false;
+                       : (n.op == Op::Mul || n.op == Op::Div || n.op == Op::Pow)
+                           ? is_const(at(b), 1)
+                           : false;
       if (b_neutral && same(a, n)) return a;
-      bool a_neutral = (n.op == Op::Add && is_const(at(a), 0)) || (n.op == Op::Mul && is_const(at(a), 1));
+      bool a_neutral =
+          (n.op == Op::Add && is_const(at(a), 0)) || (n.op == Op::Mul && is_const(at(a), 1));
       if (a_neutral && same(b, n)) return b;
       if (is_floating(n.dtype) && at(a).op == Op::Constant && at(b).op == Op::Constant)
-        if (auto v = fold_binary(n.op, round_to_dtype(at(a).attrs.value, n.dtype), round_to_dtype(at(b).attrs.value, n.dtype)))
+        if (auto v = fold_binary(n.op, round_to_dtype(at(a).attrs.value, n.dtype),
+                                 round_to_dtype(at(b).attrs.value, n.dtype)))
           return constant(n, *v);
     }
     if (cls == OpClass::Unary) {
       if (n.op == Op::Neg && at(a).op == Op::Neg) return at(a).inputs[0];
       if (is_floating(n.dtype) && at(a).op == Op::Constant)
-        if (auto v = fold_unary(n.op, round_to_dtype(at(a).attrs.value, n.dtype))) return constant(n, *v);
+        if (auto v = fold_unary(n.op, round_to_dtype(at(a).attrs.value, n.dtype)))
+          return constant(n, *v);
     }
     if (n.op == Op::Cast && at(a).dtype == n.dtype) return a;
     if (n.op == Op::Reshape) {
@@ -117,7 +128,8 @@ class Simplifier {
         n.inputs[0] = at(a).inputs[0];
       }
       bool identity = true;
-      for (size_t i = 0; i < n.attrs.ints.size(); ++i) identity &= n.attrs.ints[i] == static_cast<int64_t>(i);
+      for (size_t i = 0; i < n.attrs.ints.size(); ++i)
+        identity &= n.attrs.ints[i] == static_cast<int64_t>(i);
       if (identity) return n.inputs[0];
     }
     if (n.op == Op::Expand) {
@@ -143,11 +155,12 @@ class Simplifier {
     }
     int64_t count = 1;
     for (size_t d = 0; d < e.shape.size(); ++d) {
-      if (reduced[d] && x.shape[d] != 1) return std::nullopt;        // a real reduction axis
+      if (reduced[d] && x.shape[d] != 1) return std::nullopt;            // a real reduction axis
       if (!reduced[d] && x.shape[d] != e.shape[d]) return std::nullopt;  // still broadcast after
       if (reduced[d]) count *= e.shape[d];
     }
-    if (n.op == Op::ReduceProd || (n.op == Op::ReduceSum && !is_floating(n.dtype))) return std::nullopt;
+    if (n.op == Op::ReduceProd || (n.op == Op::ReduceSum && !is_floating(n.dtype)))
+      return std::nullopt;
     int v = e.inputs[0];
     if (x.shape != n.shape) {
       PNode r;

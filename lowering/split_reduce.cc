@@ -9,8 +9,9 @@ namespace {
 // little work for a second kernel to pay off.
 constexpr int64_t kManyOutputs = 4096;
 constexpr int64_t kMinReduced = 4096;
-constexpr int64_t kTargetRows = 8192;   // outputs x chunks to aim for in the first stage (a GPU's worth)
-constexpr int64_t kMinChunkLen = 256;   // elements each first-stage row still reduces
+constexpr int64_t kTargetRows =
+    8192;  // outputs x chunks to aim for in the first stage (a GPU's worth)
+constexpr int64_t kMinChunkLen = 256;  // elements each first-stage row still reduces
 
 bool is_reduce(Op op) {
   return op == Op::ReduceSum || op == Op::ReduceMax || op == Op::ReduceMin || op == Op::ReduceProd;
@@ -75,7 +76,8 @@ PrimGraph split_wide_reductions(const PrimGraph& g) {
       std::vector<bool> red(in.size(), false);
       for (int64_t a : p.attrs.ints) {
         const int64_t axis = a < 0 ? a + rank : a;
-        if (axis >= 0 && axis < rank) red[static_cast<size_t>(axis)] = true;  // a 0-d input names axis 0
+        if (axis >= 0 && axis < rank)
+          red[static_cast<size_t>(axis)] = true;  // a 0-d input names axis 0
       }
       int64_t outputs = 1, reduced = 1;
       for (size_t d = 0; d < in.size(); ++d) (red[d] ? reduced : outputs) *= in[d];
@@ -87,11 +89,12 @@ PrimGraph split_wide_reductions(const PrimGraph& g) {
       while (d1 < in.size() && red[d1]) run *= in[d1++];
       int64_t chunks = 1;
       if (outputs < kManyOutputs && reduced >= kMinReduced && d0 < in.size())
-        chunks = largest_divisor_upto(run, std::min(std::max<int64_t>(2, kTargetRows / outputs), run / kMinChunkLen));
+        chunks = largest_divisor_upto(
+            run, std::min(std::max<int64_t>(2, kTargetRows / outputs), run / kMinChunkLen));
       // Last, as it walks the graph: only for a reduction that would be split.
       if (chunks >= 2 && !read_back_over_rows(g, users, static_cast<int>(i))) {
-        const DType acc = (p.dtype == DType::Float16 || p.dtype == DType::BFloat16) && p.op != Op::ReduceMax &&
-                                  p.op != Op::ReduceMin
+        const DType acc = (p.dtype == DType::Float16 || p.dtype == DType::BFloat16) &&
+                                  p.op != Op::ReduceMax && p.op != Op::ReduceMin
                               ? DType::Float32
                               : p.dtype;
         // [..., run, ...] -> [..., chunks, run / chunks, ...]
@@ -121,7 +124,8 @@ PrimGraph split_wide_reductions(const PrimGraph& g) {
         second.shape[d0] = 1;
         x = add(second);
         if (acc != p.dtype) {
-          PNode cast{Op::Cast, p.dtype, out.nodes[static_cast<size_t>(x)].shape, {}, {x}, -1, p.source};
+          PNode cast{Op::Cast, p.dtype, out.nodes[static_cast<size_t>(x)].shape, {}, {x},
+                     -1,       p.source};
           cast.attrs.dtype = p.dtype;
           x = add(cast);
         }

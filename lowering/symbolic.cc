@@ -79,8 +79,10 @@ Lin SymCtx::fold_divmod(Lin r) const {
   for (size_t t = 0; t < r.terms.size(); ++t) {
     const Atom& m = atoms_[r.terms[t].first];
     if (m.kind != Atom::Mod) continue;
-    // The partner of x % d is x // d; when x is itself y // e, floordiv stored x // d as y // (e*d).
-    std::pair<std::pair<int, int64_t>, Lin> partner = {{static_cast<int>(Atom::Div), m.var_or_d}, m.arg};
+    // The partner of x % d is x // d; when x is itself y // e, floordiv stored x // d as y //
+    // (e*d).
+    std::pair<std::pair<int, int64_t>, Lin> partner = {{static_cast<int>(Atom::Div), m.var_or_d},
+                                                       m.arg};
     if (m.arg.c == 0 && m.arg.terms.size() == 1 && m.arg.terms[0].second == 1 &&
         atoms_[m.arg.terms[0].first].kind == Atom::Div) {
       const Atom& in = atoms_[m.arg.terms[0].first];
@@ -89,7 +91,8 @@ Lin SymCtx::fold_divmod(Lin r) const {
     auto it = atom_ids_.find(partner);
     if (it == atom_ids_.end()) continue;
     int64_t k = r.terms[t].second;
-    auto div = std::find_if(r.terms.begin(), r.terms.end(), [&](auto& x) { return x.first == it->second; });
+    auto div = std::find_if(r.terms.begin(), r.terms.end(),
+                            [&](auto& x) { return x.first == it->second; });
     if (div == r.terms.end() || div->second != k * m.var_or_d) continue;
     Lin arg = m.arg;
     Lin rest{r.c, {}};
@@ -111,8 +114,10 @@ std::pair<int64_t, int64_t> SymCtx::range(const Lin& a) const {
   int64_t lo = a.c, hi = a.c;
   for (auto [id, k] : a.terms) {
     const Atom& t = atoms_[id];
-    if (k > 0) lo += k * t.lo, hi += k * t.hi;
-    else lo += k * t.hi, hi += k * t.lo;
+    if (k > 0)
+      lo += k * t.lo, hi += k * t.hi;
+    else
+      lo += k * t.hi, hi += k * t.lo;
   }
   return {lo, hi};
 }
@@ -123,8 +128,10 @@ std::optional<SymCtx::Split> SymCtx::split_at_coefficient(const Lin& r, int64_t 
     if (c <= 1 || d % c != 0) continue;
     Lin x{floor_div(r.c, c), {}}, rest{r.c - floor_div(r.c, c) * c, {}};
     for (auto t : r.terms) {
-      if (t.second % c == 0) x.terms.push_back({t.first, t.second / c});
-      else rest.terms.push_back(t);
+      if (t.second % c == 0)
+        x.terms.push_back({t.first, t.second / c});
+      else
+        rest.terms.push_back(t);
     }
     auto [lo, hi] = range(rest);
     if (lo >= 0 && hi < c) return Split{x, rest, c};
@@ -138,8 +145,10 @@ Lin SymCtx::floordiv(const Lin& a, int64_t d) {
   // floor((d*q + r) / d) = q + floor(r / d) for integer q: divide out the divisible part.
   Lin q{floor_div(a.c, d), {}}, r{a.c - floor_div(a.c, d) * d, {}};
   for (auto t : a.terms) {
-    if (t.second % d == 0) q.terms.push_back({t.first, t.second / d});
-    else r.terms.push_back(t);
+    if (t.second % d == 0)
+      q.terms.push_back({t.first, t.second / d});
+    else
+      r.terms.push_back(t);
   }
   auto [lo, hi] = range(r);
   if (floor_div(lo, d) == floor_div(hi, d)) return add(q, constant(floor_div(lo, d)));
@@ -147,7 +156,8 @@ Lin SymCtx::floordiv(const Lin& a, int64_t d) {
   // at a coarser boundary ((27*i + j) // 108 with j < 27 is i // 4).
   if (auto sp = split_at_coefficient(r, d)) return add(q, floordiv(sp->x, d / sp->c));
   // x // d // e == x // (d*e): fold nested divisions.
-  if (r.c == 0 && r.terms.size() == 1 && r.terms[0].second == 1 && atoms_[r.terms[0].first].kind == Atom::Div) {
+  if (r.c == 0 && r.terms.size() == 1 && r.terms[0].second == 1 &&
+      atoms_[r.terms[0].first].kind == Atom::Div) {
     const Atom& in = atoms_[r.terms[0].first];
     return add(q, floordiv(Lin(in.arg), in.var_or_d * d));
   }
@@ -192,9 +202,12 @@ std::vector<Lin> SymCtx::unflatten(const Lin& flat, const Shape& shape) {
   }
   int64_t stride = 1;
   for (size_t i = shape.size(); i-- > 0;) {
-    if (shape[i] == 1) r[i] = constant(0);
-    else if (i == 0) r[i] = floordiv(flat, stride);
-    else r[i] = mod(floordiv(flat, stride), shape[i]);
+    if (shape[i] == 1)
+      r[i] = constant(0);
+    else if (i == 0)
+      r[i] = floordiv(flat, stride);
+    else
+      r[i] = mod(floordiv(flat, stride), shape[i]);
     stride *= shape[i];
   }
   return r;

@@ -49,7 +49,8 @@ Tensor sum_heads(const Tensor& g, int64_t rep) {
 // once (the GEMMs need it materialized anyway). Eager devices keep only the row logsumexp L and
 // recompute P = exp(S - L) (one GEMM) rather than hold the [..., L, S] matrix until backward.
 struct Ctx {
-  bool library = false;  // traced as attention prims (the backend's fused kernels): out and lse saved
+  bool library =
+      false;  // traced as attention prims (the backend's fused kernels): out and lse saved
   Saved q, k, v, mask;
   Saved probs;     // lazy: the forward's P (before dropout)
   Saved out, lse;  // eager: the output and the row logsumexp, [..., L, 1]
@@ -180,7 +181,7 @@ std::vector<Tensor> attention_prim_vjp(const VjpCtx& c, const Tensor& g) {
   Tensor s = cast(masked_scores(q, k, Tensor(), false, p.causal, p.scale), st);
   Tensor prob = (s - logsumexp(s, {-1}, true)).exp();
   std::vector<Tensor> r(3);
-  Tensor ds;  // d(loss)/d(scaled scores), times the scale
+  Tensor ds;                       // d(loss)/d(scaled scores), times the scale
   if (c.op == Op::AttentionLse) {  // d lse / d s = P; v does not enter
     ds = cast(prob * cast(g, st), t) * p.scale;
   } else {

@@ -30,8 +30,10 @@ GradEdge edge_of(const Tensor& t) {
 }
 
 void accumulate(Tensor& slot, const Tensor& g) {
-  if (!slot.defined()) slot = g;
-  else slot = add(slot, g);
+  if (!slot.defined())
+    slot = g;
+  else
+    slot = add(slot, g);
 }
 
 }  // namespace
@@ -48,7 +50,8 @@ bool any_requires_grad(const std::vector<Tensor>& ts) {
 
 void record(const Tensor& out, const std::vector<Tensor>& inputs, const char* name, VjpFn vjp) {
   if (!grad_enabled() || !any_requires_grad(inputs)) return;
-  if (!is_floating(out.dtype())) return;  // integer/bool results carry no gradient (argmax, comparisons)
+  if (!is_floating(out.dtype()))
+    return;  // integer/bool results carry no gradient (argmax, comparisons)
   auto n = std::make_shared<GradNode>();
   n->name = name;
   // Sized once: grown by push_back, a binary op's three vectors were six allocations, not three.
@@ -72,7 +75,8 @@ Tensor unbroadcast(const Tensor& g, const Shape& shape) {
   size_t lead = g.shape().size() - shape.size();
   std::vector<int64_t> dims;
   for (size_t i = 0; i < g.shape().size(); ++i)
-    if (i < lead || (shape[i - lead] == 1 && g.shape()[i] != 1)) dims.push_back(static_cast<int64_t>(i));
+    if (i < lead || (shape[i - lead] == 1 && g.shape()[i] != 1))
+      dims.push_back(static_cast<int64_t>(i));
   Tensor r = dims.empty() ? g : g.sum(dims, true);
   return reshape_to(r, shape);  // node level: a gradient is no view of the temporary sum
 }
@@ -83,7 +87,7 @@ Tensor keep_overwritten_history(TensorImpl& t, const Tensor& value) {
   if (v.autograd && v.autograd->grad_fn)
     for (const GradEdge& e : v.autograd->grad_fn->next)
       if (e.fn == t.autograd->grad_fn) return value;  // already reads the old value
-  auto old = make_pooled<TensorImpl>();  // t's old value and history, as an operand
+  auto old = make_pooled<TensorImpl>();               // t's old value and history, as an operand
   old->device = t.device;
   old->dtype = t.dtype;
   old->shape = t.shape;
@@ -126,14 +130,17 @@ std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tens
     if (!inputs[i].requires_grad())
       fail(ErrorKind::Runtime, "autograd.grad: input ", i, " does not require grad");
     const auto& m = *inputs[i].impl()->autograd;
-    if (m.grad_fn) node_input[m.grad_fn.get()] = i;
-    else leaf_input[inputs[i].impl().get()] = i;
+    if (m.grad_fn)
+      node_input[m.grad_fn.get()] = i;
+    else
+      leaf_input[inputs[i].impl().get()] = i;
   }
   auto deliver = [&](const GradEdge& e, const Tensor& g) {
     if (!g.defined()) return;
     if (e.fn) {
       auto [it, fresh] = pending.try_emplace(e.fn.get(), g);
-      if (!fresh) it->second = add(it->second, g);
+      if (!fresh)
+        it->second = add(it->second, g);
       else {
         keep.push_back(e.fn);
         ready.push(e.fn.get());
@@ -153,11 +160,13 @@ std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tens
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
     if (!r.requires_grad())
-      fail(ErrorKind::Runtime, "element ", i, " of tensors does not require grad and does not have a grad_fn");
+      fail(ErrorKind::Runtime, "element ", i,
+           " of tensors does not require grad and does not have a grad_fn");
     Tensor g = grad_roots.size() > i ? grad_roots[i] : Tensor();
     if (!g.defined()) {
       if (r.numel() != 1)
-        fail(ErrorKind::Runtime, "grad can be implicitly created only for scalar outputs (got shape ",
+        fail(ErrorKind::Runtime,
+             "grad can be implicitly created only for scalar outputs (got shape ",
              shape_str(r.shape()), ")");
       g = ones_like(r);
     } else if (g.shape() != r.shape()) {
@@ -177,14 +186,16 @@ std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tens
     }
     if (!n->vjp)
       fail(ErrorKind::Runtime, "Trying to backward through the graph a second time (", n->name,
-           "), but the saved intermediate values have already been freed. Specify retain_graph=True.");
+           "), but the saved intermediate values have already been freed. Specify "
+           "retain_graph=True.");
     std::vector<Tensor> gs = n->vjp(g);
     if (!retain_graph) n->vjp = nullptr;
     for (size_t i = 0; i < n->next.size() && i < gs.size(); ++i) {
       if (!n->next[i].defined() || !gs[i].defined()) continue;
       Tensor gi = gs[i];
       if (gi.shape() != n->input_shapes[i]) gi = unbroadcast(gi, n->input_shapes[i]);
-      if (gi.dtype() != n->input_dtypes[i] && is_floating(n->input_dtypes[i])) gi = cast(gi, n->input_dtypes[i]);
+      if (gi.dtype() != n->input_dtypes[i] && is_floating(n->input_dtypes[i]))
+        gi = cast(gi, n->input_dtypes[i]);
       deliver(n->next[i], gi);
     }
   }
@@ -204,8 +215,8 @@ std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tens
 }  // namespace
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused,
-                         bool stop_at_inputs) {
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph,
+                         bool allow_unused, bool stop_at_inputs) {
   if (inputs.empty()) fail(ErrorKind::Runtime, "autograd.grad: no inputs given");
   return run(outputs, grad_outputs, inputs, retain_graph, allow_unused, stop_at_inputs);
 }
@@ -214,10 +225,12 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
   run({root}, {grad_output}, {}, retain_graph, true, false);
 }
 
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_outputs, bool retain_graph) {
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_outputs,
+              bool retain_graph) {
   if (roots.empty()) fail(ErrorKind::Runtime, "backward: no tensors given");
   if (!grad_outputs.empty() && grad_outputs.size() != roots.size())
-    fail(ErrorKind::Runtime, "backward: got ", grad_outputs.size(), " gradients for ", roots.size(), " tensors");
+    fail(ErrorKind::Runtime, "backward: got ", grad_outputs.size(), " gradients for ", roots.size(),
+         " tensors");
   run(roots, grad_outputs, {}, retain_graph, true, false);
 }
 
@@ -232,10 +245,13 @@ bool Tensor::requires_grad() const {
 Tensor& Tensor::requires_grad_(bool on) {
   if (!impl_) fail(ErrorKind::Runtime, "requires_grad_: undefined tensor");
   if (impl_->autograd && impl_->autograd->grad_fn && !on)
-    fail(ErrorKind::Runtime, "you can only change requires_grad flags of leaf variables. If you want to use a "
-                             "computed variable in a subgraph that doesn't require differentiation use var_no_grad = var.detach().");
+    fail(ErrorKind::Runtime,
+         "you can only change requires_grad flags of leaf variables. If you want to use a "
+         "computed variable in a subgraph that doesn't require differentiation use var_no_grad = "
+         "var.detach().");
   if (on && !is_floating(dtype()))
-    fail(ErrorKind::Runtime, "only Tensors of floating point dtype can require gradients (got ", dtype_name(dtype()), ")");
+    fail(ErrorKind::Runtime, "only Tensors of floating point dtype can require gradients (got ",
+         dtype_name(dtype()), ")");
   meta(*impl_).requires_grad = on;
   return *this;
 }
@@ -244,7 +260,8 @@ Tensor Tensor::grad() const { return impl_ && impl_->autograd ? impl_->autograd-
 void Tensor::set_grad(const Tensor& g) {
   if (!impl_) fail(ErrorKind::Runtime, "set_grad: undefined tensor");
   if (g.defined() && g.shape() != shape())
-    fail(ErrorKind::Runtime, "assigned grad has shape ", shape_str(g.shape()), " but the tensor has shape ", shape_str(shape()));
+    fail(ErrorKind::Runtime, "assigned grad has shape ", shape_str(g.shape()),
+         " but the tensor has shape ", shape_str(shape()));
   meta(*impl_).grad = g;
 }
 bool Tensor::is_leaf() const {
@@ -255,7 +272,9 @@ std::string Tensor::grad_fn_name() const {
   if (impl_) ensure_fresh(*impl_);
   return impl_ && impl_->autograd && impl_->autograd->grad_fn ? impl_->autograd->grad_fn->name : "";
 }
-void Tensor::backward(const Tensor& g, bool retain_graph) const { lt::backward(*this, g, retain_graph); }
+void Tensor::backward(const Tensor& g, bool retain_graph) const {
+  lt::backward(*this, g, retain_graph);
+}
 
 // A tensor sharing this one's values (writes through either reach both), without its history.
 Tensor Tensor::detach() const {

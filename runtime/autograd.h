@@ -23,12 +23,12 @@ struct GradEdge {
 using VjpFn = std::function<std::vector<Tensor>(const Tensor& grad_out)>;
 
 struct GradNode {
-  const char* name = "";          // "MulBackward", ...: static storage (a literal, a table's)
-  std::vector<GradEdge> next;     // one per differentiable input
+  const char* name = "";       // "MulBackward", ...: static storage (a literal, a table's)
+  std::vector<GradEdge> next;  // one per differentiable input
   std::vector<Shape> input_shapes;
   std::vector<DType> input_dtypes;
-  VjpFn vjp;                      // released after backward unless retain_graph
-  uint64_t seq = 0;               // creation order: a later node runs first in backward
+  VjpFn vjp;         // released after backward unless retain_graph
+  uint64_t seq = 0;  // creation order: a later node runs first in backward
 };
 
 struct AutogradMeta {
@@ -67,7 +67,8 @@ uint64_t grad_seq_now();
 void backward(const Tensor& root, const Tensor& grad_output = Tensor(), bool retain_graph = false);
 // Several roots at once (PyTorch's torch.autograd.backward(tensors, grad_tensors)); an undefined
 // entry of `grad_outputs` means "ones" for a one-element root.
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_outputs, bool retain_graph = false);
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_outputs,
+              bool retain_graph = false);
 
 // `value` about to overwrite t in place, joined to t's old history (with a zero gradient) when it
 // does not read t already: PyTorch's in-place backward always reaches the overwritten tensor's

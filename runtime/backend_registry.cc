@@ -54,8 +54,10 @@ bool backend_host_memory(const std::string& name) {
   Backend* made = nullptr;
   {
     std::lock_guard<std::mutex> g(b.mu);
-    made = name == "reference" ? b.ref.get() : name == "cpu" ? (b.cpu ? b.cpu.get() : nullptr)
-                                           : name == "cuda" ? b.cuda.get() : nullptr;
+    made = name == "reference" ? b.ref.get()
+           : name == "cpu"     ? (b.cpu ? b.cpu.get() : nullptr)
+           : name == "cuda"    ? b.cuda.get()
+                               : nullptr;
 #ifndef LT_HAVE_LLVM
     if (name == "cpu") made = b.ref.get();  // the cpu backend is the interpreter then
 #endif
@@ -95,8 +97,8 @@ Backend& get_backend(const std::string& name) {
     if (!cuda) {
       if (!cuda_device_available()) {
         const std::string& why = cuda_driver().error;
-        fail(ErrorKind::Runtime, "no CUDA device: ",
-             why.empty() ? std::string("the driver reports none") : why,
+        fail(ErrorKind::Runtime,
+             "no CUDA device: ", why.empty() ? std::string("the driver reports none") : why,
              " (use device 'cpu' or 'lazy:cpu')");
       }
       cuda = make_cuda_backend(0);  // throws a clear lt::Error on failure; nothing is cached then

@@ -28,7 +28,6 @@ void repoint(TensorImpl& t, std::shared_ptr<Storage> s) {
   registry_remove(&t);
 }
 
-
 }  // namespace
 
 bool active() { return g_active.load(std::memory_order_relaxed); }
@@ -140,7 +139,8 @@ InputSpec saved_input(Session& s, const LeafData* d, const SavedSource& src, DTy
   in.shape = shape;
   if (!src.root && src.spec.kind != Src::Arg && src.spec.kind != Src::ArgTo) return in;
   auto [it, fresh] = s.saved_slot.try_emplace(d, static_cast<int>(s.saved_used.size()));
-  if (fresh) s.saved_used.push_back(src.root ? SavedRef{true, src.index} : SavedRef{false, src.spec.arg});
+  if (fresh)
+    s.saved_used.push_back(src.root ? SavedRef{true, src.index} : SavedRef{false, src.spec.arg});
   in.kind = src.root || src.spec.kind == Src::Arg ? Src::Arg : Src::ArgTo;
   in.arg = static_cast<int>(s.arg_count) + it->second;
   return in;
@@ -290,7 +290,8 @@ Captured end_session(const std::vector<Tensor>& args, const std::vector<Tensor>&
       rng_scalar[n->inputs[0].get()] = Src::Seed;
       rng_scalar[n->inputs[1].get()] = Src::Offset;
     }
-  std::unordered_map<const LeafData*, InputSpec> input_of;  // a training forward's, for its backward
+  std::unordered_map<const LeafData*, InputSpec>
+      input_of;  // a training forward's, for its backward
   for (const Node* n : rec.graph.inputs) {
     if (n->op == Op::Scalar) {
       InputSpec in;
@@ -569,7 +570,8 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
     }
   }
   if (!p.backward.empty())
-    link_backward(p, result, [&](int j) { return Tensor(fresh_root(static_cast<size_t>(j))); }, args);
+    link_backward(
+        p, result, [&](int j) { return Tensor(fresh_root(static_cast<size_t>(j))); }, args);
   // Indices computed in the step: raised once everything is assigned, as a sync raises them; on a
   // device backend at the next call (Program::unchecked).
   if (p.has_graph && !backend_host_memory(p.backend)) {

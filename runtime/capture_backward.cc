@@ -63,7 +63,8 @@ Reached reached_inputs(const Session& s, const std::vector<Tensor>& args,
     for (const GradEdge& e : n->next) {
       if (e.leaf) {
         if (e.leaf->birth >= s.start_birth) {
-          r.why_not = "its gradient reaches a tensor made in the call that requires grad (a new leaf)";
+          r.why_not =
+              "its gradient reaches a tensor made in the call that requires grad (a new leaf)";
           return r;
         }
         add(e.leaf);
@@ -71,8 +72,9 @@ Reached reached_inputs(const Session& s, const std::vector<Tensor>& args,
         if (auto b = boundary.find(e.fn.get()); b != boundary.end()) {
           add(b->second);
         } else if (e.fn->seq < s.start_seq) {
-          r.why_not = "its gradient reaches autograd history from before the call through a tensor "
-                      "it did not read directly";
+          r.why_not =
+              "its gradient reaches autograd history from before the call through a tensor "
+              "it did not read directly";
           return r;
         } else {
           stack.push_back(e.fn.get());
@@ -111,7 +113,8 @@ std::string attach_backward(Program& fwd, const Session& s, const std::vector<Te
   auto saved = std::make_shared<SavedMap>();
   for (const auto& [d, spec] : input_of) saved->emplace(d, SavedSource{false, -1, spec});
   for (size_t j = 0; j < roots.size(); ++j)
-    if (roots[j]->storage) (*saved)[roots[j]->storage.get()] = SavedSource{true, static_cast<int>(j), {}};
+    if (roots[j]->storage)
+      (*saved)[roots[j]->storage.get()] = SavedSource{true, static_cast<int>(j), {}};
 
   std::vector<BackwardProgram> programs;
   for (auto [k, j] : todo) {
@@ -166,7 +169,8 @@ std::string attach_backward(Program& fwd, const Session& s, const std::vector<Te
   fwd.backward = std::move(programs);
   // This call's returns run the compiled backward too (over its own results), so its first
   // backward is the program every later step replays, and the history traced here is dropped.
-  link_backward(fwd, rets, [&](int j) { return Tensor(roots[static_cast<size_t>(j)]); }, args);
+  link_backward(
+      fwd, rets, [&](int j) { return Tensor(roots[static_cast<size_t>(j)]); }, args);
   return "";
 }
 
@@ -178,8 +182,9 @@ void link_backward(const Program& p, const std::vector<Tensor>& rets,
   for (const DiffInput& d : p.diff_inputs) {
     Tensor t = d.arg >= 0 ? args[static_cast<size_t>(d.arg)] : Tensor(d.state.lock());
     if (!t.defined() || !t.requires_grad())
-      fail(ErrorKind::Runtime, "lt.compile: a tensor the compiled backward differentiates against no "
-                               "longer exists or no longer requires grad");
+      fail(ErrorKind::Runtime,
+           "lt.compile: a tensor the compiled backward differentiates against no "
+           "longer exists or no longer requires grad");
     diff.push_back(std::move(t));
   }
   for (const BackwardProgram& bp : p.backward) {

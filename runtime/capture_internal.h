@@ -34,7 +34,6 @@ struct DataCheck {
   IndexCheckSpec spec;
 };
 
-
 // What a compiled backward reads of its forward call: result `index` of the forward graph (a root)
 // or the forward call's argument `index`.
 struct SavedRef {
@@ -45,10 +44,9 @@ struct SavedRef {
 struct SavedSource {
   bool root = false;  // a forward root (SavedRef{true, index}); else `spec` says where it came from
   int index = -1;
-  InputSpec spec;     // the forward's own input: Arg/ArgTo become saved arguments, the rest stay
+  InputSpec spec;  // the forward's own input: Arg/ArgTo become saved arguments, the rest stay
 };
 using SavedMap = std::unordered_map<const LeafData*, SavedSource>;
-
 
 // Where a tensor's data came from when a transfer (Tensor::to) made it during the capture.
 struct TransferSource {
@@ -83,7 +81,6 @@ struct Session {
   std::unordered_map<const LeafData*, int> saved_slot;
   uint64_t window_birth = 0;
 };
-
 
 // ---- the program ------------------------------------------------------------------------------
 

@@ -76,13 +76,12 @@ Tensor conv2d_grad_weight(const Tensor& x, const Tensor& dy, const ConvParams& p
   return conv_prim(Op::Conv2dGradWeight, {x, dy}, p.ints({kh, kw}));
 }
 
-NodeList expand_library_prims_for(const NodeList& roots,
-                                              const std::string& backend) {
+NodeList expand_library_prims_for(const NodeList& roots, const std::string& backend) {
   return expand_library_prims_for(roots, get_backend(backend).lower_options(), backend);
 }
 
-NodeList expand_library_prims_for(const NodeList& roots,
-                                              const LowerOptions& opts, const std::string& backend) {
+NodeList expand_library_prims_for(const NodeList& roots, const LowerOptions& opts,
+                                  const std::string& backend) {
   auto lacks_attention = [&](const Node* n) {
     if (op_info(n->op).cls != OpClass::Attention) return false;
     const Shape &q = n->inputs.at(0)->shape, &v = n->inputs.at(2)->shape;

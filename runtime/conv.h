@@ -28,12 +28,11 @@ Tensor conv2d_grad_weight(const Tensor& x, const Tensor& dy, const ConvParams& p
 // sliding-window expansion, and every such attention prim by its matmul + softmax decomposition
 // (runtime/attention.h; other nodes are rebuilt only above a replaced one). For traces recorded
 // where those were library prims and replayed elsewhere (lazytensor replay / bisect).
-NodeList expand_library_prims_for(const NodeList& roots,
-                                              const std::string& backend);
+NodeList expand_library_prims_for(const NodeList& roots, const std::string& backend);
 // The same for the library prims `opts` lacks, the new nodes traced on `backend`'s lazy device
 // (bench_compile_cost: a dump's graph lowered as CUDA would, without a GPU).
-NodeList expand_library_prims_for(const NodeList& roots,
-                                              const LowerOptions& opts, const std::string& backend);
+NodeList expand_library_prims_for(const NodeList& roots, const LowerOptions& opts,
+                                  const std::string& backend);
 
 // VJP rules of the three conv prims (registered in runtime/vjp.cc's table).
 struct VjpCtx;

@@ -5,8 +5,8 @@
 
 #include "ir/error.h"
 #include "ir/half.h"
-#include "runtime/profile.h"
 #include "runtime/ops.h"
+#include "runtime/profile.h"
 #include "runtime/rng.h"
 #include "runtime/tensor_impl.h"
 
@@ -15,7 +15,9 @@ namespace {
 
 void check_shape(const Shape& s, const char* op) {
   for (auto d : s)
-    if (d < 0) fail(ErrorKind::Runtime, op, ": trying to create tensor with negative dimension ", d, ": ", shape_str(s));
+    if (d < 0)
+      fail(ErrorKind::Runtime, op, ": trying to create tensor with negative dimension ", d, ": ",
+           shape_str(s));
   check_extent(s, op);
 }
 
@@ -49,7 +51,8 @@ NodePtr uniform_node(const Shape& s, DType t, int64_t stream, NodePtr seed, Node
 // Seed and offset enter as runtime scalars: new draws never recompile.
 std::pair<NodePtr, NodePtr> next_draw(int64_t n) {
   std::lock_guard<std::recursive_mutex> g(runtime_mutex());
-  auto seed = make_int_scalar(DType::Int64, static_cast<int64_t>(gen().seed & 0x7fffffffffffffffull));
+  auto seed =
+      make_int_scalar(DType::Int64, static_cast<int64_t>(gen().seed & 0x7fffffffffffffffull));
   auto off = make_int_scalar(DType::Int64, gen().offset);
   gen().offset += 2 * std::max<int64_t>(n, 1);
   return {seed, off};
@@ -61,7 +64,8 @@ Scalar fill_of(DType t, double v, const char* op) {
   if (is_bool(t)) return Scalar(v != 0);
   if (is_floating(t)) return Scalar(v);
   if (!(std::fabs(v) < 0x1p63))
-    fail(ErrorKind::Runtime, op, ": value ", v, " cannot be converted to type ", dtype_name(t), " without overflow");
+    fail(ErrorKind::Runtime, op, ": value ", v, " cannot be converted to type ", dtype_name(t),
+         " without overflow");
   return Scalar(double_to_int64(v));  // truncates
 }
 
@@ -99,13 +103,16 @@ Tensor from_host(const void* data, DType dtype, Shape shape, const Device& devic
 namespace {
 
 // full() under the name the user called (zeros, ones, empty), which its errors carry.
-Tensor fill(Shape shape, Scalar value, std::optional<DType> dtype, const Device& device, const char* op) {
+Tensor fill(Shape shape, Scalar value, std::optional<DType> dtype, const Device& device,
+            const char* op) {
   check_shape(shape, op);
-  DType t = dtype ? *dtype : value.kind == ScalarKind::Float ? default_float()
-                           : value.kind == ScalarKind::Int   ? DType::Int64
-                                                             : DType::Bool;
+  DType t = dtype                             ? *dtype
+            : value.kind == ScalarKind::Float ? default_float()
+            : value.kind == ScalarKind::Int   ? DType::Int64
+                                              : DType::Bool;
   // A float value for an integral dtype, or any value for bool, takes t's kind as fills do.
-  if (!is_floating(t) && (value.kind == ScalarKind::Float || is_bool(t))) value = fill_of(t, value.f, op);
+  if (!is_floating(t) && (value.kind == ScalarKind::Float || is_bool(t)))
+    value = fill_of(t, value.f, op);
   // 0 and 1 are baked (they enable simplification); other values are runtime scalars.
   double v = is_floating(t) ? value.f : static_cast<double>(value.i);
   NodePtr leaf = (v == 0 || v == 1) ? make_constant(t, v)
@@ -135,15 +142,18 @@ Tensor scalar_tensor(Scalar value, std::optional<DType> dtype, const Device& dev
   return full({}, value, dtype, device);
 }
 
-Tensor arange(double start, double end, double step, std::optional<DType> dtype, const Device& device) {
+Tensor arange(double start, double end, double step, std::optional<DType> dtype,
+              const Device& device) {
   if (step == 0) fail(ErrorKind::Runtime, "arange: step must be nonzero");
-  if (!std::isfinite(start) || !std::isfinite(end)) fail(ErrorKind::Runtime, "arange: unsupported range: ", start, " -> ", end);
+  if (!std::isfinite(start) || !std::isfinite(end))
+    fail(ErrorKind::Runtime, "arange: unsupported range: ", start, " -> ", end);
   if ((step > 0 && end < start) || (step < 0 && end > start))
     fail(ErrorKind::Runtime, "arange: upper bound and larger bound inconsistent with step sign");
   // In double first: a tiny step or a huge range would overflow the integer count.
   const double count = std::ceil((end - start) / step);
   if (!(count <= 0x1p60))
-    fail(ErrorKind::Runtime, "arange: invalid size ", count, " for the range ", start, " -> ", end, " by ", step);
+    fail(ErrorKind::Runtime, "arange: invalid size ", count, " for the range ", start, " -> ", end,
+         " by ", step);
   const int64_t n = static_cast<int64_t>(count);
   bool integral = start == std::floor(start) && end == std::floor(end) && step == std::floor(step);
   DType t = dtype ? *dtype : integral ? DType::Int64 : default_float();
@@ -157,7 +167,8 @@ Tensor arange(double start, double end, double step, std::optional<DType> dtype,
 }
 
 Tensor linspace(double start, double end, int64_t steps, DType dtype, const Device& device) {
-  if (steps < 0) fail(ErrorKind::Runtime, "linspace: number of steps must be non-negative, got ", steps);
+  if (steps < 0)
+    fail(ErrorKind::Runtime, "linspace: number of steps must be non-negative, got ", steps);
   check_extent(Shape{steps}, "linspace");
   std::vector<unsigned char> buf(static_cast<size_t>(steps) * dtype_size(dtype));
   double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0;
@@ -173,7 +184,8 @@ Tensor linspace(double start, double end, int64_t steps, DType dtype, const Devi
 
 Tensor eye(int64_t n, std::optional<int64_t> m_opt, DType dtype, const Device& device) {
   int64_t m = m_opt ? *m_opt : n;
-  if (n < 0 || m < 0) fail(ErrorKind::Runtime, "eye: n and m must be non-negative, got ", n, " and ", m);
+  if (n < 0 || m < 0)
+    fail(ErrorKind::Runtime, "eye: n and m must be non-negative, got ", n, " and ", m);
   check_extent(Shape{n, m}, "eye");
   std::vector<unsigned char> buf(static_cast<size_t>(n * m) * dtype_size(dtype), 0);
   for (int64_t i = 0; i < std::min(n, m); ++i) {
@@ -184,7 +196,8 @@ Tensor eye(int64_t n, std::optional<int64_t> m_opt, DType dtype, const Device& d
 
 Tensor rand(Shape shape, DType dtype, const Device& device) {
   check_shape(shape, "rand");
-  if (!is_floating(dtype)) fail(ErrorKind::Type, "rand: expected a floating dtype, got ", dtype_name(dtype));
+  if (!is_floating(dtype))
+    fail(ErrorKind::Type, "rand: expected a floating dtype, got ", dtype_name(dtype));
   auto [seed, off] = next_draw(numel(shape));
   DType gen_t = dtype == DType::Float64 ? DType::Float64 : DType::Float32;
   Tensor u = traced(uniform_node(shape, gen_t, 0, seed, off), device);
@@ -193,7 +206,8 @@ Tensor rand(Shape shape, DType dtype, const Device& device) {
 
 Tensor randn(Shape shape, DType dtype, const Device& device) {
   check_shape(shape, "randn");
-  if (!is_floating(dtype)) fail(ErrorKind::Type, "randn: expected a floating dtype, got ", dtype_name(dtype));
+  if (!is_floating(dtype))
+    fail(ErrorKind::Type, "randn: expected a floating dtype, got ", dtype_name(dtype));
   // Box-Muller over two independent streams of the same counters.
   auto [seed, off] = next_draw(numel(shape));
   DType t = dtype == DType::Float64 ? DType::Float64 : DType::Float32;
@@ -205,10 +219,12 @@ Tensor randn(Shape shape, DType dtype, const Device& device) {
 }
 
 Tensor randint(int64_t low, int64_t high, Shape shape, DType dtype, const Device& device) {
-  if (high <= low) fail(ErrorKind::Runtime, "randint: expected low < high, got low=", low, " high=", high);
+  if (high <= low)
+    fail(ErrorKind::Runtime, "randint: expected low < high, got low=", low, " high=", high);
   Tensor u = rand(std::move(shape), DType::Float64, device);
   // The range in double: high - low in int64 overflows for ranges wider than 2^63.
-  Tensor v = (u * (static_cast<double>(high) - static_cast<double>(low))).floor() + static_cast<double>(low);
+  Tensor v = (u * (static_cast<double>(high) - static_cast<double>(low))).floor() +
+             static_cast<double>(low);
   return cast(v, dtype);
 }
 

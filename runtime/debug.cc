@@ -25,8 +25,10 @@ size_t nbytes(DType t, const Shape& s) { return static_cast<size_t>(numel(s)) * 
 std::vector<unsigned char> host_bytes(const Storage& s, size_t bytes) {
   std::vector<unsigned char> v(bytes);
   if (!bytes) return v;
-  if (s.buffer->on_host()) std::memcpy(v.data(), s.buffer->data(), bytes);
-  else get_backend(s.backend).copy_to_host(v.data(), *s.buffer, bytes);
+  if (s.buffer->on_host())
+    std::memcpy(v.data(), s.buffer->data(), bytes);
+  else
+    get_backend(s.backend).copy_to_host(v.data(), *s.buffer, bytes);
   return v;
 }
 
@@ -35,16 +37,19 @@ struct BinWriter {
   std::string name;
   std::ofstream out;
   int count = 0;
-  BinWriter(const fs::path& dir, std::string n) : name(std::move(n)), out(dir / name, std::ios::binary | std::ios::trunc) {
+  BinWriter(const fs::path& dir, std::string n)
+      : name(std::move(n)), out(dir / name, std::ios::binary | std::ios::trunc) {
     if (!out) fail(ErrorKind::Runtime, "dump: cannot write ", (dir / name).string());
   }
   std::string add(const std::vector<unsigned char>& bytes) {
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
     return name + "#" + std::to_string(count++);
   }
 };
 
-// Reads "<file>#k" references; array sizes are declared in listing order (offsets follow from them).
+// Reads "<file>#k" references; array sizes are declared in listing order (offsets follow from
+// them).
 class BinReader {
  public:
   explicit BinReader(fs::path dir) : dir_(std::move(dir)) {}
@@ -52,7 +57,8 @@ class BinReader {
     auto [file, index] = split(ref);
     auto& sizes = sizes_[file];
     if (static_cast<size_t>(index) != sizes.size())
-      fail(ErrorKind::Value, "trace: data reference ", ref, " is out of order (expected #", sizes.size(), ")");
+      fail(ErrorKind::Value, "trace: data reference ", ref, " is out of order (expected #",
+           sizes.size(), ")");
     size_t off = 0;
     for (size_t s : sizes) off += s;
     sizes.push_back(bytes);
@@ -61,7 +67,8 @@ class BinReader {
     in.seekg(0, std::ios::end);
     size_t total = static_cast<size_t>(in.tellg());
     if (off + bytes > total)
-      fail(ErrorKind::Value, "trace: data file ", file, " is truncated (", total, " bytes, need ", off + bytes, ")");
+      fail(ErrorKind::Value, "trace: data file ", file, " is truncated (", total, " bytes, need ",
+           off + bytes, ")");
     std::vector<unsigned char> v(bytes);
     in.seekg(static_cast<std::streamoff>(off));
     in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(bytes));
@@ -71,9 +78,11 @@ class BinReader {
  private:
   static std::pair<std::string, int> split(const std::string& ref) {
     auto h = ref.rfind('#');
-    if (h == std::string::npos || h == 0 || h + 1 == ref.size() || ref.find('/') != std::string::npos ||
+    if (h == std::string::npos || h == 0 || h + 1 == ref.size() ||
+        ref.find('/') != std::string::npos ||
         ref.find_first_not_of("0123456789", h + 1) != std::string::npos || ref.size() - h > 9)
-      fail(ErrorKind::Value, "trace: malformed data reference '", ref, "' (expected <file>#<index>)");
+      fail(ErrorKind::Value, "trace: malformed data reference '", ref,
+           "' (expected <file>#<index>)");
     return {ref.substr(0, h), std::stoi(ref.substr(h + 1))};
   }
   fs::path dir_;
@@ -100,7 +109,8 @@ Loaded load(const std::string& path, const std::string& backend) {
   Backend& be = get_backend(backend);
   Loaded L;
   L.trace = trace_from_json(text, [&](const TraceInput& in) -> std::shared_ptr<LeafData> {
-    if (in.data.empty()) fail(ErrorKind::Value, "trace: input ", in.id, " has no data (dump it with data=True)");
+    if (in.data.empty())
+      fail(ErrorKind::Value, "trace: input ", in.id, " has no data (dump it with data=True)");
     size_t bytes = nbytes(in.dtype, in.shape);
     auto v = bins.read(in.data, bytes);
     auto s = std::make_shared<Storage>();
@@ -113,20 +123,22 @@ Loaded load(const std::string& path, const std::string& backend) {
     const auto& n = L.trace.nodes[i];
     bool has = !L.trace.node_refs[i].empty();
     L.has_value.push_back(has);
-    L.values.push_back(has ? bins.read(L.trace.node_refs[i], nbytes(n->dtype, n->shape)) : std::vector<unsigned char>{});
+    L.values.push_back(has ? bins.read(L.trace.node_refs[i], nbytes(n->dtype, n->shape))
+                           : std::vector<unsigned char>{});
   }
   for (size_t i = 0; i < L.trace.roots.size(); ++i) {
     const auto& n = L.trace.roots[i];
     bool has = !L.trace.output_refs[i].empty();
     L.has_output.push_back(has);
-    L.outputs.push_back(has ? bins.read(L.trace.output_refs[i], nbytes(n->dtype, n->shape)) : std::vector<unsigned char>{});
+    L.outputs.push_back(has ? bins.read(L.trace.output_refs[i], nbytes(n->dtype, n->shape))
+                            : std::vector<unsigned char>{});
   }
   return L;
 }
 
 // Largest absolute and relative differences; NaN matches NaN, a lone NaN is an infinite error.
-std::pair<double, double> compare(const std::vector<unsigned char>& got, const std::vector<unsigned char>& want,
-                                  DType t, int64_t n) {
+std::pair<double, double> compare(const std::vector<unsigned char>& got,
+                                  const std::vector<unsigned char>& want, DType t, int64_t n) {
   double abs_e = 0, rel_e = 0;
   size_t w = dtype_size(t);
   for (int64_t i = 0; i < n; ++i) {
@@ -180,11 +192,13 @@ std::string dump(const std::string& path, const std::vector<Tensor>& ts, bool da
   std::unordered_map<const Node*, std::string> node_refs;
   std::vector<std::string> in_refs(g.inputs.size()), out_refs(g.roots.size());
   if (data) {
-    BinWriter ins(dir, stem + ".inputs.bin"), nodes(dir, stem + ".nodes.bin"), outs(dir, stem + ".outputs.bin");
+    BinWriter ins(dir, stem + ".inputs.bin"), nodes(dir, stem + ".nodes.bin"),
+        outs(dir, stem + ".outputs.bin");
     for (size_t i = 0; i < g.inputs.size(); ++i) {
       const Node* n = g.inputs[i];
       if (n->op != Op::Param) continue;
-      in_refs[i] = ins.add(host_bytes(*static_cast<Storage*>(n->data.get()), nbytes(n->dtype, n->shape)));
+      in_refs[i] =
+          ins.add(host_bytes(*static_cast<Storage*>(n->data.get()), nbytes(n->dtype, n->shape)));
     }
     // Every node's value, computed in one graph, so bisect can point at the first divergence.
     std::vector<const Node*> all;
@@ -201,11 +215,12 @@ std::string dump(const std::string& path, const std::vector<Tensor>& ts, bool da
   std::string key = g.key.hex();
   std::ofstream out(p, std::ios::trunc);
   if (!out) fail(ErrorKind::Runtime, "dump: cannot write ", path);
-  out << trace_to_json(g, key, backend, [&](int i) { return in_refs[i]; }, [&](int i) { return out_refs[i]; },
-                       [&](const Node* n) {
-                         auto it = node_refs.find(n);
-                         return it == node_refs.end() ? std::string() : it->second;
-                       });
+  out << trace_to_json(
+      g, key, backend, [&](int i) { return in_refs[i]; }, [&](int i) { return out_refs[i]; },
+      [&](const Node* n) {
+        auto it = node_refs.find(n);
+        return it == node_refs.end() ? std::string() : it->second;
+      });
   return key;
 }
 
@@ -225,18 +240,22 @@ ReplayReport replay(const std::string& path, const std::string& backend, bool ch
     r.results.push_back(Tensor(make_data_tensor(outs[i], n->dtype, n->shape, dev)));
     if (!check || !L.has_output[i]) continue;
     r.checked = true;
-    auto e = compare(host_bytes(*outs[i], nbytes(n->dtype, n->shape)), L.outputs[i], n->dtype, numel(n->shape));
+    auto e = compare(host_bytes(*outs[i], nbytes(n->dtype, n->shape)), L.outputs[i], n->dtype,
+                     numel(n->shape));
     r.max_abs_error = std::max(r.max_abs_error, e.first);
     r.max_rel_error = std::max(r.max_rel_error, e.second);
     if (!within(e, tol) && r.ok) {
       r.ok = false;
-      r.message = "output " + std::to_string(i) + " differs: max abs error " + std::to_string(e.first) +
-                  ", max rel error " + std::to_string(e.second) + " (tol " + std::to_string(tol) + ")";
+      r.message = "output " + std::to_string(i) + " differs: max abs error " +
+                  std::to_string(e.first) + ", max rel error " + std::to_string(e.second) +
+                  " (tol " + std::to_string(tol) + ")";
     }
   }
-  if (check && !r.checked) r.message = "no recorded outputs to compare (dump with data=True)";
-  else if (r.ok) r.message = "ok: " + std::to_string(r.outputs) + " output(s) on " + backend +
-                             (r.checked ? ", max abs error " + std::to_string(r.max_abs_error) : "");
+  if (check && !r.checked)
+    r.message = "no recorded outputs to compare (dump with data=True)";
+  else if (r.ok)
+    r.message = "ok: " + std::to_string(r.outputs) + " output(s) on " + backend +
+                (r.checked ? ", max abs error " + std::to_string(r.max_abs_error) : "");
   return r;
 }
 
@@ -255,8 +274,10 @@ BisectReport bisect(const std::string& path, const std::string& backend, double 
       err = e.what();
     }
     // The expectation: the recorded value when the dump has one, else the reference interpreter.
-    if (L.has_value[i]) want = L.values[i];
-    else want = run_one(backend == "reference" ? n : R.trace.nodes[i].get(), "reference");
+    if (L.has_value[i])
+      want = L.values[i];
+    else
+      want = run_one(backend == "reference" ? n : R.trace.nodes[i].get(), "reference");
     std::pair<double, double> e{0, 0};
     if (err.empty()) e = compare(got, want, n->dtype, numel(n->shape));
     if (err.empty() && within(e, tol)) continue;
@@ -267,14 +288,17 @@ BisectReport bisect(const std::string& path, const std::string& backend, double 
     rep.dtype = std::string(dtype_name(n->dtype));
     rep.source = source_str(n->source);
     rep.max_abs_error = e.first;
-    rep.message = "node %" + std::to_string(rep.node_id) + " = " + rep.op + " : " + rep.dtype + rep.shape +
-                  (rep.source.empty() ? "" : " at " + rep.source) +
-                  (err.empty() ? " diverges (max abs error " + std::to_string(e.first) + ", " +
-                                     (L.has_value[i] ? "against the recorded value" : "against the reference") + ")"
-                               : " fails: " + err);
+    rep.message =
+        "node %" + std::to_string(rep.node_id) + " = " + rep.op + " : " + rep.dtype + rep.shape +
+        (rep.source.empty() ? "" : " at " + rep.source) +
+        (err.empty()
+             ? " diverges (max abs error " + std::to_string(e.first) + ", " +
+                   (L.has_value[i] ? "against the recorded value" : "against the reference") + ")"
+             : " fails: " + err);
     return rep;
   }
-  rep.message = "no divergence in " + std::to_string(L.trace.nodes.size()) + " node(s) on " + backend;
+  rep.message =
+      "no divergence in " + std::to_string(L.trace.nodes.size()) + " node(s) on " + backend;
   return rep;
 }
 
@@ -289,13 +313,14 @@ InputBytes dump_inputs(const Graph& g) {
   InputBytes bytes(g.inputs.size());
   for (size_t i = 0; i < g.inputs.size(); ++i)
     if (g.inputs[i]->op == Op::Param && g.inputs[i]->data)
-      bytes[i] = host_bytes(*static_cast<Storage*>(g.inputs[i]->data.get()), nbytes(g.inputs[i]->dtype, g.inputs[i]->shape));
+      bytes[i] = host_bytes(*static_cast<Storage*>(g.inputs[i]->data.get()),
+                            nbytes(g.inputs[i]->dtype, g.inputs[i]->shape));
   return bytes;
 }
 
-void dump_compiled(const std::string& dir_s, const Graph& g, const std::string& key, const std::string& backend,
-                   const std::vector<std::string>& sources, const std::vector<std::shared_ptr<Storage>>* outputs,
-                   const InputBytes* inputs) {
+void dump_compiled(const std::string& dir_s, const Graph& g, const std::string& key,
+                   const std::string& backend, const std::vector<std::string>& sources,
+                   const std::vector<std::shared_ptr<Storage>>* outputs, const InputBytes* inputs) {
   using namespace debug;
   try {
     fs::path dir(dir_s);
@@ -309,10 +334,11 @@ void dump_compiled(const std::string& dir_s, const Graph& g, const std::string& 
                                       : host_bytes(*static_cast<Storage*>(g.inputs[i]->data.get()),
                                                    nbytes(g.inputs[i]->dtype, g.inputs[i]->shape)));
       for (size_t i = 0; i < g.roots.size(); ++i)
-        out_refs[i] = outs.add(host_bytes(*(*outputs)[i], nbytes(g.roots[i]->dtype, g.roots[i]->shape)));
+        out_refs[i] =
+            outs.add(host_bytes(*(*outputs)[i], nbytes(g.roots[i]->dtype, g.roots[i]->shape)));
     }
-    std::ofstream(dir / (key + ".json")) << trace_to_json(g, key, backend, [&](int i) { return in_refs[i]; },
-                                                         [&](int i) { return out_refs[i]; });
+    std::ofstream(dir / (key + ".json")) << trace_to_json(
+        g, key, backend, [&](int i) { return in_refs[i]; }, [&](int i) { return out_refs[i]; });
     std::ofstream(dir / (key + ".txt")) << graph_text(g);
     std::ofstream(dir / (key + ".dot")) << graph_dot(g);
     const char* ext = backend == "cuda" ? ".cu" : ".ll";
@@ -320,7 +346,8 @@ void dump_compiled(const std::string& dir_s, const Graph& g, const std::string& 
       std::ofstream(dir / (key + ".kernel" + std::to_string(i) + ext)) << sources[i];
   } catch (const std::exception& e) {
     // A dump that cannot be written must not break the program being debugged.
-    std::fprintf(stderr, "[lazytensor] LT_DUMP_DIR: could not write the dump of %s: %s\n", key.c_str(), e.what());
+    std::fprintf(stderr, "[lazytensor] LT_DUMP_DIR: could not write the dump of %s: %s\n",
+                 key.c_str(), e.what());
   }
 }
 

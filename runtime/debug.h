@@ -18,20 +18,21 @@ std::vector<std::string> kernel_sources();
 std::string dump(const std::string& path, const std::vector<Tensor>& tensors, bool data = true);
 
 struct ReplayReport {
-  bool ok = true;            // every compared output within tolerance
-  bool checked = false;      // recorded outputs were present and compared
+  bool ok = true;        // every compared output within tolerance
+  bool checked = false;  // recorded outputs were present and compared
   std::string backend;
   int outputs = 0;
   double max_abs_error = 0;  // over all compared outputs
   double max_rel_error = 0;
-  std::string message;       // one line: what matched or what diverged
+  std::string message;  // one line: what matched or what diverged
   std::vector<Tensor> results;
 };
-ReplayReport replay(const std::string& path, const std::string& backend, bool check, double tol = 1e-5);
+ReplayReport replay(const std::string& path, const std::string& backend, bool check,
+                    double tol = 1e-5);
 
 struct BisectReport {
   bool diverged = false;
-  int node_id = -1;          // trace id of the first diverging node
+  int node_id = -1;  // trace id of the first diverging node
   std::string op, shape, dtype, source, message;
   double max_abs_error = 0;
 };

@@ -23,7 +23,8 @@ Device Device::parse(const std::string& s) {
   auto colon = s.find(':');
   if (colon != std::string::npos) head = s.substr(0, colon), tail = s.substr(colon + 1);
   if (head == "cpu") {
-    if (colon != std::string::npos && tail != "0") fail(ErrorKind::Runtime, "Invalid device string: '", s, "'");
+    if (colon != std::string::npos && tail != "0")
+      fail(ErrorKind::Runtime, "Invalid device string: '", s, "'");
     return kCPU;
   }
   if (head == "cuda") return cuda(colon == std::string::npos ? 0 : parse_index(tail, s));
@@ -33,23 +34,31 @@ Device Device::parse(const std::string& s) {
     return {Type::Lazy, parse_index(tail, s), ""};
   }
   fail(ErrorKind::Runtime,
-       "Expected one of cpu, cuda, lazy, lazy:cpu, lazy:cuda, lazy:reference device type at start of device string: ", s);
+       "Expected one of cpu, cuda, lazy, lazy:cpu, lazy:cuda, lazy:reference device type at start "
+       "of device string: ",
+       s);
 }
 
 std::string Device::str() const {
   switch (type) {
-    case Type::CPU: return "cpu";
-    case Type::CUDA: return "cuda:" + std::to_string(index);
-    case Type::Lazy: return backend.empty() ? "lazy:" + std::to_string(index) : "lazy:" + backend;
+    case Type::CPU:
+      return "cpu";
+    case Type::CUDA:
+      return "cuda:" + std::to_string(index);
+    case Type::Lazy:
+      return backend.empty() ? "lazy:" + std::to_string(index) : "lazy:" + backend;
   }
   return "?";
 }
 
 std::string Device::backend_name() const {
   switch (type) {
-    case Type::CPU: return "cpu";
-    case Type::CUDA: return "cuda";
-    case Type::Lazy: return backend.empty() ? default_lazy_backend() : backend;
+    case Type::CPU:
+      return "cpu";
+    case Type::CUDA:
+      return "cuda";
+    case Type::Lazy:
+      return backend.empty() ? default_lazy_backend() : backend;
   }
   return "cpu";
 }
@@ -69,7 +78,8 @@ std::string default_lazy_backend() {
 
 void set_lazy_backend(const std::string& name) {
   if (name != "cpu" && name != "cuda" && name != "reference")
-    fail(ErrorKind::Value, "set_lazy_backend: unknown backend '", name, "' (expected cpu, cuda or reference)");
+    fail(ErrorKind::Value, "set_lazy_backend: unknown backend '", name,
+         "' (expected cpu, cuda or reference)");
   std::lock_guard<std::mutex> g(g_mu);
   g_lazy_backend = name;
 }

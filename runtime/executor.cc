@@ -30,7 +30,6 @@ GraphCache& cache() {
   return c;
 }
 
-
 Hash128 g_last_key;  // of the last executed graph, for kernel sources
 
 const char* env(const char* name) {
@@ -68,8 +67,10 @@ std::vector<std::shared_ptr<Storage>> make_outputs(const CachedGraph& entry,
       // The root is a runtime scalar (lt::full({}, 2.5)): it has no buffer yet, so write one.
       InputView n = input(b);
       uint64_t raw = 0;
-      if (is_floating(n.dtype)) store_from_double(&raw, n.dtype, n.scalar);
-      else store_from_int(&raw, n.dtype, n.scalar_i);
+      if (is_floating(n.dtype))
+        store_from_double(&raw, n.dtype, n.scalar);
+      else
+        store_from_int(&raw, n.dtype, n.scalar_i);
       size_t bytes = dtype_size(n.dtype);
       s->buffer = backend.allocate(bytes);
       backend.copy_from_host(*s->buffer, &raw, bytes);
@@ -191,9 +192,10 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
     }
     auto* s = static_cast<Storage*>(n->data.get());
     if (!s || !s->buffer) fail(ErrorKind::Runtime, "internal: input ", i, " of graph has no data");
-    if (s->backend != backend_name && !(backend_host_memory(s->backend) && backend_host_memory(backend_name)))
-      fail(ErrorKind::Runtime, "input ", i, " of a graph for backend ", backend_name, " lives on backend ",
-           s->backend, "; move it with .to(device) first");
+    if (s->backend != backend_name &&
+        !(backend_host_memory(s->backend) && backend_host_memory(backend_name)))
+      fail(ErrorKind::Runtime, "input ", i, " of a graph for backend ", backend_name,
+           " lives on backend ", s->backend, "; move it with .to(device) first");
     inputs[i].buffer = s->buffer.get();
   }
   std::vector<int> donated;
@@ -225,13 +227,14 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
       *entry, outs, backend, backend_name, roots.size(),
       [&](int b) {
         const Node* n = g.inputs.at(b);
-        return InputView{static_cast<const Storage*>(n->data.get()), n->dtype, n->scalar, n->scalar_i};
+        return InputView{static_cast<const Storage*>(n->data.get()), n->dtype, n->scalar,
+                         n->scalar_i};
       },
       donated);
 
   if (dump_dir)
-    dump_compiled(dump_dir, g, key.hex(), backend_name, entry->exe->kernel_sources(), dump_data ? &result : nullptr,
-                  dump_data ? &inputs_before : nullptr);
+    dump_compiled(dump_dir, g, key.hex(), backend_name, entry->exe->kernel_sources(),
+                  dump_data ? &result : nullptr, dump_data ? &inputs_before : nullptr);
 
   if (reason != SyncReason::Eager || debug_level() > 0) {
     metrics::GraphInfo info;
@@ -246,10 +249,12 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
     info.backend = backend_name;
     info.grouping = entry->grouping;
     if (debug_level() > 0)
-      std::fprintf(stderr, "[lazytensor] sync %s: graph %s backend=%s nodes=%lld kernels=%lld %s compile=%.2fms run=%.2fms total=%.2fms\n",
+      std::fprintf(stderr,
+                   "[lazytensor] sync %s: graph %s backend=%s nodes=%lld kernels=%lld %s "
+                   "compile=%.2fms run=%.2fms total=%.2fms\n",
                    sync_reason_name(reason), info.hash.substr(0, 16).c_str(), backend_name.c_str(),
-                   static_cast<long long>(info.nodes), static_cast<long long>(info.kernels), info.cache.c_str(),
-                   compile_ms, run_ms, ms_since(t0));
+                   static_cast<long long>(info.nodes), static_cast<long long>(info.kernels),
+                   info.cache.c_str(), compile_ms, run_ms, ms_since(t0));
     if (debug_level() > 1 && !hit) std::fprintf(stderr, "%s", info.grouping.c_str());
     metrics::set_last_graph(std::move(info));
   }
@@ -260,9 +265,9 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
   return result;
 }
 
-std::optional<std::vector<std::shared_ptr<Storage>>> run_cached(const Hash128& key, const std::string& backend_name,
-                                                                const std::vector<BoundInput>& inputs,
-                                                                size_t roots) {
+std::optional<std::vector<std::shared_ptr<Storage>>> run_cached(
+    const Hash128& key, const std::string& backend_name, const std::vector<BoundInput>& inputs,
+    size_t roots) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   CachedGraph* entry = cache().find(key);
   if (!entry) return std::nullopt;
@@ -276,10 +281,12 @@ std::optional<std::vector<std::shared_ptr<Storage>>> run_cached(const Hash128& k
       run[i].scalar_i = in.scalar_i;
       continue;
     }
-    if (!in.storage->buffer) fail(ErrorKind::Runtime, "internal: input ", i, " of a replayed graph has no data");
-    if (in.storage->backend != backend_name && !(backend_host_memory(in.storage->backend) && backend_host_memory(backend_name)))
-      fail(ErrorKind::Runtime, "input ", i, " of a replayed graph for backend ", backend_name, " lives on backend ",
-           in.storage->backend);
+    if (!in.storage->buffer)
+      fail(ErrorKind::Runtime, "internal: input ", i, " of a replayed graph has no data");
+    if (in.storage->backend != backend_name &&
+        !(backend_host_memory(in.storage->backend) && backend_host_memory(backend_name)))
+      fail(ErrorKind::Runtime, "input ", i, " of a replayed graph for backend ", backend_name,
+           " lives on backend ", in.storage->backend);
     run[i].buffer = in.storage->buffer.get();
   }
   std::vector<int> donated(inputs.size(), -1);
@@ -320,8 +327,10 @@ std::optional<std::vector<std::shared_ptr<Storage>>> run_cached(const Hash128& k
   info.run_ms = run_ms;
   info.backend = backend_name;
   if (debug_level() > 0)
-    std::fprintf(stderr, "[lazytensor] replay (lt.compile): graph %s backend=%s kernels=%lld run=%.2fms\n",
-                 info.hash.substr(0, 16).c_str(), backend_name.c_str(), static_cast<long long>(info.kernels), run_ms);
+    std::fprintf(stderr,
+                 "[lazytensor] replay (lt.compile): graph %s backend=%s kernels=%lld run=%.2fms\n",
+                 info.hash.substr(0, 16).c_str(), backend_name.c_str(),
+                 static_cast<long long>(info.kernels), run_ms);
   if (debug_level() > 1) info.grouping = entry->grouping;
   metrics::set_last_graph(std::move(info));
   return result;

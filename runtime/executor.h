@@ -1,5 +1,5 @@
-// Runs a graph: key -> cache (memory, then disk) -> on a miss lower + compile -> bind inputs -> run.
-// The one code path of both lazy syncs and eager ops.
+// Runs a graph: key -> cache (memory, then disk) -> on a miss lower + compile -> bind inputs ->
+// run. The one code path of both lazy syncs and eager ops.
 #pragma once
 #include <memory>
 #include <optional>
@@ -41,17 +41,18 @@ struct BoundInput {
 };
 // Runs the executable cached under `key` (from a GraphRecord) on `inputs`, skipping collection
 // and hashing; returns one Storage per root, or nullopt when the executable left the cache.
-std::optional<std::vector<std::shared_ptr<Storage>>> run_cached(const Hash128& key, const std::string& backend,
-                                                                const std::vector<BoundInput>& inputs,
-                                                                size_t roots);
+std::optional<std::vector<std::shared_ptr<Storage>>> run_cached(
+    const Hash128& key, const std::string& backend, const std::vector<BoundInput>& inputs,
+    size_t roots);
 // Generated kernel sources of the last executed graph (empty when none).
 std::vector<std::string> last_kernel_sources();
 // Writes <dir>/<key>.json/.txt/.dot and kernel sources (and data when outputs are given):
 // what LT_DUMP_DIR does for each compiled graph. `inputs` are the graph's input bytes as read
 // before the run (dump_inputs), since a run may write results into donated inputs.
 using InputBytes = std::vector<std::vector<unsigned char>>;
-void dump_compiled(const std::string& dir, const Graph& g, const std::string& key, const std::string& backend,
-                   const std::vector<std::string>& sources, const std::vector<std::shared_ptr<Storage>>* outputs,
+void dump_compiled(const std::string& dir, const Graph& g, const std::string& key,
+                   const std::string& backend, const std::vector<std::string>& sources,
+                   const std::vector<std::shared_ptr<Storage>>* outputs,
                    const InputBytes* inputs = nullptr);
 // The bytes of g's device-data inputs now (empty entries for scalars), for dump_compiled.
 InputBytes dump_inputs(const Graph& g);

@@ -16,7 +16,7 @@ struct CachedGraph {
   std::vector<int> output_buffers;  // per graph root
   std::vector<BufferSpec::Kind> output_kinds;
   std::vector<DonationCandidate> donations;  // outputs a run may write into an input's memory
-  int64_t nodes = 0;                // prim nodes after lowering
+  int64_t nodes = 0;                         // prim nodes after lowering
   std::string grouping;
   std::vector<std::string> sources;
 };

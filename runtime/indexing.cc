@@ -18,21 +18,24 @@
 namespace lt {
 namespace {
 
-int64_t norm_dim(int64_t dim, int64_t rank, const char* op) { return normalize_axis(dim, rank, op); }
+int64_t norm_dim(int64_t dim, int64_t rank, const char* op) {
+  return normalize_axis(dim, rank, op);
+}
 
 // Sums of one-hot selections run in a dtype that can be summed exactly (bool as int64).
 DType sum_dtype(DType t) { return is_bool(t) ? DType::Int64 : t; }
 
 void check_index_dtype(const char* op, const Tensor& index) {
   if (is_floating(index.dtype()) || is_bool(index.dtype()))
-    fail(ErrorKind::Runtime, op, ": expected an integer index tensor, got ", dtype_name(index.dtype()), " (shape ",
-         shape_str(index.shape()), ")");
+    fail(ErrorKind::Runtime, op, ": expected an integer index tensor, got ",
+         dtype_name(index.dtype()), " (shape ", shape_str(index.shape()), ")");
 }
 
 // Range-checks the index (runtime/index_check.h): host values before the op, anything else after
 // it, anchored on its result (deferred to the sync on a lazy device).
 template <class F>
-Tensor with_index_check(const char* op, const Tensor& index, int64_t bound, int64_t dim, const Shape& of, F&& compute) {
+Tensor with_index_check(const char* op, const Tensor& index, int64_t bound, int64_t dim,
+                        const Shape& of, F&& compute) {
   check_index_dtype(op, index);
   IndexCheckSpec spec{op, 0, bound, dim, of};
   const bool known = index_values_known(index);
@@ -106,7 +109,8 @@ Tensor slice_positions(int64_t count, int64_t step, const Device& device) {
   Tensor& t = (*cache)[{count, step, device.str()}];
   if (!t.defined()) {
     NoGradGuard no_grad;
-    t = arange(0, static_cast<double>(count * step), static_cast<double>(step), DType::Int64, device);
+    t = arange(0, static_cast<double>(count * step), static_cast<double>(step), DType::Int64,
+               device);
   }
   return t;
 }
@@ -126,7 +130,8 @@ bool start_at_run_time(const Tensor& a, int64_t dim, int64_t start, int64_t step
          !slice_shares_memory(*a.impl(), dim, step, count);
 }
 
-Tensor slice_with_run_time_start(const Tensor& a, int64_t dim, int64_t start, int64_t step, int64_t count) {
+Tensor slice_with_run_time_start(const Tensor& a, int64_t dim, int64_t start, int64_t step,
+                                 int64_t count) {
   // The start is a Scalar leaf, a run-time input of the graph like a Python number, not part of
   // its key. Nodes, not ops: on eager `cpu` each op runs at once, and the index arithmetic as ops
   // of its own made a[1:5] cost 4.6 us instead of 1.6.
@@ -137,25 +142,31 @@ Tensor slice_with_run_time_start(const Tensor& a, int64_t dim, int64_t start, in
 
 }  // namespace
 
-Tensor slice(const Tensor& a, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) {
+Tensor slice(const Tensor& a, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
+             int64_t step) {
   if (a.dim() == 0) fail(ErrorKind::Index, "slice: cannot slice a 0-d tensor");
   dim = norm_dim(dim, a.dim(), "slice");
-  if (step <= 0) fail(ErrorKind::Runtime, "slice: step must be positive, got ", step, " (shape ", shape_str(a.shape()), ")");
+  if (step <= 0)
+    fail(ErrorKind::Runtime, "slice: step must be positive, got ", step, " (shape ",
+         shape_str(a.shape()), ")");
   const int64_t n = a.shape()[dim];
   auto clampi = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
   int64_t s = start ? clampi(*start) : 0, e = end ? clampi(*end) : n;
   int64_t size = e > s ? (e - s + step - 1) / step : 0;
   if (!size) s = 0;
-  Tensor value = start_at_run_time(a, dim, s, step, size) ? slice_with_run_time_start(a, dim, s, step, size)
-                                               : slice_dim_prim(a, dim, s, step, size);
+  Tensor value = start_at_run_time(a, dim, s, step, size)
+                     ? slice_with_run_time_start(a, dim, s, step, size)
+                     : slice_dim_prim(a, dim, s, step, size);
   return link_view(a, value, {ViewStep::Kind::Slice, {}, {dim, s, step, size}});
 }
 
 Tensor slice_dim_prim(const Tensor& a, int64_t dim, int64_t start, int64_t step, int64_t count) {
   std::vector<int64_t> sss;
   for (int64_t d = 0; d < a.dim(); ++d) {
-    if (d == dim) sss.insert(sss.end(), {start, step, count});
-    else sss.insert(sss.end(), {0, 1, a.shape()[d]});
+    if (d == dim)
+      sss.insert(sss.end(), {start, step, count});
+    else
+      sss.insert(sss.end(), {0, 1, a.shape()[d]});
   }
   return slice_prim(a, std::move(sss));
 }
@@ -165,8 +176,8 @@ Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length) {
   const int64_t n = a.shape()[dim];
   if (start < 0) start += n;
   if (start < 0 || length < 0 || start + length > n)
-    fail(ErrorKind::Index, "narrow: start ", start, " and length ", length, " exceed dimension ", dim, " of size ", n,
-         " (shape ", shape_str(a.shape()), ")");
+    fail(ErrorKind::Index, "narrow: start ", start, " and length ", length, " exceed dimension ",
+         dim, " of size ", n, " (shape ", shape_str(a.shape()), ")");
   return slice(a, dim, start, start + length, 1);
 }
 
@@ -174,8 +185,8 @@ Tensor select(const Tensor& a, int64_t dim, int64_t index) {
   dim = norm_dim(dim, a.dim(), "select");
   const int64_t n = a.shape()[dim];
   if (index < -n || index >= n)
-    fail(ErrorKind::Index, "select: index ", index, " is out of range for dimension ", dim, " with size ", n,
-         " (shape ", shape_str(a.shape()), ")");
+    fail(ErrorKind::Index, "select: index ", index, " is out of range for dimension ", dim,
+         " with size ", n, " (shape ", shape_str(a.shape()), ")");
   if (index < 0) index += n;
   Tensor row = slice(a, dim, index, index + 1, 1);
   // A row that shares its base's memory (runtime/memory_views.h) drops the dimension as data over
@@ -194,14 +205,17 @@ Tensor flip(const Tensor& a, std::vector<int64_t> dims) {
   std::vector<bool> f(static_cast<size_t>(a.dim()), false);
   for (auto d : dims) {
     d = norm_dim(d, a.dim(), "flip");
-    if (f[d]) fail(ErrorKind::Runtime, "flip: dim ", d, " appears multiple times in ", shape_str(dims));
+    if (f[d])
+      fail(ErrorKind::Runtime, "flip: dim ", d, " appears multiple times in ", shape_str(dims));
     f[d] = true;
   }
   std::vector<int64_t> sss;
   for (int64_t d = 0; d < a.dim(); ++d) {
     int64_t n = a.shape()[d];
-    if (f[d] && n > 1) sss.insert(sss.end(), {n - 1, -1, n});
-    else sss.insert(sss.end(), {0, 1, n});
+    if (f[d] && n > 1)
+      sss.insert(sss.end(), {n - 1, -1, n});
+    else
+      sss.insert(sss.end(), {0, 1, n});
   }
   return slice_prim(a, std::move(sss));
 }
@@ -213,13 +227,13 @@ Tensor pad_dim(const Tensor& a, int64_t dim, int64_t before, int64_t after, doub
   // Bounded so that the sums below cannot overflow; no tensor is 2^60 long anyway.
   constexpr int64_t kMaxPad = int64_t{1} << 60;
   if (before < -kMaxPad || before > kMaxPad || after < -kMaxPad || after > kMaxPad)
-    fail(ErrorKind::Runtime, "pad: padding (", before, ", ", after, ") of dimension ", dim, " is out of range (shape ",
-         shape_str(a.shape()), ")");
+    fail(ErrorKind::Runtime, "pad: padding (", before, ", ", after, ") of dimension ", dim,
+         " is out of range (shape ", shape_str(a.shape()), ")");
   if (before < 0 || after < 0) {  // negative padding crops first
     int64_t lo = std::max<int64_t>(0, -before), hi = std::max<int64_t>(0, -after);
     if (lo + hi > n0)
-      fail(ErrorKind::Runtime, "pad: cropping ", lo, " + ", hi, " exceeds dimension ", dim, " of size ", n0,
-           " (shape ", shape_str(a.shape()), ")");
+      fail(ErrorKind::Runtime, "pad: cropping ", lo, " + ", hi, " exceeds dimension ", dim,
+           " of size ", n0, " (shape ", shape_str(a.shape()), ")");
     x = narrow(x, dim, lo, n0 - lo - hi);
     before = std::max<int64_t>(0, before);
     after = std::max<int64_t>(0, after);
@@ -241,8 +255,8 @@ Tensor pad_dim(const Tensor& a, int64_t dim, int64_t before, int64_t after, doub
 
 Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value) {
   if (pads.size() % 2 || static_cast<int64_t>(pads.size() / 2) > a.dim())
-    fail(ErrorKind::Runtime, "pad: padding length ", pads.size(), " must be even and at most 2 x rank of input ",
-         shape_str(a.shape()));
+    fail(ErrorKind::Runtime, "pad: padding length ", pads.size(),
+         " must be even and at most 2 x rank of input ", shape_str(a.shape()));
   Tensor x = a;
   for (size_t i = 0; i < pads.size() / 2; ++i)
     x = pad_dim(x, a.dim() - 1 - static_cast<int64_t>(i), pads[2 * i], pads[2 * i + 1], value);
@@ -252,20 +266,21 @@ Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value) {
 Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
   if (ts.empty()) fail(ErrorKind::Runtime, "cat: expected a non-empty list of tensors");
   const Tensor& f = ts[0];
-  if (f.dim() == 0) fail(ErrorKind::Runtime, "cat: zero-dimensional tensor (shape []) cannot be concatenated");
+  if (f.dim() == 0)
+    fail(ErrorKind::Runtime, "cat: zero-dimensional tensor (shape []) cannot be concatenated");
   dim = norm_dim(dim, f.dim(), "cat");
   DType t = f.dtype();
   int64_t total = 0;
   for (size_t i = 0; i < ts.size(); ++i) {
     const Tensor& x = ts[i];
     if (x.dim() != f.dim())
-      fail(ErrorKind::Runtime, "cat: tensors must have the same number of dimensions: got ", shape_str(f.shape()),
-           " and ", shape_str(x.shape()), " (tensor ", i, ")");
+      fail(ErrorKind::Runtime, "cat: tensors must have the same number of dimensions: got ",
+           shape_str(f.shape()), " and ", shape_str(x.shape()), " (tensor ", i, ")");
     for (int64_t d = 0; d < f.dim(); ++d)
       if (d != dim && x.shape()[d] != f.shape()[d])
-        fail(ErrorKind::Runtime, "cat: sizes of tensors must match except in dimension ", dim, ": expected size ",
-             f.shape()[d], " but got size ", x.shape()[d], " for tensor ", i, " (shapes ", shape_str(f.shape()), " and ",
-             shape_str(x.shape()), ")");
+        fail(ErrorKind::Runtime, "cat: sizes of tensors must match except in dimension ", dim,
+             ": expected size ", f.shape()[d], " but got size ", x.shape()[d], " for tensor ", i,
+             " (shapes ", shape_str(f.shape()), " and ", shape_str(x.shape()), ")");
     t = promote(t, x.dtype());
     total += x.shape()[dim];
   }
@@ -316,8 +331,8 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
   std::vector<Tensor> u;
   for (size_t i = 0; i < ts.size(); ++i) {
     if (ts[i].shape() != ts[0].shape())
-      fail(ErrorKind::Runtime, "stack: expects each tensor to be equal size, but got ", shape_str(ts[0].shape()),
-           " at entry 0 and ", shape_str(ts[i].shape()), " at entry ", i);
+      fail(ErrorKind::Runtime, "stack: expects each tensor to be equal size, but got ",
+           shape_str(ts[0].shape()), " at entry 0 and ", shape_str(ts[i].shape()), " at entry ", i);
     u.push_back(ts[i].unsqueeze(dim));
   }
   EagerComposite composite;
@@ -329,7 +344,8 @@ std::vector<Tensor> split(const Tensor& a, int64_t size, int64_t dim) {
   if (size <= 0) fail(ErrorKind::Runtime, "split: split_size must be positive, got ", size);
   std::vector<Tensor> r;
   const int64_t n = a.shape()[dim];
-  for (int64_t s = 0; s < n || (n == 0 && r.empty()); s += size) r.push_back(slice(a, dim, s, std::min(n, s + size), 1));
+  for (int64_t s = 0; s < n || (n == 0 && r.empty()); s += size)
+    r.push_back(slice(a, dim, s, std::min(n, s + size), 1));
   return r;
 }
 
@@ -387,7 +403,8 @@ Tensor range_mask(int64_t total, int64_t dim, int64_t rank, int64_t begin, int64
 
 Tensor one_hot(const Tensor& index, int64_t num_classes) {
   if (index.dtype() != DType::Int64)
-    fail(ErrorKind::Runtime, "one_hot: one_hot is only applicable to index tensor of type int64, got ",
+    fail(ErrorKind::Runtime,
+         "one_hot: one_hot is only applicable to index tensor of type int64, got ",
          dtype_name(index.dtype()));
   if (num_classes < 0) {
     auto v = index.to_vector<int64_t>();  // PyTorch reads the data too (a sync on lazy)
@@ -406,8 +423,9 @@ namespace {
 // torch.gather/scatter_add take int64 indices only (index_select and embedding also take int32).
 void require_int64(const char* op, const Tensor& a, const Tensor& index) {
   if (index.dtype() != DType::Int64)
-    fail(ErrorKind::Runtime, op, "(): expected dtype int64 for index, got ", dtype_name(index.dtype()), " (input ",
-         shape_str(a.shape()), ", index ", shape_str(index.shape()), ")");
+    fail(ErrorKind::Runtime, op, "(): expected dtype int64 for index, got ",
+         dtype_name(index.dtype()), " (input ", shape_str(a.shape()), ", index ",
+         shape_str(index.shape()), ")");
 }
 
 }  // namespace
@@ -420,13 +438,15 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
   dim = norm_dim(dim, a.dim(), "gather");
   require_int64("gather", a, index);
   if (index.dim() != a.dim())
-    fail(ErrorKind::Runtime, "gather: index tensor must have the same number of dimensions as input tensor (input ",
+    fail(ErrorKind::Runtime,
+         "gather: index tensor must have the same number of dimensions as input tensor (input ",
          shape_str(a.shape()), ", index ", shape_str(index.shape()), ")");
   for (int64_t d = 0; d < a.dim(); ++d)
     if (d != dim && index.shape()[d] > a.shape()[d])
-      fail(ErrorKind::Runtime, "gather: size of index ", shape_str(index.shape()), " does not fit input ",
-           shape_str(a.shape()), " at dimension ", d);
-  return with_index_check("gather", index, a.shape()[dim], dim, a.shape(), [&] { return gather_node(a, dim, index); });
+      fail(ErrorKind::Runtime, "gather: size of index ", shape_str(index.shape()),
+           " does not fit input ", shape_str(a.shape()), " at dimension ", d);
+  return with_index_check("gather", index, a.shape()[dim], dim, a.shape(),
+                          [&] { return gather_node(a, dim, index); });
 }
 
 Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src) {
@@ -437,12 +457,14 @@ Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tens
   dim = norm_dim(dim, a.dim(), "scatter_add");
   require_int64("scatter_add", a, index);
   if (index.dim() != a.dim() || src.dim() != a.dim())
-    fail(ErrorKind::Runtime, "scatter_add: index and src must have the rank of input (input ", shape_str(a.shape()),
-         ", index ", shape_str(index.shape()), ", src ", shape_str(src.shape()), ")");
+    fail(ErrorKind::Runtime, "scatter_add: index and src must have the rank of input (input ",
+         shape_str(a.shape()), ", index ", shape_str(index.shape()), ", src ",
+         shape_str(src.shape()), ")");
   for (int64_t d = 0; d < a.dim(); ++d)
     if (index.shape()[d] > src.shape()[d] || (d != dim && index.shape()[d] > a.shape()[d]))
-      fail(ErrorKind::Runtime, "scatter_add: index ", shape_str(index.shape()), " does not fit input ",
-           shape_str(a.shape()), " and src ", shape_str(src.shape()), " at dimension ", d);
+      fail(ErrorKind::Runtime, "scatter_add: index ", shape_str(index.shape()),
+           " does not fit input ", shape_str(a.shape()), " and src ", shape_str(src.shape()),
+           " at dimension ", d);
   return with_index_check("scatter_add", index, a.shape()[dim], dim, a.shape(), [&] {
     // bool sums as int64 (any hit makes it true); other dtypes add in their own type.
     const DType wt = sum_dtype(a.dtype());
@@ -452,10 +474,12 @@ Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tens
 
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   if (index.dim() > 1)
-    fail(ErrorKind::Index, "index_select: index must be a vector, got shape ", shape_str(index.shape()));
+    fail(ErrorKind::Index, "index_select: index must be a vector, got shape ",
+         shape_str(index.shape()));
   if (a.dim() == 0) {
     normalize_axis(dim, 1, "index_select");
-    return index_select(a.reshape({1}), 0, index).reshape(std::vector<int64_t>(static_cast<size_t>(index.dim()), 1));
+    return index_select(a.reshape({1}), 0, index)
+        .reshape(std::vector<int64_t>(static_cast<size_t>(index.dim()), 1));
   }
   dim = norm_dim(dim, a.dim(), "index_select");
   return with_index_check("index_select", index, a.shape()[dim], dim, a.shape(),
@@ -463,7 +487,8 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& index) {
-  if (weight.dim() != 2) fail(ErrorKind::Runtime, "embedding: weight must be 2-D, got ", shape_str(weight.shape()));
+  if (weight.dim() != 2)
+    fail(ErrorKind::Runtime, "embedding: weight must be 2-D, got ", shape_str(weight.shape()));
   return with_index_check("embedding", index, weight.shape()[0], 0, weight.shape(), [&] {
     // Rows of weight gathered by the flattened index; the gradient scatters back (gather's VJP).
     std::vector<int64_t> shape = to_vector(index.shape());
@@ -480,7 +505,9 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
 
 namespace {
 Tensor triangle(const Tensor& a, int64_t k, bool lower, const char* op) {
-  if (a.dim() < 2) fail(ErrorKind::Runtime, op, ": input tensor must have at least 2 dimensions, got ", shape_str(a.shape()));
+  if (a.dim() < 2)
+    fail(ErrorKind::Runtime, op, ": input tensor must have at least 2 dimensions, got ",
+         shape_str(a.shape()));
   const int64_t r = a.dim(), n = a.shape()[r - 2], m = a.shape()[r - 1];
   Tensor rows = positions(n, a.device()).reshape({n, 1});
   Tensor cols = positions(m, a.device()).reshape({1, m});
@@ -499,16 +526,19 @@ Tensor cumsum(const Tensor& a, int64_t dim) {
   const int64_t n = a.shape()[dim];
   DType t = is_floating(a.dtype()) ? a.dtype() : DType::Int64;
   // out[.., i] = sum_j a[.., j] * (j <= i): a masked row reduction, fused into one kernel.
-  Tensor al = dim_last(a.to(t), dim).unsqueeze(-2);                                        // [..., 1, N]
-  Tensor keep = le(positions(n, a.device()).reshape({1, n}), positions(n, a.device()).reshape({n, 1}));  // [N(i), N(j)]
-  Tensor s = where(keep, al, fill_of(t, 0, "cumsum")).sum({-1});                                  // [..., N]
+  Tensor al = dim_last(a.to(t), dim).unsqueeze(-2);  // [..., 1, N]
+  Tensor keep = le(positions(n, a.device()).reshape({1, n}),
+                   positions(n, a.device()).reshape({n, 1}));     // [N(i), N(j)]
+  Tensor s = where(keep, al, fill_of(t, 0, "cumsum")).sum({-1});  // [..., N]
   return dim_back(s, dim);
 }
 
 namespace {
 // The first position where a equals its extreme along dim: min over positions of the hits.
-Tensor arg_extreme(const Tensor& a, std::optional<int64_t> dim, bool keepdim, bool max, const char* op) {
-  if (is_bool(a.dtype())) fail(ErrorKind::Runtime, op, ": not implemented for bool (shape ", shape_str(a.shape()), ")");
+Tensor arg_extreme(const Tensor& a, std::optional<int64_t> dim, bool keepdim, bool max,
+                   const char* op) {
+  if (is_bool(a.dtype()))
+    fail(ErrorKind::Runtime, op, ": not implemented for bool (shape ", shape_str(a.shape()), ")");
   if (!dim) {
     Tensor flat = a.reshape({-1});
     Tensor r = arg_extreme(flat, 0, false, max, op);
@@ -518,7 +548,9 @@ Tensor arg_extreme(const Tensor& a, std::optional<int64_t> dim, bool keepdim, bo
   int64_t d = norm_dim(*dim, a.dim(), op);  // a 0-dim tensor takes dim 0 or -1 (PyTorch)
   if (a.dim() == 0) return zeros({}, DType::Int64, a.device());
   const int64_t n = a.shape()[d];
-  if (n == 0) fail(ErrorKind::Index, op, ": expected reduction dim ", d, " to have non-zero size (shape ", shape_str(a.shape()), ")");
+  if (n == 0)
+    fail(ErrorKind::Index, op, ": expected reduction dim ", d, " to have non-zero size (shape ",
+         shape_str(a.shape()), ")");
   Tensor ext = max ? a.amax({d}, true) : a.amin({d}, true);
   // NaN is the extreme, as in PyTorch: a NaN position counts as a hit.
   Tensor hit = is_floating(a.dtype()) ? logical_or(eq(a, ext), ne(a, a)) : eq(a, ext);
@@ -527,7 +559,11 @@ Tensor arg_extreme(const Tensor& a, std::optional<int64_t> dim, bool keepdim, bo
 }
 }  // namespace
 
-Tensor argmax(const Tensor& a, std::optional<int64_t> dim, bool keepdim) { return arg_extreme(a, dim, keepdim, true, "argmax"); }
-Tensor argmin(const Tensor& a, std::optional<int64_t> dim, bool keepdim) { return arg_extreme(a, dim, keepdim, false, "argmin"); }
+Tensor argmax(const Tensor& a, std::optional<int64_t> dim, bool keepdim) {
+  return arg_extreme(a, dim, keepdim, true, "argmax");
+}
+Tensor argmin(const Tensor& a, std::optional<int64_t> dim, bool keepdim) {
+  return arg_extreme(a, dim, keepdim, false, "argmin");
+}
 
 }  // namespace lt

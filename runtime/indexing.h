@@ -16,7 +16,8 @@
 namespace lt {
 
 // PyTorch's a[..., start:end:step, ...] along `dim` (start/end clamped, negative from the end).
-Tensor slice(const Tensor& a, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step = 1);
+Tensor slice(const Tensor& a, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
+             int64_t step = 1);
 Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length);
 Tensor select(const Tensor& a, int64_t dim, int64_t index);  // drops `dim`
 Tensor flip(const Tensor& a, std::vector<int64_t> dims);

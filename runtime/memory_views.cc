@@ -117,7 +117,8 @@ bool deferred_view(const Node& n) {
 
 bool slice_shares_memory(const TensorImpl& a, int64_t dim, int64_t step, int64_t count) {
   Region r;
-  if (a.device.is_lazy() || a.pending || (step != 1 && count > 1) || !region_of_storage(a.storage.get(), r))
+  if (a.device.is_lazy() || a.pending || (step != 1 && count > 1) ||
+      !region_of_storage(a.storage.get(), r))
     return false;
   for (int64_t d = 0; d < dim; ++d)
     if (a.shape[static_cast<size_t>(d)] != 1) return false;

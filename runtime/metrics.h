@@ -6,13 +6,13 @@
 
 namespace lt::metrics {
 
-std::map<std::string, int64_t> counters();          // traced_ops, syncs, graph_compiles, ...
-std::map<std::string, int64_t> syncs_by_reason();   // mark_step, item, numpy, print, to_cpu, ...
+std::map<std::string, int64_t> counters();         // traced_ops, syncs, graph_compiles, ...
+std::map<std::string, int64_t> syncs_by_reason();  // mark_step, item, numpy, print, to_cpu, ...
 
 struct GraphInfo {
   std::string hash;
   int64_t nodes = 0, kernels = 0, inputs = 0, outputs = 0;
-  std::string cache;    // "memory" | "disk" | "compiled"
+  std::string cache;  // "memory" | "disk" | "compiled"
   double compile_ms = 0, run_ms = 0;
   std::string backend;
   std::string grouping;  // kernel grouping (LT_DEBUG=2)

@@ -28,11 +28,13 @@ const Device& common_device(const char* op, std::initializer_list<const Tensor*>
   const Tensor* first = nullptr;
   for (const Tensor* t : ts) {
     if (!t->defined()) fail(ErrorKind::Runtime, op, ": undefined tensor operand");
-    if (!first) first = t;
+    if (!first)
+      first = t;
     else if (t->impl()->device != first->impl()->device)
-      fail(ErrorKind::Runtime, op, ": expected all tensors to be on the same device, but found at least two devices, ",
-           first->device().str(), " and ", t->device().str(), " (shapes ", shape_str(first->shape()), " and ",
-           shape_str(t->shape()), ")");
+      fail(ErrorKind::Runtime, op,
+           ": expected all tensors to be on the same device, but found at least two devices, ",
+           first->device().str(), " and ", t->device().str(), " (shapes ",
+           shape_str(first->shape()), " and ", shape_str(t->shape()), ")");
   }
   return first->impl()->device;
 }
@@ -86,8 +88,11 @@ DType result_type(const Tensor& a, const Tensor& b) {
 // pow has no bool form nor, for an integer base, a negative integer exponent that is a number.
 void check_operands(Op op, DType a, DType b, DType t, const Tensor& shown, const Scalar* s) {
   if (op == Op::Sub && (is_bool(a) || is_bool(b)))
-    fail(ErrorKind::Runtime, "sub: subtraction, the `-` operator, with a bool tensor is not "
-         "supported (shape ", shape_str(shown.shape()), "); use the `^` or logical_xor() operator, "
+    fail(ErrorKind::Runtime,
+         "sub: subtraction, the `-` operator, with a bool tensor is not "
+         "supported (shape ",
+         shape_str(shown.shape()),
+         "); use the `^` or logical_xor() operator, "
          "or logical_not() to invert a mask");
   if (op == Op::Pow && is_bool(t))
     fail(ErrorKind::NotImplemented, "pow: not implemented for bool tensors (shape ",
@@ -99,17 +104,20 @@ void check_operands(Op op, DType a, DType b, DType t, const Tensor& shown, const
     fail(ErrorKind::NotImplemented, op_name(op), ": not implemented for floating-point operands (",
          dtype_name(a), " and ", dtype_name(b), " promote to ", dtype_name(t), ", shape ",
          shape_str(shown.shape()), "); it takes integer", bitwise ? " or bool" : "", " tensors");
-  if ((op == Op::FloorDiv || op == Op::Remainder || op == Op::Fmod || op == Op::Shl || op == Op::Shr) &&
+  if ((op == Op::FloorDiv || op == Op::Remainder || op == Op::Fmod || op == Op::Shl ||
+       op == Op::Shr) &&
       is_bool(t))
-    fail(ErrorKind::NotImplemented, op_name(op), ": not implemented for bool tensors (", dtype_name(a),
-         " and ", dtype_name(b), ", shape ", shape_str(shown.shape()), ")");
+    fail(ErrorKind::NotImplemented, op_name(op), ": not implemented for bool tensors (",
+         dtype_name(a), " and ", dtype_name(b), ", shape ", shape_str(shown.shape()), ")");
   if (op == Op::Pow && s && !is_floating(t) && s->kind == ScalarKind::Int && s->i < 0)
     fail(ErrorKind::Runtime, "pow: integers to negative integer powers are not allowed (base ",
          dtype_name(t), " of shape ", shape_str(shown.shape()), ", exponent ", s->i, ")");
 }
 
 DType scalar_kind_dtype(ScalarKind k) {
-  return k == ScalarKind::Bool ? DType::Bool : k == ScalarKind::Int ? DType::Int64 : default_float();
+  return k == ScalarKind::Bool  ? DType::Bool
+         : k == ScalarKind::Int ? DType::Int64
+                                : default_float();
 }
 
 Tensor binary(Op op, const Tensor& a, const Tensor& b) {
@@ -220,7 +228,8 @@ Tensor logical_not(const Tensor& a) {
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
   const Device& d = common_device("where", {&c, &a, &b});
   if (c.dtype() != DType::Bool)
-    fail(ErrorKind::Runtime, "where: expected condition to be a boolean tensor, but got a tensor with dtype ",
+    fail(ErrorKind::Runtime,
+         "where: expected condition to be a boolean tensor, but got a tensor with dtype ",
          dtype_name(c.dtype()));
   DType t = result_type(a, b);
   return op_out(Op::Where, nodes(c.node(), cast_node(a.node(), t), cast_node(b.node(), t)), {}, d,
@@ -241,12 +250,14 @@ Tensor unary(Op op, const Tensor& a) {
   bool keeps_int = op == Op::Neg || op == Op::Abs || op == Op::Relu;
   if (!keeps_int && !is_floating(x->dtype)) x = cast_node(x, default_float());
   if (keeps_int && is_bool(x->dtype))
-    fail(ErrorKind::Runtime, op_name(op), ": not supported for bool tensors (shape ", shape_str(a.shape()), ")");
+    fail(ErrorKind::Runtime, op_name(op), ": not supported for bool tensors (shape ",
+         shape_str(a.shape()), ")");
   return op_out(op, nodes(std::move(x)), {}, d, {&a});
 }
 
 Tensor clamp(const Tensor& a, std::optional<Scalar> lo, std::optional<Scalar> hi) {
-  if (!lo && !hi) fail(ErrorKind::Runtime, "clamp: at least one of 'min' or 'max' must not be None");
+  if (!lo && !hi)
+    fail(ErrorKind::Runtime, "clamp: at least one of 'min' or 'max' must not be None");
   Tensor r = a;
   // Bounds keep their kind: an integer tensor clamped by ints stays integer, by floats promotes.
   if (lo) r = binary(Op::Maximum, r, *lo);
@@ -265,7 +276,8 @@ Tensor cast(const Tensor& a, DType t) {
 Tensor reduce(Op op, const Tensor& a, std::vector<int64_t> dims, bool keepdim) {
   const Device& d = common_device(op_name(op).data(), {&a});
   NodePtr x = a.node();
-  if ((op == Op::ReduceSum || op == Op::ReduceProd) && is_integral(x->dtype)) x = cast_node(x, DType::Int64);
+  if ((op == Op::ReduceSum || op == Op::ReduceProd) && is_integral(x->dtype))
+    x = cast_node(x, DType::Int64);
   Attrs at;
   at.ints = to_ints(all_dims(a, std::move(dims)));
   at.keepdim = keepdim;
@@ -327,8 +339,8 @@ Tensor std(const Tensor& a, std::vector<int64_t> dims, double correction, bool k
   });
   return s;
 }
-Tensor layer_norm(const Tensor& x, std::vector<int64_t> normalized_shape, const Tensor& w, const Tensor& b,
-                  double eps) {
+Tensor layer_norm(const Tensor& x, std::vector<int64_t> normalized_shape, const Tensor& w,
+                  const Tensor& b, double eps) {
   const Device& d = common_device("layer_norm", {&x});
   int64_t k = static_cast<int64_t>(normalized_shape.size());
   Shape tail = k <= x.dim() ? Shape(x.shape().end() - k, x.shape().end()) : Shape{};
@@ -350,7 +362,8 @@ Tensor layer_norm(const Tensor& x, std::vector<int64_t> normalized_shape, const 
 }
 Tensor gelu(const Tensor& a, const std::string& approximate) {
   if (approximate != "none" && approximate != "tanh")
-    fail(ErrorKind::Runtime, "gelu: approximate argument must be either none or tanh, got '", approximate, "'");
+    fail(ErrorKind::Runtime, "gelu: approximate argument must be either none or tanh, got '",
+         approximate, "'");
   Attrs at;
   at.stream = approximate == "tanh" ? 1 : 0;
   return op_out(Op::Gelu, nodes(float_node(a)), std::move(at), common_device("gelu", {&a}), {&a});
@@ -359,24 +372,30 @@ Tensor silu(const Tensor& a) {
   return op_out(Op::Silu, nodes(float_node(a)), {}, common_device("silu", {&a}), {&a});
 }
 
-Tensor reshape(const Tensor& a, std::vector<int64_t> shape) { return reshape_to(a, to_ints(shape)); }
+Tensor reshape(const Tensor& a, std::vector<int64_t> shape) {
+  return reshape_to(a, to_ints(shape));
+}
 
 Tensor reshape_to(const Tensor& a, IntList shape) {
   const Device& d = common_device("reshape", {&a});
   int64_t known = 1, infer_at = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      if (infer_at >= 0) fail(ErrorKind::Runtime, "reshape: only one dimension can be inferred in ", shape_str(shape));
+      if (infer_at >= 0)
+        fail(ErrorKind::Runtime, "reshape: only one dimension can be inferred in ",
+             shape_str(shape));
       infer_at = static_cast<int64_t>(i);
     } else if (shape[i] < 0) {
-      fail(ErrorKind::Runtime, "reshape: invalid shape dimension ", shape[i], " in ", shape_str(shape));
+      fail(ErrorKind::Runtime, "reshape: invalid shape dimension ", shape[i], " in ",
+           shape_str(shape));
     } else {
       known = size_mul(known, shape[i], "reshape");
     }
   }
   if (infer_at >= 0) {
     if (known == 0 || a.numel() % known != 0)
-      fail(ErrorKind::Runtime, "reshape: shape ", shape_str(shape), " is invalid for input of size ", a.numel());
+      fail(ErrorKind::Runtime, "reshape: shape ", shape_str(shape),
+           " is invalid for input of size ", a.numel());
     shape[infer_at] = a.numel() / known;
   }
   if (same_ints(shape, a.shape())) return a;
@@ -408,8 +427,9 @@ Tensor expand(const Tensor& a, std::vector<int64_t> shape) {
 Tensor matmul(const Tensor& a, const Tensor& b) {
   const Device& d = common_device("matmul", {&a, &b});
   if (a.dtype() != b.dtype())
-    fail(ErrorKind::Runtime, "matmul: expected both operands to have the same dtype, but got ", dtype_name(a.dtype()),
-         " and ", dtype_name(b.dtype()), " (shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()), ")");
+    fail(ErrorKind::Runtime, "matmul: expected both operands to have the same dtype, but got ",
+         dtype_name(a.dtype()), " and ", dtype_name(b.dtype()), " (shapes ", shape_str(a.shape()),
+         " and ", shape_str(b.shape()), ")");
   return op_out(Op::Matmul, nodes(a.node(), b.node()), {}, d, {&a, &b});
 }
 

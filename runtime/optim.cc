@@ -12,7 +12,8 @@ namespace lt::optim {
 Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(params)), lr_(lr) {
   if (!(lr >= 0)) fail(ErrorKind::Value, "Invalid learning rate: ", lr);
   for (auto& p : params_)
-    if (!p.defined() || !p.is_leaf()) fail(ErrorKind::Value, "optimizer can only optimize defined leaf tensors");
+    if (!p.defined() || !p.is_leaf())
+      fail(ErrorKind::Value, "optimizer can only optimize defined leaf tensors");
 }
 
 namespace {
@@ -42,13 +43,18 @@ void Optimizer::step() {
 
 void Optimizer::zero_grad(bool set_to_none) {
   for (auto& p : params_) {
-    if (set_to_none || !p.grad().defined()) p.set_grad(Tensor());
-    else p.set_grad(zeros_like(p.grad()));
+    if (set_to_none || !p.grad().defined())
+      p.set_grad(Tensor());
+    else
+      p.set_grad(zeros_like(p.grad()));
   }
 }
 
 SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_decay, bool nesterov)
-    : Optimizer(std::move(params), lr), momentum_(momentum), weight_decay_(weight_decay), nesterov_(nesterov) {
+    : Optimizer(std::move(params), lr),
+      momentum_(momentum),
+      weight_decay_(weight_decay),
+      nesterov_(nesterov) {
   if (nesterov && momentum <= 0) fail(ErrorKind::Value, "Nesterov momentum requires a momentum");
   if (momentum != 0) buf_ = zero_state(params_);
 }
@@ -62,12 +68,14 @@ void SGD::update(size_t i, Tensor& p, const Tensor& grad) {
   p.assign(p - g * lr_);
 }
 
-void adam_update(Tensor& p, Tensor grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor* max_exp_avg_sq,
-                 Tensor& step, const AdamConfig& c) {
+void adam_update(Tensor& p, Tensor grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+                 Tensor* max_exp_avg_sq, Tensor& step, const AdamConfig& c) {
   step.assign(step + 1.0);
   if (c.weight_decay != 0) {
-    if (c.decoupled) p.assign(p * (1.0 - c.lr * c.weight_decay));
-    else grad = grad + p * c.weight_decay;
+    if (c.decoupled)
+      p.assign(p * (1.0 - c.lr * c.weight_decay));
+    else
+      grad = grad + p * c.weight_decay;
   }
   exp_avg.assign(exp_avg + (grad - exp_avg) * (1.0 - c.beta1));  // lerp, as torch.optim.Adam
   exp_avg_sq.assign(exp_avg_sq * c.beta2 + grad * grad * (1.0 - c.beta2));
@@ -83,9 +91,11 @@ void adam_update(Tensor& p, Tensor grad, Tensor& exp_avg, Tensor& exp_avg_sq, Te
   p.assign(p - exp_avg / denom * (c.lr / bc1));
 }
 
-Adam::Adam(std::vector<Tensor> params, double lr, double b1, double b2, double eps, double wd, bool decoupled)
+Adam::Adam(std::vector<Tensor> params, double lr, double b1, double b2, double eps, double wd,
+           bool decoupled)
     : Optimizer(std::move(params), lr), config_{lr, b1, b2, eps, wd, decoupled} {
-  if (!(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1)) fail(ErrorKind::Value, "Invalid beta parameters: ", b1, ", ", b2);
+  if (!(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1))
+    fail(ErrorKind::Value, "Invalid beta parameters: ", b1, ", ", b2);
   m_ = zero_state(params_);
   v_ = zero_state(params_);
   NoGradGuard ng;

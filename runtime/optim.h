@@ -21,8 +21,8 @@ struct AdamConfig {
 // replays without running this code still advances them. `max_exp_avg_sq` non-null: AMSGrad.
 // Shared by lt::optim::Adam and lazytensor.optim.Adam (one rule for both languages). Call under
 // no_grad.
-void adam_update(Tensor& p, Tensor grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor* max_exp_avg_sq,
-                 Tensor& step, const AdamConfig& c);
+void adam_update(Tensor& p, Tensor grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+                 Tensor* max_exp_avg_sq, Tensor& step, const AdamConfig& c);
 
 class Optimizer {
  public:
@@ -42,7 +42,8 @@ class Optimizer {
 
 class SGD : public Optimizer {
  public:
-  SGD(std::vector<Tensor> params, double lr, double momentum = 0, double weight_decay = 0, bool nesterov = false);
+  SGD(std::vector<Tensor> params, double lr, double momentum = 0, double weight_decay = 0,
+      bool nesterov = false);
 
  private:
   void update(size_t i, Tensor& p, const Tensor& g) override;
@@ -53,8 +54,8 @@ class SGD : public Optimizer {
 
 class Adam : public Optimizer {
  public:
-  Adam(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8,
-       double weight_decay = 0, bool decoupled = false);
+  Adam(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+       double eps = 1e-8, double weight_decay = 0, bool decoupled = false);
 
  private:
   void update(size_t i, Tensor& p, const Tensor& g) override;
@@ -64,8 +65,8 @@ class Adam : public Optimizer {
 
 class AdamW : public Adam {
  public:
-  AdamW(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8,
-        double weight_decay = 1e-2)
+  AdamW(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+        double eps = 1e-8, double weight_decay = 1e-2)
       : Adam(std::move(params), lr, beta1, beta2, eps, weight_decay, true) {}
 };
 

@@ -1,8 +1,8 @@
 #include "runtime/profile.h"
 
 #include <algorithm>
-#include <atomic>
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -12,7 +12,7 @@
 namespace lt::profile {
 namespace {
 
-constexpr size_t kWindow = 4096;     // samples kept per phase for percentiles
+constexpr size_t kWindow = 4096;        // samples kept per phase for percentiles
 constexpr size_t kMaxEvents = 1 << 20;  // trace events kept (a runaway run stays bounded)
 constexpr int kPhases = static_cast<int>(Phase::kCount);
 // Time zero of the trace: when the library was loaded, before any interval can start.
@@ -61,11 +61,16 @@ struct State {
         if (c == '"' || c == '\\') name += '\\';
         if (static_cast<unsigned char>(c) >= 0x20) name += c;
       }
-      std::fprintf(f, "%s{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %lld, \"dur\": %lld, \"pid\": 1, \"tid\": %zu}",
-                   i ? ",\n" : "", name.c_str(), phase_name(e.phase), static_cast<long long>(e.ts_us),
-                   static_cast<long long>(e.dur_us), e.tid);
+      std::fprintf(f,
+                   "%s{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %lld, \"dur\": "
+                   "%lld, \"pid\": 1, \"tid\": %zu}",
+                   i ? ",\n" : "", name.c_str(), phase_name(e.phase),
+                   static_cast<long long>(e.ts_us), static_cast<long long>(e.dur_us), e.tid);
     }
-    std::fprintf(f, "\n]%s}\n", dropped ? ", \"otherData\": {\"note\": \"event limit reached; later events dropped\"}" : "");
+    std::fprintf(f, "\n]%s}\n",
+                 dropped
+                     ? ", \"otherData\": {\"note\": \"event limit reached; later events dropped\"}"
+                     : "");
     std::fclose(f);
   }
 };
@@ -100,8 +105,10 @@ void record(Phase p, const std::string& name, Clock::time_point start, Clock::ti
   double ms = std::chrono::duration<double, std::milli>(end - start).count();
   std::lock_guard<std::mutex> g(s.mu);
   Samples& sm = s.samples[static_cast<int>(p)];
-  if (sm.ms.size() < kWindow) sm.ms.push_back(ms);
-  else sm.ms[sm.next] = ms;
+  if (sm.ms.size() < kWindow)
+    sm.ms.push_back(ms);
+  else
+    sm.ms[sm.next] = ms;
   sm.next = (sm.next + 1) % kWindow;
   ++sm.count;
   sm.total += ms;
@@ -113,7 +120,8 @@ void record(Phase p, const std::string& name, Clock::time_point start, Clock::ti
   auto us = [&](Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::microseconds>(t - g_origin).count();
   };
-  s.events.push_back({p, name, us(start), std::max<int64_t>(0, us(end) - us(start)), thread_number()});
+  s.events.push_back(
+      {p, name, us(start), std::max<int64_t>(0, us(end) - us(start)), thread_number()});
 }
 
 namespace {

@@ -11,7 +11,8 @@ LstmRun lstm_direction(const Tensor& gis, Tensor h, Tensor c, const Tensor& w_hh
   if (gis.dim() != 3 || w_hh.dim() != 2 || gis.size(2) != w_hh.size(0) ||
       w_hh.size(0) != 4 * w_hh.size(1))
     fail(ErrorKind::Runtime, "lstm: gates of shape ", shape_str(gis.shape()),
-         " do not match w_hh of shape ", shape_str(w_hh.shape()), " (expected [L, N, 4H], [4H, H])");
+         " do not match w_hh of shape ", shape_str(w_hh.shape()),
+         " (expected [L, N, 4H], [4H, H])");
   const int64_t L = gis.size(0);
   // Transposed once for every step (the Python loop's F.linear transposed it per step).
   const Tensor w_t = w_hh.transpose(0, 1);

@@ -9,9 +9,9 @@
 
 namespace lt {
 namespace {
-// The list's own lock, not runtime_mutex(): every traced op takes it twice (its new tensor is added,
-// the tensor it replaces removed), and the uncontended recursive pthread mutex cost ~8% of the
-// per-op tracing time. It guards the few pointer updates below and nothing inside calls out (a
+// The list's own lock, not runtime_mutex(): every traced op takes it twice (its new tensor is
+// added, the tensor it replaces removed), and the uncontended recursive pthread mutex cost ~8% of
+// the per-op tracing time. It guards the few pointer updates below and nothing inside calls out (a
 // tensor dropped while it is held would re-enter through ~TensorImpl), so a spin lock suffices.
 class ListLock {
  public:
@@ -41,8 +41,10 @@ void registry_add(TensorImpl* t) {
   t->owner = std::this_thread::get_id();
   t->prev = g_tail;
   t->next = nullptr;
-  if (g_tail) g_tail->next = t;
-  else g_head = t;
+  if (g_tail)
+    g_tail->next = t;
+  else
+    g_head = t;
   g_tail = t;
 }
 
@@ -50,10 +52,14 @@ void registry_remove(TensorImpl* t) {
   std::lock_guard<ListLock> g(g_list_lock);
   if (!t->registered) return;
   t->registered = false;
-  if (t->prev) t->prev->next = t->next;
-  else g_head = t->next;
-  if (t->next) t->next->prev = t->prev;
-  else g_tail = t->prev;
+  if (t->prev)
+    t->prev->next = t->next;
+  else
+    g_head = t->next;
+  if (t->next)
+    t->next->prev = t->prev;
+  else
+    g_tail = t->prev;
   t->prev = t->next = nullptr;
 }
 

@@ -64,7 +64,8 @@ std::vector<std::shared_ptr<TensorImpl>> tensors_sharing_work(
   for (auto& t : registry_snapshot(/*this_thread_only=*/true)) {
     // A base only its views hold (`out.reshape(...)` returned, its base a temporary): the views
     // carry the values; the base is computed from its graph only if a view is ever written.
-    if (asked.count(t.get()) || t.use_count() == 1 + t->view_refs.load(std::memory_order_relaxed)) continue;
+    if (asked.count(t.get()) || t.use_count() == 1 + t->view_refs.load(std::memory_order_relaxed))
+      continue;
     ensure_fresh(*t);
     if (t->pending && reaches_work(t->pending.get())) out.push_back(std::move(t));
   }

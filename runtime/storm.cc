@@ -20,7 +20,9 @@ struct Site {
   bool warned = false;
 };
 
-std::string sig_str(const InputSig& s) { return std::string(dtype_name(s.dtype)) + shape_str(s.shape); }
+std::string sig_str(const InputSig& s) {
+  return std::string(dtype_name(s.dtype)) + shape_str(s.shape);
+}
 
 }  // namespace
 
@@ -40,18 +42,22 @@ std::optional<std::string> note_compile(int32_t site_id, const Graph& g, int lim
                     " distinct graphs; ";
   for (size_t i = 0; i < std::min(s.last.size(), s.previous.size()); ++i)
     if (s.last[i] != s.previous[i])
-      return msg + "input " + std::to_string(i) + " changed from " + sig_str(s.previous[i]) + " to " +
-             sig_str(s.last[i]) + " between the last two graphs (pad or bucket it to a fixed shape)";
+      return msg + "input " + std::to_string(i) + " changed from " + sig_str(s.previous[i]) +
+             " to " + sig_str(s.last[i]) +
+             " between the last two graphs (pad or bucket it to a fixed shape)";
   if (s.last.size() != s.previous.size())
     return msg + "the number of inputs changed from " + std::to_string(s.previous.size()) + " to " +
            std::to_string(s.last.size());
-  const std::string sizes = " (" + std::to_string(s.previous_nodes) + " then " + std::to_string(s.last_nodes) + " nodes)";
+  const std::string sizes =
+      " (" + std::to_string(s.previous_nodes) + " then " + std::to_string(s.last_nodes) + " nodes)";
   if (s.last_nodes > s.previous_nodes)
     return msg + "the graph grows from step to step with inputs of the same shapes" + sizes +
-           ": it carries work of earlier steps, a value that persists across steps is never made data "
+           ": it carries work of earlier steps, a value that persists across steps is never made "
+           "data "
            "(end the step with lt.mark_step() or an optimizer step, or read it with .item())";
   return msg + "the inputs kept their shapes but the graph changes" + sizes +
-         ": a value baked into the trace changes every step (a slice bound, a shape argument, a Python "
+         ": a value baked into the trace changes every step (a slice bound, a shape argument, a "
+         "Python "
          "number used as a constant): pass it as a tensor, or keep it fixed";
 }
 

@@ -15,15 +15,24 @@ namespace lt {
 
 const char* sync_reason_name(SyncReason r) {
   switch (r) {
-    case SyncReason::MarkStep: return "mark_step";
-    case SyncReason::Item: return "item";
-    case SyncReason::Numpy: return "numpy";
-    case SyncReason::Print: return "print";
-    case SyncReason::ToCpu: return "to_cpu";
-    case SyncReason::ToList: return "tolist";
-    case SyncReason::Sync: return "sync";
-    case SyncReason::Eager: return "eager";
-    case SyncReason::ControlFlow: return "control_flow";
+    case SyncReason::MarkStep:
+      return "mark_step";
+    case SyncReason::Item:
+      return "item";
+    case SyncReason::Numpy:
+      return "numpy";
+    case SyncReason::Print:
+      return "print";
+    case SyncReason::ToCpu:
+      return "to_cpu";
+    case SyncReason::ToList:
+      return "tolist";
+    case SyncReason::Sync:
+      return "sync";
+    case SyncReason::Eager:
+      return "eager";
+    case SyncReason::ControlFlow:
+      return "control_flow";
   }
   return "?";
 }

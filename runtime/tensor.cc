@@ -46,14 +46,16 @@ void Tensor::copy_to_host(void* dst, SyncReason reason) const {
   if (!bytes) return;
   profile::Scope transfer(profile::Phase::Transfer, "to host");
   const Storage& s = *impl_->storage;
-  if (s.buffer->on_host()) std::memcpy(dst, s.buffer->data(), bytes);
-  else get_backend(s.backend).copy_to_host(dst, *s.buffer, bytes);
+  if (s.buffer->on_host())
+    std::memcpy(dst, s.buffer->data(), bytes);
+  else
+    get_backend(s.backend).copy_to_host(dst, *s.buffer, bytes);
 }
 
 double Tensor::item(SyncReason reason) const {
   if (numel() != 1)
-    fail(ErrorKind::Runtime, "a Tensor with ", numel(), " elements cannot be converted to Scalar (shape ",
-         shape_str(shape()), ")");
+    fail(ErrorKind::Runtime, "a Tensor with ", numel(),
+         " elements cannot be converted to Scalar (shape ", shape_str(shape()), ")");
   uint64_t raw = 0;
   copy_to_host(&raw, reason);
   return load_as_double(&raw, dtype());
@@ -66,8 +68,10 @@ std::vector<T> Tensor::to_vector() const {
   std::vector<T> out(static_cast<size_t>(numel()));
   for (size_t i = 0; i < out.size(); ++i) {
     const void* p = raw.data() + i * dtype_size(dtype());
-    if constexpr (std::is_floating_point_v<T>) out[i] = static_cast<T>(load_as_double(p, dtype()));
-    else out[i] = static_cast<T>(load_as_int(p, dtype()));
+    if constexpr (std::is_floating_point_v<T>)
+      out[i] = static_cast<T>(load_as_double(p, dtype()));
+    else
+      out[i] = static_cast<T>(load_as_int(p, dtype()));
   }
   return out;
 }
@@ -116,13 +120,25 @@ Tensor Tensor::neg() const { return unary(Op::Neg, *this); }
 Tensor Tensor::reciprocal() const { return unary(Op::Recip, *this); }
 Tensor Tensor::pow(const Tensor& e) const { return lt::pow(*this, e); }
 Tensor Tensor::pow(Scalar e) const { return lt::pow(*this, e); }
-Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const { return lt::clamp(*this, lo, hi); }
+Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const {
+  return lt::clamp(*this, lo, hi);
+}
 
-Tensor Tensor::sum(std::vector<int64_t> dims, bool keepdim) const { return reduce(Op::ReduceSum, *this, dims, keepdim); }
-Tensor Tensor::mean(std::vector<int64_t> dims, bool keepdim) const { return reduce(Op::Mean, *this, dims, keepdim); }
-Tensor Tensor::amax(std::vector<int64_t> dims, bool keepdim) const { return reduce(Op::ReduceMax, *this, dims, keepdim); }
-Tensor Tensor::amin(std::vector<int64_t> dims, bool keepdim) const { return reduce(Op::ReduceMin, *this, dims, keepdim); }
-Tensor Tensor::prod(std::vector<int64_t> dims, bool keepdim) const { return reduce(Op::ReduceProd, *this, dims, keepdim); }
+Tensor Tensor::sum(std::vector<int64_t> dims, bool keepdim) const {
+  return reduce(Op::ReduceSum, *this, dims, keepdim);
+}
+Tensor Tensor::mean(std::vector<int64_t> dims, bool keepdim) const {
+  return reduce(Op::Mean, *this, dims, keepdim);
+}
+Tensor Tensor::amax(std::vector<int64_t> dims, bool keepdim) const {
+  return reduce(Op::ReduceMax, *this, dims, keepdim);
+}
+Tensor Tensor::amin(std::vector<int64_t> dims, bool keepdim) const {
+  return reduce(Op::ReduceMin, *this, dims, keepdim);
+}
+Tensor Tensor::prod(std::vector<int64_t> dims, bool keepdim) const {
+  return reduce(Op::ReduceProd, *this, dims, keepdim);
+}
 
 Tensor Tensor::reshape(std::vector<int64_t> s) const {
   return link_view(*this, lt::reshape(*this, std::move(s)), {ViewStep::Kind::Reshape});
@@ -130,15 +146,17 @@ Tensor Tensor::reshape(std::vector<int64_t> s) const {
 Tensor Tensor::view(std::vector<int64_t> s) const {
   Tensor out = lt::reshape(*this, std::move(s));
   if (!can_view_as(*impl_, out.shape()))
-    fail(ErrorKind::Runtime, "view size is not compatible with input tensor's size and stride (at least one dimension "
-         "spans across two contiguous subspaces): shape ", shape_str(shape()), " to ", shape_str(out.shape()),
-         ". Use .reshape(...) instead.");
+    fail(ErrorKind::Runtime,
+         "view size is not compatible with input tensor's size and stride (at least one dimension "
+         "spans across two contiguous subspaces): shape ",
+         shape_str(shape()), " to ", shape_str(out.shape()), ". Use .reshape(...) instead.");
   return link_view(*this, out, {ViewStep::Kind::Reshape});
 }
 Tensor Tensor::permute(std::vector<int64_t> d) const {
   IntList perm;
   for (int64_t x : d) perm.push_back(normalize_axis(x, dim(), "permute"));
-  return link_view(*this, lt::permute(*this, std::move(d)), {ViewStep::Kind::Permute, {}, std::move(perm)});
+  return link_view(*this, lt::permute(*this, std::move(d)),
+                   {ViewStep::Kind::Permute, {}, std::move(perm)});
 }
 Tensor Tensor::transpose(int64_t a, int64_t b) const {
   std::vector<int64_t> p(static_cast<size_t>(dim()));
@@ -180,7 +198,8 @@ Tensor Tensor::squeeze(std::optional<int64_t> d) const {
 Tensor Tensor::flatten(int64_t start, int64_t end) const {
   if (dim() == 0) return reshape({1});
   int64_t a = normalize_axis(start, dim(), "flatten"), b = normalize_axis(end, dim(), "flatten");
-  if (a > b) fail(ErrorKind::Runtime, "flatten() has invalid args: start_dim cannot come after end_dim");
+  if (a > b)
+    fail(ErrorKind::Runtime, "flatten() has invalid args: start_dim cannot come after end_dim");
   Shape s(shape().begin(), shape().begin() + a);
   int64_t m = 1;
   for (int64_t i = a; i <= b; ++i) m *= shape()[i];
@@ -193,14 +212,16 @@ Tensor Tensor::matmul(const Tensor& o) const { return lt::matmul(*this, o); }
 void Tensor::assign(const Tensor& v) {
   impl_or_throw(impl_);
   if (v.shape() != shape())
-    fail(ErrorKind::Runtime, "in-place update: result shape ", shape_str(v.shape()), " does not match tensor shape ",
-         shape_str(shape()), " (broadcasting cannot grow the destination)");
+    fail(ErrorKind::Runtime, "in-place update: result shape ", shape_str(v.shape()),
+         " does not match tensor shape ", shape_str(shape()),
+         " (broadcasting cannot grow the destination)");
   TensorImpl& t = *impl_;
   if (grad_enabled() && requires_grad() && is_leaf())
-    fail(ErrorKind::Runtime, "a leaf Variable that requires grad is being used in an in-place operation (shape ",
+    fail(ErrorKind::Runtime,
+         "a leaf Variable that requires grad is being used in an in-place operation (shape ",
          shape_str(shape()), "); wrap it in no_grad() or use a non-leaf copy");
   Tensor c = v.dtype() == t.dtype ? v : cast(v, t.dtype);
-  if (t.view) {  // a view, or a tensor that once was one (runtime/views.h)
+  if (t.view) {                // a view, or a tensor that once was one (runtime/views.h)
     write_through_view(t, c);  // the base and its other views change too (runtime/views.h)
     return;
   }
@@ -212,26 +233,52 @@ void Tensor::assign(const Tensor& v) {
 void Tensor::assign_result(const Tensor& v, const char* op) {
   DType src = v.dtype(), dst = dtype();
   if (src != dst && ((is_floating(src) && !is_floating(dst)) || (is_bool(dst) && !is_bool(src))))
-    fail(ErrorKind::Runtime, op, ": result type ", dtype_name(src), " can't be cast to the desired output type ",
-         dtype_name(dst), " (in-place on shape ", shape_str(shape()), ")");
+    fail(ErrorKind::Runtime, op, ": result type ", dtype_name(src),
+         " can't be cast to the desired output type ", dtype_name(dst), " (in-place on shape ",
+         shape_str(shape()), ")");
   assign(v);
 }
 
-Tensor& Tensor::operator+=(const Tensor& o) { assign_result(add(*this, o), "add_"); return *this; }
-Tensor& Tensor::operator+=(Scalar o) { assign_result(add(*this, o), "add_"); return *this; }
-Tensor& Tensor::operator-=(const Tensor& o) { assign_result(sub(*this, o), "sub_"); return *this; }
-Tensor& Tensor::operator-=(Scalar o) { assign_result(sub(*this, o), "sub_"); return *this; }
-Tensor& Tensor::operator*=(const Tensor& o) { assign_result(mul(*this, o), "mul_"); return *this; }
-Tensor& Tensor::operator*=(Scalar o) { assign_result(mul(*this, o), "mul_"); return *this; }
-Tensor& Tensor::operator/=(const Tensor& o) { assign_result(div(*this, o), "div_"); return *this; }
-Tensor& Tensor::operator/=(Scalar o) { assign_result(div(*this, o), "div_"); return *this; }
+Tensor& Tensor::operator+=(const Tensor& o) {
+  assign_result(add(*this, o), "add_");
+  return *this;
+}
+Tensor& Tensor::operator+=(Scalar o) {
+  assign_result(add(*this, o), "add_");
+  return *this;
+}
+Tensor& Tensor::operator-=(const Tensor& o) {
+  assign_result(sub(*this, o), "sub_");
+  return *this;
+}
+Tensor& Tensor::operator-=(Scalar o) {
+  assign_result(sub(*this, o), "sub_");
+  return *this;
+}
+Tensor& Tensor::operator*=(const Tensor& o) {
+  assign_result(mul(*this, o), "mul_");
+  return *this;
+}
+Tensor& Tensor::operator*=(Scalar o) {
+  assign_result(mul(*this, o), "mul_");
+  return *this;
+}
+Tensor& Tensor::operator/=(const Tensor& o) {
+  assign_result(div(*this, o), "div_");
+  return *this;
+}
+Tensor& Tensor::operator/=(Scalar o) {
+  assign_result(div(*this, o), "div_");
+  return *this;
+}
 
 std::string Tensor::str() const {
   std::vector<double> v;
   {
     std::vector<unsigned char> raw(static_cast<size_t>(numel()) * dtype_size(dtype()));
     copy_to_host(raw.data(), SyncReason::Print);
-    for (int64_t i = 0; i < numel(); ++i) v.push_back(load_as_double(raw.data() + i * dtype_size(dtype()), dtype()));
+    for (int64_t i = 0; i < numel(); ++i)
+      v.push_back(load_as_double(raw.data() + i * dtype_size(dtype()), dtype()));
   }
   std::ostringstream os;
   os << "tensor(";
@@ -239,9 +286,12 @@ std::string Tensor::str() const {
   // Nested brackets, row-major.
   std::function<void(size_t, int64_t)> rec = [&](size_t d, int64_t off) {
     if (d == s.size()) {
-      if (is_floating(dtype())) os << v[off];
-      else if (is_bool(dtype())) os << (v[off] != 0 ? "True" : "False");
-      else os << static_cast<int64_t>(v[off]);
+      if (is_floating(dtype()))
+        os << v[off];
+      else if (is_bool(dtype()))
+        os << (v[off] != 0 ? "True" : "False");
+      else
+        os << static_cast<int64_t>(v[off]);
       return;
     }
     int64_t stride = 1;
@@ -253,10 +303,13 @@ std::string Tensor::str() const {
     }
     os << "]";
   };
-  if (numel() == 0) os << "[]";
-  else rec(0, 0);
+  if (numel() == 0)
+    os << "[]";
+  else
+    rec(0, 0);
   if (device() != kCPU) os << ", device='" << device().str() << "'";
-  if (dtype() != DType::Float32 && dtype() != DType::Int64 && dtype() != DType::Bool) os << ", dtype=" << dtype_name(dtype());
+  if (dtype() != DType::Float32 && dtype() != DType::Int64 && dtype() != DType::Bool)
+    os << ", dtype=" << dtype_name(dtype());
   os << ")";
   return os.str();
 }

@@ -38,7 +38,8 @@ EagerComposite::~EagerComposite() { t_composite_depth -= g_eager_fuse; }
 void eager_composite_enter() { t_composite_depth += g_eager_fuse; }
 void eager_composite_exit(const std::vector<Tensor>& results) {
   if (!g_eager_fuse) return;
-  if (t_composite_depth <= 0) fail(ErrorKind::Runtime, "internal: eager composite exit without enter");
+  if (t_composite_depth <= 0)
+    fail(ErrorKind::Runtime, "internal: eager composite exit without enter");
   struct Leave {
     ~Leave() { --t_composite_depth; }
   } leave;
@@ -72,7 +73,8 @@ std::shared_ptr<TensorImpl> make_tensor(NodePtr node, const Device& device) {
   return t;
 }
 
-std::shared_ptr<TensorImpl> make_data_tensor(std::shared_ptr<Storage> s, DType dtype, Shape shape, const Device& d) {
+std::shared_ptr<TensorImpl> make_data_tensor(std::shared_ptr<Storage> s, DType dtype, Shape shape,
+                                             const Device& d) {
   auto t = make_pooled<TensorImpl>();
   t->device = d;
   t->dtype = dtype;
@@ -105,8 +107,10 @@ void rebind(TensorImpl& t, const Tensor& v, bool history) {
   t.storage = src.storage;
   t.pending = src.pending;
   t.leaf.reset();
-  if (t.pending) registry_add(&t);
-  else registry_remove(&t);
+  if (t.pending)
+    registry_add(&t);
+  else
+    registry_remove(&t);
 }
 
 }  // namespace lt

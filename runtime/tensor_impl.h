@@ -91,7 +91,8 @@ class EagerComposite {
 // results to compute (exit finishes them when it closes the outermost scope).
 void eager_composite_enter();
 void eager_composite_exit(const std::vector<Tensor>& results);
-std::shared_ptr<TensorImpl> make_data_tensor(std::shared_ptr<Storage> s, DType t, Shape shape, const Device& d);
+std::shared_ptr<TensorImpl> make_data_tensor(std::shared_ptr<Storage> s, DType t, Shape shape,
+                                             const Device& d);
 // The node standing for a tensor: its pending IR or a leaf over its data.
 NodePtr node_of(TensorImpl& t);
 

@@ -18,7 +18,8 @@ IntList dense_strides(const Shape& s) {
 
 // PyTorch's computeStride: the strides of `to` over memory laid out as (from, strides), or none
 // when some new dimension would span two non-contiguous chunks.
-std::optional<IntList> reshaped_strides(const Shape& from, const IntList& strides, const Shape& to) {
+std::optional<IntList> reshaped_strides(const Shape& from, const IntList& strides,
+                                        const Shape& to) {
   if (numel(from) == 0 || from.empty()) return dense_strides(to);
   IntList out(to.size(), 1);
   int64_t view_d = static_cast<int64_t>(to.size()) - 1;
@@ -50,17 +51,23 @@ const Shape& step_out_shape(const ViewLink& link, size_t i, const Shape& final_s
 // One step forward, with node-level ops (no links: these values are internal).
 Tensor apply_step(const Tensor& x, const ViewStep& s, const Shape& out_shape) {
   switch (s.kind) {
-    case ViewStep::Kind::Alias: return x;
-    case ViewStep::Kind::Reshape: return reshape_to(x, out_shape);
-    case ViewStep::Kind::Permute: return permute(x, std::vector<int64_t>(s.ints.begin(), s.ints.end()));
-    case ViewStep::Kind::Expand: return expand(x, std::vector<int64_t>(out_shape.begin(), out_shape.end()));
-    case ViewStep::Kind::Slice: return slice_dim_prim(x, s.ints[0], s.ints[1], s.ints[2], s.ints[3]);
+    case ViewStep::Kind::Alias:
+      return x;
+    case ViewStep::Kind::Reshape:
+      return reshape_to(x, out_shape);
+    case ViewStep::Kind::Permute:
+      return permute(x, std::vector<int64_t>(s.ints.begin(), s.ints.end()));
+    case ViewStep::Kind::Expand:
+      return expand(x, std::vector<int64_t>(out_shape.begin(), out_shape.end()));
+    case ViewStep::Kind::Slice:
+      return slice_dim_prim(x, s.ints[0], s.ints[1], s.ints[2], s.ints[3]);
   }
   return x;
 }
 
 // `v` (shape [..., count, ...] along dim) spread `step` apart and padded to `n` from `start`.
-Tensor place_along(const Tensor& v, int64_t dim, int64_t start, int64_t step, int64_t count, int64_t n) {
+Tensor place_along(const Tensor& v, int64_t dim, int64_t start, int64_t step, int64_t count,
+                   int64_t n) {
   Tensor t = v;
   if (step > 1 && count > 1) {
     Shape s = t.shape();
@@ -77,16 +84,20 @@ Tensor place_along(const Tensor& v, int64_t dim, int64_t start, int64_t step, in
 // The parent's new value once `value` is written into the part of it that step `s` reads.
 Tensor scatter_step(const Tensor& parent, const Tensor& value, const ViewStep& s) {
   switch (s.kind) {
-    case ViewStep::Kind::Alias: return value;
-    case ViewStep::Kind::Reshape: return reshape_to(value, s.in_shape);
+    case ViewStep::Kind::Alias:
+      return value;
+    case ViewStep::Kind::Reshape:
+      return reshape_to(value, s.in_shape);
     case ViewStep::Kind::Permute: {
       std::vector<int64_t> inv(s.ints.size());
       for (size_t i = 0; i < s.ints.size(); ++i) inv[s.ints[i]] = static_cast<int64_t>(i);
       return permute(value, inv);
     }
     case ViewStep::Kind::Expand:
-      fail(ErrorKind::Runtime, "not implemented: an in-place write through an expanded view (expanded from ",
-           shape_str(s.in_shape), " to ", shape_str(value.shape()), ") on every backend; clone() it first");
+      fail(ErrorKind::Runtime,
+           "not implemented: an in-place write through an expanded view (expanded from ",
+           shape_str(s.in_shape), " to ", shape_str(value.shape()),
+           ") on every backend; clone() it first");
     case ViewStep::Kind::Slice: {
       const int64_t dim = s.ints[0], start = s.ints[1], step = s.ints[2], count = s.ints[3];
       const int64_t n = s.in_shape[dim];
@@ -95,7 +106,8 @@ Tensor scatter_step(const Tensor& parent, const Tensor& value, const ViewStep& s
       Tensor placed = place_along(value, dim, start, step, count, n);
       Shape ones_shape(s.in_shape.size(), 1);
       ones_shape[dim] = count;
-      Tensor mask = place_along(ones(ones_shape, DType::Int32, parent.device()), dim, start, step, count, n);
+      Tensor mask =
+          place_along(ones(ones_shape, DType::Int32, parent.device()), dim, start, step, count, n);
       return where(ne(mask, Scalar(int64_t{0})), placed, parent);
     }
   }
@@ -117,7 +129,9 @@ void ViewLink::drop_base() {
   base.reset();
 }
 
-IntList view_strides(const TensorImpl& t) { return t.view ? t.view->strides : dense_strides(t.shape); }
+IntList view_strides(const TensorImpl& t) {
+  return t.view ? t.view->strides : dense_strides(t.shape);
+}
 
 bool is_contiguous(const TensorImpl& t) {
   if (!t.view || numel(t.shape) == 0) return true;
@@ -128,7 +142,8 @@ bool is_contiguous(const TensorImpl& t) {
 }
 
 bool can_view_as(const TensorImpl& t, const Shape& shape) {
-  return numel(shape) == numel(t.shape) && reshaped_strides(t.shape, view_strides(t), shape).has_value();
+  return numel(shape) == numel(t.shape) &&
+         reshaped_strides(t.shape, view_strides(t), shape).has_value();
 }
 
 Tensor link_view(const Tensor& src, const Tensor& out, ViewStep step) {
@@ -139,7 +154,9 @@ Tensor link_view(const Tensor& src, const Tensor& out, ViewStep step) {
   IntList st = view_strides(s);
   link->offset = s.view ? s.view->offset : 0;
   switch (step.kind) {
-    case ViewStep::Kind::Alias: link->strides = st; break;
+    case ViewStep::Kind::Alias:
+      link->strides = st;
+      break;
     case ViewStep::Kind::Reshape: {
       auto r = reshaped_strides(s.shape, st, o.shape);
       if (!r) return out;  // PyTorch's reshape copies here: `out` is a value of its own
@@ -186,9 +203,12 @@ void refresh_view(TensorImpl& t) {
   {
     std::optional<NoGradGuard> no_grad;
     std::optional<EnableGradGuard> with_grad;
-    if (link.detached || !link.grad) no_grad.emplace();
-    else with_grad.emplace();
-    for (size_t i = 0; i < link.steps.size(); ++i) x = apply_step(x, link.steps[i], step_out_shape(link, i, t.shape));
+    if (link.detached || !link.grad)
+      no_grad.emplace();
+    else
+      with_grad.emplace();
+    for (size_t i = 0; i < link.steps.size(); ++i)
+      x = apply_step(x, link.steps[i], step_out_shape(link, i, t.shape));
     rebind(t, x, /*history=*/!link.detached);
   }
   link.seen = link.base->version;
@@ -197,8 +217,10 @@ void refresh_view(TensorImpl& t) {
 void write_through_view(TensorImpl& t, const Tensor& value) {
   ViewLink& link = *t.view;
   if (has_overlap(t.shape, link.strides))
-    fail(ErrorKind::Runtime, "unsupported operation: more than one element of the written-to tensor (shape ",
-         shape_str(t.shape), ", an expanded view) refers to a single memory location. Please clone() the tensor "
+    fail(ErrorKind::Runtime,
+         "unsupported operation: more than one element of the written-to tensor (shape ",
+         shape_str(t.shape),
+         ", an expanded view) refers to a single memory location. Please clone() the tensor "
          "before performing the operation.");
   if (link.base && link.base.use_count() == 1) link.drop_base();  // only this view held it
   if (!link.base) {  // nothing else sees the base: a plain in-place update (e.g. a Parameter's)
@@ -207,10 +229,13 @@ void write_through_view(TensorImpl& t, const Tensor& value) {
     return;
   }
   TensorImpl& base = *link.base;
-  const bool base_is_leaf = base.autograd && base.autograd->requires_grad && !base.autograd->grad_fn;
+  const bool base_is_leaf =
+      base.autograd && base.autograd->requires_grad && !base.autograd->grad_fn;
   if (!link.detached && grad_enabled() && base_is_leaf)
-    fail(ErrorKind::Runtime, "a view of a leaf Variable that requires grad is being used in an in-place operation "
-         "(view shape ", shape_str(t.shape), ", leaf shape ", shape_str(base.shape), ")");
+    fail(ErrorKind::Runtime,
+         "a view of a leaf Variable that requires grad is being used in an in-place operation "
+         "(view shape ",
+         shape_str(t.shape), ", leaf shape ", shape_str(base.shape), ")");
   std::optional<NoGradGuard> no_grad;
   if (link.detached) no_grad.emplace();
   // The chain's intermediate values, base first, then the write carried back up through them.

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "ir/error.h"
-#include "runtime/autograd.h"
 #include "runtime/attention.h"
+#include "runtime/autograd.h"
 #include "runtime/conv.h"
 #include "runtime/indexing.h"
 #include "runtime/ops.h"
@@ -22,7 +22,8 @@ std::vector<int64_t> to_vec(const Shape& s) { return std::vector<int64_t>(s.begi
 
 std::vector<int64_t> norm_axes(const Attrs& a, size_t rank) {
   std::vector<int64_t> r;
-  for (auto x : a.ints) r.push_back(rank ? normalize_axis(x, static_cast<int64_t>(rank), "vjp") : 0);
+  for (auto x : a.ints)
+    r.push_back(rank ? normalize_axis(x, static_cast<int64_t>(rank), "vjp") : 0);
   return rank ? r : std::vector<int64_t>{};
 }
 
@@ -55,7 +56,8 @@ Grads matmul_vjp(const VjpCtx& c, const Tensor& g) {
     // A weight shared by every row of a batched input (x [.., T, K] @ W [K, N]): its gradient is
     // one GEMM over all rows, x^T [K, rows] @ g [rows, N], not a batch of products summed after.
     const int64_t k = a2.size(-1);
-    gb = matmul(a2.reshape({-1, k}).transpose(0, 1), g2.reshape({-1, g2.size(-1)})).reshape(to_vec(b.shape()));
+    gb = matmul(a2.reshape({-1, k}).transpose(0, 1), g2.reshape({-1, g2.size(-1)}))
+             .reshape(to_vec(b.shape()));
   } else {
     gb = unbroadcast(matmul(a2.transpose(-1, -2), g2), b2.shape()).reshape(to_vec(b.shape()));
   }
@@ -86,10 +88,12 @@ Grads layer_norm_vjp(const VjpCtx& c, const Tensor& g) {
 // general case is a scatter_add into zeros (accumulating duplicates, e.g. embedding rows).
 Grads gather_vjp(const VjpCtx& c, const Tensor& g) {
   const Shape& in = c.inputs[0].shape();
-  const int64_t axis = normalize_axis(c.attrs.ints.at(0), static_cast<int64_t>(in.size()), "gather");
+  const int64_t axis =
+      normalize_axis(c.attrs.ints.at(0), static_cast<int64_t>(in.size()), "gather");
   Tensor index = c.x(1);
   bool pick = index.shape()[axis] == 1;
-  for (size_t d = 0; d < in.size(); ++d) pick &= static_cast<int64_t>(d) == axis || index.shape()[d] == in[d];
+  for (size_t d = 0; d < in.size(); ++d)
+    pick &= static_cast<int64_t>(d) == axis || index.shape()[d] == in[d];
   if (pick) {
     std::vector<int64_t> along(in.size(), 1);
     along[axis] = in[axis];
@@ -103,7 +107,8 @@ Grads gather_vjp(const VjpCtx& c, const Tensor& g) {
 // positions beyond the index's extent were not added: zero).
 Grads scatter_add_vjp(const VjpCtx& c, const Tensor& g) {
   const Shape& src = c.inputs[2].shape();
-  const int64_t axis = normalize_axis(c.attrs.ints.at(0), static_cast<int64_t>(src.size()), "scatter_add");
+  const int64_t axis =
+      normalize_axis(c.attrs.ints.at(0), static_cast<int64_t>(src.size()), "scatter_add");
   Tensor index = c.x(1);
   Tensor gs = gather_node(g, axis, index);
   std::vector<int64_t> pads;
@@ -115,7 +120,8 @@ Grads scatter_add_vjp(const VjpCtx& c, const Tensor& g) {
   return {g, Tensor(), padded ? pad(gs, pads) : gs};
 }
 
-// The gradient of a strided slice: g placed back at the positions it was read from, zeros elsewhere.
+// The gradient of a strided slice: g placed back at the positions it was read from, zeros
+// elsewhere.
 Grads slice_vjp(const VjpCtx& c, const Tensor& g) {
   const Shape& in = c.inputs[0].shape();
   const auto& s = c.attrs.ints;
@@ -169,7 +175,8 @@ Grads prod_vjp(const VjpCtx& c, const Tensor& g) {
   Tensor zeros_in_group = cast(is_zero, DType::Int64).sum(ax, true);
   Tensor nonzero = where(is_zero, Scalar(1.0), x);
   Tensor gp = expand_back(g, in, c.attrs) * nonzero.prod(ax, true);  // times the nonzero product
-  Tensor at_single_zero = where(logical_and(is_zero, eq(zeros_in_group, Scalar(1))), gp, Scalar(0.0));
+  Tensor at_single_zero =
+      where(logical_and(is_zero, eq(zeros_in_group, Scalar(1))), gp, Scalar(0.0));
   return {where(eq(zeros_in_group, Scalar(0)), gp / nonzero, at_single_zero)};
 }
 
@@ -183,27 +190,59 @@ const std::map<Op, VjpRule>& rules() {
       {Op::Sqrt, [](C c, G g) { return Grads{g / (c.y() * 2.0)}; }},
       {Op::Sin, [](C c, G g) { return Grads{g * c.x(0).cos()}; }},
       {Op::Cos, [](C c, G g) { return Grads{-(g * c.x(0).sin())}; }},
-      {Op::Tanh, [](C c, G g) { Tensor y = c.y(); return Grads{g * (1.0 - y * y)}; }},
-      {Op::Erf, [](C c, G g) { Tensor x = c.x(0); return Grads{g * (x * x * -1.0).exp() * M_2_SQRTPI}; }},
+      {Op::Tanh,
+       [](C c, G g) {
+         Tensor y = c.y();
+         return Grads{g * (1.0 - y * y)};
+       }},
+      {Op::Erf,
+       [](C c, G g) {
+         Tensor x = c.x(0);
+         return Grads{g * (x * x * -1.0).exp() * M_2_SQRTPI};
+       }},
       {Op::Abs, [](C c, G g) { return Grads{g * sign(c.x(0))}; }},
       {Op::Floor, [](C c, G g) { return Grads{zeros_like(g)}; }},
-      {Op::Recip, [](C c, G g) { Tensor y = c.y(); return Grads{-(g * y * y)}; }},
-      {Op::Add, [](C, G g) { return Grads{g, g}; }},
-      {Op::Sub, [](C, G g) { return Grads{g, -g}; }},
-      {Op::Mul, [](C c, G g) { return Grads{g * c.x(1), g * c.x(0)}; }},
-      {Op::Div, [](C c, G g) { Tensor b = c.x(1); return Grads{g / b, -(g * c.y() / b)}; }},
+      {Op::Recip,
+       [](C c, G g) {
+         Tensor y = c.y();
+         return Grads{-(g * y * y)};
+       }},
+      {Op::Add,
+       [](C, G g) {
+         return Grads{g, g};
+       }},
+      {Op::Sub,
+       [](C, G g) {
+         return Grads{g, -g};
+       }},
+      {Op::Mul,
+       [](C c, G g) {
+         return Grads{g * c.x(1), g * c.x(0)};
+       }},
+      {Op::Div,
+       [](C c, G g) {
+         Tensor b = c.x(1);
+         return Grads{g / b, -(g * c.y() / b)};
+       }},
       {Op::Pow,
        [](C c, G g) {
          Tensor a = c.x(0), b = c.x(1), y = c.y();
          // d/db a^b = a^b log a; defined as 0 where a <= 0 (PyTorch masks the base-zero case).
-         Tensor gb = where(gt(a, 0.0), g * y * where(gt(a, 0.0), a, ones_like(a)).log(), zeros_like(y));
+         Tensor gb =
+             where(gt(a, 0.0), g * y * where(gt(a, 0.0), a, ones_like(a)).log(), zeros_like(y));
          return Grads{g * b * pow(a, b - 1.0), gb};
        }},
       // floor_divide is a step function: zero almost everywhere (PyTorch raises on its backward).
-      {Op::FloorDiv, [](C, G g) { return Grads{zeros_like(g), zeros_like(g)}; }},
-      // a - b * floor(a / b) and a - b * trunc(a / b): torch's (1, -floor(a/b)) and (1, -trunc(a/b)).
+      {Op::FloorDiv,
+       [](C, G g) {
+         return Grads{zeros_like(g), zeros_like(g)};
+       }},
+      // a - b * floor(a / b) and a - b * trunc(a / b): torch's (1, -floor(a/b)) and (1,
+      // -trunc(a/b)).
       {Op::Remainder,
-       [](C c, G g) { return Grads{g, -(g * floor_divide(c.x(0), c.x(1)))}; }},
+       [](C c, G g) {
+         return Grads{g, -(g * floor_divide(c.x(0), c.x(1)))};
+       }},
       {Op::Fmod,
        [](C c, G g) {
          Tensor q = c.x(0) / c.x(1);
@@ -213,7 +252,8 @@ const std::map<Op, VjpRule>& rules() {
       {Op::Maximum,
        [](C c, G g) {
          Tensor a = c.x(0), b = c.x(1);
-         Tensor m = mask(gt(a, b), g.dtype()) + mask(eq(a, b), g.dtype()) * 0.5;  // ties split evenly
+         Tensor m =
+             mask(gt(a, b), g.dtype()) + mask(eq(a, b), g.dtype()) * 0.5;  // ties split evenly
          return Grads{g * m, g * (1.0 - m)};
        }},
       {Op::Minimum,
@@ -236,7 +276,8 @@ const std::map<Op, VjpRule>& rules() {
       {Op::Mean,
        [](C c, G g) {
          const Shape& in = c.inputs[0].shape();
-         return Grads{expand_back(g, in, c.attrs) / static_cast<double>(std::max<int64_t>(1, reduced_count(in, c.attrs)))};
+         return Grads{expand_back(g, in, c.attrs) /
+                      static_cast<double>(std::max<int64_t>(1, reduced_count(in, c.attrs)))};
        }},
       {Op::ReduceMax, nullptr},  // filled below (shared with ReduceMin)
       {Op::ReduceProd, prod_vjp},
@@ -261,8 +302,16 @@ const std::map<Op, VjpRule>& rules() {
       {Op::AttentionGradK, attention_prim_vjp},
       {Op::AttentionGradV, attention_prim_vjp},
       {Op::Relu, [](C c, G g) { return Grads{g * mask(gt(c.x(0), 0.0), g.dtype())}; }},
-      {Op::Sigmoid, [](C c, G g) { Tensor y = c.y(); return Grads{g * y * (1.0 - y)}; }},
-      {Op::Rsqrt, [](C c, G g) { Tensor y = c.y(); return Grads{g * y * y * y * -0.5}; }},
+      {Op::Sigmoid,
+       [](C c, G g) {
+         Tensor y = c.y();
+         return Grads{g * y * (1.0 - y)};
+       }},
+      {Op::Rsqrt,
+       [](C c, G g) {
+         Tensor y = c.y();
+         return Grads{g * y * y * y * -0.5};
+       }},
       {Op::Silu,
        [](C c, G g) {
          Tensor x = c.x(0), s = x.sigmoid();
@@ -279,7 +328,8 @@ const std::map<Op, VjpRule>& rules() {
       {Op::LogSumExp,
        [](C c, G g) {
          const Shape& in = c.inputs[0].shape();
-         return Grads{expand_back(g, in, c.attrs) * (c.x(0) - expand_back(c.y(), in, c.attrs)).exp()};
+         return Grads{expand_back(g, in, c.attrs) *
+                      (c.x(0) - expand_back(c.y(), in, c.attrs)).exp()};
        }},
       {Op::Var,
        [](C c, G g) {
@@ -338,7 +388,8 @@ Saved::Saved(const NodePtr& node, const Device& device, bool live) : device_(dev
 
 Tensor Saved::get() const {
   if (value_) {
-    if (value_->storage) return Tensor(make_data_tensor(value_->storage, value_->dtype, value_->shape, device_));
+    if (value_->storage)
+      return Tensor(make_data_tensor(value_->storage, value_->dtype, value_->shape, device_));
     return Tensor(make_tensor(value_->pending, device_));
   }
   if (!leaf_) return Tensor();
@@ -355,10 +406,10 @@ DType Saved::dtype() const { return value_ ? value_->dtype : leaf_->dtype; }
 bool non_differentiable(Op op) {
   OpClass c = op_info(op).cls;
   // Bitwise ops take integers and bools only, which never require grad.
-  const bool bitwise = op == Op::BitAnd || op == Op::BitOr || op == Op::BitXor || op == Op::BitNot ||
-                       op == Op::Shl || op == Op::Shr;
-  return c == OpClass::Compare || c == OpClass::Logical || c == OpClass::Predicate1 || c == OpClass::Rand ||
-         c == OpClass::Leaf || bitwise;
+  const bool bitwise = op == Op::BitAnd || op == Op::BitOr || op == Op::BitXor ||
+                       op == Op::BitNot || op == Op::Shl || op == Op::Shr;
+  return c == OpClass::Compare || c == OpClass::Logical || c == OpClass::Predicate1 ||
+         c == OpClass::Rand || c == OpClass::Leaf || bitwise;
 }
 
 const VjpRule* vjp_rule(Op op) {
@@ -380,29 +431,58 @@ constexpr unsigned kAll = 0xffu;
 unsigned reads_of(Op op, const std::vector<bool>& needs_grad) {
   auto needs = [&](size_t i) { return i >= needs_grad.size() || needs_grad[i]; };
   switch (op) {
-    case Op::Neg: case Op::Add: case Op::Sub: case Op::Floor: case Op::Cast: case Op::ReduceSum:
-    case Op::Mean: case Op::Reshape: case Op::Permute: case Op::Expand: case Op::Slice:
+    case Op::Neg:
+    case Op::Add:
+    case Op::Sub:
+    case Op::Floor:
+    case Op::Cast:
+    case Op::ReduceSum:
+    case Op::Mean:
+    case Op::Reshape:
+    case Op::Permute:
+    case Op::Expand:
+    case Op::Slice:
     case Op::FloorDiv:
       return 0;
-    case Op::Exp: case Op::Sqrt: case Op::Tanh: case Op::Recip: case Op::Sigmoid: case Op::Rsqrt:
-    case Op::Softmax: case Op::LogSoftmax:
+    case Op::Exp:
+    case Op::Sqrt:
+    case Op::Tanh:
+    case Op::Recip:
+    case Op::Sigmoid:
+    case Op::Rsqrt:
+    case Op::Softmax:
+    case Op::LogSoftmax:
       return kOut;
-    case Op::Log: case Op::Sin: case Op::Cos: case Op::Erf: case Op::Abs: case Op::Relu:
-    case Op::Silu: case Op::Gelu: case Op::Var: case Op::ReduceProd: case Op::Where:
+    case Op::Log:
+    case Op::Sin:
+    case Op::Cos:
+    case Op::Erf:
+    case Op::Abs:
+    case Op::Relu:
+    case Op::Silu:
+    case Op::Gelu:
+    case Op::Var:
+    case Op::ReduceProd:
+    case Op::Where:
       return 1u;
     case Op::Mul:  // each operand's gradient reads only the other one
       return (needs(1) ? 1u : 0u) | (needs(0) ? 2u : 0u);
     case Op::Matmul:  // as Mul: d/da reads b, d/db reads a
       return (needs(1) ? 1u : 0u) | (needs(0) ? 2u : 0u);
-    case Op::Gather: case Op::ScatterAdd:  // the index alone
+    case Op::Gather:
+    case Op::ScatterAdd:  // the index alone
       return 2u;
-    case Op::Maximum: case Op::Minimum:
+    case Op::Maximum:
+    case Op::Minimum:
       return 1u | 2u;
-    case Op::Remainder: case Op::Fmod:  // d/da is g; d/db reads both operands
+    case Op::Remainder:
+    case Op::Fmod:  // d/da is g; d/db reads both operands
       return needs(1) ? 1u | 2u : 0u;
     case Op::Div:  // a / b: d/da reads b; d/db reads b and the output
       return 2u | (needs(1) ? kOut : 0u);
-    case Op::LogSumExp: case Op::ReduceMax: case Op::ReduceMin:
+    case Op::LogSumExp:
+    case Op::ReduceMax:
+    case Op::ReduceMin:
       return 1u | kOut;
     default:
       return kAll;
@@ -441,7 +521,8 @@ void record_op(Op op, const Attrs& attrs, const Tensor& out, const NodeList& ope
   for (size_t i = 0; i < operands.size(); ++i)
     ctx->inputs.emplace_back(operands[i], dev, (reads >> std::min<size_t>(i, 6)) & 1u);
   ctx->output = Saved(out.node(), dev, (reads & kOut) != 0);
-  record(out, sources, backward_name(op), [ctx, rule](const Tensor& g) { return (*rule)(*ctx, g); });
+  record(out, sources, backward_name(op),
+         [ctx, rule](const Tensor& g) { return (*rule)(*ctx, g); });
 }
 
 }  // namespace lt

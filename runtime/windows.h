@@ -28,7 +28,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Te
               std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
 // The sliding-window + im2col GEMM form of conv2d over a checked 4-D input: what conv2d traces on
 // backends without a convolution library (runtime/conv.h decides).
-Tensor conv2d_windows(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvParams& p);
+Tensor conv2d_windows(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                      const ConvParams& p);
 Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
               int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
 

@@ -16,13 +16,15 @@
 namespace {
 
 int usage(FILE* out) {
-  std::fprintf(out,
-               "usage: lazytensor <command> [args]\n"
-               "  replay FILE.json [--backend reference|cpu|cuda] [--check] [--tol 1e-5]\n"
-               "  bisect FILE.json [--backend cpu|cuda] [--tol 1e-5]   first node where the backend diverges\n"
-               "  show FILE.json [--format text|dot]\n"
-               "  cache info|clear\n"
-               "  backends                                          backends built into this binary\n");
+  std::fprintf(
+      out,
+      "usage: lazytensor <command> [args]\n"
+      "  replay FILE.json [--backend reference|cpu|cuda] [--check] [--tol 1e-5]\n"
+      "  bisect FILE.json [--backend cpu|cuda] [--tol 1e-5]   first node where the backend "
+      "diverges\n"
+      "  show FILE.json [--format text|dot]\n"
+      "  cache info|clear\n"
+      "  backends                                          backends built into this binary\n");
   return out == stdout ? 0 : 2;
 }
 
@@ -40,17 +42,24 @@ Args parse(int argc, char** argv, int from) {
       if (i + 1 >= argc) lt::fail(lt::ErrorKind::Value, flag, " needs a value");
       return argv[++i];
     };
-    if (s == "--backend") a.backend = value("--backend");
-    else if (s == "--format") a.format = value("--format");
-    else if (s == "--check") a.check = true;
+    if (s == "--backend")
+      a.backend = value("--backend");
+    else if (s == "--format")
+      a.format = value("--format");
+    else if (s == "--check")
+      a.check = true;
     else if (s == "--tol") {
       std::string v = value("--tol");
       char* end = nullptr;
       a.tol = std::strtod(v.c_str(), &end);
-      if (!end || *end || !(a.tol >= 0)) lt::fail(lt::ErrorKind::Value, "--tol: not a non-negative number: ", v);
-    } else if (!s.empty() && s[0] == '-') lt::fail(lt::ErrorKind::Value, "unknown option ", s);
-    else if (a.file.empty()) a.file = s;
-    else lt::fail(lt::ErrorKind::Value, "unexpected argument ", s);
+      if (!end || *end || !(a.tol >= 0))
+        lt::fail(lt::ErrorKind::Value, "--tol: not a non-negative number: ", v);
+    } else if (!s.empty() && s[0] == '-')
+      lt::fail(lt::ErrorKind::Value, "unknown option ", s);
+    else if (a.file.empty())
+      a.file = s;
+    else
+      lt::fail(lt::ErrorKind::Value, "unexpected argument ", s);
   }
   if (a.file.empty()) lt::fail(lt::ErrorKind::Value, "missing FILE.json");
   if (a.backend != "reference" && a.backend != "cpu" && a.backend != "cuda")
@@ -63,13 +72,17 @@ int show(const Args& a) {
   if (!in) lt::fail(lt::ErrorKind::Value, "cannot open ", a.file);
   std::string text((std::istreambuf_iterator<char>(in)), {});
   struct NoData : lt::LeafData {};
-  auto t = lt::trace_from_json(text, [](const lt::TraceInput&) { return std::make_shared<NoData>(); });
+  auto t =
+      lt::trace_from_json(text, [](const lt::TraceInput&) { return std::make_shared<NoData>(); });
   std::vector<const lt::Node*> roots;
   for (auto& r : t.roots) roots.push_back(r.get());
   lt::Graph g = lt::collect_graph(roots);
-  if (a.format == "dot") std::fputs(lt::graph_dot(g).c_str(), stdout);
-  else if (a.format == "text") std::fputs(lt::graph_text(g).c_str(), stdout);
-  else lt::fail(lt::ErrorKind::Value, "--format must be text or dot, not ", a.format);
+  if (a.format == "dot")
+    std::fputs(lt::graph_dot(g).c_str(), stdout);
+  else if (a.format == "text")
+    std::fputs(lt::graph_text(g).c_str(), stdout);
+  else
+    lt::fail(lt::ErrorKind::Value, "--format must be text or dot, not ", a.format);
   return 0;
 }
 

@@ -7,6 +7,7 @@
 
 int main(int argc, char** argv) {
   if (argc == 2 && std::strcmp(argv[1], "--server") == 0) return lt::run_nvrtc_server(0);
-  std::fprintf(stderr, "lazytensor-nvrtc: started by the lazytensor library as `%s --server`\n", argv[0]);
+  std::fprintf(stderr, "lazytensor-nvrtc: started by the lazytensor library as `%s --server`\n",
+               argv[0]);
   return 2;
 }

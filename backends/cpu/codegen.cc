@@ -85,7 +85,8 @@ class KernelEmitter {
     int64_t stride = 1;
     for (size_t d = k_.inner.size(); d-- > 0;) {
       Value* v = vars_[k_.outer.size() + d];
-      pos = b_.CreateAdd(pos, stride == 1 ? v : b_.CreateMul(v, c64(stride), "", true, true), "", true, true);
+      pos = b_.CreateAdd(pos, stride == 1 ? v : b_.CreateMul(v, c64(stride), "", true, true), "",
+                         true, true);
       stride *= k_.inner[d];
     }
     return pos;
@@ -102,7 +103,8 @@ class KernelEmitter {
   // block on first use, of the value's own type.
   Value* row_scratch_ptr(llvm::Type* t) {
     if (!row_scratch_) row_scratch_ = entry_alloca(t, numel(k_.inner), "row_scratch");
-    LT_CHECK(row_scratch_->getAllocatedType() == t, ErrorKind::Runtime, "internal: row reuse type mismatch in ", k_.name);
+    LT_CHECK(row_scratch_->getAllocatedType() == t, ErrorKind::Runtime,
+             "internal: row reuse type mismatch in ", k_.name);
     return b_.CreateGEP(t, row_scratch_, inner_flat());
   }
 
@@ -213,7 +215,8 @@ class KernelEmitter {
   Value* pairs_shared(const std::vector<Value*>& call_args, bool all) {
     Value* r = all ? b_.getTrue() : b_.getFalse();
     for (auto [in, out] : k_.inplace) {
-      Value* eq = b_.CreateICmpEQ(call_args[static_cast<size_t>(in)], call_args[static_cast<size_t>(out)]);
+      Value* eq =
+          b_.CreateICmpEQ(call_args[static_cast<size_t>(in)], call_args[static_cast<size_t>(out)]);
       r = all ? b_.CreateAnd(r, eq) : b_.CreateOr(r, eq);
     }
     return r;
@@ -346,7 +349,8 @@ class KernelEmitter {
       return;
     }
     if (column_reduction()) {
-      emit_row_segments(begin, end, [&](Value* first, Value* len) { emit_column_segment(first, len); });
+      emit_row_segments(begin, end,
+                        [&](Value* first, Value* len) { emit_column_segment(first, len); });
       return;
     }
     if (n == 1) {
@@ -368,7 +372,8 @@ class KernelEmitter {
   // the end of its row or of the range: per run, the outer vars but the last are set (the flat
   // position split into dims once) and segment(first, len) emits the run from last-dim index
   // `first`, `len` > 0 points long.
-  void emit_row_segments(Value* begin, Value* end, const std::function<void(Value*, Value*)>& segment) {
+  void emit_row_segments(Value* begin, Value* end,
+                         const std::function<void(Value*, Value*)>& segment) {
     const size_t n = k_.outer.size();
     BasicBlock* pre = b_.GetInsertBlock();
     BasicBlock* row = BasicBlock::Create(ctx_, "row", fn_);
@@ -409,13 +414,16 @@ class KernelEmitter {
   // block. Later stages may only be per-output (MapOuter): they run per block lane at the end.
   bool column_reduction() const {
     const size_t n = k_.outer.size(), m = k_.inner.size();
-    if (n == 0 || m == 0 || numel(k_.inner) == 0 || k_.outer[n - 1] < 2 || range_flag_ || k_.accumulates())
+    if (n == 0 || m == 0 || numel(k_.inner) == 0 || k_.outer[n - 1] < 2 || range_flag_ ||
+        k_.accumulates())
       return false;  // an empty inner space: the plain path stores the identity
     if (k_.stages.front().kind != StageKind::Reduce) return false;
     for (size_t s = 1; s < k_.stages.size(); ++s)
       if (k_.stages[s].kind != StageKind::MapOuter) return false;
     const size_t last_outer = n - 1, last_inner = n + m - 1;
-    auto stride = [](const loop::Index& ix, size_t v) { return v < ix.strides.size() ? ix.strides[v] : 0; };
+    auto stride = [](const loop::Index& ix, size_t v) {
+      return v < ix.strides.size() ? ix.strides[v] : 0;
+    };
     bool along_outer = false;
     for (const loop::Instr& in : k_.stages.front().body) {
       if (in.kind == IKind::ReduceResult || in.kind == IKind::RandUniform) return false;
@@ -437,7 +445,8 @@ class KernelEmitter {
     emit_loop(c64(0), blocks, true, [&](Value* bi) {
       Value* off = b_.CreateMul(bi, c64(kColumnBlock), "", true, true);
       Value* lo = b_.CreateAdd(first, off, "", true, true);
-      Value* nb = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, c64(kColumnBlock), b_.CreateSub(len, off));
+      Value* nb = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, c64(kColumnBlock),
+                                           b_.CreateSub(len, off));
       auto lane = [&](Value* j) { return b_.CreateGEP(acc_t, accs, j); };
       emit_loop(c64(0), nb, true, [&](Value* j) { reset_acc(0, lane(j)); });
       emit_inner_nest(0, [&] {
@@ -602,8 +611,7 @@ class KernelEmitter {
         r = vars_[e.value];
         break;
       case K::Value:  // a gathered index, already clamped into range by the kernel
-        LT_CHECK(e.value >= 0 && e.value < static_cast<int64_t>(vals_->size()) &&
-                     (*vals_)[e.value],
+        LT_CHECK(e.value >= 0 && e.value < static_cast<int64_t>(vals_->size()) && (*vals_)[e.value],
                  ErrorKind::Runtime, "internal: kernel ", k_.name, " indexes by instruction ",
                  e.value, " before computing it");
         r = convert(b_, (*vals_)[e.value], (*body_)[e.value].dtype, DType::Int64);
@@ -753,11 +761,11 @@ class KernelEmitter {
   const std::vector<Value*>* vals_ = nullptr;
   const std::vector<loop::Instr>* body_ = nullptr;
   std::vector<llvm::AllocaInst*> accs_;
-  RowReuse reuse_;                          // of this kernel (find_row_reuse)
-  llvm::AllocaInst* row_scratch_ = nullptr; // the row's kept values, in the body being emitted
-  llvm::AllocaInst* range_flag_ = nullptr;  // set while emitting a fast_trig body
-  TrigLoadBound trig_bound_;                // of this kernel, when it has a fast_trig body
-  std::vector<bool> streamed_;              // per arg: streamed in the streaming body
+  RowReuse reuse_;                           // of this kernel (find_row_reuse)
+  llvm::AllocaInst* row_scratch_ = nullptr;  // the row's kept values, in the body being emitted
+  llvm::AllocaInst* range_flag_ = nullptr;   // set while emitting a fast_trig body
+  TrigLoadBound trig_bound_;                 // of this kernel, when it has a fast_trig body
+  std::vector<bool> streamed_;               // per arg: streamed in the streaming body
   int interleave_ = kInterleave;
 };
 

@@ -34,7 +34,8 @@ class CpuBackend : public Backend {
     return std::make_unique<cpu::CpuExecutable>(plan);
   }
 
-  // float32 matmuls and convolutions go to oneDNN; float64 (which oneDNN lacks) and other dtypes stay loop kernels.
+  // float32 matmuls and convolutions go to oneDNN; float64 (which oneDNN lacks) and other dtypes
+  // stay loop kernels.
   LowerOptions lower_options() const override {
     LowerOptions o;
     if (cpu::onednn_gemm_available() && gemm_enabled()) o.gemm_dtypes = {DType::Float32};
@@ -43,7 +44,9 @@ class CpuBackend : public Backend {
   }
 
   // Plans differ with and without library GEMMs, so the cache keeps them apart.
-  std::string cache_target() override { return cpu::jit_cache_target() + (lower_options().gemm_dtypes.empty() ? "" : "+onednn"); }
+  std::string cache_target() override {
+    return cpu::jit_cache_target() + (lower_options().gemm_dtypes.empty() ? "" : "+onednn");
+  }
 
   bool serialize(const Executable& exe, std::string* out) override {
     auto* cpu_exe = dynamic_cast<const cpu::CpuExecutable*>(&exe);

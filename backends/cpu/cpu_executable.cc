@@ -9,9 +9,9 @@
 #include <map>
 #include <thread>
 
+#include "backends/clocks.h"
 #include "backends/cpu/codegen.h"
 #include "backends/cpu/kernel_prep.h"
-#include "backends/clocks.h"
 #include "backends/cpu/thread_pool.h"
 #include "backends/parallel_work.h"
 #include "ir/bytes.h"
@@ -96,32 +96,39 @@ std::vector<loop::Kernel> CpuExecutable::prepare(const Plan& plan) {
 void CpuExecutable::prepare_gemms(const Plan& plan) {
   for (const Gemm& g : plan.gemms) {
     for (int buf : {g.a, g.b, g.out})
-      LT_CHECK(buf >= 0 && buf < static_cast<int>(buffers_.size()) && buffers_[buf].dtype == g.dtype &&
-                   buffers_[buf].kind != BufferSpec::Kind::Scalar,
+      LT_CHECK(buf >= 0 && buf < static_cast<int>(buffers_.size()) &&
+                   buffers_[buf].dtype == g.dtype && buffers_[buf].kind != BufferSpec::Kind::Scalar,
                ErrorKind::Runtime, "internal: gemm ", g.name, " names bad buffer ", buf);
-    LT_CHECK(buffers_[g.out].kind == BufferSpec::Kind::Temp || buffers_[g.out].kind == BufferSpec::Kind::Output,
+    LT_CHECK(buffers_[g.out].kind == BufferSpec::Kind::Temp ||
+                 buffers_[g.out].kind == BufferSpec::Kind::Output,
              ErrorKind::Runtime, "internal: gemm ", g.name, " writes input buffer ", g.out);
-    validate_gemm(g, buffers_[g.a].numel, buffers_[g.b].numel, buffers_[g.out].numel, "cpu executable");
+    validate_gemm(g, buffers_[g.a].numel, buffers_[g.b].numel, buffers_[g.out].numel,
+                  "cpu executable");
     gemms_.push_back({g.a, g.b, g.out, OnednnGemm(g)});
   }
   for (const ConvStep& c : plan.convs) {
     for (int buf : {c.a, c.b, c.bias, c.out})
-      LT_CHECK((buf == -1 && c.bias == -1 && c.a != -1 && c.b != -1 && c.out != -1) ||
-                   (buf >= 0 && buf < static_cast<int>(buffers_.size()) && buffers_[buf].dtype == c.dtype &&
-                    buffers_[buf].kind != BufferSpec::Kind::Scalar),
-               ErrorKind::Runtime, "internal: conv ", c.name, " names bad buffer ", buf);
-    LT_CHECK(buffers_[c.out].kind == BufferSpec::Kind::Temp || buffers_[c.out].kind == BufferSpec::Kind::Output,
+      LT_CHECK(
+          (buf == -1 && c.bias == -1 && c.a != -1 && c.b != -1 && c.out != -1) ||
+              (buf >= 0 && buf < static_cast<int>(buffers_.size()) &&
+               buffers_[buf].dtype == c.dtype && buffers_[buf].kind != BufferSpec::Kind::Scalar),
+          ErrorKind::Runtime, "internal: conv ", c.name, " names bad buffer ", buf);
+    LT_CHECK(buffers_[c.out].kind == BufferSpec::Kind::Temp ||
+                 buffers_[c.out].kind == BufferSpec::Kind::Output,
              ErrorKind::Runtime, "internal: conv ", c.name, " writes input buffer ", c.out);
-    validate_conv(c, buffers_[c.a].numel, buffers_[c.b].numel, c.bias >= 0 ? buffers_[c.bias].numel : 0,
-                  buffers_[c.out].numel, "cpu executable");
+    validate_conv(c, buffers_[c.a].numel, buffers_[c.b].numel,
+                  c.bias >= 0 ? buffers_[c.bias].numel : 0, buffers_[c.out].numel,
+                  "cpu executable");
     convs_.push_back({c.a, c.b, c.bias, c.out, OnednnConv(c)});
   }
   steps_ = plan.ordered_steps();
   for (const PlanStep& st : steps_)
-    LT_CHECK(st.index >= 0 && st.index < static_cast<int>(st.kind == PlanStep::Kind::Gemm   ? plan.gemms.size()
-                                                          : st.kind == PlanStep::Kind::Conv ? plan.convs.size()
-                                                                                            : plan.kernels.size()),
-             ErrorKind::Runtime, "internal: plan step names step ", st.index, " that does not exist");
+    LT_CHECK(
+        st.index >= 0 &&
+            st.index < static_cast<int>(st.kind == PlanStep::Kind::Gemm   ? plan.gemms.size()
+                                        : st.kind == PlanStep::Kind::Conv ? plan.convs.size()
+                                                                          : plan.kernels.size()),
+        ErrorKind::Runtime, "internal: plan step names step ", st.index, " that does not exist");
 }
 
 void CpuExecutable::bind(std::unique_ptr<JitCode> code) {
@@ -167,7 +174,8 @@ CpuExecutable::CpuExecutable(const Plan& plan)
     for (size_t i : members[g]) {
       const std::string& name = kernels_[i].name;
       size_t first = first_of[code_of[i]];
-      if (first == i) emit_kernel(module, merged[i], name);
+      if (first == i)
+        emit_kernel(module, merged[i], name);
       else if (llvm::Function* f = module.getFunction(kernels_[first].name))
         llvm::GlobalAlias::create(f->getLinkage(), name, f);
       names.push_back(name);
@@ -176,7 +184,8 @@ CpuExecutable::CpuExecutable(const Plan& plan)
   });
   sources_.assign(merged.size(), std::string());
   for (size_t g = 0; g < groups; ++g) {
-    for (size_t j = 0; j < members[g].size(); ++j) sources_[members[g][j]] = std::move(group_sources[g][j]);
+    for (size_t j = 0; j < members[g].size(); ++j)
+      sources_[members[g][j]] = std::move(group_sources[g][j]);
     timings_.optimize_s = std::max(timings_.optimize_s, group_timings[g].optimize_s);
     timings_.codegen_s = std::max(timings_.codegen_s, group_timings[g].codegen_s);
   }
@@ -228,7 +237,8 @@ std::vector<BufferPtr> CpuExecutable::run(const std::vector<RunInput>& inputs, R
   std::vector<BufferPtr> owned(nb);
   // Temporaries with disjoint lifetimes share one allocation (lowering/memory_plan.h).
   std::vector<BufferPtr> slot_bufs(memory_.slot_bytes.size());
-  for (size_t s = 0; s < slot_bufs.size(); ++s) slot_bufs[s] = std::make_shared<HostBuffer>(memory_.slot_bytes[s]);
+  for (size_t s = 0; s < slot_bufs.size(); ++s)
+    slot_bufs[s] = std::make_shared<HostBuffer>(memory_.slot_bytes[s]);
   std::vector<void*> data(nb, nullptr);
   std::vector<uint64_t> slots(nb, 0);  // 8-byte, 8-aligned homes of scalar inputs
   const std::vector<int> donated = donated_outputs(buffers_, donations_, inputs, "cpu executable");
@@ -284,7 +294,8 @@ std::vector<BufferPtr> CpuExecutable::run(const std::vector<RunInput>& inputs, R
   std::vector<void*> args;
   const bool timed = stats && stats->on_kernel;
   for (const PlanStep& step : steps_) {
-    const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    const auto t0 =
+        timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (step.kind == PlanStep::Kind::Gemm) {
       const BoundGemm& g = gemms_[step.index];
       g.op.run(data[g.a], data[g.b], data[g.out]);

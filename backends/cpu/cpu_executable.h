@@ -1,5 +1,6 @@
 // A Plan compiled for the host CPU: one JIT-compiled function per kernel, run in plan order on
-// the thread pool, and oneDNN matmuls and convolutions for its Gemm and Conv steps. Internal to backends/cpu.
+// the thread pool, and oneDNN matmuls and convolutions for its Gemm and Conv steps. Internal to
+// backends/cpu.
 #pragma once
 #include <memory>
 #include <string>
@@ -29,7 +30,9 @@ class CpuExecutable : public Executable {
   // The object code and kernel sources, for the disk cache.
   std::string serialize() const;
   std::vector<BufferPtr> run(const std::vector<RunInput>& inputs, RunStats* stats) override;
-  int num_kernels() const override { return static_cast<int>(kernels_.size() + gemms_.size() + convs_.size()); }
+  int num_kernels() const override {
+    return static_cast<int>(kernels_.size() + gemms_.size() + convs_.size());
+  }
   std::vector<std::string> kernel_sources() const override { return sources_; }
   const JitTimings& timings() const { return timings_; }
 
@@ -45,7 +48,7 @@ class CpuExecutable : public Executable {
   };
   std::vector<BufferSpec> buffers_;
   std::vector<Donation> donations_;  // outputs a run may write into an input's memory
-  MemoryPlan memory_;  // which temporaries share an allocation
+  MemoryPlan memory_;                // which temporaries share an allocation
   std::vector<CompiledKernel> kernels_;
   struct BoundGemm {
     int a, b, out;  // plan buffers

@@ -127,14 +127,16 @@ llvm::Function* erf_functions(llvm::Module& m) {
   // One vector variant per width the loop vectorizer may choose.
   auto add_variant = [&](unsigned lanes, const Lookup& lookup, const Truncate& truncate) {
     llvm::Function* vec = make_function(m, ("lt_erf_f32_v" + std::to_string(lanes)).c_str(),
-                                         llvm::FixedVectorType::get(f32, lanes));
+                                        llvm::FixedVectorType::get(f32, lanes));
     b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", vec));
     b.CreateRet(erf_body(b, vec->getArg(0), lookup, truncate));
     map_vector_variant(m, scalar, vec, lanes);
   };
   add_variant(
       8, [&](const Table& t, Value* idx) { return vector_lookup8(b, t, idx); },
-      [&](Value* u) { return b.CreateIntrinsic(llvm::Intrinsic::x86_avx_cvtt_ps2dq_256, {}, {u}); });
+      [&](Value* u) {
+        return b.CreateIntrinsic(llvm::Intrinsic::x86_avx_cvtt_ps2dq_256, {}, {u});
+      });
   // Where the target has AVX-512 the vectorizer may choose 16 lanes for the whole loop (it does
   // where the target prefers 512-bit vectors, e.g. AMD Zen 4/5); without a 16-lane variant it
   // would fall back to 8 lanes for every operation in the loop, not only erf.
@@ -145,8 +147,9 @@ llvm::Function* erf_functions(llvm::Module& m) {
           // vcvttps2dq zmm, with every lane written (mask all ones) and the current rounding mode
           // (4 = _MM_FROUND_CUR_DIRECTION; truncation ignores it).
           auto* i16 = llvm::FixedVectorType::get(b.getInt32Ty(), 16);
-          return b.CreateIntrinsic(llvm::Intrinsic::x86_avx512_mask_cvttps2dq_512, {},
-                                   {u, llvm::PoisonValue::get(i16), b.getInt16(0xffff), b.getInt32(4)});
+          return b.CreateIntrinsic(
+              llvm::Intrinsic::x86_avx512_mask_cvttps2dq_512, {},
+              {u, llvm::PoisonValue::get(i16), b.getInt16(0xffff), b.getInt32(4)});
         });
   return scalar;
 }

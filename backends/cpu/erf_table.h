@@ -11,8 +11,8 @@ namespace lt::cpu {
 bool erf_table_available();
 
 // erf(x) for a float32 `x`: a call of the module's scalar table erf, which the loop vectorizer
-// turns into its 8-lane AVX2 form or, on AVX-512 hosts, its 16-lane form. Within 1.5 ulp of float64 erf over all floats
-// (tests/python/test_cpu_erf.py). Only when erf_table_available().
+// turns into its 8-lane AVX2 form or, on AVX-512 hosts, its 16-lane form. Within 1.5 ulp of float64
+// erf over all floats (tests/python/test_cpu_erf.py). Only when erf_table_available().
 llvm::Value* emit_erf_table_call(llvm::IRBuilder<>& b, llvm::Module& m, llvm::Value* x);
 
 }  // namespace lt::cpu

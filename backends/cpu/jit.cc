@@ -3,28 +3,28 @@
 #include <llvm/ADT/StringMap.h>
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
+#include <llvm/Analysis/TargetLibraryInfo.h>
+#include <llvm/Config/llvm-config.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/IR/DiagnosticInfo.h>
 #include <llvm/IR/DiagnosticPrinter.h>
-#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/GlobalAlias.h>
+#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/MC/TargetRegistry.h>
-#include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/DynamicLibrary.h>
-#include <llvm/TargetParser/Triple.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
-#include <llvm/Config/llvm-config.h>
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/SubtargetFeature.h>
+#include <llvm/TargetParser/Triple.h>
 
 #include <atomic>
 #include <mutex>
@@ -173,7 +173,8 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm) {
   // Registered before the defaults so ours is the TargetLibraryInfo the passes see.
   llvm::Triple triple(m.getTargetTriple());
   llvm::TargetLibraryInfoImpl tlii(triple);
-  if (have_libmvec()) tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86, triple);
+  if (have_libmvec())
+    tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86, triple);
   fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
@@ -211,7 +212,8 @@ std::unique_ptr<JitCode> link_objects(const std::vector<std::string>& objects,
   auto code = std::make_unique<JitCode>(&*dylib);
   if (!names.empty()) {
     for (size_t i = 0; i < objects.size(); ++i) {
-      auto buffer = llvm::MemoryBuffer::getMemBufferCopy(objects[i], dylib_name + "." + std::to_string(i));
+      auto buffer =
+          llvm::MemoryBuffer::getMemBufferCopy(objects[i], dylib_name + "." + std::to_string(i));
       if (auto err = J.lljit->addObjectFile(*dylib, std::move(buffer)))
         fail(ErrorKind::Runtime, "cpu backend: LLVM JIT: ", to_string(std::move(err)));
     }
@@ -306,8 +308,7 @@ std::string jit_compile_object(llvm::Module& m, const std::vector<std::string>& 
         f->print(os);
         // The streaming body stays out of line (streaming_stores.h): shown with its wrapper.
         if (llvm::Function* body = m.getFunction(name + ".stream")) body->print(os);
-      }
-      else if (llvm::GlobalAlias* a = m.getNamedAlias(name))
+      } else if (llvm::GlobalAlias* a = m.getNamedAlias(name))
         os << "; " << name << ": the same code as " << a->getAliasee()->getName() << "\n";
       sources->push_back(os.str());
     }

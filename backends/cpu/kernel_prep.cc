@@ -61,8 +61,8 @@ void validate_kernel(const loop::Kernel& k) {
       LT_CHECK(e.value >= 0 && e.value < nvars, ErrorKind::Runtime, "internal: iexpr ", i, " of ",
                k.name, " names loop variable ", e.value, " of ", nvars);
     } else if (e.kind == K::Value) {
-      LT_CHECK(e.value >= 0 && e.hi >= 0, ErrorKind::Runtime, "internal: iexpr ", i, " of ",
-               k.name, " names instruction ", e.value, " with bound ", e.hi);
+      LT_CHECK(e.value >= 0 && e.hi >= 0, ErrorKind::Runtime, "internal: iexpr ", i, " of ", k.name,
+               " names instruction ", e.value, " with bound ", e.hi);
     } else if (e.kind != K::Const) {
       // Operands come first, so evaluation never recurses into a cycle.
       LT_CHECK(e.a >= 0 && e.b >= 0 && e.a < static_cast<int>(i) && e.b < static_cast<int>(i),

@@ -108,8 +108,8 @@ Value* exp_f32(IRBuilder<>& b, Value* x) {
   Value* r = fma(n, c(-0.693359375), xc);
   r = fma(n, c(2.12194440e-4), r);
   Value* p = c(1.9875691500e-4);
-  for (double k : {1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
-                   5.0000001201e-1})
+  for (double k :
+       {1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1})
     p = fma(p, r, c(k));
   Value* y = b.CreateFAdd(fma(p, b.CreateFMul(r, r), r), c(1.0));
   // n as an integer: the sum's bits minus those of 1.5 * 2^23.
@@ -272,9 +272,9 @@ Value* int_pow(IRBuilder<>& b, bool is_signed, Value* x, Value* y) {
   }
   if (!is_signed) return r;
   Value* odd = b.CreateTrunc(y, T->getWithNewBitWidth(1));
-  Value* neg = b.CreateSelect(b.CreateICmpEQ(x, k(1)), k(1),
-                              b.CreateSelect(b.CreateICmpEQ(x, k(-1)),
-                                             b.CreateSelect(odd, k(-1), k(1)), k(0)));
+  Value* neg = b.CreateSelect(
+      b.CreateICmpEQ(x, k(1)), k(1),
+      b.CreateSelect(b.CreateICmpEQ(x, k(-1)), b.CreateSelect(odd, k(-1), k(1)), k(0)));
   return b.CreateSelect(b.CreateICmpSLT(y, k(0)), neg, r);
 }
 
@@ -298,9 +298,9 @@ Value* int_division(IRBuilder<>& b, Op op, bool is_signed, Value* x, Value* y) {
   } else {
     // Truncation rounds toward 0; when the remainder and the divisor differ in sign, floor is one
     // lower and the remainder one divisor higher (never for unsigned types).
-    Value* adjust = is_signed ? b.CreateAnd(b.CreateICmpNE(r, zero),
-                                            b.CreateICmpSLT(b.CreateXor(r, y), zero))
-                              : b.getFalse();
+    Value* adjust =
+        is_signed ? b.CreateAnd(b.CreateICmpNE(r, zero), b.CreateICmpSLT(b.CreateXor(r, y), zero))
+                  : b.getFalse();
     if (op == Op::Remainder) {
       out = b.CreateSelect(adjust, b.CreateAdd(r, y), r);
     } else {

@@ -69,7 +69,8 @@ bool serial(const Gemm& g) { return g.batch_count() * g.M * g.N * g.K < kSerialG
 // at M >= 512 the two match and at M = 32 the gain no longer pays the copy (0.4 ms per 2^20
 // floats on 2 threads). An MLP's backward dX = dY W is this case.
 bool transpose_b_first(const Gemm& g) {
-  return g.batch.empty() && g.b_cs == 1 && g.M >= 64 && g.M < 512 && g.K * g.N >= (int64_t{1} << 20);
+  return g.batch.empty() && g.b_cs == 1 && g.M >= 64 && g.M < 512 &&
+         g.K * g.N >= (int64_t{1} << 20);
 }
 
 // The same product over contiguous copies of A [batch..., M, K] and B [batch..., K, N], batched
@@ -115,11 +116,13 @@ bool onednn_gemm_available() { return true; }
 
 OnednnGemm::OnednnGemm(const Gemm& g) : g_(g) {
   if (g.dtype != DType::Float32)
-    fail(ErrorKind::NotImplemented, "not implemented: gemm in ", dtype_name(g.dtype), " on cpu (oneDNN: float32 only)");
+    fail(ErrorKind::NotImplemented, "not implemented: gemm in ", dtype_name(g.dtype),
+         " on cpu (oneDNN: float32 only)");
   if (small_gemm_fits(g)) return;  // run() uses the loop: no primitive
   // Keyed by everything the primitive depends on; offsets are applied to the pointers instead.
   std::vector<int64_t> key = {g.M, g.N, g.K, g.a_rs, g.a_cs, g.b_rs, g.b_cs};
-  for (size_t i = 0; i < g.batch.size(); ++i) key.insert(key.end(), {g.batch[i], g.a_batch_stride[i], g.b_batch_stride[i]});
+  for (size_t i = 0; i < g.batch.size(); ++i)
+    key.insert(key.end(), {g.batch[i], g.a_batch_stride[i], g.b_batch_stride[i]});
   static std::mutex mu;
   static std::map<std::vector<int64_t>, std::shared_ptr<const Impl>> cache;
   std::lock_guard<std::mutex> lock(mu);
@@ -205,7 +208,8 @@ struct OnednnGemm::Impl {};
 bool onednn_gemm_available() { return false; }
 
 OnednnGemm::OnednnGemm(const Gemm& g) : g_(g) {
-  fail(ErrorKind::NotImplemented, "not implemented: gemm ", g.name, " on cpu (built without oneDNN)");
+  fail(ErrorKind::NotImplemented, "not implemented: gemm ", g.name,
+       " on cpu (built without oneDNN)");
 }
 
 void OnednnGemm::run(const void*, const void*, void*) const {}

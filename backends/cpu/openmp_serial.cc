@@ -31,8 +31,10 @@ OpenmpSerial::OpenmpSerial() {
   const Gomp& g = gomp();
   if (!g.set_num_threads) return;
   saved_ = g.get_max_threads();  // the calling thread's own setting (an OpenMP ICV per thread)
-  if (saved_ > 1) g.set_num_threads(1);
-  else saved_ = 0;
+  if (saved_ > 1)
+    g.set_num_threads(1);
+  else
+    saved_ = 0;
 }
 
 OpenmpSerial::~OpenmpSerial() {

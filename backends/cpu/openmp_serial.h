@@ -10,7 +10,7 @@ namespace lt::cpu {
 
 class OpenmpSerial {
  public:
-  OpenmpSerial();  // this thread's OpenMP regions: one thread (a no-op without libgomp loaded)
+  OpenmpSerial();   // this thread's OpenMP regions: one thread (a no-op without libgomp loaded)
   ~OpenmpSerial();  // back to the thread count before
   OpenmpSerial(const OpenmpSerial&) = delete;
   OpenmpSerial& operator=(const OpenmpSerial&) = delete;

@@ -21,7 +21,8 @@ std::vector<std::string> body_keys(const std::vector<loop::Instr>& body) {
   auto sub = [&](int i) { return i < 0 ? std::string("-") : key[static_cast<size_t>(i)]; };
   for (size_t i = 0; i < body.size(); ++i) {
     const loop::Instr& in = body[i];
-    std::string k = std::to_string(static_cast<int>(in.kind)) + ":" + std::to_string(static_cast<int>(in.dtype)) + ":";
+    std::string k = std::to_string(static_cast<int>(in.kind)) + ":" +
+                    std::to_string(static_cast<int>(in.dtype)) + ":";
     switch (in.kind) {
       case IKind::Load:
         if (!in.index.affine()) continue;
@@ -61,7 +62,9 @@ bool costly(Op op) { return op_info(op).cost >= OpCost::Transcendental; }
 RowReuse find_row_reuse(const loop::Kernel& k, int64_t max_row) {
   RowReuse r;
   const int64_t row = numel(k.inner);
-  if (k.stages.size() < 2 || k.stages.back().kind != StageKind::MapInner || row < 1 || row > max_row) return r;
+  if (k.stages.size() < 2 || k.stages.back().kind != StageKind::MapInner || row < 1 ||
+      row > max_row)
+    return r;
   const auto& body = k.stages.back().body;
   const std::vector<std::string> keys = body_keys(body);
   // Per instruction of the last stage: its subtree's size and whether it holds a costly op.
@@ -72,7 +75,9 @@ RowReuse find_row_reuse(const loop::Kernel& k, int64_t max_row) {
     if (in.kind != IKind::Op) continue;
     heavy[i] = costly(in.op);
     for (int o : {in.a, in.b, in.c})
-      if (o >= 0) size[i] += size[static_cast<size_t>(o)], heavy[i] = heavy[i] || heavy[static_cast<size_t>(o)];
+      if (o >= 0)
+        size[i] += size[static_cast<size_t>(o)],
+            heavy[i] = heavy[i] || heavy[static_cast<size_t>(o)];
   }
   int best = 0;
   for (size_t s = 0; s + 1 < k.stages.size(); ++s) {

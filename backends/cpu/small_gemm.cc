@@ -34,7 +34,8 @@ void small_gemm(const Gemm& g, const float* a, const float* b, float* out) {
     if (g.b_cs != 1 && g.N > 1) {
       packed.resize(static_cast<size_t>(g.K * g.N));
       for (int64_t k = 0; k < g.K; ++k)
-        for (int64_t j = 0; j < g.N; ++j) packed[static_cast<size_t>(k * g.N + j)] = B[k * g.b_rs + j * g.b_cs];
+        for (int64_t j = 0; j < g.N; ++j)
+          packed[static_cast<size_t>(k * g.N + j)] = B[k * g.b_rs + j * g.b_cs];
       B = packed.data();
       b_rs = g.N;
     }

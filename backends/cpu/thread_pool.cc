@@ -66,7 +66,8 @@ void forget_pool_in_child() {
 // build without oneDNN has none, and then the pool is used.
 using GompParallel = void (*)(void (*)(void*), void*, unsigned, unsigned);
 GompParallel gomp_parallel() {
-  static const GompParallel fn = reinterpret_cast<GompParallel>(dlsym(RTLD_DEFAULT, "GOMP_parallel"));
+  static const GompParallel fn =
+      reinterpret_cast<GompParallel>(dlsym(RTLD_DEFAULT, "GOMP_parallel"));
   return fn;
 }
 

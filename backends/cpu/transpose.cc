@@ -50,9 +50,9 @@ __attribute__((target("avx2"))) inline void block8(const float* s, int64_t ls, f
   }
 }
 
-__attribute__((target("avx2"))) void transpose_rows_avx2(const float* src, int64_t ls,
-                                                         int64_t cols, int64_t ld, int64_t r0,
-                                                         int64_t r1, float* dst) {
+__attribute__((target("avx2"))) void transpose_rows_avx2(const float* src, int64_t ls, int64_t cols,
+                                                         int64_t ld, int64_t r0, int64_t r1,
+                                                         float* dst) {
   const int64_t full_rows = r0 + (r1 - r0) / 8 * 8, full_cols = cols / 8 * 8;
   for (int64_t j0 = 0; j0 < full_cols; j0 += kColBlock) {
     const int64_t j1 = std::min(full_cols, j0 + kColBlock);
@@ -68,8 +68,8 @@ __attribute__((target("avx2"))) void transpose_rows_avx2(const float* src, int64
 #endif
 
 // Rows [r0, r1) of the transpose, in 8 x 8 register blocks where the host has AVX2.
-void transpose_rows(const float* src, int64_t ls, int64_t cols, int64_t ld, int64_t r0,
-                    int64_t r1, float* dst) {
+void transpose_rows(const float* src, int64_t ls, int64_t cols, int64_t ld, int64_t r0, int64_t r1,
+                    float* dst) {
 #ifdef LT_TRANSPOSE_AVX2
   static const bool avx2 = __builtin_cpu_supports("avx2");
   if (avx2) return transpose_rows_avx2(src, ls, cols, ld, r0, r1, dst);

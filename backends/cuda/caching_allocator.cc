@@ -63,9 +63,11 @@ CUdeviceptr CudaCachingAllocator::allocate(size_t bytes) {
     if (r == CUDA_ERROR_OUT_OF_MEMORY) {
       size_t free = 0, total = 0;
       d.cuMemGetInfo_v2(&free, &total);
-      fail(ErrorKind::Runtime, "CUDA out of memory (CUDA_ERROR_OUT_OF_MEMORY in cuMemAlloc): tried to allocate ", mib(size), " on device ", dev_->ordinal(),
-           " (", dev_->name(), "); lazytensor holds ", mib(stats_.allocated_bytes), " in live buffers; ", mib(free),
-           " free of ", mib(total), " after releasing its cache");
+      fail(ErrorKind::Runtime,
+           "CUDA out of memory (CUDA_ERROR_OUT_OF_MEMORY in cuMemAlloc): tried to allocate ",
+           mib(size), " on device ", dev_->ordinal(), " (", dev_->name(), "); lazytensor holds ",
+           mib(stats_.allocated_bytes), " in live buffers; ", mib(free), " free of ", mib(total),
+           " after releasing its cache");
     }
     d.check(r, "cuMemAlloc");
     ++stats_.device_allocs;

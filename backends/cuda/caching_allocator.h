@@ -20,13 +20,13 @@
 namespace lt {
 
 struct CudaAllocatorStats {
-  size_t allocated_bytes = 0;       // in live blocks (rounded sizes)
-  size_t cached_bytes = 0;          // in free blocks held by the cache
+  size_t allocated_bytes = 0;  // in live blocks (rounded sizes)
+  size_t cached_bytes = 0;     // in free blocks held by the cache
   size_t peak_allocated_bytes = 0;
-  int64_t device_allocs = 0;        // cuMemAlloc calls
-  int64_t device_frees = 0;         // cuMemFree calls
-  int64_t cache_hits = 0;           // requests served from a bin
-  int64_t oom_retries = 0;          // out-of-memory retries after emptying the cache
+  int64_t device_allocs = 0;  // cuMemAlloc calls
+  int64_t device_frees = 0;   // cuMemFree calls
+  int64_t cache_hits = 0;     // requests served from a bin
+  int64_t oom_retries = 0;    // out-of-memory retries after emptying the cache
 };
 
 class CudaCachingAllocator {

@@ -25,13 +25,15 @@ struct Cublas {
   cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t) = nullptr;
   cublasStatus_t (*set_workspace)(cublasHandle_t, void*, size_t) = nullptr;
   const char* (*status_string)(cublasStatus_t) = nullptr;
-  cublasStatus_t (*gemm_strided_batched)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
-                                         const void*, const void*, cudaDataType, int, long long, const void*,
-                                         cudaDataType, int, long long, const void*, void*, cudaDataType, int,
-                                         long long, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
-  cublasStatus_t (*gemm_batched)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
-                                 const void* const*, cudaDataType, int, const void* const*, cudaDataType, int,
-                                 const void*, void* const*, cudaDataType, int, int, cublasComputeType_t,
+  cublasStatus_t (*gemm_strided_batched)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,
+                                         int, int, const void*, const void*, cudaDataType, int,
+                                         long long, const void*, cudaDataType, int, long long,
+                                         const void*, void*, cudaDataType, int, long long, int,
+                                         cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
+  cublasStatus_t (*gemm_batched)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
+                                 int, const void*, const void* const*, cudaDataType, int,
+                                 const void* const*, cudaDataType, int, const void*, void* const*,
+                                 cudaDataType, int, int, cublasComputeType_t,
                                  cublasGemmAlgo_t) = nullptr;
 };
 
@@ -67,8 +69,8 @@ const Cublas& load_cublas() {
 void check(cublasStatus_t s, const char* call) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
   const Cublas& c = load_cublas();
-  fail(ErrorKind::Runtime, "cuBLAS error in ", call, ": ", c.status_string ? c.status_string(s) : "",
-       " (status ", static_cast<int>(s), ")");
+  fail(ErrorKind::Runtime, "cuBLAS error in ", call, ": ",
+       c.status_string ? c.status_string(s) : "", " (status ", static_cast<int>(s), ")");
 }
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
@@ -97,7 +99,8 @@ CublasHandle::CublasHandle(CUstream stream) {
   // cuBLAS documents for Hopper (4 MiB suffices elsewhere).
   const CudaDriver& d = cuda_driver();
   d.check(d.cuMemAlloc_v2(&workspace_, kWorkspaceBytes), "cuMemAlloc (cuBLAS workspace)");
-  check(c.set_workspace(h, reinterpret_cast<void*>(workspace_), kWorkspaceBytes), "cublasSetWorkspace");
+  check(c.set_workspace(h, reinterpret_cast<void*>(workspace_), kWorkspaceBytes),
+        "cublasSetWorkspace");
   // Pedantic: the prescribed precision in every phase, so float32 results match the loop kernels
   // and the CPU to float32 rounding, as PyTorch's default (allow_tf32 = False) does. A GEMM that
   // may use TF32 switches the mode for its own calls (gemm()).
@@ -121,7 +124,8 @@ size_t CublasHandle::pointer_array_bytes(const Gemm& g) {
   return 3 * static_cast<size_t>(g.batch_count()) * sizeof(uint64_t);
 }
 
-void CublasHandle::stage(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out, PointerArrays arrays) const {
+void CublasHandle::stage(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out,
+                         PointerArrays arrays) const {
   if (!pointer_array_bytes(g) || !arrays.device || !arrays.host)
     fail(ErrorKind::Runtime, "internal: gemm ", g.name, " staged without pointer arrays");
   const size_t nb = g.batch.size(), es = dtype_size(g.dtype);
@@ -142,12 +146,13 @@ void CublasHandle::stage(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdevicept
   }
   // From pageable memory the driver stages `host` before returning, so the next run may refill it.
   const CudaDriver& d = cuda_driver();
-  d.check(d.cuMemcpyHtoDAsync_v2(arrays.device, host.data(), host.size() * sizeof(uint64_t), stream_),
-          "cuMemcpyHtoDAsync");
+  d.check(
+      d.cuMemcpyHtoDAsync_v2(arrays.device, host.data(), host.size() * sizeof(uint64_t), stream_),
+      "cuMemcpyHtoDAsync");
 }
 
-void CublasHandle::gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out, PointerArrays arrays,
-                       bool tf32) const {
+void CublasHandle::gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out,
+                        PointerArrays arrays, bool tf32) const {
   const Cublas& c = load_cublas();
   cudaDataType type;
   cublasComputeType_t compute;
@@ -208,8 +213,9 @@ void CublasHandle::gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr
     auto* dev = reinterpret_cast<void**>(arrays.device);
     check(c.gemm_batched(static_cast<cublasHandle_t>(handle_), op_b, op_a, m, n, k, alpha,
                          reinterpret_cast<const void* const*>(dev), type, ldb,
-                         reinterpret_cast<const void* const*>(dev + total), type, lda, beta, dev + 2 * total, type,
-                         ldc, as_int(total, g, "batch"), compute, CUBLAS_GEMM_DEFAULT),
+                         reinterpret_cast<const void* const*>(dev + total), type, lda, beta,
+                         dev + 2 * total, type, ldc, as_int(total, g, "batch"), compute,
+                         CUBLAS_GEMM_DEFAULT),
           "cublasGemmBatchedEx");
     return;
   }
@@ -223,8 +229,9 @@ void CublasHandle::gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr
     const void* pa = reinterpret_cast<const void*>(a + static_cast<CUdeviceptr>(oa) * es);
     const void* pb = reinterpret_cast<const void*>(b + static_cast<CUdeviceptr>(ob) * es);
     void* pc = reinterpret_cast<void*>(out + static_cast<CUdeviceptr>(oc) * es);
-    check(c.gemm_strided_batched(static_cast<cublasHandle_t>(handle_), op_b, op_a, m, n, k, alpha, pb, type, ldb, sb,
-                                 pa, type, lda, sa, beta, pc, type, ldc, sc, count, compute, CUBLAS_GEMM_DEFAULT),
+    check(c.gemm_strided_batched(static_cast<cublasHandle_t>(handle_), op_b, op_a, m, n, k, alpha,
+                                 pb, type, ldb, sb, pa, type, lda, sa, beta, pc, type, ldc, sc,
+                                 count, compute, CUBLAS_GEMM_DEFAULT),
           "cublasGemmStridedBatchedEx");
   }
 }

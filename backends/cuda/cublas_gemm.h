@@ -47,7 +47,8 @@ class CublasHandle {
             bool tf32 = false) const;
   // Fills arrays.host with the pointer-array form's A, B and C addresses and copies them into
   // arrays.device on the stream (what gemm() does first unless arrays.staged).
-  void stage(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out, PointerArrays arrays) const;
+  void stage(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out,
+             PointerArrays arrays) const;
   // Device bytes the pointer-array form of g needs; 0 when g's batch collapses into one call.
   static size_t pointer_array_bytes(const Gemm& g);
 

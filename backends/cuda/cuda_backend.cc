@@ -19,7 +19,8 @@
 
 namespace lt {
 
-CudaBuffer::CudaBuffer(std::shared_ptr<CudaCachingAllocator> alloc, size_t bytes) : alloc_(std::move(alloc)) {
+CudaBuffer::CudaBuffer(std::shared_ptr<CudaCachingAllocator> alloc, size_t bytes)
+    : alloc_(std::move(alloc)) {
   bytes_ = bytes;
   data_ = reinterpret_cast<void*>(alloc_->allocate(bytes));
 }
@@ -31,8 +32,10 @@ CudaBuffer::CudaBuffer(CUdeviceptr ptr, size_t bytes, std::function<void()> rele
 }
 
 CudaBuffer::~CudaBuffer() {
-  if (alloc_) alloc_->release(ptr(), bytes_);
-  else if (release_) release_();
+  if (alloc_)
+    alloc_->release(ptr(), bytes_);
+  else if (release_)
+    release_();
 }
 
 namespace {
@@ -40,7 +43,8 @@ namespace {
 const CudaBuffer& as_cuda(const Buffer& b, const char* what) {
   auto* c = dynamic_cast<const CudaBuffer*>(&b);
   if (!c)
-    fail(ErrorKind::Runtime, what, ": the buffer is ", b.on_host() ? "host memory" : "not CUDA device memory",
+    fail(ErrorKind::Runtime, what, ": the buffer is ",
+         b.on_host() ? "host memory" : "not CUDA device memory",
          ", not a buffer of the cuda backend");
   return *c;
 }
@@ -49,8 +53,9 @@ class CudaExecutable : public Executable {
  public:
   // `module` is compile_cuda_module(plan) of this process or of the one that wrote a cache entry;
   // either way the image is only loaded here.
-  CudaExecutable(std::shared_ptr<CudaCachingAllocator> alloc, const Plan& plan, CudaModuleImage module,
-                 std::shared_ptr<const CublasHandle> blas, std::shared_ptr<const CudnnHandle> dnn)
+  CudaExecutable(std::shared_ptr<CudaCachingAllocator> alloc, const Plan& plan,
+                 CudaModuleImage module, std::shared_ptr<const CublasHandle> blas,
+                 std::shared_ptr<const CudnnHandle> dnn)
       : alloc_(std::move(alloc)),
         dev_(alloc_->device()),
         buffers_(plan.buffers),
@@ -66,15 +71,15 @@ class CudaExecutable : public Executable {
     for (const ConvStep& c : plan.convs) convs_.push_back(std::make_unique<CudnnConv>(dnn, c));
     const size_t launches = kernels_.size() + flash_attention_launches(plan);
     if (module_image_.launches.size() != launches)
-      fail(ErrorKind::Runtime, "internal: cuda module with ", module_image_.launches.size(), " launches for ",
-           launches, " kernels");
+      fail(ErrorKind::Runtime, "internal: cuda module with ", module_image_.launches.size(),
+           " launches for ", launches, " kernels");
     graphs_ = steps_.size() >= kCudaGraphMinSteps && cuda_graphs_enabled();
     if (launches == 0) return;
     const CudaDriver& d = dev_->driver();
     dev_->bind();
     if (module_image_.program_of.size() != launches)
-      fail(ErrorKind::Runtime, "internal: cuda module with ", module_image_.program_of.size(), " program indices for ",
-           launches, " kernels");
+      fail(ErrorKind::Runtime, "internal: cuda module with ", module_image_.program_of.size(),
+           " program indices for ", launches, " kernels");
     try {
       for (const auto& image : module_image_.images) {
         CUmodule mod = nullptr;
@@ -84,7 +89,8 @@ class CudaExecutable : public Executable {
       for (size_t k = 0; k < launches; ++k) {
         const uint32_t p = module_image_.program_of[k];
         if (p >= modules_.size())
-          fail(ErrorKind::Runtime, "internal: cuda kernel ", k, " in program ", p, " of ", modules_.size());
+          fail(ErrorKind::Runtime, "internal: cuda kernel ", k, " in program ", p, " of ",
+               modules_.size());
         CUfunction f = nullptr;
         d.check(d.cuModuleGetFunction(&f, modules_[p], module_image_.launches[k].name.c_str()),
                 "cuModuleGetFunction");
@@ -113,7 +119,8 @@ class CudaExecutable : public Executable {
            "internal: cuda executable given a plan that complete_plan has not completed");
     for (const Gemm& g : plan.gemms) {
       for (int buf : {g.a, g.b, g.out})
-        if (buf < 0 || buf >= static_cast<int>(plan.buffers.size()) || plan.buffers[buf].dtype != g.dtype ||
+        if (buf < 0 || buf >= static_cast<int>(plan.buffers.size()) ||
+            plan.buffers[buf].dtype != g.dtype ||
             plan.buffers[buf].kind == BufferSpec::Kind::Scalar)
           fail(ErrorKind::Runtime, "internal: gemm ", g.name, " names bad buffer ", buf);
       validate_gemm(g, plan.buffers[g.a].numel, plan.buffers[g.b].numel, plan.buffers[g.out].numel,
@@ -121,22 +128,27 @@ class CudaExecutable : public Executable {
     }
     for (const ConvStep& c : plan.convs) {
       auto bad = [&](int buf) {
-        return buf < 0 || buf >= static_cast<int>(plan.buffers.size()) || plan.buffers[buf].dtype != c.dtype ||
+        return buf < 0 || buf >= static_cast<int>(plan.buffers.size()) ||
+               plan.buffers[buf].dtype != c.dtype ||
                plan.buffers[buf].kind == BufferSpec::Kind::Scalar;
       };
       for (int buf : {c.a, c.b, c.out})
-        if (bad(buf)) fail(ErrorKind::Runtime, "internal: conv ", c.name, " names bad buffer ", buf);
-      if (c.bias >= 0 && bad(c.bias)) fail(ErrorKind::Runtime, "internal: conv ", c.name, " names bad bias buffer ", c.bias);
+        if (bad(buf))
+          fail(ErrorKind::Runtime, "internal: conv ", c.name, " names bad buffer ", buf);
+      if (c.bias >= 0 && bad(c.bias))
+        fail(ErrorKind::Runtime, "internal: conv ", c.name, " names bad bias buffer ", c.bias);
       if (plan.buffers[c.out].kind == BufferSpec::Kind::Input)
         fail(ErrorKind::Runtime, "internal: conv ", c.name, " writes input buffer ", c.out);
       validate_conv(c, plan.buffers[c.a].numel, plan.buffers[c.b].numel,
-                    c.bias >= 0 ? plan.buffers[c.bias].numel : 0, plan.buffers[c.out].numel, "cuda executable");
+                    c.bias >= 0 ? plan.buffers[c.bias].numel : 0, plan.buffers[c.out].numel,
+                    "cuda executable");
     }
     // The runtime expands conv prims for a backend without cuDNN (runtime/conv.h).
     if (!plan.convs.empty() && !have_dnn)
-      fail(ErrorKind::NotImplemented, "not implemented: library convolution step ", plan.convs[0].name,
-           " on cuda: ", cudnn_error());
-    if (!plan.gemms.empty() && !have_blas) fail(ErrorKind::Runtime, "internal: cuda plan with gemms but no cuBLAS handle");
+      fail(ErrorKind::NotImplemented, "not implemented: library convolution step ",
+           plan.convs[0].name, " on cuda: ", cudnn_error());
+    if (!plan.gemms.empty() && !have_blas)
+      fail(ErrorKind::Runtime, "internal: cuda plan with gemms but no cuBLAS handle");
     std::vector<int64_t> numels;
     std::vector<DType> dtypes;
     for (const BufferSpec& b : plan.buffers) {
@@ -146,11 +158,13 @@ class CudaExecutable : public Executable {
     for (const AttentionStep& a : plan.attentions) {
       validate_attention(a, numels, dtypes, "cuda executable");
       if (!flash_attention_supports(a.dtype, a.E, a.Ev))
-        fail(ErrorKind::NotImplemented, "not implemented: attention ", a.name, " in ", dtype_name(a.dtype),
-             " with head dims ", a.E, " and ", a.Ev, " on cuda (float32 with 64 only)");
-      if (flash_blocks(a.batch, std::max(a.L, a.S)) > INT32_MAX || a.L > INT32_MAX / 64 || a.S > INT32_MAX / 64)
-        fail(ErrorKind::NotImplemented, "not implemented: attention ", a.name, " of batch ", a.batch, ", L ", a.L,
-             ", S ", a.S, " on cuda (too large for one grid)");
+        fail(ErrorKind::NotImplemented, "not implemented: attention ", a.name, " in ",
+             dtype_name(a.dtype), " with head dims ", a.E, " and ", a.Ev,
+             " on cuda (float32 with 64 only)");
+      if (flash_blocks(a.batch, std::max(a.L, a.S)) > INT32_MAX || a.L > INT32_MAX / 64 ||
+          a.S > INT32_MAX / 64)
+        fail(ErrorKind::NotImplemented, "not implemented: attention ", a.name, " of batch ",
+             a.batch, ", L ", a.L, ", S ", a.S, " on cuda (too large for one grid)");
     }
     for (const PlanStep& st : plan.ordered_steps()) {
       const size_t count = st.kind == PlanStep::Kind::Gemm        ? plan.gemms.size()
@@ -158,16 +172,17 @@ class CudaExecutable : public Executable {
                            : st.kind == PlanStep::Kind::Conv      ? plan.convs.size()
                                                                   : plan.kernels.size();
       if (st.index < 0 || st.index >= static_cast<int>(count))
-        fail(ErrorKind::Runtime, "internal: plan step names step ", st.index, " that does not exist");
+        fail(ErrorKind::Runtime, "internal: plan step names step ", st.index,
+             " that does not exist");
     }
     for (const loop::Kernel& kern : plan.kernels)
       for (const loop::Arg& arg : kern.args) {
         if (arg.buffer < 0 || arg.buffer >= static_cast<int>(plan.buffers.size()))
-          fail(ErrorKind::Runtime, "internal: kernel ", kern.name, " uses buffer ", arg.buffer, " of ",
-               plan.buffers.size());
+          fail(ErrorKind::Runtime, "internal: kernel ", kern.name, " uses buffer ", arg.buffer,
+               " of ", plan.buffers.size());
         if (!arg.scalar && plan.buffers[arg.buffer].kind == BufferSpec::Kind::Scalar)
-          fail(ErrorKind::Runtime, "internal: kernel ", kern.name, " reads scalar buffer ", arg.buffer,
-               " through a pointer");
+          fail(ErrorKind::Runtime, "internal: kernel ", kern.name, " reads scalar buffer ",
+               arg.buffer, " through a pointer");
       }
   }
 
@@ -177,7 +192,7 @@ class CudaExecutable : public Executable {
     try {
       dev_->bind();
       d.cuStreamSynchronize(dev_->stream());  // its kernels may still be running
-      graph_.reset();  // its kernel nodes name the module's functions
+      graph_.reset();                         // its kernel nodes name the module's functions
       for (CUmodule mod : modules_) d.cuModuleUnload(mod);
     } catch (...) {
     }
@@ -201,19 +216,21 @@ class CudaExecutable : public Executable {
         donated_outputs(buffers_, donations_, inputs, "cuda executable");
     std::vector<std::shared_ptr<CudaBuffer>> slot_bufs(memory_.slot_bytes.size());
     for (size_t s = 0; s < slot_bufs.size(); ++s)
-      slot_bufs[s] = std::make_shared<CudaBuffer>(alloc_, std::max<size_t>(memory_.slot_bytes[s], 1));
+      slot_bufs[s] =
+          std::make_shared<CudaBuffer>(alloc_, std::max<size_t>(memory_.slot_bytes[s], 1));
     for (size_t b = 0; b < buffers_.size(); ++b) {
       const BufferSpec& spec = buffers_[b];
       const size_t bytes = static_cast<size_t>(spec.numel) * dtype_size(spec.dtype);
       switch (spec.kind) {
         case BufferSpec::Kind::Input: {
-          if (spec.input < 0 || spec.input >= static_cast<int>(inputs.size()) || !inputs[spec.input].buffer)
-            fail(ErrorKind::Runtime, "cuda executable: graph input ", spec.input, " is missing (", inputs.size(),
-                 " given)");
+          if (spec.input < 0 || spec.input >= static_cast<int>(inputs.size()) ||
+              !inputs[spec.input].buffer)
+            fail(ErrorKind::Runtime, "cuda executable: graph input ", spec.input, " is missing (",
+                 inputs.size(), " given)");
           const CudaBuffer& cb = as_cuda(*inputs[spec.input].buffer, "cuda executable input");
           if (cb.bytes() < bytes)
-            fail(ErrorKind::Runtime, "cuda executable: input ", spec.input, " holds ", cb.bytes(), " bytes, expected ",
-                 bytes, " (", spec.numel, " x ", dtype_name(spec.dtype), ")");
+            fail(ErrorKind::Runtime, "cuda executable: input ", spec.input, " holds ", cb.bytes(),
+                 " bytes, expected ", bytes, " (", spec.numel, " x ", dtype_name(spec.dtype), ")");
           ptrs[b] = cb.ptr();
           break;
         }
@@ -243,11 +260,12 @@ class CudaExecutable : public Executable {
       }
     }
     {
-      std::lock_guard<std::mutex> lock(launch_mu_);  // the pointer arrays' host staging is per executable
+      std::lock_guard<std::mutex> lock(
+          launch_mu_);  // the pointer arrays' host staging is per executable
       std::vector<CudaLaunchStep> steps = resolve_steps(inputs, ptrs);
       // Profiling times each launch, so it launches plainly.
-      const bool graph = graphs_ && !(stats && stats->on_kernel) && steps.size() >= kCudaGraphMinSteps &&
-                         ++runs_ > kCudaGraphWarmupRuns;
+      const bool graph = graphs_ && !(stats && stats->on_kernel) &&
+                         steps.size() >= kCudaGraphMinSteps && ++runs_ > kCudaGraphWarmupRuns;
       if (graph && !graph_) graph_ = std::make_unique<CudaGraphReplay>(dev_, blas_);
       if (graph && graph_->launch(steps)) {
         if (stats) {
@@ -269,7 +287,8 @@ class CudaExecutable : public Executable {
 
  private:
   // This run's steps in plan order with their addresses and scalar values.
-  std::vector<CudaLaunchStep> resolve_steps(const std::vector<RunInput>& inputs, const std::vector<CUdeviceptr>& ptrs) {
+  std::vector<CudaLaunchStep> resolve_steps(const std::vector<RunInput>& inputs,
+                                            const std::vector<CUdeviceptr>& ptrs) {
     std::vector<CudaLaunchStep> out;
     out.reserve(steps_.size());
     for (const PlanStep& step : steps_) {
@@ -290,7 +309,8 @@ class CudaExecutable : public Executable {
         s.a = ptrs[g.a], s.b = ptrs[g.b], s.out = ptrs[g.out];
         if (const size_t bytes = CublasHandle::pointer_array_bytes(g)) {
           GemmArrays& ga = gemm_arrays_[static_cast<size_t>(step.index)];
-          if (!ga.device) ga.device = std::make_shared<CudaBuffer>(alloc_, bytes);  // kept with the executable
+          if (!ga.device)
+            ga.device = std::make_shared<CudaBuffer>(alloc_, bytes);  // kept with the executable
           s.arrays = {ga.device->ptr(), &ga.host};
         }
         out.push_back(std::move(s));
@@ -303,8 +323,10 @@ class CudaExecutable : public Executable {
       CudaLaunchStep s;
       s.name = kern.name;
       s.fn = functions_[k];
-      const int64_t cap = static_cast<int64_t>(dev_->sm_count()) * std::max(1, 2048 / l.threads) * 4;
-      s.grid = static_cast<unsigned>(std::clamp<int64_t>(l.max_blocks, 1, std::min<int64_t>(cap, 1 << 30)));
+      const int64_t cap =
+          static_cast<int64_t>(dev_->sm_count()) * std::max(1, 2048 / l.threads) * 4;
+      s.grid = static_cast<unsigned>(
+          std::clamp<int64_t>(l.max_blocks, 1, std::min<int64_t>(cap, 1 << 30)));
       s.threads = static_cast<unsigned>(l.threads);
       // One 8-byte slot per parameter: device pointers, and scalars by value (double / long long).
       s.slots.assign(kern.args.size(), 0);
@@ -340,7 +362,8 @@ class CudaExecutable : public Executable {
     s.conv = &conv;
     s.tf32 = conv_allow_tf32();  // a captured CUDA graph is rebuilt when the setting changes
     const size_t bytes = conv.prepare(s.tf32);
-    if (bytes && (!workspace_ || workspace_->bytes() < bytes)) workspace_ = std::make_shared<CudaBuffer>(alloc_, bytes);
+    if (bytes && (!workspace_ || workspace_->bytes() < bytes))
+      workspace_ = std::make_shared<CudaBuffer>(alloc_, bytes);
     s.workspace = bytes ? workspace_->ptr() : 0;
     s.a = ptrs[c.a], s.b = ptrs[c.b], s.out = ptrs[c.out];
     s.bias = c.bias >= 0 ? ptrs[c.bias] : 0;
@@ -414,12 +437,12 @@ class CudaExecutable : public Executable {
   };
   std::vector<GemmArrays> gemm_arrays_ = std::vector<GemmArrays>(gemms_.size());
   std::vector<std::unique_ptr<CudnnConv>> convs_;  // per conv step: descriptors and algorithms
-  std::shared_ptr<CudaBuffer> workspace_;           // shared by the conv steps, kept with the executable
+  std::shared_ptr<CudaBuffer> workspace_;  // shared by the conv steps, kept with the executable
   std::mutex launch_mu_;
   std::vector<Donation> donations_;  // outputs a run may write into an input's memory
-  MemoryPlan memory_;  // which temporaries share an allocation
-  CudaModuleImage module_image_;  // kept for the disk cache (serialize)
-  std::vector<CUmodule> modules_;  // one per NVRTC program
+  MemoryPlan memory_;                // which temporaries share an allocation
+  CudaModuleImage module_image_;     // kept for the disk cache (serialize)
+  std::vector<CUmodule> modules_;    // one per NVRTC program
   std::vector<CUfunction> functions_;
   // Runs so far; from the (kCudaGraphWarmupRuns + 1)-th on, launches replay graph_, created then
   // (never with LT_CUDA_GRAPHS=0, a driver without graphs, or fewer than kCudaGraphMinSteps steps).
@@ -451,7 +474,8 @@ class CudaBackendImpl : public CudaBackend {
   void copy_from_host(Buffer& dst, const void* src, size_t bytes) override {
     const CudaBuffer& cb = as_cuda(dst, "cuda copy_from_host");
     if (bytes > cb.bytes())
-      fail(ErrorKind::Runtime, "cuda copy_from_host: ", bytes, " bytes into a buffer of ", cb.bytes());
+      fail(ErrorKind::Runtime, "cuda copy_from_host: ", bytes, " bytes into a buffer of ",
+           cb.bytes());
     if (!bytes) return;
     dev_->bind();
     const CudaDriver& d = dev_->driver();
@@ -460,15 +484,16 @@ class CudaBackendImpl : public CudaBackend {
     // memory the DMA may still be reading `src` on return, so that case waits.
     d.check(d.cuMemcpyHtoDAsync_v2(cb.ptr(), src, bytes, dev_->stream()), "cuMemcpyHtoDAsync");
     unsigned int type = 0;
-    if (d.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, reinterpret_cast<CUdeviceptr>(src)) ==
-        CUDA_SUCCESS)
+    if (d.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                reinterpret_cast<CUdeviceptr>(src)) == CUDA_SUCCESS)
       dev_->synchronize();
   }
 
   void copy_to_host(void* dst, const Buffer& src, size_t bytes) override {
     const CudaBuffer& cb = as_cuda(src, "cuda copy_to_host");
     if (bytes > cb.bytes())
-      fail(ErrorKind::Runtime, "cuda copy_to_host: ", bytes, " bytes from a buffer of ", cb.bytes());
+      fail(ErrorKind::Runtime, "cuda copy_to_host: ", bytes, " bytes from a buffer of ",
+           cb.bytes());
     if (!bytes) return;
     dev_->synchronize();  // the runs that write `src` may still be in flight
     const CudaDriver& d = dev_->driver();
@@ -478,7 +503,8 @@ class CudaBackendImpl : public CudaBackend {
   void synchronize() override { dev_->synchronize(); }
 
   BufferPtr wrap_external(void* data, size_t bytes, std::function<void()> release) override {
-    return std::make_shared<CudaBuffer>(reinterpret_cast<CUdeviceptr>(data), bytes, std::move(release));
+    return std::make_shared<CudaBuffer>(reinterpret_cast<CUdeviceptr>(data), bytes,
+                                        std::move(release));
   }
 
   std::unique_ptr<Executable> compile(const Plan& plan) override {
@@ -494,7 +520,8 @@ class CudaBackendImpl : public CudaBackend {
                          [t = target_, c = cubin_] { return &flash_attention_images(t, c); });
     CudaModuleImage module = compile_cuda_module(plan, target_, cubin_);
     if (flash.valid()) append_flash_attention(module, *flash.get());
-    return std::make_unique<CudaExecutable>(alloc_, plan, std::move(module), std::move(blas), std::move(dnn));
+    return std::make_unique<CudaExecutable>(alloc_, plan, std::move(module), std::move(blas),
+                                            std::move(dnn));
   }
 
   // The code depends on the architecture compiled for, the NVRTC that compiled it (and how hard
@@ -503,8 +530,8 @@ class CudaBackendImpl : public CudaBackend {
   std::string cache_target() override {
     const LowerOptions o = lower_options();
     return target_ + " nvrtc " + nvrtc_version() + (o.gemm_dtypes.empty() ? "" : "+cublas") +
-           (o.conv_dtypes.empty() ? "" : "+cudnn") +
-           (nvrtc_fast_compile() ? " ofc" : "") + CudaCodegenOptions::from_env().tag();
+           (o.conv_dtypes.empty() ? "" : "+cudnn") + (nvrtc_fast_compile() ? " ofc" : "") +
+           CudaCodegenOptions::from_env().tag();
   }
 
   bool serialize(const Executable& exe, std::string* out) override {
@@ -524,7 +551,8 @@ class CudaBackendImpl : public CudaBackend {
     if (!plan.gemms.empty()) blas = cublas_handle();
     std::shared_ptr<const CudnnHandle> dnn;
     if (!plan.convs.empty()) dnn = cudnn_handle();
-    return std::make_unique<CudaExecutable>(alloc_, plan, std::move(m), std::move(blas), std::move(dnn));
+    return std::make_unique<CudaExecutable>(alloc_, plan, std::move(m), std::move(blas),
+                                            std::move(dnn));
   }
 
   // cuBLAS computes float32, float64, bfloat16 and float16 matmuls when it loads; otherwise they
@@ -586,6 +614,8 @@ class CudaBackendImpl : public CudaBackend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(int ordinal) { return std::make_unique<CudaBackendImpl>(ordinal); }
+std::unique_ptr<Backend> make_cuda_backend(int ordinal) {
+  return std::make_unique<CudaBackendImpl>(ordinal);
+}
 
 }  // namespace lt

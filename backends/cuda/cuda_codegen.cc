@@ -34,9 +34,17 @@ int64_t cuda_point_cost(const loop::Kernel& k) {
       // a math-library call, or the fmod loop (floats) or 64-bit division sequence (integers)
       // behind the division helpers, is some twenty; sin and cos add their range reduction.
       switch (op_info(in.op).cost) {
-        case OpCost::Trig: cost += 40; break;
-        case OpCost::Transcendental: case OpCost::DivideLoop: cost += 20; break;
-        case OpCost::Cheap: case OpCost::Divide: ++cost; break;
+        case OpCost::Trig:
+          cost += 40;
+          break;
+        case OpCost::Transcendental:
+        case OpCost::DivideLoop:
+          cost += 20;
+          break;
+        case OpCost::Cheap:
+        case OpCost::Divide:
+          ++cost;
+          break;
       }
     }
   return cost;
@@ -44,11 +52,16 @@ int64_t cuda_point_cost(const loop::Kernel& k) {
 
 const char* cuda_kernel_mode_name(CudaKernelMode m) {
   switch (m) {
-    case CudaKernelMode::Elementwise: return "elementwise";
-    case CudaKernelMode::Thread: return "thread-per-row";
-    case CudaKernelMode::Warp: return "warp-per-row";
-    case CudaKernelMode::Block: return "block-per-row";
-    case CudaKernelMode::Tile: return "tile-of-columns";
+    case CudaKernelMode::Elementwise:
+      return "elementwise";
+    case CudaKernelMode::Thread:
+      return "thread-per-row";
+    case CudaKernelMode::Warp:
+      return "warp-per-row";
+    case CudaKernelMode::Block:
+      return "block-per-row";
+    case CudaKernelMode::Tile:
+      return "tile-of-columns";
   }
   return "?";
 }
@@ -73,19 +86,22 @@ CudaCodegenOptions CudaCodegenOptions::from_env() {
 std::string CudaCodegenOptions::tag() const {
   const CudaCodegenOptions d;
   std::string t;
-  if (max_cached_per_thread != d.max_cached_per_thread) t += " rowcache" + std::to_string(max_cached_per_thread);
+  if (max_cached_per_thread != d.max_cached_per_thread)
+    t += " rowcache" + std::to_string(max_cached_per_thread);
   if (block_threads != d.block_threads) t += " block" + std::to_string(block_threads);
   if (row_vectors != d.row_vectors) t += row_vectors ? " rowvec" : " norowvec";
   return t;
 }
 
-CudaModuleSource generate_cuda(const std::vector<loop::Kernel>& kernels, const CudaCodegenOptions& options) {
+CudaModuleSource generate_cuda(const std::vector<loop::Kernel>& kernels,
+                               const CudaCodegenOptions& options) {
   CudaModuleSource out;
   std::ostringstream os;
   bool half = false, rand = false, reduce = false, atomic = false, atomic_half = false;
   std::set<std::string> names;
   for (size_t i = 0; i < kernels.size(); ++i) {
-    std::string name = cudagen::sanitize(kernels[i].name.empty() ? "kernel" + std::to_string(i) : kernels[i].name);
+    std::string name =
+        cudagen::sanitize(kernels[i].name.empty() ? "kernel" + std::to_string(i) : kernels[i].name);
     if (!names.insert(name).second) {
       name += "_" + std::to_string(i);
       names.insert(name);
@@ -98,8 +114,10 @@ CudaModuleSource generate_cuda(const std::vector<loop::Kernel>& kernels, const C
     rand |= gen.uses_rand();
     atomic |= gen.uses_atomic();
     for (const auto& st : k.stages)
-      for (const auto& store : st.stores) atomic_half |= store.accumulate && cudagen::is_half(k.args[store.arg].dtype);
-    reduce |= out.kernels.back().mode == CudaKernelMode::Warp || out.kernels.back().mode == CudaKernelMode::Block ||
+      for (const auto& store : st.stores)
+        atomic_half |= store.accumulate && cudagen::is_half(k.args[store.arg].dtype);
+    reduce |= out.kernels.back().mode == CudaKernelMode::Warp ||
+              out.kernels.back().mode == CudaKernelMode::Block ||
               out.kernels.back().mode == CudaKernelMode::Tile;
   }
   std::string pre = cuda_preamble::kPreambleHead;
@@ -122,6 +140,8 @@ CudaModuleSource generate_cuda(const std::vector<loop::Kernel>& kernels, const C
   return out;
 }
 
-std::string cuda_source(const std::vector<loop::Kernel>& kernels) { return generate_cuda(kernels).source; }
+std::string cuda_source(const std::vector<loop::Kernel>& kernels) {
+  return generate_cuda(kernels).source;
+}
 
 }  // namespace lt

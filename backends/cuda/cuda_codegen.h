@@ -1,7 +1,9 @@
-// Loop IR -> CUDA C. One translation unit per plan, one `extern "C" __global__` function per kernel,
-// compiled by NVRTC (nvrtc_compiler.h). Nothing here touches a GPU, so CI tests it without one.
+// Loop IR -> CUDA C. One translation unit per plan, one `extern "C" __global__` function per
+// kernel, compiled by NVRTC (nvrtc_compiler.h). Nothing here touches a GPU, so CI tests it without
+// one.
 //
-// Grid mapping (see kernel_gen_elementwise.cc and kernel_gen_rows.cc for the details and the reasons):
+// Grid mapping (see kernel_gen_elementwise.cc and kernel_gen_rows.cc for the details and the
+// reasons):
 //   Elementwise  - only MapOuter stages: one thread per outer point, grid-stride loop over the
 //                  flattened outer index; 4 points per thread with 16/8/4-byte vector loads and
 //                  stores (float4, ...) when the contiguous accesses allow it and the body is
@@ -9,7 +11,8 @@
 //   Block        - Reduce/MapInner stages over a large inner space: one 256..1024-thread block per
 //                  outer point; each Reduce is a warp-shuffle + shared-memory block reduction whose
 //                  result every thread sees, so later stages of the same row read it.
-//   Warp         - the same with one warp per outer point (8 rows per block) for small inner spaces.
+//   Warp         - the same with one warp per outer point (8 rows per block) for small inner
+//   spaces.
 //                  Optionally (CudaCodegenOptions), a load that several stages repeat is read
 //                  once and kept in registers; by default later stages re-read it from L1/L2.
 //   Tile         - reductions whose loads are contiguous along the outer index (column sums): the
@@ -30,15 +33,15 @@ enum class CudaKernelMode : uint8_t { Elementwise, Thread, Warp, Block, Tile };
 // How one generated kernel is launched. The kernel is grid-stride, so any grid from 1 to
 // `max_blocks` is correct; the backend caps it by the device's size.
 struct CudaKernelLaunch {
-  std::string name;        // the extern "C" symbol
+  std::string name;  // the extern "C" symbol
   CudaKernelMode mode;
-  int threads;             // block size (a multiple of 32)
-  int64_t max_blocks;      // blocks that still get work; 0 when the kernel has nothing to do
-  bool vectorized = false; // Elementwise: a vector path (4 points per thread) exists
+  int threads;              // block size (a multiple of 32)
+  int64_t max_blocks;       // blocks that still get work; 0 when the kernel has nothing to do
+  bool vectorized = false;  // Elementwise: a vector path (4 points per thread) exists
 };
 
 struct CudaModuleSource {
-  std::string source;                   // the whole translation unit
+  std::string source;                     // the whole translation unit
   std::vector<CudaKernelLaunch> kernels;  // one per loop::Kernel, in order
 };
 
@@ -52,12 +55,12 @@ struct CudaCodegenOptions {
   // (before vectors) made both ~25% slower than re-reading the row from L1/L2, so points are not
   // cached.
   int max_cached_per_thread = 4;
-  int block_threads = 0;           // Block mode's block size; 0 picks it from the row length
+  int block_threads = 0;  // Block mode's block size; 0 picks it from the row length
   // 16-byte loads/stores of rows in Block/Warp modes (4 consecutive points per thread at a time).
   bool row_vectors = true;
 
-  // The defaults, or LT_CUDA_ROW_CACHE / LT_CUDA_BLOCK_THREADS / LT_CUDA_ROW_VEC where set: tuning knobs
-  // for benchmarks (tests/gpu/profile_rows.py), not part of the public contract.
+  // The defaults, or LT_CUDA_ROW_CACHE / LT_CUDA_BLOCK_THREADS / LT_CUDA_ROW_VEC where set: tuning
+  // knobs for benchmarks (tests/gpu/profile_rows.py), not part of the public contract.
   static CudaCodegenOptions from_env();
   // "" for the defaults, else a tag naming the non-default values (part of the disk cache's key).
   std::string tag() const;
@@ -74,7 +77,8 @@ int64_t cuda_point_cost(const loop::Kernel& k);
 
 // Generates the translation unit and each kernel's launch description. Throws lt::Error
 // (NotImplemented) for IR it cannot express, naming the kernel and the op.
-CudaModuleSource generate_cuda(const std::vector<loop::Kernel>& kernels, const CudaCodegenOptions& options = {});
+CudaModuleSource generate_cuda(const std::vector<loop::Kernel>& kernels,
+                               const CudaCodegenOptions& options = {});
 
 // The CUDA C source alone (what dumps and lt.debug.kernel_sources show).
 std::string cuda_source(const std::vector<loop::Kernel>& kernels);

@@ -9,19 +9,24 @@ namespace lt {
 std::shared_ptr<CudaDevice> CudaDevice::open(int ordinal) {
   const CudaDriver& d = cuda_driver();
   if (!d.ok || d.device_count == 0)
-    fail(ErrorKind::Runtime, "no CUDA device: ", d.error.empty() ? "the driver reports none" : d.error);
+    fail(ErrorKind::Runtime,
+         "no CUDA device: ", d.error.empty() ? "the driver reports none" : d.error);
   if (ordinal < 0 || ordinal >= d.device_count)
-    fail(ErrorKind::Runtime, "no CUDA device ", ordinal, ": ", d.device_count, " device(s) visible");
+    fail(ErrorKind::Runtime, "no CUDA device ", ordinal, ": ", d.device_count,
+         " device(s) visible");
   std::shared_ptr<CudaDevice> dev(new CudaDevice());
   dev->drv_ = &d;
   dev->ordinal_ = ordinal;
   d.check(d.cuDeviceGet(&dev->dev_, ordinal), "cuDeviceGet");
-  d.check(d.cuDeviceGetAttribute(&dev->cc_major_, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev->dev_),
+  d.check(d.cuDeviceGetAttribute(&dev->cc_major_, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                 dev->dev_),
           "cuDeviceGetAttribute");
-  d.check(d.cuDeviceGetAttribute(&dev->cc_minor_, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev->dev_),
+  d.check(d.cuDeviceGetAttribute(&dev->cc_minor_, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                 dev->dev_),
           "cuDeviceGetAttribute");
-  d.check(d.cuDeviceGetAttribute(&dev->sm_count_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev->dev_),
-          "cuDeviceGetAttribute");
+  d.check(
+      d.cuDeviceGetAttribute(&dev->sm_count_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev->dev_),
+      "cuDeviceGetAttribute");
   char name[256] = {0};
   if (d.cuDeviceGetName(name, sizeof name - 1, dev->dev_) == CUDA_SUCCESS) dev->name_ = name;
   d.check(d.cuDevicePrimaryCtxRetain(&dev->ctx_, dev->dev_), "cuDevicePrimaryCtxRetain");

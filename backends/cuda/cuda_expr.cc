@@ -30,15 +30,22 @@ using loop::Index;
 // The register type of a value.
 const char* ctype(DType t) {
   switch (t) {
-    case DType::Bool: return "bool";
-    case DType::UInt8: return "unsigned char";
-    case DType::Int8: return "signed char";
-    case DType::Int32: return "int";
-    case DType::Int64: return "long long";
+    case DType::Bool:
+      return "bool";
+    case DType::UInt8:
+      return "unsigned char";
+    case DType::Int8:
+      return "signed char";
+    case DType::Int32:
+      return "int";
+    case DType::Int64:
+      return "long long";
     case DType::Float16:
     case DType::BFloat16:
-    case DType::Float32: return "float";
-    case DType::Float64: return "double";
+    case DType::Float32:
+      return "float";
+    case DType::Float64:
+      return "double";
   }
   return "?";
 }
@@ -47,14 +54,21 @@ const char* ctype(DType t) {
 const char* stype(DType t) {
   switch (t) {
     case DType::Bool:
-    case DType::UInt8: return "unsigned char";
-    case DType::Int8: return "signed char";
-    case DType::Int32: return "int";
-    case DType::Int64: return "long long";
+    case DType::UInt8:
+      return "unsigned char";
+    case DType::Int8:
+      return "signed char";
+    case DType::Int32:
+      return "int";
+    case DType::Int64:
+      return "long long";
     case DType::Float16:
-    case DType::BFloat16: return "unsigned short";
-    case DType::Float32: return "float";
-    case DType::Float64: return "double";
+    case DType::BFloat16:
+      return "unsigned short";
+    case DType::Float32:
+      return "float";
+    case DType::Float64:
+      return "double";
   }
   return "?";
 }
@@ -63,13 +77,19 @@ const char* stype(DType t) {
 const char* vtype(DType t) {
   switch (t) {
     case DType::Bool:
-    case DType::UInt8: return "uchar4";
-    case DType::Int8: return "char4";
-    case DType::Int32: return "int4";
+    case DType::UInt8:
+      return "uchar4";
+    case DType::Int8:
+      return "char4";
+    case DType::Int32:
+      return "int4";
     case DType::Float16:
-    case DType::BFloat16: return "ushort4";
-    case DType::Float32: return "float4";
-    default: return nullptr;
+    case DType::BFloat16:
+      return "ushort4";
+    case DType::Float32:
+      return "float4";
+    default:
+      return nullptr;
   }
 }
 
@@ -84,19 +104,27 @@ std::string round_to(DType t, const std::string& e) {
 
 std::string from_storage(DType t, const std::string& e) {
   switch (t) {
-    case DType::Bool: return "(" + e + " != 0)";
-    case DType::Float16: return "lt_h2f(" + e + ")";
-    case DType::BFloat16: return "lt_bf2f(" + e + ")";
-    default: return e;
+    case DType::Bool:
+      return "(" + e + " != 0)";
+    case DType::Float16:
+      return "lt_h2f(" + e + ")";
+    case DType::BFloat16:
+      return "lt_bf2f(" + e + ")";
+    default:
+      return e;
   }
 }
 
 std::string to_storage(DType t, const std::string& e) {
   switch (t) {
-    case DType::Bool: return "(unsigned char)" + e;
-    case DType::Float16: return "lt_f2h(" + e + ")";
-    case DType::BFloat16: return "lt_f2bf(" + e + ")";
-    default: return e;
+    case DType::Bool:
+      return "(unsigned char)" + e;
+    case DType::Float16:
+      return "lt_f2h(" + e + ")";
+    case DType::BFloat16:
+      return "lt_f2bf(" + e + ")";
+    default:
+      return e;
   }
 }
 
@@ -116,13 +144,15 @@ std::string int_literal(int64_t v) {
 // A constant of dtype t as a C expression of its register type.
 std::string literal(DType t, double v) {
   switch (t) {
-    case DType::Bool: return v != 0 ? "true" : "false";
+    case DType::Bool:
+      return v != 0 ? "true" : "false";
     case DType::UInt8:
     case DType::Int8:
     case DType::Int32:
     case DType::Int64: {
       double tv = std::trunc(v);
-      int64_t i = (std::isfinite(tv) && tv >= -9.2e18 && tv <= 9.2e18) ? static_cast<int64_t>(tv) : 0;
+      int64_t i =
+          (std::isfinite(tv) && tv >= -9.2e18 && tv <= 9.2e18) ? static_cast<int64_t>(tv) : 0;
       if (t == DType::Int64) return int_literal(i);
       if (t == DType::Int32) return "(int)" + std::to_string(static_cast<int32_t>(i));
       if (t == DType::Int8) return "(signed char)" + std::to_string(static_cast<int8_t>(i));
@@ -154,7 +184,8 @@ std::string cast_expr(DType from, DType to, const std::string& x) {
   if (tf) {
     if (to == DType::Float64) return "(double)" + x;
     if (to == DType::Float32) return from == DType::Float64 || !ff ? "(float)" + x : x;
-    // float16 / bfloat16: via float32, as the host does (so float64 rounds twice, like the reference).
+    // float16 / bfloat16: via float32, as the host does (so float64 rounds twice, like the
+    // reference).
     std::string f = (from == DType::Float32 || is_half(from)) ? x : "(float)" + x;
     return round_to(to, f);
   }
@@ -169,8 +200,8 @@ bool wraps_in_int(DType t) { return t == DType::Int32 || t == DType::Int64; }
 }  // namespace
 
 // The C expression of an elementwise primitive. `t` is the result dtype, `ot` the operands' dtype.
-std::string op_expr(Op op, DType t, DType ot, const std::string& a, const std::string& b, const std::string& c,
-                    const std::string& kernel) {
+std::string op_expr(Op op, DType t, DType ot, const std::string& a, const std::string& b,
+                    const std::string& c, const std::string& kernel) {
   const bool f64 = ot == DType::Float64;
   auto math1 = [&](const char* fn) {
     std::string e = std::string(fn) + (f64 ? "" : "f") + "(" + a + ")";
@@ -179,12 +210,13 @@ std::string op_expr(Op op, DType t, DType ot, const std::string& a, const std::s
   auto arith = [&](const char* sym, const char* fn) {
     if (wraps_in_int(ot)) return std::string(fn) + "(" + a + ", " + b + ")";
     if (is_floating(ot)) return round_to(t, a + " " + sym + " " + b);
-    return std::string("(") + ctype(t) + ")(" + a + " " + sym + " " + b + ")";  // 8-bit: int promotion
+    return std::string("(") + ctype(t) + ")(" + a + " " + sym + " " + b +
+           ")";  // 8-bit: int promotion
   };
   // The same ops the CPU backend rejects (llvm_ops.cc), with the same kind of message.
   auto unsupported = [&]() {
-    fail(ErrorKind::NotImplemented, "not implemented: ", op_name(op), " for ", dtype_name(ot), " on cuda (kernel ",
-         kernel, ")");
+    fail(ErrorKind::NotImplemented, "not implemented: ", op_name(op), " for ", dtype_name(ot),
+         " on cuda (kernel ", kernel, ")");
   };
   auto need_float = [&]() {
     if (!is_floating(ot)) unsupported();
@@ -192,30 +224,56 @@ std::string op_expr(Op op, DType t, DType ot, const std::string& a, const std::s
   if (ot == DType::Bool && (op == Op::Neg || op == Op::Abs || op == Op::Sub)) unsupported();
   switch (op) {
     case Op::Neg:
-      if (wraps_in_int(ot)) return "lt_sub(" + std::string(ot == DType::Int64 ? "0LL" : "0") + ", " + a + ")";
+      if (wraps_in_int(ot))
+        return "lt_sub(" + std::string(ot == DType::Int64 ? "0LL" : "0") + ", " + a + ")";
       if (is_floating(ot)) return "-" + a;
       return std::string("(") + ctype(t) + ")(-" + a + ")";
-    case Op::Exp: need_float(); return math1("exp");
-    case Op::Log: need_float(); return math1("log");
-    case Op::Sqrt: need_float(); return math1("sqrt");
+    case Op::Exp:
+      need_float();
+      return math1("exp");
+    case Op::Log:
+      need_float();
+      return math1("log");
+    case Op::Sqrt:
+      need_float();
+      return math1("sqrt");
     // float32 sin/cos inline, with an out-of-line CUDA call for huge arguments (kPreambleTrig).
-    case Op::Sin: need_float(); return f64 ? math1("sin") : round_to(t, "lt_sinf(" + a + ")");
-    case Op::Cos: need_float(); return f64 ? math1("cos") : round_to(t, "lt_cosf(" + a + ")");
-    case Op::Tanh: need_float(); return math1("tanh");
-    case Op::Erf: need_float(); return math1("erf");
-    case Op::Floor: need_float(); return std::string(f64 ? "floor" : "floorf") + "(" + a + ")";
+    case Op::Sin:
+      need_float();
+      return f64 ? math1("sin") : round_to(t, "lt_sinf(" + a + ")");
+    case Op::Cos:
+      need_float();
+      return f64 ? math1("cos") : round_to(t, "lt_cosf(" + a + ")");
+    case Op::Tanh:
+      need_float();
+      return math1("tanh");
+    case Op::Erf:
+      need_float();
+      return math1("erf");
+    case Op::Floor:
+      need_float();
+      return std::string(f64 ? "floor" : "floorf") + "(" + a + ")";
     case Op::Abs:
       if (is_floating(ot)) return std::string(f64 ? "fabs" : "fabsf") + "(" + a + ")";
       if (ot == DType::UInt8 || ot == DType::Bool) return a;
       if (wraps_in_int(ot))
-        return "(" + a + " < 0 ? lt_sub(" + (ot == DType::Int64 ? "0LL" : "0") + ", " + a + ") : " + a + ")";
+        return "(" + a + " < 0 ? lt_sub(" + (ot == DType::Int64 ? "0LL" : "0") + ", " + a +
+               ") : " + a + ")";
       return std::string("(") + ctype(t) + ")(" + a + " < 0 ? -" + a + " : " + a + ")";
-    case Op::Recip: need_float(); return round_to(t, std::string(f64 ? "1.0" : "1.0f") + " / " + a);
-    case Op::Not: return ot == DType::Bool ? "!" + a : "(" + a + " == 0)";
-    case Op::Add: return arith("+", "lt_add");
-    case Op::Sub: return arith("-", "lt_sub");
-    case Op::Mul: return arith("*", "lt_mul");
-    case Op::Div: need_float(); return round_to(t, a + " / " + b);
+    case Op::Recip:
+      need_float();
+      return round_to(t, std::string(f64 ? "1.0" : "1.0f") + " / " + a);
+    case Op::Not:
+      return ot == DType::Bool ? "!" + a : "(" + a + " == 0)";
+    case Op::Add:
+      return arith("+", "lt_add");
+    case Op::Sub:
+      return arith("-", "lt_sub");
+    case Op::Mul:
+      return arith("*", "lt_mul");
+    case Op::Div:
+      need_float();
+      return round_to(t, a + " / " + b);
     case Op::Pow:
       if (ot == DType::Bool) unsupported();
       if (!is_floating(ot)) return std::string("lt_ipow<") + ctype(ot) + ">(" + a + ", " + b + ")";
@@ -226,7 +284,9 @@ std::string op_expr(Op op, DType t, DType ot, const std::string& a, const std::s
     case Op::Remainder:
     case Op::Fmod: {
       if (ot == DType::Bool) unsupported();
-      std::string fn = op == Op::FloorDiv ? "lt_floordiv" : op == Op::Remainder ? "lt_remainder" : "lt_fmod";
+      std::string fn = op == Op::FloorDiv    ? "lt_floordiv"
+                       : op == Op::Remainder ? "lt_remainder"
+                                             : "lt_fmod";
       // Integers name the template's type (an 8-bit operand may be an int expression after C's
       // promotions); floats pick the float or double overload.
       if (!is_floating(ot)) return fn + "<" + ctype(ot) + ">(" + a + ", " + b + ")";
@@ -235,7 +295,8 @@ std::string op_expr(Op op, DType t, DType ot, const std::string& a, const std::s
     case Op::Shl:
     case Op::Shr:
       if (is_floating(ot) || ot == DType::Bool) unsupported();
-      return std::string(op == Op::Shl ? "lt_shl<" : "lt_shr<") + ctype(ot) + ">(" + a + ", " + b + ")";
+      return std::string(op == Op::Shl ? "lt_shl<" : "lt_shr<") + ctype(ot) + ">(" + a + ", " + b +
+             ")";
     case Op::BitAnd:
     case Op::BitOr:
     case Op::BitXor: {
@@ -247,19 +308,32 @@ std::string op_expr(Op op, DType t, DType ot, const std::string& a, const std::s
       if (is_floating(ot)) unsupported();
       if (ot == DType::Bool) return "!" + a;
       return std::string("(") + ctype(t) + ")(~" + a + ")";
-    case Op::Maximum: return "lt_max(" + a + ", " + b + ")";
-    case Op::Minimum: return "lt_min(" + a + ", " + b + ")";
-    case Op::Eq: return "(" + a + " == " + b + ")";
-    case Op::Ne: return "(" + a + " != " + b + ")";
-    case Op::Lt: return "(" + a + " < " + b + ")";
-    case Op::Le: return "(" + a + " <= " + b + ")";
-    case Op::Gt: return "(" + a + " > " + b + ")";
-    case Op::Ge: return "(" + a + " >= " + b + ")";
-    case Op::And: return "(" + a + " && " + b + ")";
-    case Op::Or: return "(" + a + " || " + b + ")";
-    case Op::Where: return "(" + a + " ? " + b + " : " + c + ")";
-    case Op::Cast: return cast_expr(ot, t, a);
-    default: break;
+    case Op::Maximum:
+      return "lt_max(" + a + ", " + b + ")";
+    case Op::Minimum:
+      return "lt_min(" + a + ", " + b + ")";
+    case Op::Eq:
+      return "(" + a + " == " + b + ")";
+    case Op::Ne:
+      return "(" + a + " != " + b + ")";
+    case Op::Lt:
+      return "(" + a + " < " + b + ")";
+    case Op::Le:
+      return "(" + a + " <= " + b + ")";
+    case Op::Gt:
+      return "(" + a + " > " + b + ")";
+    case Op::Ge:
+      return "(" + a + " >= " + b + ")";
+    case Op::And:
+      return "(" + a + " && " + b + ")";
+    case Op::Or:
+      return "(" + a + " || " + b + ")";
+    case Op::Where:
+      return "(" + a + " ? " + b + " : " + c + ")";
+    case Op::Cast:
+      return cast_expr(ot, t, a);
+    default:
+      break;
   }
   unsupported();
   return "";
@@ -267,11 +341,16 @@ std::string op_expr(Op op, DType t, DType ot, const std::string& a, const std::s
 
 const char* reduce_functor(Op op) {
   switch (op) {
-    case Op::ReduceSum: return "LtSum()";
-    case Op::ReduceProd: return "LtProd()";
-    case Op::ReduceMax: return "LtMax()";
-    case Op::ReduceMin: return "LtMin()";
-    default: return nullptr;
+    case Op::ReduceSum:
+      return "LtSum()";
+    case Op::ReduceProd:
+      return "LtProd()";
+    case Op::ReduceMax:
+      return "LtMax()";
+    case Op::ReduceMin:
+      return "LtMin()";
+    default:
+      return nullptr;
   }
 }
 
@@ -279,27 +358,40 @@ const char* reduce_functor(Op op) {
 std::string reduce_identity(Op op, DType t) {
   const bool fl = is_floating(t);
   switch (op) {
-    case Op::ReduceSum: return literal(t, 0);
-    case Op::ReduceProd: return literal(t, 1);
+    case Op::ReduceSum:
+      return literal(t, 0);
+    case Op::ReduceProd:
+      return literal(t, 1);
     case Op::ReduceMax:
       if (fl) return t == DType::Float64 ? "(-LT_INF_D)" : "(-LT_INF_F)";
       switch (t) {
-        case DType::Bool: return "false";
-        case DType::UInt8: return "(unsigned char)0";
-        case DType::Int8: return "(signed char)-128";
-        case DType::Int32: return "(int)(-2147483647 - 1)";
-        default: return int_literal(INT64_MIN);
+        case DType::Bool:
+          return "false";
+        case DType::UInt8:
+          return "(unsigned char)0";
+        case DType::Int8:
+          return "(signed char)-128";
+        case DType::Int32:
+          return "(int)(-2147483647 - 1)";
+        default:
+          return int_literal(INT64_MIN);
       }
     case Op::ReduceMin:
       if (fl) return t == DType::Float64 ? "LT_INF_D" : "LT_INF_F";
       switch (t) {
-        case DType::Bool: return "true";
-        case DType::UInt8: return "(unsigned char)255";
-        case DType::Int8: return "(signed char)127";
-        case DType::Int32: return "(int)2147483647";
-        default: return int_literal(INT64_MAX);
+        case DType::Bool:
+          return "true";
+        case DType::UInt8:
+          return "(unsigned char)255";
+        case DType::Int8:
+          return "(signed char)127";
+        case DType::Int32:
+          return "(int)2147483647";
+        default:
+          return int_literal(INT64_MAX);
       }
-    default: break;
+    default:
+      break;
   }
   return "0";
 }
@@ -310,9 +402,12 @@ std::string reduce_combine(Op op, DType t, const std::string& acc, const std::st
       return is_floating(t) ? acc + " + " + v : "lt_add(" + acc + ", " + v + ")";
     case Op::ReduceProd:
       return is_floating(t) ? acc + " * " + v : "lt_mul(" + acc + ", " + v + ")";
-    case Op::ReduceMax: return "lt_max(" + acc + ", " + v + ")";
-    case Op::ReduceMin: return "lt_min(" + acc + ", " + v + ")";
-    default: break;
+    case Op::ReduceMax:
+      return "lt_max(" + acc + ", " + v + ")";
+    case Op::ReduceMin:
+      return "lt_min(" + acc + ", " + v + ")";
+    default:
+      break;
   }
   return acc;
 }
@@ -332,8 +427,8 @@ loop::Kernel with_full_strides(const loop::Kernel& src) {
   auto pad = [&](Index& ix) {
     if (!ix.affine()) return;
     if (ix.strides.size() > nvars)
-      fail(ErrorKind::Runtime, "internal: cuda codegen: an index of kernel ", k.name, " has ", ix.strides.size(),
-           " strides for ", nvars, " loop variables");
+      fail(ErrorKind::Runtime, "internal: cuda codegen: an index of kernel ", k.name, " has ",
+           ix.strides.size(), " strides for ", nvars, " loop variables");
     ix.strides.resize(nvars, 0);
   };
   for (auto& st : k.stages) {

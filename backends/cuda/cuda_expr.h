@@ -31,8 +31,8 @@ std::string literal(DType t, double v);
 std::string cast_expr(DType from, DType to, const std::string& x);
 // The C expression of an elementwise primitive. `t` is the result dtype, `ot` the operands' dtype;
 // throws lt::Error (NotImplemented) naming `kernel` for ops the backend does not support.
-std::string op_expr(Op op, DType t, DType ot, const std::string& a, const std::string& b, const std::string& c,
-                    const std::string& kernel);
+std::string op_expr(Op op, DType t, DType ot, const std::string& a, const std::string& b,
+                    const std::string& c, const std::string& kernel);
 
 // Reductions: the preamble functor (nullptr when unsupported), the identity in register type t,
 // and one combining step.

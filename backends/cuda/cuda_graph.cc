@@ -62,14 +62,17 @@ void launch_cuda_steps(const CudaDevice& dev, const CublasHandle* blas,
       run_library_step(blas, s, false);
     } else {
       const CUDA_KERNEL_NODE_PARAMS p = kernel_params(s, &ptrs);
-      d.check(d.cuLaunchKernel(p.func, p.gridDimX, 1, 1, p.blockDimX, 1, 1, p.sharedMemBytes, dev.stream(),
-                               p.kernelParams, nullptr),
+      d.check(d.cuLaunchKernel(p.func, p.gridDimX, 1, 1, p.blockDimX, 1, 1, p.sharedMemBytes,
+                               dev.stream(), p.kernelParams, nullptr),
               "cuLaunchKernel");
     }
     if (stats) ++stats->kernel_launches;
     if (timed)
-      stats->on_kernel((is_gemm(s) ? "gemm " : s.conv ? "conv " : "") + std::string(s.name) + " (launch)", t0,
-                       std::chrono::steady_clock::now());
+      stats->on_kernel((is_gemm(s) ? "gemm "
+                        : s.conv   ? "conv "
+                                   : "") +
+                           std::string(s.name) + " (launch)",
+                       t0, std::chrono::steady_clock::now());
   }
 }
 
@@ -145,8 +148,9 @@ bool CudaGraphReplay::matches(const std::vector<CudaLaunchStep>& steps) const {
   if (!exec_ || steps.size() != last_.size()) return false;
   for (size_t i = 0; i < steps.size(); ++i) {
     const CudaLaunchStep &s = steps[i], &l = last_[i];
-    if (s.gemm != l.gemm || s.conv != l.conv || s.tf32 != l.tf32 || s.fn != l.fn || s.grid != l.grid || s.threads != l.threads ||
-        s.slots.size() != l.slots.size() || s.arrays.device != l.arrays.device)
+    if (s.gemm != l.gemm || s.conv != l.conv || s.tf32 != l.tf32 || s.fn != l.fn ||
+        s.grid != l.grid || s.threads != l.threads || s.slots.size() != l.slots.size() ||
+        s.arrays.device != l.arrays.device)
       return false;
   }
   return true;
@@ -167,8 +171,8 @@ bool CudaGraphReplay::update(const std::vector<CudaLaunchStep>& steps) {
     }
     // A pointer-array GEMM reads its addresses from its fixed device arrays: the node never
     // changes.
-    if (s.arrays.device ||
-        (s.a == l.a && s.b == l.b && s.out == l.out && s.bias == l.bias && s.workspace == l.workspace))
+    if (s.arrays.device || (s.a == l.a && s.b == l.b && s.out == l.out && s.bias == l.bias &&
+                            s.workspace == l.workspace))
       continue;
     CUgraph child = capture(s);
     if (d.cuGraphExecChildGraphNodeSetParams(exec_, nodes_[i], child) != CUDA_SUCCESS) {

@@ -44,7 +44,7 @@ struct CudaLaunchStep {
   std::string_view name;  // for profiling
   CUfunction fn = nullptr;
   unsigned grid = 0, threads = 0;
-  unsigned smem = 0;  // dynamic shared memory bytes (the flash attention kernels)
+  unsigned smem = 0;            // dynamic shared memory bytes (the flash attention kernels)
   std::vector<uint64_t> slots;  // one 8-byte slot per kernel parameter (pointer or scalar value)
   const Gemm* gemm = nullptr;
   const CudnnConv* conv = nullptr;

@@ -7,7 +7,7 @@ namespace lt {
 namespace {
 
 // Bumped whenever the layout below changes.
-constexpr uint32_t kFormat = 2;  // 2: several programs
+constexpr uint32_t kFormat = 2;          // 2: several programs
 constexpr uint32_t kMagic = 0x4c544355;  // "UCTL"
 
 }  // namespace
@@ -29,7 +29,8 @@ std::string encode_cuda_module(const CudaModuleImage& m) {
     w.i64(l.max_blocks);
     w.u8(l.vectorized ? 1 : 0);
   }
-  for (size_t i = 0; i < m.launches.size(); ++i) w.u32(i < m.program_of.size() ? m.program_of[i] : 0);
+  for (size_t i = 0; i < m.launches.size(); ++i)
+    w.u32(i < m.program_of.size() ? m.program_of[i] : 0);
   return w.take();
 }
 
@@ -49,12 +50,14 @@ CudaModuleImage decode_cuda_module(std::string_view bytes, size_t kernels,
   if (m.cubin != (m.target.rfind("sm_", 0) == 0))
     r.bad("image kind does not match target " + m.target);
   m.images.resize(r.count(8));
-  if (kernels > 0 && m.images.empty()) r.bad("no image for " + std::to_string(kernels) + " kernels");
+  if (kernels > 0 && m.images.empty())
+    r.bad("no image for " + std::to_string(kernels) + " kernels");
   for (auto& image : m.images) {
     std::string_view bytes_of = r.bytes();
     image.assign(bytes_of.begin(), bytes_of.end());
     // PTX is handed to the driver as a C string.
-    if (!m.cubin && (image.empty() || image.back() != '\0')) r.bad("PTX without its terminating NUL");
+    if (!m.cubin && (image.empty() || image.back() != '\0'))
+      r.bad("PTX without its terminating NUL");
     if (image.empty()) r.bad("empty image for " + std::to_string(kernels) + " kernels");
   }
   m.source = std::string(r.bytes());

@@ -17,8 +17,9 @@ namespace lt {
 struct CudaModuleImage {
   std::string target;  // "sm_90" (cubin) or "compute_90" (PTX), as compiled
   bool cubin = true;
-  std::vector<std::vector<char>> images;   // one per program: what cuModuleLoadData takes (PTX ends in its NUL)
-  std::string source;                      // the CUDA C of every program, one after the other
+  std::vector<std::vector<char>>
+      images;          // one per program: what cuModuleLoadData takes (PTX ends in its NUL)
+  std::string source;  // the CUDA C of every program, one after the other
   std::vector<CudaKernelLaunch> launches;  // one per plan kernel, in plan order
   std::vector<uint32_t> program_of;        // the image holding each launch's function
 };

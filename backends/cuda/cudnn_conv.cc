@@ -104,24 +104,30 @@ const cudnn::Api& api() { return load().api; }
 
 void check(cudnn::Status s, const char* call, const std::string& step = "") {
   if (s == cudnn::kSuccess) return;
-  fail(ErrorKind::Runtime, "cuDNN error in ", call, step.empty() ? "" : " (conv " + step + ")", ": ",
-       api().error_string ? api().error_string(s) : "", " (status ", s, ")");
+  fail(ErrorKind::Runtime, "cuDNN error in ", call, step.empty() ? "" : " (conv " + step + ")",
+       ": ", api().error_string ? api().error_string(s) : "", " (status ", s, ")");
 }
 
 int data_type(DType t) {
   switch (t) {
-    case DType::Float32: return cudnn::kFloat;
-    case DType::Float64: return cudnn::kDouble;
-    case DType::Float16: return cudnn::kHalf;
-    case DType::BFloat16: return cudnn::kBFloat16;
-    default: fail(ErrorKind::NotImplemented, "not implemented: conv in ", dtype_name(t), " on cuda");
+    case DType::Float32:
+      return cudnn::kFloat;
+    case DType::Float64:
+      return cudnn::kDouble;
+    case DType::Float16:
+      return cudnn::kHalf;
+    case DType::BFloat16:
+      return cudnn::kBFloat16;
+    default:
+      fail(ErrorKind::NotImplemented, "not implemented: conv in ", dtype_name(t), " on cuda");
   }
 }
 
 // cuDNN's descriptors take int extents, and its legacy kernels index tensors with 32 bits.
 int as_int(int64_t v, const ConvStep& s) {
   if (v < 0 || v > INT_MAX)
-    fail(ErrorKind::NotImplemented, "not implemented: conv ", s.name, " with extent ", v, " beyond 32 bits on cuda");
+    fail(ErrorKind::NotImplemented, "not implemented: conv ", s.name, " with extent ", v,
+         " beyond 32 bits on cuda");
   return static_cast<int>(v);
 }
 
@@ -136,7 +142,8 @@ std::string cudnn_error() { return load().error; }
 size_t cudnn_version() { return load().error.empty() ? load().version : 0; }
 
 CudnnHandle::CudnnHandle(CUstream stream) {
-  if (!cudnn_available()) fail(ErrorKind::NotImplemented, "not implemented: conv on cuda: ", cudnn_error());
+  if (!cudnn_available())
+    fail(ErrorKind::NotImplemented, "not implemented: conv on cuda: ", cudnn_error());
   cudnn::Handle h = nullptr;
   check(api().create(&h), "cudnnCreate");
   handle_ = h;
@@ -153,14 +160,14 @@ CudnnConv::CudnnConv(std::shared_ptr<const CudnnHandle> handle, const ConvStep& 
   const int dt = data_type(step.dtype);
   for (const Shape* s : {&step.x, &step.y, &step.w})
     if (s->size() != 4 || numel(*s) > INT_MAX)
-      fail(ErrorKind::NotImplemented, "not implemented: conv ", step.name, " with operand ", shape_str(*s),
-           " (over 2^31 elements) on cuda");
+      fail(ErrorKind::NotImplemented, "not implemented: conv ", step.name, " with operand ",
+           shape_str(*s), " (over 2^31 elements) on cuda");
   auto tensor = [&](void** out, const Shape& s) {
     cudnn::TensorDesc d = nullptr;
     check(a.create_tensor(&d), "cudnnCreateTensorDescriptor", step.name);
     *out = d;
-    check(a.set_tensor_4d(d, cudnn::kNCHW, dt, as_int(s[0], step), as_int(s[1], step), as_int(s[2], step),
-                          as_int(s[3], step)),
+    check(a.set_tensor_4d(d, cudnn::kNCHW, dt, as_int(s[0], step), as_int(s[1], step),
+                          as_int(s[2], step), as_int(s[3], step)),
           "cudnnSetTensor4dDescriptor", step.name);
   };
   try {
@@ -176,9 +183,11 @@ CudnnConv::CudnnConv(std::shared_ptr<const CudnnHandle> handle, const ConvStep& 
     check(a.create_conv(&c), "cudnnCreateConvolutionDescriptor", step.name);
     conv_ = c;
     const ConvParams& p = step.params;
-    check(a.set_conv_2d(c, as_int(p.padding[0], step), as_int(p.padding[1], step), as_int(p.stride[0], step),
-                        as_int(p.stride[1], step), as_int(p.dilation[0], step), as_int(p.dilation[1], step),
-                        cudnn::kCrossCorrelation, step.dtype == DType::Float64 ? cudnn::kDouble : cudnn::kFloat),
+    check(a.set_conv_2d(c, as_int(p.padding[0], step), as_int(p.padding[1], step),
+                        as_int(p.stride[0], step), as_int(p.stride[1], step),
+                        as_int(p.dilation[0], step), as_int(p.dilation[1], step),
+                        cudnn::kCrossCorrelation,
+                        step.dtype == DType::Float64 ? cudnn::kDouble : cudnn::kFloat),
           "cudnnSetConvolution2dDescriptor", step.name);
     check(a.set_conv_groups(c, as_int(p.groups, step)), "cudnnSetConvolutionGroupCount", step.name);
     if (step.bias >= 0) tensor(&bias_, {1, step.w[0], 1, 1});
@@ -187,8 +196,8 @@ CudnnConv::CudnnConv(std::shared_ptr<const CudnnHandle> handle, const ConvStep& 
       check(a.create_activation(&r), "cudnnCreateActivationDescriptor", step.name);
       relu_ = r;
       // NaN stays NaN, as PyTorch's relu (and our maximum(x, 0)) keeps it.
-      check(a.set_activation(r, cudnn::kRelu, cudnn::kPropagateNan, 0.0), "cudnnSetActivationDescriptor",
-            step.name);
+      check(a.set_activation(r, cudnn::kRelu, cudnn::kPropagateNan, 0.0),
+            "cudnnSetActivationDescriptor", step.name);
     }
   } catch (...) {
     release();  // a throwing constructor runs no destructor
@@ -229,8 +238,8 @@ size_t CudnnConv::prepare(bool tf32) {
   int returned = 0;
   switch (step_.kind) {
     case ConvStep::Kind::Forward:
-      check(a.fwd_algos(h, x, w, c, y, kRequested, &returned, perf), "cudnnGetConvolutionForwardAlgorithm_v7",
-            step_.name);
+      check(a.fwd_algos(h, x, w, c, y, kRequested, &returned, perf),
+            "cudnnGetConvolutionForwardAlgorithm_v7", step_.name);
       break;
     case ConvStep::Kind::GradInput:
       check(a.bwd_data_algos(h, w, y, c, x, kRequested, &returned, perf),
@@ -245,22 +254,23 @@ size_t CudnnConv::prepare(bool tf32) {
     const cudnn::AlgoPerf& r = perf[i];
     if (r.status != cudnn::kSuccess || r.memory > kMaxWorkspace) continue;
     // Without TF32, no tensor-core algorithm for float32 (it would round the inputs).
-    if (fma_only && (r.math_type == cudnn::kTensorOpMath || r.math_type == cudnn::kTensorOpMathAllowConversion))
+    if (fma_only &&
+        (r.math_type == cudnn::kTensorOpMath || r.math_type == cudnn::kTensorOpMathAllowConversion))
       continue;
     ch.chosen = true;
     ch.algo = r.algo;
     ch.math = fma_only ? cudnn::kFmaMath : r.math_type;
   }
   if (!ch.chosen)
-    fail(ErrorKind::NotImplemented, "not implemented: conv ", step_.name, " (input ", shape_str(step_.x),
-         ", weight ", shape_str(step_.w), ", ", dtype_name(step_.dtype), ") on cuda: cuDNN offers no algorithm (",
-         returned, " considered)");
+    fail(ErrorKind::NotImplemented, "not implemented: conv ", step_.name, " (input ",
+         shape_str(step_.x), ", weight ", shape_str(step_.w), ", ", dtype_name(step_.dtype),
+         ") on cuda: cuDNN offers no algorithm (", returned, " considered)");
   // The size for the algorithm as it will run (its math type set on the descriptor).
   check(a.set_conv_math(c, ch.math), "cudnnSetConvolutionMathType", step_.name);
   switch (step_.kind) {
     case ConvStep::Kind::Forward:
-      check(a.fwd_workspace(h, x, w, c, y, ch.algo, &ch.workspace), "cudnnGetConvolutionForwardWorkspaceSize",
-            step_.name);
+      check(a.fwd_workspace(h, x, w, c, y, ch.algo, &ch.workspace),
+            "cudnnGetConvolutionForwardWorkspaceSize", step_.name);
       break;
     case ConvStep::Kind::GradInput:
       check(a.bwd_data_workspace(h, w, y, c, x, ch.algo, &ch.workspace),
@@ -274,8 +284,8 @@ size_t CudnnConv::prepare(bool tf32) {
   return ch.workspace;
 }
 
-void CudnnConv::run(CUdeviceptr a_ptr, CUdeviceptr b_ptr, CUdeviceptr bias, CUdeviceptr out, CUdeviceptr workspace,
-                    bool tf32) const {
+void CudnnConv::run(CUdeviceptr a_ptr, CUdeviceptr b_ptr, CUdeviceptr bias, CUdeviceptr out,
+                    CUdeviceptr workspace, bool tf32) const {
   tf32 = tf32 && step_.dtype == DType::Float32;
   const Choice& ch = choice_[tf32];
   if (!ch.chosen) fail(ErrorKind::Runtime, "internal: conv ", step_.name, " run before prepare()");
@@ -294,23 +304,25 @@ void CudnnConv::run(CUdeviceptr a_ptr, CUdeviceptr b_ptr, CUdeviceptr bias, CUde
   check(a.set_conv_math(c, ch.math), "cudnnSetConvolutionMathType", step_.name);
   switch (step_.kind) {
     case ConvStep::Kind::Forward:
-      check(a.forward(h, one, x, p(a_ptr), w, p(b_ptr), c, ch.algo, p(workspace), ch.workspace, zero, y, p(out)),
+      check(a.forward(h, one, x, p(a_ptr), w, p(b_ptr), c, ch.algo, p(workspace), ch.workspace,
+                      zero, y, p(out)),
             "cudnnConvolutionForward", step_.name);
       if (bias_)
         check(a.add_tensor(h, one, static_cast<cudnn::TensorDesc>(bias_), p(bias), one, y, p(out)),
               "cudnnAddTensor", step_.name);
       if (relu_)
-        check(a.activation_forward(h, static_cast<cudnn::ActivationDesc>(relu_), one, y, p(out), zero, y, p(out)),
+        check(a.activation_forward(h, static_cast<cudnn::ActivationDesc>(relu_), one, y, p(out),
+                                   zero, y, p(out)),
               "cudnnActivationForward", step_.name);
       break;
     case ConvStep::Kind::GradInput:  // a = dy, b = w, out = dx
-      check(a.backward_data(h, one, w, p(b_ptr), y, p(a_ptr), c, ch.algo, p(workspace), ch.workspace, zero, x,
-                            p(out)),
+      check(a.backward_data(h, one, w, p(b_ptr), y, p(a_ptr), c, ch.algo, p(workspace),
+                            ch.workspace, zero, x, p(out)),
             "cudnnConvolutionBackwardData", step_.name);
       break;
     case ConvStep::Kind::GradWeight:  // a = x, b = dy, out = dw
-      check(a.backward_filter(h, one, x, p(a_ptr), y, p(b_ptr), c, ch.algo, p(workspace), ch.workspace, zero, w,
-                              p(out)),
+      check(a.backward_filter(h, one, x, p(a_ptr), y, p(b_ptr), c, ch.algo, p(workspace),
+                              ch.workspace, zero, w, p(out)),
             "cudnnConvolutionBackwardFilter", step_.name);
       break;
   }

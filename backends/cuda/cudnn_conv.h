@@ -68,7 +68,8 @@ class CudnnConv {
   };
   std::shared_ptr<const CudnnHandle> handle_;
   ConvStep step_;
-  void *x_ = nullptr, *y_ = nullptr, *w_ = nullptr, *conv_ = nullptr, *bias_ = nullptr, *relu_ = nullptr;
+  void *x_ = nullptr, *y_ = nullptr, *w_ = nullptr, *conv_ = nullptr, *bias_ = nullptr,
+       *relu_ = nullptr;
   Choice choice_[2];  // [tf32]
 };
 

@@ -18,7 +18,8 @@ void CudaDriver::check(CUresult r, const char* call) const {
   if (r == CUDA_SUCCESS) return;
   const char* desc = nullptr;
   if (cuGetErrorString) cuGetErrorString(r, &desc);
-  fail(ErrorKind::Runtime, "CUDA error ", error_name(r), " in ", call, desc ? std::string(": ") + desc : "");
+  fail(ErrorKind::Runtime, "CUDA error ", error_name(r), " in ", call,
+       desc ? std::string(": ") + desc : "");
 }
 
 CudaDriver load_cuda_driver(const char* library) {
@@ -31,12 +32,12 @@ CudaDriver load_cuda_driver(const char* library) {
     return d;
   }
   std::string missing;
-#define LT_CUDA_DRIVER_FN(name)                                         \
-  d.name = reinterpret_cast<decltype(d.name)>(dlsym(h, #name));         \
+#define LT_CUDA_DRIVER_FN(name)                                 \
+  d.name = reinterpret_cast<decltype(d.name)>(dlsym(h, #name)); \
   if (!d.name) missing += (missing.empty() ? "" : ", ") + std::string(#name);
   bool graphs = true;
-#define LT_CUDA_DRIVER_OPTIONAL_FN(name)                                \
-  d.name = reinterpret_cast<decltype(d.name)>(dlsym(h, #name));         \
+#define LT_CUDA_DRIVER_OPTIONAL_FN(name)                        \
+  d.name = reinterpret_cast<decltype(d.name)>(dlsym(h, #name)); \
   graphs = graphs && d.name;
 #include "backends/cuda/driver_functions.def"
 #undef LT_CUDA_DRIVER_OPTIONAL_FN

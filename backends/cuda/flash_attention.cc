@@ -7,8 +7,8 @@
 #include "backends/cuda/flash_attention_embedded.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/nvrtc_worker.h"
-#include "ir/error.h"
 #include "backends/parallel_work.h"
+#include "ir/error.h"
 
 namespace lt {
 
@@ -46,7 +46,8 @@ const SourceParts& source_parts() {
       const size_t eol = text.find('\n', name_at);
       const std::string name = text.substr(name_at, eol - name_at);
       const size_t next = text.find("\n" + marker, eol);
-      p.kernel[name] = text.substr(at + 1, next == std::string::npos ? std::string::npos : next - at);
+      p.kernel[name] =
+          text.substr(at + 1, next == std::string::npos ? std::string::npos : next - at);
       at = next;
     }
     for (const char* k : kKernelNames)
@@ -90,7 +91,8 @@ std::vector<char> embedded_flash_attention(const std::string& target) {
   return {};
 }
 
-const std::vector<std::vector<char>>& flash_attention_images(const std::string& target, bool cubin) {
+const std::vector<std::vector<char>>& flash_attention_images(const std::string& target,
+                                                             bool cubin) {
   static std::mutex mu;
   static std::map<std::string, std::vector<std::vector<char>>> images;  // by target
   std::lock_guard<std::mutex> lock(mu);

@@ -106,10 +106,12 @@ __device__ __forceinline__ float lt_fa_row_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 1);
 }
 
-__device__ __forceinline__ void lt_fa_store_tile(float* dst, const float (&t)[4][4], int r0, int c0) {
+__device__ __forceinline__ void lt_fa_store_tile(float* dst, const float (&t)[4][4], int r0,
+                                                 int c0) {
 #pragma unroll
   for (int i = 0; i < 4; ++i)
-    *reinterpret_cast<float4*>(dst + (r0 + i) * 64 + c0) = make_float4(t[i][0], t[i][1], t[i][2], t[i][3]);
+    *reinterpret_cast<float4*>(dst + (r0 + i) * 64 + c0) =
+        make_float4(t[i][0], t[i][1], t[i][2], t[i][3]);
 }
 
 // @kernel lt_flash_attention_fwd_f32
@@ -117,10 +119,11 @@ __device__ __forceinline__ void lt_fa_store_tile(float* dst, const float (&t)[4]
 // of the scaled, masked scores; o or lse may be null. q [batch, L, 64], k and v [batch, S, 64],
 // all contiguous. scale_log2 = scale * log2(e). Block b: batch point b % batch, query tile
 // (tiles - 1 - b / batch): under a causal mask the longest rows start first.
-extern "C" __global__ void __launch_bounds__(256) lt_flash_attention_fwd_f32(
-    const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
-    float* __restrict__ o, float* __restrict__ lse, int batch, int L, int S, int causal,
-    float scale_log2) {
+extern "C" __global__ void __launch_bounds__(256)
+    lt_flash_attention_fwd_f32(const float* __restrict__ q, const float* __restrict__ k,
+                               const float* __restrict__ v, float* __restrict__ o,
+                               float* __restrict__ lse, int batch, int L, int S, int causal,
+                               float scale_log2) {
   extern __shared__ float4 lt_fa_smem[];
   float* Qs = reinterpret_cast<float*>(lt_fa_smem);
   float* KP = Qs + 4096;  // K^T [d][key], then P [query][key]
@@ -194,8 +197,8 @@ extern "C" __global__ void __launch_bounds__(256) lt_flash_attention_fwd_f32(
 
 // @kernel lt_flash_attention_zero_f32
 // dst[0 .. 4 * n4) = 0: dQ, before the dK/dV kernel adds every key tile's share into it.
-extern "C" __global__ void __launch_bounds__(256) lt_flash_attention_zero_f32(
-    float* __restrict__ dst, unsigned long long n4) {
+extern "C" __global__ void __launch_bounds__(256)
+    lt_flash_attention_zero_f32(float* __restrict__ dst, unsigned long long n4) {
   for (unsigned long long i = blockIdx.x * 256ull + threadIdx.x; i < n4; i += gridDim.x * 256ull)
     reinterpret_cast<float4*>(dst)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
 }
@@ -208,11 +211,13 @@ extern "C" __global__ void __launch_bounds__(256) lt_flash_attention_zero_f32(
 // of the additions, so dQ's last bits, varies run to run). dk, dv or dq may be null. Block b:
 // key tile b / batch (under a causal mask the first key tiles are seen by the most queries:
 // they start first). dS = P * (dO V^T - D), P = exp(S * scale - lse), D = rowsum(dO * O).
-extern "C" __global__ void __launch_bounds__(256, 2) lt_flash_attention_bwd_dkdv_f32(
-    const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
-    const float* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ dsum,
-    float* __restrict__ dk, float* __restrict__ dv, float* __restrict__ dq, int batch, int L, int S,
-    int causal, float scale_log2, float scale) {
+extern "C" __global__ void __launch_bounds__(256, 2)
+    lt_flash_attention_bwd_dkdv_f32(const float* __restrict__ q, const float* __restrict__ k,
+                                    const float* __restrict__ v, const float* __restrict__ dout,
+                                    const float* __restrict__ lse, const float* __restrict__ dsum,
+                                    float* __restrict__ dk, float* __restrict__ dv,
+                                    float* __restrict__ dq, int batch, int L, int S, int causal,
+                                    float scale_log2, float scale) {
   extern __shared__ float4 lt_fa_smem[];
   float* Ks = reinterpret_cast<float*>(lt_fa_smem);
   float* Vs = Ks + 4096;
@@ -288,6 +293,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) lt_flash_attention_bwd_dkdv
     if (dk)
       *reinterpret_cast<float4*>(dk + at) =
           make_float4(gk[i][0] * scale, gk[i][1] * scale, gk[i][2] * scale, gk[i][3] * scale);
-    if (dv) *reinterpret_cast<float4*>(dv + at) = make_float4(gv[i][0], gv[i][1], gv[i][2], gv[i][3]);
+    if (dv)
+      *reinterpret_cast<float4*>(dv + at) = make_float4(gv[i][0], gv[i][1], gv[i][2], gv[i][3]);
   }
 }

@@ -46,7 +46,8 @@ bool flash_attention_supports(DType t, int64_t e, int64_t ev);
 // preamble needed).
 const std::string& flash_attention_source();
 
-// The NVRTC program of one kernel (0 forward, 1 dK/dV/dQ, 2 zero): the shared helpers and the kernel.
+// The NVRTC program of one kernel (0 forward, 1 dK/dV/dQ, 2 zero): the shared helpers and the
+// kernel.
 std::string flash_attention_program_source(int kernel);
 
 // The three kernels compiled by NVRTC for `target` (cubin, or PTX with its NUL), one image per

@@ -31,13 +31,20 @@ std::string KernelGen::ilit(int64_t v) const {
 std::string KernelGen::iexpr(int id) const {
   const IExpr& e = k_.iexprs.at(static_cast<size_t>(id));
   switch (e.kind) {
-    case IExpr::Kind::Const: return ilit(e.value);
-    case IExpr::Kind::Var: return "i" + std::to_string(e.value);
-    case IExpr::Kind::Value: return std::string(i32_ ? "(unsigned)" : "") + "v" + std::to_string(e.value);
-    case IExpr::Kind::Add: return "(" + iexpr(e.a) + " + " + iexpr(e.b) + ")";
-    case IExpr::Kind::Mul: return "(" + iexpr(e.a) + " * " + iexpr(e.b) + ")";
-    case IExpr::Kind::FloorDiv: return "(" + iexpr(e.a) + " / " + iexpr(e.b) + ")";
-    case IExpr::Kind::Mod: return "(" + iexpr(e.a) + " % " + iexpr(e.b) + ")";
+    case IExpr::Kind::Const:
+      return ilit(e.value);
+    case IExpr::Kind::Var:
+      return "i" + std::to_string(e.value);
+    case IExpr::Kind::Value:
+      return std::string(i32_ ? "(unsigned)" : "") + "v" + std::to_string(e.value);
+    case IExpr::Kind::Add:
+      return "(" + iexpr(e.a) + " + " + iexpr(e.b) + ")";
+    case IExpr::Kind::Mul:
+      return "(" + iexpr(e.a) + " * " + iexpr(e.b) + ")";
+    case IExpr::Kind::FloorDiv:
+      return "(" + iexpr(e.a) + " / " + iexpr(e.b) + ")";
+    case IExpr::Kind::Mod:
+      return "(" + iexpr(e.a) + " % " + iexpr(e.b) + ")";
   }
   return "0";
 }
@@ -59,8 +66,10 @@ std::string KernelGen::index_expr(const Index& ix) const {
 Interval KernelGen::range(int id) const {
   const IExpr& e = k_.iexprs.at(static_cast<size_t>(id));
   switch (e.kind) {
-    case IExpr::Kind::Const: return {double(e.value), double(e.value)};
-    case IExpr::Kind::Value: return {0, double(e.hi)};
+    case IExpr::Kind::Const:
+      return {double(e.value), double(e.value)};
+    case IExpr::Kind::Value:
+      return {0, double(e.hi)};
     case IExpr::Kind::Var: {
       int64_t ext = ext_.at(static_cast<size_t>(e.value));
       return {0, double(std::max<int64_t>(ext - 1, 0))};
@@ -77,7 +86,8 @@ Interval KernelGen::range(int id) const {
     case IExpr::Kind::FloorDiv: {
       Interval a = range(e.a), b = range(e.b);
       if (b.lo <= 0) return {-1e300, 1e300};
-      return {std::floor(a.lo / (a.lo < 0 ? b.lo : b.hi)), std::floor(a.hi / (a.hi < 0 ? b.hi : b.lo))};
+      return {std::floor(a.lo / (a.lo < 0 ? b.lo : b.hi)),
+              std::floor(a.hi / (a.hi < 0 ? b.hi : b.lo))};
     }
     case IExpr::Kind::Mod: {
       Interval b = range(e.b);
@@ -107,7 +117,8 @@ bool KernelGen::fits_32bit() const {
   };
   for (const auto& st : k_.stages) {
     for (const auto& in : st.body)
-      if ((in.kind == IKind::Load || in.kind == IKind::RandUniform) && !fits(in.index)) return false;
+      if ((in.kind == IKind::Load || in.kind == IKind::RandUniform) && !fits(in.index))
+        return false;
     for (const auto& store : st.stores)
       if (!fits(store.index)) return false;
   }
@@ -117,8 +128,10 @@ bool KernelGen::fits_32bit() const {
 void KernelGen::collect_iexpr_vars(int id, std::set<int>& used) const {
   const IExpr& e = k_.iexprs.at(static_cast<size_t>(id));
   if (e.kind == IExpr::Kind::Var) used.insert(static_cast<int>(e.value));
-  if (e.a >= 0 && e.kind != IExpr::Kind::Const && e.kind != IExpr::Kind::Var) collect_iexpr_vars(e.a, used);
-  if (e.b >= 0 && e.kind != IExpr::Kind::Const && e.kind != IExpr::Kind::Var) collect_iexpr_vars(e.b, used);
+  if (e.a >= 0 && e.kind != IExpr::Kind::Const && e.kind != IExpr::Kind::Var)
+    collect_iexpr_vars(e.a, used);
+  if (e.b >= 0 && e.kind != IExpr::Kind::Const && e.kind != IExpr::Kind::Var)
+    collect_iexpr_vars(e.b, used);
 }
 
 void KernelGen::collect_vars(const Index& ix, std::set<int>& used) const {
@@ -152,26 +165,29 @@ void KernelGen::check_kernel() const {
       const Instr& in = st.body[i];
       for (int o : {in.a, in.b, in.c})
         if (o >= static_cast<int>(i))
-          fail(ErrorKind::Runtime, "internal: cuda codegen: instruction ", i, " of stage ", s, " of kernel ", k_.name,
-               " uses a later value");
+          fail(ErrorKind::Runtime, "internal: cuda codegen: instruction ", i, " of stage ", s,
+               " of kernel ", k_.name, " uses a later value");
       if ((in.kind == IKind::Load || in.kind == IKind::LoadScalar) &&
           (in.arg < 0 || in.arg >= static_cast<int>(k_.args.size())))
-        fail(ErrorKind::Runtime, "internal: cuda codegen: bad argument ", in.arg, " in kernel ", k_.name);
-      if (in.kind == IKind::ReduceResult &&
-          (in.arg < 0 || in.arg >= static_cast<int>(s) || k_.stages[in.arg].kind != StageKind::Reduce))
+        fail(ErrorKind::Runtime, "internal: cuda codegen: bad argument ", in.arg, " in kernel ",
+             k_.name);
+      if (in.kind == IKind::ReduceResult && (in.arg < 0 || in.arg >= static_cast<int>(s) ||
+                                             k_.stages[in.arg].kind != StageKind::Reduce))
         fail(ErrorKind::Runtime, "internal: cuda codegen: stage ", s, " of kernel ", k_.name,
              " reads the result of stage ", in.arg, ", which is not an earlier reduction");
     }
     if (st.kind == StageKind::Reduce) {
       if (!reduce_functor(st.reduce_op))
-        fail(ErrorKind::NotImplemented, "not implemented: reduction ", op_name(st.reduce_op), " on cuda (kernel ", k_.name, ")");
+        fail(ErrorKind::NotImplemented, "not implemented: reduction ", op_name(st.reduce_op),
+             " on cuda (kernel ", k_.name, ")");
       if (st.reduce_value < 0 || st.reduce_value >= static_cast<int>(st.body.size()))
-        fail(ErrorKind::Runtime, "internal: cuda codegen: reduction of stage ", s, " of kernel ", k_.name,
-             " has no value");
+        fail(ErrorKind::Runtime, "internal: cuda codegen: reduction of stage ", s, " of kernel ",
+             k_.name, " has no value");
     }
     for (const auto& store : st.stores)
-      if (store.arg < 0 || store.arg >= static_cast<int>(k_.args.size()) || k_.args[store.arg].scalar ||
-          store.value < 0 || store.value >= static_cast<int>(st.body.size()))
+      if (store.arg < 0 || store.arg >= static_cast<int>(k_.args.size()) ||
+          k_.args[store.arg].scalar || store.value < 0 ||
+          store.value >= static_cast<int>(st.body.size()))
         fail(ErrorKind::Runtime, "internal: cuda codegen: bad store in kernel ", k_.name);
   }
 }
@@ -192,14 +208,19 @@ std::string KernelGen::instr_expr(int s, int i, const Hooks& h) {
         return cast_expr(arg.dtype, in.dtype, cast_expr(passed, arg.dtype, p));
       }
       std::string e = h.load ? h.load(s, i) : "";
-      if (e.empty()) e = in.kind == IKind::LoadScalar ? p + "[0]" : p + "[" + index_expr(in.index) + "]";
+      if (e.empty())
+        e = in.kind == IKind::LoadScalar ? p + "[0]" : p + "[" + index_expr(in.index) + "]";
       return cast_expr(arg.dtype, in.dtype, from_storage(arg.dtype, e));
     }
-    case IKind::Const: return literal(in.dtype, in.value);
+    case IKind::Const:
+      return literal(in.dtype, in.value);
     case IKind::Op: {
-      if (in.a < 0) fail(ErrorKind::Runtime, "internal: cuda codegen: ", op_name(in.op), " without operands");
+      if (in.a < 0)
+        fail(ErrorKind::Runtime, "internal: cuda codegen: ", op_name(in.op), " without operands");
       auto need = [&](int id) {
-        if (id < 0) fail(ErrorKind::Runtime, "internal: cuda codegen: ", op_name(in.op), " is missing an operand in ", k_.name);
+        if (id < 0)
+          fail(ErrorKind::Runtime, "internal: cuda codegen: ", op_name(in.op),
+               " is missing an operand in ", k_.name);
         return id;
       };
       // Operands are converted exactly as the CPU backend converts them (llvm_ops.cc): b to a's
@@ -213,13 +234,16 @@ std::string KernelGen::instr_expr(int s, int i, const Hooks& h) {
         case OpClass::Binary:
           return op_expr(in.op, t, t, as(in.a, t), cast_expr(dt(in.a), t, b_as_a()), "", k_.name);
         case OpClass::Compare:
-          return cast_expr(DType::Bool, t, op_expr(in.op, DType::Bool, dt(in.a), val(in.a), b_as_a(), "", k_.name));
+          return cast_expr(DType::Bool, t,
+                           op_expr(in.op, DType::Bool, dt(in.a), val(in.a), b_as_a(), "", k_.name));
         case OpClass::Logical:
           return cast_expr(DType::Bool, t,
-                           op_expr(in.op, DType::Bool, DType::Bool, as(in.a, DType::Bool), as(need(in.b), DType::Bool), "",
-                                   k_.name));
+                           op_expr(in.op, DType::Bool, DType::Bool, as(in.a, DType::Bool),
+                                   as(need(in.b), DType::Bool), "", k_.name));
         case OpClass::Predicate1:
-          return cast_expr(DType::Bool, t, op_expr(in.op, DType::Bool, DType::Bool, as(in.a, DType::Bool), "", "", k_.name));
+          return cast_expr(
+              DType::Bool, t,
+              op_expr(in.op, DType::Bool, DType::Bool, as(in.a, DType::Bool), "", "", k_.name));
         case OpClass::Where: {
           const DType bt = dt(need(in.b));
           std::string other = cast_expr(bt, t, cast_expr(dt(need(in.c)), bt, val(in.c)));
@@ -230,14 +254,17 @@ std::string KernelGen::instr_expr(int s, int i, const Hooks& h) {
         default:
           break;
       }
-      fail(ErrorKind::NotImplemented, "not implemented: ", op_name(in.op), " inside a kernel on cuda (kernel ", k_.name, ")");
+      fail(ErrorKind::NotImplemented, "not implemented: ", op_name(in.op),
+           " inside a kernel on cuda (kernel ", k_.name, ")");
     }
     case IKind::RandUniform: {
       if (!is_floating(in.dtype))
-        fail(ErrorKind::NotImplemented, "not implemented: rand of ", dtype_name(in.dtype), " on cuda (kernel ", k_.name, ")");
+        fail(ErrorKind::NotImplemented, "not implemented: rand of ", dtype_name(in.dtype),
+             " on cuda (kernel ", k_.name, ")");
       std::string seed = cast_expr(dt(in.a), DType::Int64, val(in.a));
       std::string off = cast_expr(dt(in.b), DType::Int64, val(in.b));
-      std::string args = seed + ", " + off + ", (long long)(" + index_expr(in.index) + "), " + int_literal(in.stream);
+      std::string args = seed + ", " + off + ", (long long)(" + index_expr(in.index) + "), " +
+                         int_literal(in.stream);
       if (in.dtype == DType::Float64) return "lt_rand_f64(" + args + ")";
       return round_to(in.dtype, "lt_rand_f32(" + args + ")");
     }
@@ -262,14 +289,16 @@ void KernelGen::emit_stores(int s, const Hooks& h) {
   const Stage& st = k_.stages[static_cast<size_t>(s)];
   for (const auto& store : st.stores) {
     const loop::Arg& arg = k_.args[static_cast<size_t>(store.arg)];
-    std::string v = cast_expr(st.body[static_cast<size_t>(store.value)].dtype, arg.dtype, "v" + std::to_string(store.value));
+    std::string v = cast_expr(st.body[static_cast<size_t>(store.value)].dtype, arg.dtype,
+                              "v" + std::to_string(store.value));
     const std::string at = "a" + std::to_string(store.arg) + "[" + index_expr(store.index) + "]";
     if (store.accumulate) {
       const char* fn = arg.dtype == DType::Float16    ? "lt_atomic_add_f16"
                        : arg.dtype == DType::BFloat16 ? "lt_atomic_add_bf16"
                                                       : "lt_atomic_add";
       if (arg.dtype == DType::Bool)
-        fail(ErrorKind::NotImplemented, "not implemented: accumulating into bool on cuda (kernel ", k_.name, ")");
+        fail(ErrorKind::NotImplemented, "not implemented: accumulating into bool on cuda (kernel ",
+             k_.name, ")");
       std::string val = is_half(arg.dtype) ? v : "(" + std::string(stype(arg.dtype)) + ")" + v;
       line(std::string(fn) + "(&" + at + ", " + val + ");");
       continue;
@@ -316,8 +345,8 @@ std::string KernelGen::all_aligned(const std::set<int>& args) const {
   std::string bits;
   for (int a : args) {
     const int bytes = 4 * static_cast<int>(dtype_size(k_.args[a].dtype));
-    bits += std::string(bits.empty() ? "" : " | ") + "(reinterpret_cast<unsigned long long>(a" + std::to_string(a) +
-            ") & " + std::to_string(bytes - 1) + "ull)";
+    bits += std::string(bits.empty() ? "" : " | ") + "(reinterpret_cast<unsigned long long>(a" +
+            std::to_string(a) + ") & " + std::to_string(bytes - 1) + "ull)";
   }
   return "(" + bits + ") == 0ull";
 }
@@ -361,7 +390,8 @@ CudaKernelLaunch KernelGen::generate() {
     for (const auto& st : k_.stages)
       for (const auto& in : st.body)
         if (in.kind == IKind::ReduceResult)
-          fail(ErrorKind::Runtime, "internal: cuda codegen: kernel ", k_.name, " reads a reduction it does not have");
+          fail(ErrorKind::Runtime, "internal: cuda codegen: kernel ", k_.name,
+               " reads a reduction it does not have");
     gen_elementwise(launch);
   }
   if (outer_n_ == 0) launch.max_blocks = 0;

@@ -1,6 +1,6 @@
 // The generator of one CUDA kernel from a loop::Kernel (internal to the CUDA code generator,
-// cuda_codegen.cc). Shared members: kernel_gen.cc; the elementwise kernel: kernel_gen_elementwise.cc;
-// row kernels (Reduce/MapInner stages): kernel_gen_rows.cc.
+// cuda_codegen.cc). Shared members: kernel_gen.cc; the elementwise kernel:
+// kernel_gen_elementwise.cc; row kernels (Reduce/MapInner stages): kernel_gen_rows.cc.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -27,7 +27,8 @@ struct Interval {
 
 class KernelGen {
  public:
-  KernelGen(const Kernel& k, std::string name, const CudaCodegenOptions& opt, std::ostringstream& os)
+  KernelGen(const Kernel& k, std::string name, const CudaCodegenOptions& opt,
+            std::ostringstream& os)
       : k_(k), name_(std::move(name)), opt_(opt), os_(os) {}
   CudaKernelLaunch generate();
   // What the kernel needs from the preamble.
@@ -37,7 +38,9 @@ class KernelGen {
 
  private:
   // Emission.
-  void line(const std::string& s) { os_ << std::string(static_cast<size_t>(ind_) * 2, ' ') << s << "\n"; }
+  void line(const std::string& s) {
+    os_ << std::string(static_cast<size_t>(ind_) * 2, ' ') << s << "\n";
+  }
   void open(const std::string& s) { line(s.empty() ? "{" : s + " {"), ++ind_; }
   void close(const std::string& tail = "") { --ind_, line("}" + tail); }
 
@@ -53,7 +56,7 @@ class KernelGen {
 
   // Bodies. A hook may take over a Load (returning the storage expression) or a Store.
   struct Hooks {
-    std::function<std::string(int stage, int instr)> load;        // storage expression
+    std::function<std::string(int stage, int instr)> load;  // storage expression
     std::function<bool(int stage, const loop::Store& st, const std::string& value)> store;
   };
   void emit_body(int s, const Hooks& h);

@@ -72,8 +72,8 @@ void KernelGen::gen_elementwise(CudaKernelLaunch& launch) {
   launch.max_blocks = (std::max<int64_t>(work, n > 0 ? 1 : 0) + threads - 1) / threads;
 
   os_ << "// " << k_.name << ": elementwise over outer " << shape_str(k_.outer)
-      << ", one thread per point, grid-stride" << (launch.vectorized ? "; 4 points per thread with vector accesses" : "")
-      << "\n";
+      << ", one thread per point, grid-stride"
+      << (launch.vectorized ? "; 4 points per thread with vector accesses" : "") << "\n";
   emit_signature(threads);
   const std::string T = itype_;
   line("const " + T + " n = " + ilit(n) + ";");
@@ -92,11 +92,13 @@ void KernelGen::gen_elementwise(CudaKernelLaunch& launch) {
     for (const auto& [key, var] : vec_load) {
       const Instr& in = k_.stages[key.first].body[key.second];
       const loop::Arg& arg = k_.args[in.arg];
-      line("const " + std::string(vtype(arg.dtype)) + " " + var + " = reinterpret_cast<const " + vtype(arg.dtype) +
-           "*>(a" + std::to_string(in.arg) + (in.index.offset ? " + " + ilit(in.index.offset) : "") + ")[q];");
+      line("const " + std::string(vtype(arg.dtype)) + " " + var + " = reinterpret_cast<const " +
+           vtype(arg.dtype) + "*>(a" + std::to_string(in.arg) +
+           (in.index.offset ? " + " + ilit(in.index.offset) : "") + ")[q];");
     }
     std::map<int, int64_t> store_offset;
-    for (const auto& [arg, var] : vec_store) line(std::string(vtype(k_.args[arg].dtype)) + " " + var + ";");
+    for (const auto& [arg, var] : vec_store)
+      line(std::string(vtype(k_.args[arg].dtype)) + " " + var + ";");
     static const char* lanes[4] = {"x", "y", "z", "w"};
     for (int lane = 0; lane < 4; ++lane) {
       open("");
@@ -122,8 +124,8 @@ void KernelGen::gen_elementwise(CudaKernelLaunch& launch) {
     }
     for (const auto& [arg, var] : vec_store) {
       int64_t off = store_offset.count(arg) ? store_offset[arg] : 0;
-      line("reinterpret_cast<" + std::string(vtype(k_.args[arg].dtype)) + "*>(a" + std::to_string(arg) +
-           (off ? " + " + ilit(off) : "") + ")[q] = " + var + ";");
+      line("reinterpret_cast<" + std::string(vtype(k_.args[arg].dtype)) + "*>(a" +
+           std::to_string(arg) + (off ? " + " + ilit(off) : "") + ")[q] = " + var + ";");
     }
     close();
     line("start = nv * 4u + tid;");

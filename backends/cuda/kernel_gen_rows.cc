@@ -23,7 +23,8 @@ bool KernelGen::row_flat_access(const Index& ix) const {
   if (!ix.affine() || ix.offset % 4 != 0 || ix.offset < 0) return false;
   int64_t want = 1;
   for (int d = static_cast<int>(ext_.size()) - 1; d >= 0; --d) {
-    const int64_t st = d < static_cast<int>(ix.strides.size()) ? ix.strides[static_cast<size_t>(d)] : 0;
+    const int64_t st =
+        d < static_cast<int>(ix.strides.size()) ? ix.strides[static_cast<size_t>(d)] : 0;
     const int64_t e = ext_[static_cast<size_t>(d)];
     if (d < nouter_) {
       if (e > 1 && st % 4 != 0) return false;
@@ -46,8 +47,10 @@ void KernelGen::choose_row_mode(CudaKernelLaunch& launch) const {
     for (const auto& in : st.body) {
       if (in.kind != IKind::Load || !in.index.affine()) continue;
       auto stride = [&](int v) { return v < 0 ? 0 : in.index.strides.at(static_cast<size_t>(v)); };
-      if (stride(last_inner) == 1) inner_contig = true;
-      else if (stride(last_outer) == 1) outer_contig = true;
+      if (stride(last_inner) == 1)
+        inner_contig = true;
+      else if (stride(last_outer) == 1)
+        outer_contig = true;
     }
   }
   launch.threads = 256;
@@ -83,7 +86,7 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
   // holds at most max_cached chunks, the chunk loops are unrolled and a vector load that several
   // stages repeat (softmax and layer_norm read x in every stage) is loaded once and kept.
   const bool row_modes = mode == CudaKernelMode::Block || mode == CudaKernelMode::Warp;
-  std::map<std::pair<int, int>, std::string> vload;   // (stage, instr) -> vector variable
+  std::map<std::pair<int, int>, std::string> vload;  // (stage, instr) -> vector variable
   std::map<const loop::Store*, std::string> vstore;  // store -> vector variable
   std::set<int> vector_args;                         // the args those access
   if (opt_.row_vectors && row_modes && inner_n_ % 4 == 0) {
@@ -99,7 +102,8 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
         vector_args.insert(in.arg);
       }
       for (const auto& store : st.stores) {
-        if (store.accumulate || !vtype(k_.args[store.arg].dtype) || !row_flat_access(store.index)) continue;
+        if (store.accumulate || !vtype(k_.args[store.arg].dtype) || !row_flat_access(store.index))
+          continue;
         vstore[&store] = "y" + std::to_string(s) + "_" + std::to_string(vstore.size());
         vector_args.insert(store.arg);
       }
@@ -107,18 +111,21 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
   }
   const bool vec = !vload.empty() || !vstore.empty();
   const int64_t max_cached = opt_.max_cached_per_thread;
-  const int64_t step = mode == CudaKernelMode::Block ? threads : mode == CudaKernelMode::Warp ? 32 : 1;
+  const int64_t step = mode == CudaKernelMode::Block  ? threads
+                       : mode == CudaKernelMode::Warp ? 32
+                                                      : 1;
   const int64_t chunks = vec ? inner_n_ / 4 : inner_n_;  // a thread's units of the row
   const int64_t per_thread = (chunks + step - 1) / step;
-  std::map<std::string, int> cache_of;          // load key -> cache array number
-  std::map<std::pair<int, int>, int> cached;    // (stage, instr) -> cache array number
-  std::map<std::pair<int, int>, bool> fills;    // (stage, instr) -> this load fills the cache
+  std::map<std::string, int> cache_of;        // load key -> cache array number
+  std::map<std::pair<int, int>, int> cached;  // (stage, instr) -> cache array number
+  std::map<std::pair<int, int>, bool> fills;  // (stage, instr) -> this load fills the cache
   if (vec && per_thread >= 1 && per_thread <= max_cached) {
     // The vector loads (affine, so never data-dependent) by what they read; within a stage only
     // the first load of a key counts. vload iterates in (stage, instr) order.
     std::map<std::string, std::vector<std::pair<int, int>>> uses;
     for (const auto& [at, var] : vload) {
-      const Instr& in = k_.stages[static_cast<size_t>(at.first)].body[static_cast<size_t>(at.second)];
+      const Instr& in =
+          k_.stages[static_cast<size_t>(at.first)].body[static_cast<size_t>(at.second)];
       auto& list = uses[std::to_string(in.arg) + ":" + index_expr(in.index)];
       if (list.empty() || list.back().first != at.first) list.push_back(at);
     }
@@ -133,10 +140,12 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
 
   const char* how = mode == CudaKernelMode::Block  ? "one block per outer point"
                     : mode == CudaKernelMode::Warp ? "one warp per outer point (8 per block)"
-                    : mode == CudaKernelMode::Tile ? "32 outer points per block, 8 warps split the inner space"
-                                                   : "one thread per outer point";
-  os_ << "// " << k_.name << ": outer " << shape_str(k_.outer) << " x inner " << shape_str(k_.inner) << ", " << how
-      << ", " << k_.stages.size() << " stage(s)" << (vec ? ", 4 points per thread with vector accesses" : "")
+                    : mode == CudaKernelMode::Tile
+                        ? "32 outer points per block, 8 warps split the inner space"
+                        : "one thread per outer point";
+  os_ << "// " << k_.name << ": outer " << shape_str(k_.outer) << " x inner " << shape_str(k_.inner)
+      << ", " << how << ", " << k_.stages.size() << " stage(s)"
+      << (vec ? ", 4 points per thread with vector accesses" : "")
       << (unrolled ? ", row cached in registers" : "") << "\n";
   emit_signature(threads);
   if (vec) {
@@ -148,29 +157,32 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
   std::string red_start, red_step;
   switch (mode) {
     case CudaKernelMode::Block:
-      open("for (" + T + " row = (" + T + ")blockIdx.x; row < " + ilit(outer_n_) + "; row += (" + T + ")gridDim.x)");
+      open("for (" + T + " row = (" + T + ")blockIdx.x; row < " + ilit(outer_n_) + "; row += (" +
+           T + ")gridDim.x)");
       red_start = "(" + T + ")threadIdx.x";
       red_step = ilit(threads);
       break;
     case CudaKernelMode::Warp:
       line("const " + T + " lane = threadIdx.x & 31u;");
-      open("for (" + T + " row = (" + T + ")blockIdx.x * " + ilit(threads / 32) + " + (threadIdx.x >> 5); row < " +
-           ilit(outer_n_) + "; row += (" + T + ")gridDim.x * " + ilit(threads / 32) + ")");
+      open("for (" + T + " row = (" + T + ")blockIdx.x * " + ilit(threads / 32) +
+           " + (threadIdx.x >> 5); row < " + ilit(outer_n_) + "; row += (" + T + ")gridDim.x * " +
+           ilit(threads / 32) + ")");
       red_start = "lane";
       red_step = ilit(32);
       break;
     case CudaKernelMode::Tile:
       line("const " + T + " warp = threadIdx.x >> 5;");
-      open("for (" + T + " tile = (" + T + ")blockIdx.x; tile < " + ilit((outer_n_ + 31) / 32) + "; tile += (" + T +
-           ")gridDim.x)");
+      open("for (" + T + " tile = (" + T + ")blockIdx.x; tile < " + ilit((outer_n_ + 31) / 32) +
+           "; tile += (" + T + ")gridDim.x)");
       line("const " + T + " row = tile * 32u + (threadIdx.x & 31u);");
       line("const bool active = row < " + ilit(outer_n_) + ";");
       red_start = "warp";
       red_step = ilit(threads / 32);
       break;
     default:
-      open("for (" + T + " row = (" + T + ")blockIdx.x * " + ilit(threads) + " + threadIdx.x; row < " +
-           ilit(outer_n_) + "; row += (" + T + ")gridDim.x * " + ilit(threads) + ")");
+      open("for (" + T + " row = (" + T + ")blockIdx.x * " + ilit(threads) +
+           " + threadIdx.x; row < " + ilit(outer_n_) + "; row += (" + T + ")gridDim.x * " +
+           ilit(threads) + ")");
       red_start = ilit(0);
       red_step = ilit(1);
       break;
@@ -179,13 +191,14 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
   for (const auto& [key, id] : cache_of) {
     // The compute type of the cached argument.
     int arg = std::stoi(key.substr(0, key.find(':')));
-    line(std::string(vec ? vtype(k_.args[arg].dtype) : ctype(k_.args[arg].dtype)) + " c" + std::to_string(id) + "[" +
-         std::to_string(per_thread) +
-         "];  // a" + key.substr(0, key.find(':')) + "[" + key.substr(key.find(':') + 1) + "]");
+    line(std::string(vec ? vtype(k_.args[arg].dtype) : ctype(k_.args[arg].dtype)) + " c" +
+         std::to_string(id) + "[" + std::to_string(per_thread) + "];  // a" +
+         key.substr(0, key.find(':')) + "[" + key.substr(key.find(':') + 1) + "]");
   }
 
   // Opens the loop over this thread's points of the inner space.
-  // With vectors the loop runs over chunks c (points 4c .. 4c+3), and the body is emitted per point.
+  // With vectors the loop runs over chunks c (points 4c .. 4c+3), and the body is emitted per
+  // point.
   const std::string unit = vec ? "c" : "red";
   auto open_inner = [&]() {
     if (unrolled) {
@@ -196,7 +209,8 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
     } else {
       std::string cond = unit + " < " + ilit(chunks);
       if (mode == CudaKernelMode::Tile) cond = "active && " + cond;
-      open("for (" + T + " " + unit + " = " + red_start + "; " + cond + "; " + unit + " += " + red_step + ")");
+      open("for (" + T + " " + unit + " = " + red_start + "; " + cond + "; " + unit +
+           " += " + red_step + ")");
     }
     if (!vec) decompose("red", nouter_, ninner_);
   };
@@ -204,8 +218,9 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
     close();
     if (unrolled) close();
   };
-  // Vector path: the stage's vector loads (at the chunk's first point), then `per_point` for each of
-  // the 4 points with hooks that read the vectors' lanes and fill the store vectors, then the stores.
+  // Vector path: the stage's vector loads (at the chunk's first point), then `per_point` for each
+  // of the 4 points with hooks that read the vectors' lanes and fill the store vectors, then the
+  // stores.
   static const char* lanes[4] = {"x", "y", "z", "w"};
   auto at_chunk_start = [&](const std::function<void()>& body) {
     open("");
@@ -227,7 +242,8 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
       }
       line(V + " " + var + ";");
       at_chunk_start([&] {
-        line(var + " = lt_ld4<" + V + ">(&a" + std::to_string(in.arg) + "[" + index_expr(in.index) + "], al);");
+        line(var + " = lt_ld4<" + V + ">(&a" + std::to_string(in.arg) + "[" + index_expr(in.index) +
+             "], al);");
       });
       if (it != cached.end()) line("c" + std::to_string(it->second) + "[k] = " + var + ";");
     }
@@ -235,8 +251,7 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
       return !st.stores.empty() && &st.stores.front() <= store && store <= &st.stores.back();
     };
     for (const auto& [store, var] : vstore)
-      if (in_stage(store))
-        line(std::string(vtype(k_.args[store->arg].dtype)) + " " + var + ";");
+      if (in_stage(store)) line(std::string(vtype(k_.args[store->arg].dtype)) + " " + var + ";");
     for (int lane = 0; lane < 4; ++lane) {
       open("");
       line("const " + T + " red = " + unit + " * 4u + " + std::to_string(lane) + "u;");
@@ -249,7 +264,8 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
       h.store = [&, lane](int, const loop::Store& store, const std::string& v) {
         auto it = vstore.find(&store);
         if (it == vstore.end()) return false;
-        line(it->second + "." + lanes[lane] + " = " + to_storage(k_.args[store.arg].dtype, v) + ";");
+        line(it->second + "." + lanes[lane] + " = " + to_storage(k_.args[store.arg].dtype, v) +
+             ";");
         return true;
       };
       per_point(h);
@@ -258,7 +274,8 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
     for (const auto& [store, var] : vstore) {
       if (!in_stage(store)) continue;
       at_chunk_start([&, store = store, var = var] {
-        line("lt_st4(&a" + std::to_string(store->arg) + "[" + index_expr(store->index) + "], " + var + ", al);");
+        line("lt_st4(&a" + std::to_string(store->arg) + "[" + index_expr(store->index) + "], " +
+             var + ", al);");
       });
     }
   };
@@ -270,7 +287,8 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
     if (st.kind == StageKind::Reduce) {
       const std::string acc = "acc" + std::to_string(s), r = "r" + std::to_string(s);
       const char* at = ctype(st.acc_dtype);
-      line("// stage " + std::to_string(s) + ": " + std::string(op_name(st.reduce_op)) + " over the inner space");
+      line("// stage " + std::to_string(s) + ": " + std::string(op_name(st.reduce_op)) +
+           " over the inner space");
       line(std::string(at) + " " + acc + " = " + reduce_identity(st.reduce_op, st.acc_dtype) + ";");
       open_inner();
       std::string v = cast_expr(st.body[static_cast<size_t>(st.reduce_value)].dtype, st.acc_dtype,
@@ -279,14 +297,19 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
         emit_body(si, h);
         line(acc + " = " + reduce_combine(st.reduce_op, st.acc_dtype, acc, v) + ";");
       };
-      if (vec) vector_stage(si, point);
-      else point(hooks);
+      if (vec)
+        vector_stage(si, point);
+      else
+        point(hooks);
       close_inner();
       std::string fin = acc;
       const std::string f = reduce_functor(st.reduce_op);
-      if (mode == CudaKernelMode::Block) fin = "lt_block_reduce(" + acc + ", " + f + ")";
-      else if (mode == CudaKernelMode::Warp) fin = "lt_warp_reduce(" + acc + ", " + f + ")";
-      else if (mode == CudaKernelMode::Tile) fin = "lt_tile_reduce(" + acc + ", " + f + ")";
+      if (mode == CudaKernelMode::Block)
+        fin = "lt_block_reduce(" + acc + ", " + f + ")";
+      else if (mode == CudaKernelMode::Warp)
+        fin = "lt_warp_reduce(" + acc + ", " + f + ")";
+      else if (mode == CudaKernelMode::Tile)
+        fin = "lt_tile_reduce(" + acc + ", " + f + ")";
       line("const " + std::string(at) + " " + r + " = " + fin + ";");
     } else if (st.kind == StageKind::MapInner) {
       line("// stage " + std::to_string(s) + ": map over the inner space");
@@ -295,15 +318,21 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
         emit_body(si, h);
         emit_stores(si, h);
       };
-      if (vec) vector_stage(si, point);
-      else point(hooks);
+      if (vec)
+        vector_stage(si, point);
+      else
+        point(hooks);
       close_inner();
     } else {
       line("// stage " + std::to_string(s) + ": once per outer point");
-      if (mode == CudaKernelMode::Block) open("if (threadIdx.x == 0)");
-      else if (mode == CudaKernelMode::Warp) open("if (lane == 0u)");
-      else if (mode == CudaKernelMode::Tile) open("if (active && warp == 0u)");
-      else open("");
+      if (mode == CudaKernelMode::Block)
+        open("if (threadIdx.x == 0)");
+      else if (mode == CudaKernelMode::Warp)
+        open("if (lane == 0u)");
+      else if (mode == CudaKernelMode::Tile)
+        open("if (active && warp == 0u)");
+      else
+        open("");
       emit_body(si, hooks);
       emit_stores(si, hooks);
       close();

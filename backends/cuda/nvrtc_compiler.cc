@@ -17,11 +17,14 @@ namespace {
 // NVRTC is loaded privately, not linked (backends/cuda/toolkit_library.h says why).
 //
 // Every NVRTC entry point we use, once: declared as members and resolved with dlsym from it.
-#define LT_NVRTC_FUNCTIONS(X)                                                          \
-  X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram) X(nvrtcCompileProgram) \
-  X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog) X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN) \
-  X(nvrtcGetPTXSize) X(nvrtcGetPTX) X(nvrtcGetNumSupportedArchs) X(nvrtcGetSupportedArchs) \
-  X(nvrtcVersion)
+// Hand-laid (clang-format cannot settle on a layout for this list).
+// clang-format off
+#define LT_NVRTC_FUNCTIONS(X)                                                        \
+  X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram)               \
+  X(nvrtcCompileProgram) X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog)             \
+  X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN) X(nvrtcGetPTXSize) X(nvrtcGetPTX)            \
+  X(nvrtcGetNumSupportedArchs) X(nvrtcGetSupportedArchs) X(nvrtcVersion)
+// clang-format on
 
 struct Nvrtc {
   std::string error;
@@ -41,8 +44,8 @@ const Nvrtc& load_nvrtc() {
       return;
     }
     std::string missing;
-#define LT_NVRTC_RESOLVE(name)                                       \
-  n.name = reinterpret_cast<decltype(n.name)>(dlsym(h, #name));      \
+#define LT_NVRTC_RESOLVE(name)                                  \
+  n.name = reinterpret_cast<decltype(n.name)>(dlsym(h, #name)); \
   if (!n.name) missing += (missing.empty() ? "" : ", ") + std::string(#name);
     LT_NVRTC_FUNCTIONS(LT_NVRTC_RESOLVE)
 #undef LT_NVRTC_RESOLVE
@@ -53,12 +56,14 @@ const Nvrtc& load_nvrtc() {
 
 const Nvrtc& nv() {
   const Nvrtc& n = load_nvrtc();
-  if (!n.error.empty()) fail(ErrorKind::Runtime, "not available: CUDA code generation needs NVRTC: ", n.error);
+  if (!n.error.empty())
+    fail(ErrorKind::Runtime, "not available: CUDA code generation needs NVRTC: ", n.error);
   return n;
 }
 
 void check(nvrtcResult r, const char* call) {
-  if (r != NVRTC_SUCCESS) fail(ErrorKind::Runtime, "NVRTC error ", nv().nvrtcGetErrorString(r), " in ", call);
+  if (r != NVRTC_SUCCESS)
+    fail(ErrorKind::Runtime, "NVRTC error ", nv().nvrtcGetErrorString(r), " in ", call);
 }
 
 struct Program {
@@ -78,7 +83,8 @@ std::string annotate(const std::string& log, const std::string& source, const st
   out << log;
   std::string key = name + "(";
   int shown = 0;
-  for (size_t pos = log.find(key); pos != std::string::npos && shown < 8; pos = log.find(key, pos + 1)) {
+  for (size_t pos = log.find(key); pos != std::string::npos && shown < 8;
+       pos = log.find(key, pos + 1)) {
     size_t end = log.find(')', pos);
     if (end == std::string::npos) break;
     long n = std::strtol(log.substr(pos + key.size(), end - pos - key.size()).c_str(), nullptr, 10);
@@ -99,24 +105,28 @@ int nvrtc_version_number() {
 }
 
 // Compiles `prog`; throws with the log on failure.
-void compile(Program& prog, const std::string& source, const std::string& arch, const std::string& name,
-             NvrtcEffort effort) {
-  check(nv().nvrtcCreateProgram(&prog.p, source.c_str(), name.c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram");
+void compile(Program& prog, const std::string& source, const std::string& arch,
+             const std::string& name, NvrtcEffort effort) {
+  check(nv().nvrtcCreateProgram(&prog.p, source.c_str(), name.c_str(), 0, nullptr, nullptr),
+        "nvrtcCreateProgram");
   std::string arch_opt = "--gpu-architecture=" + arch;
   // --fmad=false: no contraction of a*b+c into one FMA, so a fused kernel rounds exactly like the
   // same ops run one per kernel (eager mode, PyTorch) and like the CPU backend. The kernels are
   // memory-bound; the lost FMAs cost nothing measurable.
-  std::vector<const char*> opts = {arch_opt.c_str(), "-std=c++17", "-default-device", "--fmad=false"};
+  std::vector<const char*> opts = {arch_opt.c_str(), "-std=c++17", "-default-device",
+                                   "--fmad=false"};
   // -minimal (NVRTC >= 12.4): leave out the texture, device-runtime and driver-type
   // declarations our kernels never use; a program's fixed cost drops from 57 to 37 ms of CPU.
   if (nvrtc_version_number() >= 1204) opts.push_back("-minimal");
-  if (effort == NvrtcEffort::FastCompile && nvrtc_fast_compile()) opts.push_back("--Ofast-compile=min");
+  if (effort == NvrtcEffort::FastCompile && nvrtc_fast_compile())
+    opts.push_back("--Ofast-compile=min");
   nvrtcResult r = nv().nvrtcCompileProgram(prog.p, static_cast<int>(opts.size()), opts.data());
   if (r == NVRTC_ERROR_INVALID_OPTION && opts.size() > 4) {
     // An NVRTC whose version says it has -minimal/--Ofast-compile but that rejects them: the
     // plain options, on a fresh program.
     nv().nvrtcDestroyProgram(&prog.p);
-    check(nv().nvrtcCreateProgram(&prog.p, source.c_str(), name.c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram");
+    check(nv().nvrtcCreateProgram(&prog.p, source.c_str(), name.c_str(), 0, nullptr, nullptr),
+          "nvrtcCreateProgram");
     r = nv().nvrtcCompileProgram(prog.p, 4, opts.data());
   }
   if (r == NVRTC_SUCCESS) return;
@@ -127,26 +137,28 @@ void compile(Program& prog, const std::string& source, const std::string& arch, 
     nv().nvrtcGetProgramLog(prog.p, log.data());
     log.resize(size - 1);
   }
-  fail(ErrorKind::Runtime, "NVRTC failed to compile ", name, " for ", arch, " (", nv().nvrtcGetErrorString(r), "):\n",
-       annotate(log, source, name));
+  fail(ErrorKind::Runtime, "NVRTC failed to compile ", name, " for ", arch, " (",
+       nv().nvrtcGetErrorString(r), "):\n", annotate(log, source, name));
 }
 
 }  // namespace
 
-std::vector<char> nvrtc_compile_cubin(const std::string& source, const std::string& arch, const std::string& name,
-                                      NvrtcEffort effort) {
+std::vector<char> nvrtc_compile_cubin(const std::string& source, const std::string& arch,
+                                      const std::string& name, NvrtcEffort effort) {
   Program prog;
   compile(prog, source, arch, name, effort);
   size_t size = 0;
   check(nv().nvrtcGetCUBINSize(prog.p, &size), "nvrtcGetCUBINSize");
   std::vector<char> cubin(size);
   if (size) check(nv().nvrtcGetCUBIN(prog.p, cubin.data()), "nvrtcGetCUBIN");
-  if (cubin.empty()) fail(ErrorKind::Runtime, "NVRTC produced no cubin for ", arch, " (is it a real sm_XY architecture?)");
+  if (cubin.empty())
+    fail(ErrorKind::Runtime, "NVRTC produced no cubin for ", arch,
+         " (is it a real sm_XY architecture?)");
   return cubin;
 }
 
-std::string nvrtc_compile_ptx(const std::string& source, const std::string& arch, const std::string& name,
-                              NvrtcEffort effort) {
+std::string nvrtc_compile_ptx(const std::string& source, const std::string& arch,
+                              const std::string& name, NvrtcEffort effort) {
   Program prog;
   compile(prog, source, arch, name, effort);
   size_t size = 0;
@@ -198,8 +210,9 @@ std::string nvrtc_target_for(int major, int minor, bool* cubin) {
     *cubin = false;
     return "compute_" + std::to_string(archs.back());
   }
-  fail(ErrorKind::Runtime, "the GPU's compute capability ", major, ".", minor, " is not supported by NVRTC ",
-       nvrtc_version(), " (oldest supported: sm_", archs.empty() ? 0 : archs.front(), ")");
+  fail(ErrorKind::Runtime, "the GPU's compute capability ", major, ".", minor,
+       " is not supported by NVRTC ", nvrtc_version(), " (oldest supported: sm_",
+       archs.empty() ? 0 : archs.front(), ")");
 }
 
 }  // namespace lt

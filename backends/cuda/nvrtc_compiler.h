@@ -18,8 +18,8 @@ enum class NvrtcEffort { Full, FastCompile };
 bool nvrtc_fast_compile();
 
 // Compiles `source` for `arch` ("sm_90") to a cubin (nvrtcGetCUBIN) with -std=c++17,
-// -default-device, --fmad=false and no fast-math. Throws lt::Error carrying NVRTC's log (and the source lines it
-// names) when compilation fails.
+// -default-device, --fmad=false and no fast-math. Throws lt::Error carrying NVRTC's log (and the
+// source lines it names) when compilation fails.
 std::vector<char> nvrtc_compile_cubin(const std::string& source, const std::string& arch = "sm_90",
                                       const std::string& name = "lazytensor_kernels.cu",
                                       NvrtcEffort effort = NvrtcEffort::Full);

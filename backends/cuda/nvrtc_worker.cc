@@ -26,7 +26,8 @@ namespace {
 
 // Request: magic, u8 cubin, u8 effort, then arch, name and source as (u64 length, bytes).
 // Reply: magic, u8 status (0 image, 1 compile error), u8 error kind, u64 the worker's CPU
-// microseconds, (u64 length, bytes) of the image or the error text. Little-endian; both sides are the same build of this file.
+// microseconds, (u64 length, bytes) of the image or the error text. Little-endian; both sides are
+// the same build of this file.
 constexpr char kWireMagic[8] = {'L', 'T', 'N', 'V', 'R', 'T', 'C', '1'};
 constexpr uint64_t kMaxField = uint64_t{1} << 30;  // far above any program or image
 constexpr uint8_t kImage = 0, kCompileError = 1;
@@ -114,7 +115,9 @@ struct FdMessage {
   FdMessage& operator=(const FdMessage&) = delete;
 };
 
-bool executable(const std::string& path) { return !path.empty() && ::access(path.c_str(), X_OK) == 0; }
+bool executable(const std::string& path) {
+  return !path.empty() && ::access(path.c_str(), X_OK) == 0;
+}
 
 }  // namespace
 
@@ -128,7 +131,8 @@ std::string nvrtc_worker_path() {
   if (!::dladdr(reinterpret_cast<void*>(&serve_nvrtc_request), &info) || !info.dli_fname) return "";
   const std::string lib = info.dli_fname;
   const size_t slash = lib.rfind('/');
-  const std::string w = (slash == std::string::npos ? "." : lib.substr(0, slash)) + "/lazytensor-nvrtc";
+  const std::string w =
+      (slash == std::string::npos ? "." : lib.substr(0, slash)) + "/lazytensor-nvrtc";
   return executable(w) ? w : "";
 }
 
@@ -338,7 +342,8 @@ int run_nvrtc_server(int control) {
     if (r <= 0) return 0;  // the library's process closed its end (or is gone)
     int fd = -1;
     for (cmsghdr* c = CMSG_FIRSTHDR(&m.msg); c; c = CMSG_NXTHDR(&m.msg, c))
-      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+          c->cmsg_len == CMSG_LEN(sizeof(int)))
         std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
     if (fd < 0) continue;
     const pid_t pid = ::fork();

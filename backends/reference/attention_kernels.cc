@@ -78,7 +78,7 @@ void eval_attention_grad(Ctx& c) {
   const AttentionParams p = AttentionParams::from(c.node.op, c.node.attrs);
   const Dims d = dims_of(c);
   const std::vector<double>&q = c.in[0]->f, &k = c.in[1]->f, &v = c.in[2]->f, &dout = c.in[3]->f,
-                      &lse_in = c.in[4]->f, &dsum = c.in[5]->f;
+        &lse_in = c.in[4]->f, &dsum = c.in[5]->f;
   std::vector<double>& g = c.out.f;
   g.assign(static_cast<size_t>(numel(c.out.shape)), 0.0);
   const Op op = c.node.op;

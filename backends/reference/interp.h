@@ -47,7 +47,8 @@ struct Ctx {
 };
 
 using EvalFn = void (*)(Ctx&);
-// The rule of a primitive op, or nullptr when the reference interpreter has none (reference_ops.cc).
+// The rule of a primitive op, or nullptr when the reference interpreter has none
+// (reference_ops.cc).
 EvalFn reference_rule(Op op);
 
 using Strides = std::vector<int64_t>;

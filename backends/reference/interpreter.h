@@ -15,7 +15,8 @@ void validate_graph(const PrimGraph& g);
 
 // Evaluates a validated graph in order. Values of nodes with keep[i] survive; others are dropped
 // after their last use. `sink`, when set, sees each value as soon as it is computed.
-std::vector<std::unique_ptr<Value>> evaluate(const PrimGraph& g, const std::vector<RunInput>& inputs,
+std::vector<std::unique_ptr<Value>> evaluate(const PrimGraph& g,
+                                             const std::vector<RunInput>& inputs,
                                              const std::vector<bool>& keep,
                                              const std::function<void(int, const Value&)>& sink);
 

@@ -54,9 +54,12 @@ void unary(Ctx& c) {
     for (size_t k = 0; k < av.size(); ++k) ov[k] = fn(av[k]);
   };
   if (a.floating()) {
-    if constexpr (FF == nullptr) wrong_dtype(c, a);
-    else if constexpr (std::is_same_v<decltype(FF(0.0)), bool>) run(a.f, c.out.i, FF);  // predicate
-    else run(a.f, c.out.f, FF);
+    if constexpr (FF == nullptr)
+      wrong_dtype(c, a);
+    else if constexpr (std::is_same_v<decltype(FF(0.0)), bool>)
+      run(a.f, c.out.i, FF);  // predicate
+    else
+      run(a.f, c.out.f, FF);
   } else if constexpr (FB != nullptr) {
     run(a.i, c.out.i, a.dtype == DType::Bool ? FB : FI);
   } else if constexpr (FI != nullptr) {
@@ -71,18 +74,23 @@ void unary(Ctx& c) {
 template <auto FF, auto FI>
 void binary(Ctx& c) {
   const Value &a = *c.in[0], &b = *c.in[1];
-  const Strides sa = broadcast_strides(a.shape, c.out.shape), sb = broadcast_strides(b.shape, c.out.shape);
+  const Strides sa = broadcast_strides(a.shape, c.out.shape),
+                sb = broadcast_strides(b.shape, c.out.shape);
   const int64_t n = numel(c.out.shape);
   auto run = [&](const auto& av, const auto& bv, auto& ov, auto fn) {
     ov.resize(static_cast<size_t>(n));
-    strided_loop<2>(c.out.shape, {&sa, &sb},
-                    [&](int64_t o, const std::array<int64_t, 2>& off) { ov[o] = fn(av[off[0]], bv[off[1]]); });
+    strided_loop<2>(c.out.shape, {&sa, &sb}, [&](int64_t o, const std::array<int64_t, 2>& off) {
+      ov[o] = fn(av[off[0]], bv[off[1]]);
+    });
   };
   if (a.floating() != b.floating()) wrong_dtype(c, b);
   if (a.floating()) {
-    if constexpr (FF == nullptr) wrong_dtype(c, a);
-    else if constexpr (std::is_same_v<decltype(FF(0.0, 0.0)), bool>) run(a.f, b.f, c.out.i, FF);  // predicate
-    else run(a.f, b.f, c.out.f, FF);
+    if constexpr (FF == nullptr)
+      wrong_dtype(c, a);
+    else if constexpr (std::is_same_v<decltype(FF(0.0, 0.0)), bool>)
+      run(a.f, b.f, c.out.i, FF);  // predicate
+    else
+      run(a.f, b.f, c.out.f, FF);
   } else if constexpr (FI != nullptr) {
     run(a.i, b.i, c.out.i, FI);
   } else {
@@ -93,17 +101,23 @@ void binary(Ctx& c) {
 template <Op kOp>
 void elementwise(Ctx& c) {
   constexpr ScalarRule r = scalar_rule(kOp);
-  if constexpr (r.f1 || r.i1) unary<r.f1, r.i1, r.b1>(c);
-  else if constexpr (r.pf1 || r.pi1) unary<r.pf1, r.pi1>(c);
-  else if constexpr (r.f2 || r.i2) binary<r.f2, r.i2>(c);
-  else binary<r.pf2, r.pi2>(c);
+  if constexpr (r.f1 || r.i1)
+    unary<r.f1, r.i1, r.b1>(c);
+  else if constexpr (r.pf1 || r.pi1)
+    unary<r.pf1, r.pi1>(c);
+  else if constexpr (r.f2 || r.i2)
+    binary<r.f2, r.i2>(c);
+  else
+    binary<r.pf2, r.pi2>(c);
 }
 
 // The reference rule of an op with scalar forms; nullptr for the others (and no instantiation).
 template <Op kOp>
 constexpr EvalFn scalar_eval() {
-  if constexpr (scalar_rule(kOp).empty()) return nullptr;
-  else return &elementwise<kOp>;
+  if constexpr (scalar_rule(kOp).empty())
+    return nullptr;
+  else
+    return &elementwise<kOp>;
 }
 
 // where(cond, a, b) with broadcasting of all three.

@@ -7,7 +7,7 @@
 namespace lt::ref {
 namespace {
 
-constexpr size_t kMinElements = 4096;                // smaller vectors are cheap to allocate
+constexpr size_t kMinElements = 4096;  // smaller vectors are cheap to allocate
 constexpr size_t kMaxPooledBytes = size_t{256} << 20;
 
 template <class T>

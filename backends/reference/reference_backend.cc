@@ -12,7 +12,8 @@ namespace {
 void check_copy(const Buffer& b, size_t bytes, const char* what) {
   if (!b.on_host()) fail(ErrorKind::Runtime, "reference: ", what, ": buffer is not host memory");
   if (bytes > b.bytes())
-    fail(ErrorKind::Runtime, "reference: ", what, ": ", bytes, " bytes do not fit a buffer of ", b.bytes(), " bytes");
+    fail(ErrorKind::Runtime, "reference: ", what, ": ", bytes, " bytes do not fit a buffer of ",
+         b.bytes(), " bytes");
 }
 
 class ReferenceExecutable : public Executable {
@@ -25,12 +26,12 @@ class ReferenceExecutable : public Executable {
         output_buffers_(plan.output_buffers) {
     ref::validate_graph(prims_);
     if (output_buffers_.size() != prims_.outputs.size())
-      fail(ErrorKind::Runtime, "reference: plan has ", output_buffers_.size(), " output buffers for ",
-           prims_.outputs.size(), " graph outputs");
+      fail(ErrorKind::Runtime, "reference: plan has ", output_buffers_.size(),
+           " output buffers for ", prims_.outputs.size(), " graph outputs");
     for (int b : output_buffers_)
       if (b < 0 || static_cast<size_t>(b) >= num_buffers_)
-        fail(ErrorKind::Runtime, "reference: output buffer ", b, " is out of range (plan has ", num_buffers_,
-             " buffers)");
+        fail(ErrorKind::Runtime, "reference: output buffer ", b, " is out of range (plan has ",
+             num_buffers_, " buffers)");
     keep_.assign(prims_.nodes.size(), false);
     for (int o : prims_.outputs) keep_[static_cast<size_t>(o)] = true;
   }
@@ -100,8 +101,9 @@ std::unique_ptr<Backend> make_reference_backend() { return std::make_unique<Refe
 std::vector<BufferPtr> interpret_all(const PrimGraph& g, const std::vector<RunInput>& inputs) {
   ref::validate_graph(g);
   std::vector<BufferPtr> out(g.nodes.size());
-  ref::evaluate(g, inputs, std::vector<bool>(g.nodes.size(), false),
-                [&](int i, const ref::Value& v) { out[static_cast<size_t>(i)] = ref::value_to_buffer(v); });
+  ref::evaluate(
+      g, inputs, std::vector<bool>(g.nodes.size(), false),
+      [&](int i, const ref::Value& v) { out[static_cast<size_t>(i)] = ref::value_to_buffer(v); });
   return out;
 }
 

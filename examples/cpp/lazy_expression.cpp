@@ -21,11 +21,12 @@ int main() {
   }
   auto c = lt::metrics::counters();
   auto g = lt::metrics::last_graph();
-  std::printf("y[0:3] at the last step: %.4f %.4f %.4f\n", y.to_vector<float>()[0], y.to_vector<float>()[1],
-              y.to_vector<float>()[2]);
+  std::printf("y[0:3] at the last step: %.4f %.4f %.4f\n", y.to_vector<float>()[0],
+              y.to_vector<float>()[1], y.to_vector<float>()[2]);
   std::printf("graph_compiles=%lld graph_cache_hits=%lld kernels in step graph=%lld backend=%s\n",
-              static_cast<long long>(c["graph_compiles"]), static_cast<long long>(c["graph_cache_hits"]),
-              static_cast<long long>(g.kernels), g.backend.c_str());
+              static_cast<long long>(c["graph_compiles"]),
+              static_cast<long long>(c["graph_cache_hits"]), static_cast<long long>(g.kernels),
+              g.backend.c_str());
   std::printf("%s", lt::metrics::report().c_str());
   return 0;
 }

@@ -42,8 +42,10 @@ int main(int argc, char** argv) {
   std::string device = "lazy";
   int steps = 200;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
-    else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--device") && i + 1 < argc)
+      device = argv[++i];
+    else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc)
+      steps = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr, "usage: train_mlp [--device lazy|cpu] [--steps N]\n");
       return 2;
@@ -92,10 +94,12 @@ int main(int argc, char** argv) {
     }
     double acc = static_cast<double>(correct) / kTest;
     auto c = lt::metrics::counters();
-    std::printf("device %s: %d steps in %.2f s (%.1f steps/s), held-out accuracy %.1f%% (target 90%%)\n",
-                dev.str().c_str(), steps, secs, steps / secs, 100 * acc);
+    std::printf(
+        "device %s: %d steps in %.2f s (%.1f steps/s), held-out accuracy %.1f%% (target 90%%)\n",
+        dev.str().c_str(), steps, secs, steps / secs, 100 * acc);
     std::printf("graph_compiles=%lld graph_cache_hits=%lld kernel_launches=%lld\n",
-                static_cast<long long>(c["graph_compiles"]), static_cast<long long>(c["graph_cache_hits"]),
+                static_cast<long long>(c["graph_compiles"]),
+                static_cast<long long>(c["graph_cache_hits"]),
                 static_cast<long long>(c["kernel_launches"]));
     return acc >= 0.9 ? 0 : 1;
   } catch (const std::exception& e) {

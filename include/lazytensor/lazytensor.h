@@ -1,16 +1,16 @@
 // lazytensor's public C++ API. #include <lazytensor/lazytensor.h>, link lazytensor::lazytensor.
 #pragma once
-#include "runtime/device.h"
 #include "ir/error.h"
 #include "runtime/attention.h"
 #include "runtime/autograd.h"
 #include "runtime/debug.h"
+#include "runtime/device.h"
 #include "runtime/indexing.h"
 #include "runtime/metrics.h"
 #include "runtime/nn.h"
 #include "runtime/nn_attention.h"
-#include "runtime/optim.h"
 #include "runtime/ops.h"
+#include "runtime/optim.h"
 #include "runtime/safetensors.h"
 #include "runtime/sync.h"
 #include "runtime/tensor.h"

@@ -7,12 +7,12 @@
 // interpreter) and tests/gpu/check_attention_cuda.py (the kernels on a GPU).
 #include <gtest/gtest.h>
 
+#include "graph_util.h"
 #include "ir/attention.h"
 #include "ir/error.h"
 #include "ir/graph.h"
 #include "lowering/lower.h"
 #include "lowering/plan_serialize.h"
-#include "graph_util.h"
 
 #ifdef LT_HAVE_CUDA
 #include "backends/cuda/cuda_compile.h"
@@ -167,7 +167,8 @@ TEST(FlashAttention, NvrtcCompilesOneProgramPerKernel) {
     const std::string src = flash_attention_program_source(k);
     EXPECT_NE(src.find("lt_fa_mm"), std::string::npos);
     for (int j = 0; j < 3; ++j)
-      EXPECT_EQ(src.find(std::string(names[j]) + "(") != std::string::npos, j == k) << k << " " << j;
+      EXPECT_EQ(src.find(std::string(names[j]) + "(") != std::string::npos, j == k)
+          << k << " " << j;
   }
 }
 

@@ -21,11 +21,14 @@ std::vector<double> rand64(int64_t n, uint32_t seed, double lo, double hi) {
 }
 
 // Checks d/dx_i sum(f(x) * w) against central differences in float64.
-void gradcheck_impl(const std::string& what, const std::vector<Shape>& shapes, const Fn& f, const Device& dev,
-                    double lo, double hi, double tol) {
+void gradcheck_impl(const std::string& what, const std::vector<Shape>& shapes, const Fn& f,
+                    const Device& dev, double lo, double hi, double tol) {
   std::vector<std::vector<double>> data;
-  for (size_t i = 0; i < shapes.size(); ++i) data.push_back(rand64(numel(shapes[i]), 7 + 13 * i, lo, hi));
-  auto make = [&](size_t i, const std::vector<double>& v) { return from_host(v.data(), DType::Float64, shapes[i], dev); };
+  for (size_t i = 0; i < shapes.size(); ++i)
+    data.push_back(rand64(numel(shapes[i]), 7 + 13 * i, lo, hi));
+  auto make = [&](size_t i, const std::vector<double>& v) {
+    return from_host(v.data(), DType::Float64, shapes[i], dev);
+  };
   std::vector<Tensor> in;
   for (size_t i = 0; i < shapes.size(); ++i) in.push_back(make(i, data[i]).requires_grad_());
   Tensor out = f(in);
@@ -49,13 +52,14 @@ void gradcheck_impl(const std::string& what, const std::vector<Shape>& shapes, c
       p[k] += h;
       m[k] -= h;
       double num = (loss(i, p) - loss(i, m)) / (2 * h);
-      ASSERT_NEAR(got[k], num, tol * std::max(1.0, std::fabs(num)) * 100) << what << " input " << i << " elem " << k;
+      ASSERT_NEAR(got[k], num, tol * std::max(1.0, std::fabs(num)) * 100)
+          << what << " input " << i << " elem " << k;
     }
   }
 }
 
-void gradcheck(const std::string& what, const std::vector<Shape>& shapes, const Fn& f, const Device& dev,
-               double lo = -1.5, double hi = 1.5, double tol = 1e-6) {
+void gradcheck(const std::string& what, const std::vector<Shape>& shapes, const Fn& f,
+               const Device& dev, double lo = -1.5, double hi = 1.5, double tol = 1e-6) {
   SCOPED_TRACE(what);
   try {
     gradcheck_impl(what, shapes, f, dev, lo, hi, tol);
@@ -71,11 +75,16 @@ class Grad : public ::testing::TestWithParam<const char*> {
 
 TEST_P(Grad, UnaryOps) {
   std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> ops = {
-      {"exp", [](auto& x) { return x.exp(); }},         {"sin", [](auto& x) { return x.sin(); }},
-      {"cos", [](auto& x) { return x.cos(); }},         {"tanh", [](auto& x) { return x.tanh(); }},
-      {"sigmoid", [](auto& x) { return x.sigmoid(); }}, {"erf", [](auto& x) { return x.erf(); }},
-      {"neg", [](auto& x) { return -x; }},              {"silu", [](auto& x) { return silu(x); }},
-      {"gelu", [](auto& x) { return gelu(x); }},        {"gelu_tanh", [](auto& x) { return gelu(x, "tanh"); }},
+      {"exp", [](auto& x) { return x.exp(); }},
+      {"sin", [](auto& x) { return x.sin(); }},
+      {"cos", [](auto& x) { return x.cos(); }},
+      {"tanh", [](auto& x) { return x.tanh(); }},
+      {"sigmoid", [](auto& x) { return x.sigmoid(); }},
+      {"erf", [](auto& x) { return x.erf(); }},
+      {"neg", [](auto& x) { return -x; }},
+      {"silu", [](auto& x) { return silu(x); }},
+      {"gelu", [](auto& x) { return gelu(x); }},
+      {"gelu_tanh", [](auto& x) { return gelu(x, "tanh"); }},
       {"log", [](auto& x) { return (x * x + 0.5).log(); }},
       {"sqrt", [](auto& x) { return (x * x + 0.5).sqrt(); }},
       {"rsqrt", [](auto& x) { return (x * x + 0.5).rsqrt(); }},
@@ -83,7 +92,9 @@ TEST_P(Grad, UnaryOps) {
       {"relu", [](auto& x) { return (x + 0.013).relu(); }},
       {"abs", [](auto& x) { return (x + 0.013).abs(); }},
   };
-  for (auto& [name, fn] : ops) gradcheck(name, {{3, 4}}, [&](auto& in) { return fn(in[0]); }, dev());
+  for (auto& [name, fn] : ops)
+    gradcheck(
+        name, {{3, 4}}, [&](auto& in) { return fn(in[0]); }, dev());
 }
 
 TEST_P(Grad, BinaryOpsWithBroadcasting) {
@@ -99,34 +110,69 @@ TEST_P(Grad, BinaryOpsWithBroadcasting) {
       {"scalar_ops", [](auto& in) { return (2.0 - in[0]) / 3.0 + in[1] * 0.5; }},
   };
   for (auto& [name, fn] : ops)
-    for (auto sh : std::vector<std::pair<Shape, Shape>>{{{3, 4}, {3, 4}}, {{3, 1}, {4}}, {{2, 3, 4}, {}}})
-      gradcheck(name + shape_str(sh.first) + shape_str(sh.second), {sh.first, sh.second}, fn, dev());
+    for (auto sh :
+         std::vector<std::pair<Shape, Shape>>{{{3, 4}, {3, 4}}, {{3, 1}, {4}}, {{2, 3, 4}, {}}})
+      gradcheck(name + shape_str(sh.first) + shape_str(sh.second), {sh.first, sh.second}, fn,
+                dev());
 }
 
 TEST_P(Grad, ReductionsAndComposites) {
   Shape s = {3, 5};
-  gradcheck("sum", {s}, [](auto& in) { return in[0].sum({1}); }, dev());
-  gradcheck("sum_all", {s}, [](auto& in) { return in[0].sum(); }, dev());
-  gradcheck("mean_keep", {s}, [](auto& in) { return in[0].mean({0}, true); }, dev());
-  gradcheck("amax", {s}, [](auto& in) { return in[0].amax({1}); }, dev());
-  gradcheck("amin", {s}, [](auto& in) { return in[0].amin({0}); }, dev());
-  gradcheck("prod", {s}, [](auto& in) { return in[0].prod({1}); }, dev(), 0.5, 1.5);
-  gradcheck("var", {s}, [](auto& in) { return var(in[0], {1}); }, dev());
-  gradcheck("softmax", {s}, [](auto& in) { return softmax(in[0], 1); }, dev());
-  gradcheck("log_softmax", {s}, [](auto& in) { return log_softmax(in[0], -1); }, dev());
-  gradcheck("logsumexp", {s}, [](auto& in) { return logsumexp(in[0], {1}); }, dev());
-  gradcheck("layer_norm", {{4, 6}, {6}, {6}}, [](auto& in) { return layer_norm(in[0], {6}, in[1], in[2]); }, dev());
-  gradcheck("layer_norm_plain", {{2, 3, 4}}, [](auto& in) { return layer_norm(in[0], {3, 4}); }, dev());
+  gradcheck(
+      "sum", {s}, [](auto& in) { return in[0].sum({1}); }, dev());
+  gradcheck(
+      "sum_all", {s}, [](auto& in) { return in[0].sum(); }, dev());
+  gradcheck(
+      "mean_keep", {s}, [](auto& in) { return in[0].mean({0}, true); }, dev());
+  gradcheck(
+      "amax", {s}, [](auto& in) { return in[0].amax({1}); }, dev());
+  gradcheck(
+      "amin", {s}, [](auto& in) { return in[0].amin({0}); }, dev());
+  gradcheck(
+      "prod", {s}, [](auto& in) { return in[0].prod({1}); }, dev(), 0.5, 1.5);
+  gradcheck(
+      "var", {s}, [](auto& in) { return var(in[0], {1}); }, dev());
+  gradcheck(
+      "softmax", {s}, [](auto& in) { return softmax(in[0], 1); }, dev());
+  gradcheck(
+      "log_softmax", {s}, [](auto& in) { return log_softmax(in[0], -1); }, dev());
+  gradcheck(
+      "logsumexp", {s}, [](auto& in) { return logsumexp(in[0], {1}); }, dev());
+  gradcheck(
+      "layer_norm", {{4, 6}, {6}, {6}},
+      [](auto& in) { return layer_norm(in[0], {6}, in[1], in[2]); }, dev());
+  gradcheck(
+      "layer_norm_plain", {{2, 3, 4}},
+      [](auto& in) {
+        return layer_norm(in[0], {3, 4});
+      },
+      dev());
 }
 
 TEST_P(Grad, MovementAndMatmul) {
-  gradcheck("permute_reshape", {{2, 3, 4}}, [](auto& in) { return in[0].permute({2, 0, 1}).reshape({4, 6}) * 2; }, dev());
-  gradcheck("expand", {{3, 1}}, [](auto& in) { return in[0].expand({3, 4}) * 1.5; }, dev());
-  gradcheck("mm", {{3, 4}, {4, 2}}, [](auto& in) { return matmul(in[0], in[1]); }, dev());
-  gradcheck("bmm_broadcast", {{2, 3, 4}, {4, 5}}, [](auto& in) { return matmul(in[0], in[1]); }, dev());
-  gradcheck("mv", {{3, 4}, {4}}, [](auto& in) { return matmul(in[0], in[1]); }, dev());
-  gradcheck("vv", {{4}, {4}}, [](auto& in) { return matmul(in[0], in[1]); }, dev());
-  gradcheck("mlp", {{5, 4}, {4, 3}, {3}}, [](auto& in) { return (matmul(in[0], in[1]) + in[2]).tanh(); }, dev());
+  gradcheck(
+      "permute_reshape", {{2, 3, 4}},
+      [](auto& in) {
+        return in[0].permute({2, 0, 1}).reshape({4, 6}) * 2;
+      },
+      dev());
+  gradcheck(
+      "expand", {{3, 1}},
+      [](auto& in) {
+        return in[0].expand({3, 4}) * 1.5;
+      },
+      dev());
+  gradcheck(
+      "mm", {{3, 4}, {4, 2}}, [](auto& in) { return matmul(in[0], in[1]); }, dev());
+  gradcheck(
+      "bmm_broadcast", {{2, 3, 4}, {4, 5}}, [](auto& in) { return matmul(in[0], in[1]); }, dev());
+  gradcheck(
+      "mv", {{3, 4}, {4}}, [](auto& in) { return matmul(in[0], in[1]); }, dev());
+  gradcheck(
+      "vv", {{4}, {4}}, [](auto& in) { return matmul(in[0], in[1]); }, dev());
+  gradcheck(
+      "mlp", {{5, 4}, {4, 3}, {3}}, [](auto& in) { return (matmul(in[0], in[1]) + in[2]).tanh(); },
+      dev());
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, Grad, ::testing::Values("cpu", "lazy:cpu"));

@@ -1,6 +1,6 @@
-// A training forward's compiled backward (runtime/capture_backward.cc): a captured call that returns
-// a tensor requiring grad replays with a node whose backward is a replayed graph too. Checked
-// against gradients written out by hand in double precision on the host.
+// A training forward's compiled backward (runtime/capture_backward.cc): a captured call that
+// returns a tensor requiring grad replays with a node whose backward is a replayed graph too.
+// Checked against gradients written out by hand in double precision on the host.
 #include "runtime/capture.h"
 
 #include "runtime/ops.h"
@@ -14,8 +14,8 @@ using testing::random_floats;
 
 constexpr int64_t kB = 5, kI = 4, kO = 3;
 
-// y = tanh(x @ w + b); with upstream gradient g: dw = x^T (g (1 - y^2)), db = sum_rows(g (1 - y^2)),
-// dx = (g (1 - y^2)) w^T.
+// y = tanh(x @ w + b); with upstream gradient g: dw = x^T (g (1 - y^2)), db = sum_rows(g (1 -
+// y^2)), dx = (g (1 - y^2)) w^T.
 struct HostGrads {
   std::vector<double> dw, db, dx;
 };

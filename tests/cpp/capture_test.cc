@@ -156,8 +156,9 @@ TEST(Capture, EmbeddingOfArgumentIdsReplaysAndChecksEachReplaysIds) {
     expect_rows((*r)[0], ids, 2.0);
     expect_rows((*r)[1], picks, 1.0);
   }
-  std::string err =
-      index_error_of([&] { capture::replay(*c.program, {int_tensor({0, 7, 1, 2})}); });
+  std::string err = index_error_of([&] {
+    capture::replay(*c.program, {int_tensor({0, 7, 1, 2})});
+  });
   EXPECT_NE(err.find("embedding"), std::string::npos) << err;
   EXPECT_NE(err.find("index 7"), std::string::npos) << err;
   EXPECT_NE(err.find("[5, 3]"), std::string::npos) << err;

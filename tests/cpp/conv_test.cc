@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "backends/backend.h"
+#include "graph_util.h"
 #include "ir/graph.h"
 #include "lowering/lower.h"
 #include "lowering/plan_serialize.h"
@@ -19,7 +20,6 @@
 #include "runtime/sync.h"
 #include "runtime/windows.h"
 #include "test_util.h"
-#include "graph_util.h"
 
 namespace lt {
 namespace {

@@ -219,6 +219,5 @@ TEST(CpuCodegen, Float16RoundsPerOp) {
   }
 }
 
-
 }  // namespace
 }  // namespace lt

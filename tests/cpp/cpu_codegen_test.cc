@@ -47,7 +47,8 @@ TEST(CpuCodegen, ElementwiseChain1D) {
   for (int64_t i = 0; i < N; ++i) {
     float tt = xv[i] * yv[i] + 1.5f, dd = std::fabs(xv[i]) / (yv[i] * yv[i] + 1.f);
     ASSERT_EQ(ov[i], std::max(tt - dd, xv[i])) << i;
-    // Vectorized transcendentals come from glibc's libmvec: at most 4 ulp (glibc's documented bound).
+    // Vectorized transcendentals come from glibc's libmvec: at most 4 ulp (glibc's documented
+    // bound).
     ASSERT_LE(ulps(ev[i], std::exp(xv[i]), true), 4) << i;
   }
 }
@@ -221,8 +222,8 @@ TEST(CpuCodegen, PipelinedRowsMatchFloat64ForEveryChunking) {
         for (int64_t c = 0; c < M; ++c) ss += (xv[r * M + c] - mean) * (xv[r * M + c] - mean);
         for (int64_t c = 0; c < M; ++c) {
           double want = (xv[r * M + c] - mean) / std::sqrt(ss);
-          ASSERT_NEAR(out[r * M + c], want, 1e-5) << R << " rows, " << threads << " threads, at "
-                                                  << r << "," << c;
+          ASSERT_NEAR(out[r * M + c], want, 1e-5)
+              << R << " rows, " << threads << " threads, at " << r << "," << c;
         }
       }
     }
@@ -380,10 +381,11 @@ TEST(CpuCodegen, UnaryOps) {
         };
         double want = f ? ref(xv[i]) : ref(xd[i]);
         // Transcendentals may run through libmvec (at most 4 ulp); the rest are exactly rounded.
-        const bool vec_math = op == Op::Exp || op == Op::Log || op == Op::Sin || op == Op::Cos || op == Op::Tanh ||
-                              op == Op::Erf;
-        ASSERT_LE(ulps(got, want, f), vec_math ? 4 : 1) << op_name(op) << " " << dtype_name(t) << " of " << xd[i]
-                                         << ": " << got << " vs " << want;
+        const bool vec_math = op == Op::Exp || op == Op::Log || op == Op::Sin || op == Op::Cos ||
+                              op == Op::Tanh || op == Op::Erf;
+        ASSERT_LE(ulps(got, want, f), vec_math ? 4 : 1)
+            << op_name(op) << " " << dtype_name(t) << " of " << xd[i] << ": " << got << " vs "
+            << want;
       }
     }
   }

@@ -96,6 +96,5 @@ TEST(TrigLoadBound, NarrowDtypesStopAtTheirOverflow) {
   EXPECT_GT(tb.max_load * 4.0f, 65000.0f);
 }
 
-
 }  // namespace
 }  // namespace lt

@@ -28,8 +28,8 @@ using K = BufferSpec::Kind;
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
 inline constexpr DType kAllDTypes[] = {DType::Bool,     DType::UInt8,   DType::Int8,
-                                DType::Int32,    DType::Int64,   DType::Float16,
-                                DType::BFloat16, DType::Float32, DType::Float64};
+                                       DType::Int32,    DType::Int64,   DType::Float16,
+                                       DType::BFloat16, DType::Float32, DType::Float64};
 
 inline Backend& cpu_backend() {
   static std::unique_ptr<Backend> b = make_cpu_backend();
@@ -204,7 +204,7 @@ inline uint16_t bf16_bits(float f) {
 }
 
 inline std::vector<BufferPtr> run(const Plan& p, const std::vector<RunInput>& in,
-                           int expect_kernels = -1) {
+                                  int expect_kernels = -1) {
   auto exe = cpu_backend().compile(completed(p));
   RunStats stats;
   auto out = exe->run(in, &stats);

@@ -18,17 +18,17 @@
 #include "backends/cuda/cuda_codegen.h"
 #include "backends/cuda/driver_api.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "graph_util.h"
 #include "ir/error.h"
 #include "ir/graph.h"
 #include "lowering/lower.h"
 #include "runtime/device.h"
-#include "graph_util.h"
 
 namespace lt {
 namespace {
 
-constexpr DType kAllDTypes[] = {DType::Bool,    DType::UInt8,    DType::Int8,
-                                DType::Int32,   DType::Int64,    DType::Float16,
+constexpr DType kAllDTypes[] = {DType::Bool,     DType::UInt8,   DType::Int8,
+                                DType::Int32,    DType::Int64,   DType::Float16,
                                 DType::BFloat16, DType::Float32, DType::Float64};
 constexpr DType kFloatDTypes[] = {DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
 
@@ -61,10 +61,9 @@ NodePtr rand_node(Shape s, DType t, int64_t stream = 0) {
   a.ints = std::move(s);
   a.dtype = t;
   a.stream = stream;
-  return make_node(Op::Rand, {make_int_scalar(DType::Int64, 1234), make_int_scalar(DType::Int64, 8)},
-                   a);
+  return make_node(Op::Rand,
+                   {make_int_scalar(DType::Int64, 1234), make_int_scalar(DType::Int64, 8)}, a);
 }
-
 
 size_t count(const std::string& s, const std::string& what) {
   size_t n = 0;
@@ -96,8 +95,8 @@ CudaModuleSource compile_ok(const Plan& p, int kernels = -1) {
 }
 
 bool row_mode(CudaKernelMode m) {
-  return m == CudaKernelMode::Thread || m == CudaKernelMode::Warp ||
-         m == CudaKernelMode::Block || m == CudaKernelMode::Tile;
+  return m == CudaKernelMode::Thread || m == CudaKernelMode::Warp || m == CudaKernelMode::Block ||
+         m == CudaKernelMode::Tile;
 }
 
 // Number of cross-thread reductions a kernel's source performs.
@@ -154,9 +153,11 @@ TEST(CudaCodegen, BroadcastIsIndexArithmetic) {
 TEST(CudaCodegen, PermuteReshapeUsesDivMod) {
   auto x = param({8, 4}), y = param({32});
   auto t = op(Op::Reshape, {op(Op::Permute, {x}, {1, 0})}, {32});
-  auto m = compile_ok(plan_of({bin(Op::Add, bin(Op::Mul, t, make_scalar(DType::Float32, 2)), y)}), 1);
+  auto m =
+      compile_ok(plan_of({bin(Op::Add, bin(Op::Mul, t, make_scalar(DType::Float32, 2)), y)}), 1);
   // The transposed read needs floor-div/mod of the flat index (IExpr FloorDiv/Mod).
-  EXPECT_TRUE(m.source.find(" / ") != std::string::npos && m.source.find(" % ") != std::string::npos)
+  EXPECT_TRUE(m.source.find(" / ") != std::string::npos &&
+              m.source.find(" % ") != std::string::npos)
       << m.source;
   EXPECT_NE(m.source.find("double a"), std::string::npos) << "the scalar 2 is passed by value";
   // A 3-d permute of a reshape: general indices of several loop variables.
@@ -215,8 +216,8 @@ TEST(CudaCodegen, EveryElementwisePrimitiveOfEveryDtype) {
   // One graph with many outputs: many stores per kernel, all in one NVRTC program.
   auto m = compile_ok(plan_of(roots));
   for (const char* fn : {"expf(", "logf(", "sqrtf(", "sinf(", "cosf(", "tanhf(", "erff(", "fabsf(",
-                         "floorf(", "powf(", "exp(", "erf(", "pow(", "lt_max(", "lt_min(", "lt_add(",
-                         "lt_mul(", "lt_rh(", "lt_rbf("})
+                         "floorf(", "powf(", "exp(", "erf(", "pow(", "lt_max(", "lt_min(",
+                         "lt_add(", "lt_mul(", "lt_rh(", "lt_rbf("})
     EXPECT_NE(m.source.find(fn), std::string::npos) << fn;
 }
 
@@ -237,9 +238,11 @@ TEST(CudaCodegen, EveryCastBetweenEveryDtypePair) {
 
 TEST(CudaCodegen, CastsInsideFusedChains) {
   // The runtime promotes with explicit casts before tracing; they fuse into one kernel.
-  auto a = param({64}, DType::Int32), b = param({64}, DType::Float16), c = param({64}, DType::UInt8);
+  auto a = param({64}, DType::Int32), b = param({64}, DType::Float16),
+       c = param({64}, DType::UInt8);
   auto y = bin(Op::Mul, bin(Op::Add, cast(a, DType::Float16), b), cast(c, DType::Float16));
-  auto z = cast(bin(Op::Gt, cast(y, DType::Float32), make_scalar(DType::Float32, 0.5)), DType::Int64);
+  auto z =
+      cast(bin(Op::Gt, cast(y, DType::Float32), make_scalar(DType::Float32, 0.5)), DType::Int64);
   compile_ok(plan_of({y, z}));
 }
 
@@ -266,7 +269,8 @@ TEST(CudaCodegen, EveryReductionOfEveryDtypeAlongEveryAxis) {
 
 TEST(CudaCodegen, ReductionWithPrologueAndEpilogueIsOneKernel) {
   auto x = param({32, 64}), w = param({64}), b = param({64});
-  auto y = op(Op::ReduceSum, {op(Op::Relu, {op(Op::Sin, {bin(Op::Add, bin(Op::Mul, x, w), b)})})}, {1});
+  auto y =
+      op(Op::ReduceSum, {op(Op::Relu, {op(Op::Sin, {bin(Op::Add, bin(Op::Mul, x, w), b)})})}, {1});
   auto m = compile_ok(plan_of({bin(Op::Mul, y, make_scalar(DType::Float32, 2))}), 1);
   EXPECT_EQ(cross_thread_reductions(m.source), 1u) << m.source;
 }
@@ -381,12 +385,14 @@ TEST(CudaCodegen, RowKernelsUseVectorAccessesWhereTheRowIsContiguous) {
   EXPECT_EQ(count(odd.source, "lt_ld4<"), 0u);
   // A transposed operand is read per point next to the vector loads of the contiguous one.
   auto x = param({256, 2048}), t = param({2048, 256});
-  auto mixed = compile_ok(plan_of({op(Op::Softmax, {bin(Op::Add, x, op(Op::Permute, {t}, {1, 0}))}, {-1})}), 1);
+  auto mixed = compile_ok(
+      plan_of({op(Op::Softmax, {bin(Op::Add, x, op(Op::Permute, {t}, {1, 0}))}, {-1})}), 1);
   EXPECT_GE(count(mixed.source, "lt_ld4<float4>(&a"), 1u);
   EXPECT_NE(mixed.source.find(" * 256u]"), std::string::npos) << mixed.source;  // t[i1 * 256 + i0]
   // 16-bit rows load 4 elements as 8 bytes.
   auto h = param({512, 2048}, DType::BFloat16);
-  auto lnh = compile_ok(plan_of({layer_norm(h, param({2048}, DType::BFloat16), param({2048}, DType::BFloat16))}), 1);
+  auto lnh = compile_ok(
+      plan_of({layer_norm(h, param({2048}, DType::BFloat16), param({2048}, DType::BFloat16))}), 1);
   EXPECT_GE(count(lnh.source, "lt_ld4<ushort4>(&a"), 1u) << lnh.source;
   // The knobs: vectors off; no register cache (x is loaded by each of the 3 stages); a row longer
   // than the cache holds (512 threads, 10 chunks each) is not cached.
@@ -426,7 +432,8 @@ TEST(CudaCodegen, MatmulAsLoweredToday) {
   compile_ok(p);
   compile_ok(plan_of({make_node(Op::Matmul, {param({256, 512}), param({512, 128})})}));
   compile_ok(plan_of({make_node(Op::Matmul, {param({4, 32, 64}), param({4, 64, 48})})}));
-  compile_ok(plan_of({make_node(Op::Matmul, {param({64}, DType::Float64), param({64, 3}, DType::Float64)})}));
+  compile_ok(plan_of(
+      {make_node(Op::Matmul, {param({64}, DType::Float64), param({64, 3}, DType::Float64)})}));
 }
 
 TEST(CudaCodegen, IndexWidthFollowsTheSizes) {
@@ -441,7 +448,7 @@ TEST(CudaCodegen, IndexWidthFollowsTheSizes) {
 }
 
 TEST(CudaCodegen, DegenerateShapes) {
-  compile_ok(plan_of({op(Op::Sin, {param({})})}), 1);                  // 0-d
+  compile_ok(plan_of({op(Op::Sin, {param({})})}), 1);                            // 0-d
   auto empty = compile_ok(plan_of({op(Op::ReduceSum, {param({16, 0})}, {1})}));  // empty rows
   auto none = compile_ok(plan_of({op(Op::ReduceSum, {param({0, 16})}, {1})}));   // no rows
   for (const auto& k : none.kernels) EXPECT_EQ(k.max_blocks, 0) << "nothing to launch";
@@ -525,12 +532,14 @@ TEST(CudaCodegen, GatherOfEveryDtypeIsAnIndexedLoadInOneKernel) {
     // embedding(w, idx) * 2 + pos: the index is loaded, clamped and used in the address of w.
     NodePtr w = param({50000, 64}, t), idx = param({512, 1}, DType::Int64);
     NodePtr rows = indexed(Op::Gather, {w, op(Op::Expand, {idx}, {512, 64})}, 0);
-    NodePtr y = t == DType::Bool ? bin(Op::Or, rows, param({512, 64}, t))
-                                 : bin(Op::Add, bin(Op::Mul, rows, cast(make_scalar(DType::Float64, 2), t)),
-                                       param({512, 64}, t));
+    NodePtr y = t == DType::Bool
+                    ? bin(Op::Or, rows, param({512, 64}, t))
+                    : bin(Op::Add, bin(Op::Mul, rows, cast(make_scalar(DType::Float64, 2), t)),
+                          param({512, 64}, t));
     SCOPED_TRACE(dtype_name(t));
     auto m = compile_ok(plan_of({y}), 1);
-    EXPECT_NE(m.source.find("(unsigned)v"), std::string::npos) << m.source;  // 32-bit indexed address
+    EXPECT_NE(m.source.find("(unsigned)v"), std::string::npos)
+        << m.source;  // 32-bit indexed address
   }
 }
 
@@ -540,31 +549,38 @@ TEST(CudaCodegen, GatherInsideRowReductionsAndAlongInnerAxes) {
   NodePtr picked = indexed(Op::Gather, {op(Op::LogSoftmax, {x}, {1}), t}, 1);
   compile_ok(plan_of({op(Op::ReduceSum, {picked}, {0, 1})}));
   NodePtr xt = op(Op::Permute, {param({40, 30})}, {1, 0});
-  compile_ok(plan_of({op(Op::ReduceMax, {indexed(Op::Gather, {xt, param({30, 70}, DType::Int64)}, 1)}, {1})}), 1);
+  compile_ok(plan_of({op(Op::ReduceMax,
+                         {indexed(Op::Gather, {xt, param({30, 70}, DType::Int64)}, 1)}, {1})}),
+             1);
 }
 
 TEST(CudaCodegen, ScatterAddOfEveryDtypeUsesAtomics) {
   for (DType t : kAllDTypes) {
     if (t == DType::Bool) continue;  // the runtime sums bool as int64
-    NodePtr base = param({1000, 48}, t), idx = param({4096, 48}, DType::Int64), src = param({4096, 48}, t);
+    NodePtr base = param({1000, 48}, t), idx = param({4096, 48}, DType::Int64),
+            src = param({4096, 48}, t);
     SCOPED_TRACE(dtype_name(t));
     auto m = compile_ok(plan_of({indexed(Op::ScatterAdd, {base, idx, src}, 0)}), 2);
-    const char* fn = t == DType::Float16 ? "lt_atomic_add_f16(&a" : t == DType::BFloat16 ? "lt_atomic_add_bf16(&a"
-                                                                                         : "lt_atomic_add(&a";
+    const char* fn = t == DType::Float16    ? "lt_atomic_add_f16(&a"
+                     : t == DType::BFloat16 ? "lt_atomic_add_bf16(&a"
+                                            : "lt_atomic_add(&a";
     EXPECT_NE(m.source.find(fn), std::string::npos) << m.source;
   }
-  // Scatter along an inner axis with src larger than the index, and 64-bit indexing of a big output.
-  compile_ok(plan_of({indexed(Op::ScatterAdd, {param({8, 100}), param({8, 30}, DType::Int64), param({9, 40})}, 1)}),
+  // Scatter along an inner axis with src larger than the index, and 64-bit indexing of a big
+  // output.
+  compile_ok(plan_of({indexed(Op::ScatterAdd,
+                              {param({8, 100}), param({8, 30}, DType::Int64), param({9, 40})}, 1)}),
              2);
-  NodePtr big = indexed(Op::ScatterAdd, {param({1 << 16, 1 << 15}), param({64, 1 << 15}, DType::Int64),
-                                         param({64, 1 << 15})},
-                        0);
+  NodePtr big = indexed(
+      Op::ScatterAdd,
+      {param({1 << 16, 1 << 15}), param({64, 1 << 15}, DType::Int64), param({64, 1 << 15})}, 0);
   auto m = compile_ok(plan_of({big}), 2);
   EXPECT_NE(m.source.find("long long i0"), std::string::npos);
 }
 
 TEST(Nvrtc, ArchIsAnOptionAndTargetSelectionFollowsTheDevice) {
-  const std::string src = generate_cuda(plan_of({op(Op::Softmax, {param({8, 300})}, {-1})}).kernels).source;
+  const std::string src =
+      generate_cuda(plan_of({op(Op::Softmax, {param({8, 300})}, {-1})}).kernels).source;
   auto sm80 = nvrtc_compile_cubin(src, "sm_80");
   auto sm90 = nvrtc_compile_cubin(src, "sm_90");
   EXPECT_FALSE(sm80.empty());

@@ -13,10 +13,10 @@
 #include "backends/cuda/cuda_compile.h"
 #include "backends/cuda/cuda_module_image.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "graph_util.h"
 #include "ir/error.h"
 #include "ir/graph.h"
 #include "lowering/lower.h"
-#include "graph_util.h"
 
 namespace lt {
 namespace {

@@ -17,7 +17,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("lt_debug_test_" + name + "_" + std::to_string(::getpid()));
+  fs::path d =
+      fs::temp_directory_path() / ("lt_debug_test_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -109,7 +110,8 @@ TEST(Debug, MalformedFilesExitTwoWithOneLine) {
       {"no_data.json", edit([](auto& c) { c["inputs"][0]["data"] = "nothere.bin#0"; })},
   };
   for (auto& [name, body] : cases) {
-    std::string path = name == "missing.json" ? (dir / "does_not_exist.json").string() : write(name, body);
+    std::string path =
+        name == "missing.json" ? (dir / "does_not_exist.json").string() : write(name, body);
     auto [code, out] = cli("replay " + path + " --backend cpu --check");
     EXPECT_EQ(code, 2) << name << ": " << out;
     EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << name << ": " << out;

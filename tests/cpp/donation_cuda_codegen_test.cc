@@ -9,9 +9,9 @@
 
 #include "backends/cuda/cuda_codegen.h"
 #include "backends/cuda/nvrtc_compiler.h"
+#include "graph_util.h"
 #include "ir/graph.h"
 #include "lowering/lower.h"
-#include "graph_util.h"
 
 namespace lt {
 namespace {

@@ -51,7 +51,8 @@ int donated_input(const Lowered& l, size_t r) {
 }
 
 TEST(DonationLowering, ElementwiseUpdateTakesItsOwnInput) {
-  Tensor p = testing::random_tensor({4, 8}, 1, kLazyCpu), g = testing::random_tensor({4, 8}, 2, kLazyCpu);
+  Tensor p = testing::random_tensor({4, 8}, 1, kLazyCpu),
+         g = testing::random_tensor({4, 8}, 2, kLazyCpu);
   Lowered l = lower_roots({p - g * 0.1});
   ASSERT_EQ(l.plan.donations.size(), 1u) << l.plan.grouping;
   EXPECT_EQ(donated_input(l, 0), input_of(l, p));
@@ -62,7 +63,8 @@ TEST(DonationLowering, ElementwiseUpdateTakesItsOwnInput) {
 }
 
 TEST(DonationLowering, AdamUpdateKeepsEachTensorInItsOwnBuffer) {
-  Tensor p = testing::random_tensor({16, 8}, 1, kLazyCpu), m = testing::random_tensor({16, 8}, 2, kLazyCpu);
+  Tensor p = testing::random_tensor({16, 8}, 1, kLazyCpu),
+         m = testing::random_tensor({16, 8}, 2, kLazyCpu);
   Tensor v = testing::random_tensor({16, 8}, 3, kLazyCpu, 0.f, 1.f),
          g = testing::random_tensor({16, 8}, 4, kLazyCpu);
   Tensor m2 = m * 0.9 + g * 0.1;
@@ -76,7 +78,8 @@ TEST(DonationLowering, AdamUpdateKeepsEachTensorInItsOwnBuffer) {
 }
 
 TEST(DonationLowering, TransposedOrBroadcastReadIsNotACandidate) {
-  Tensor a = testing::random_tensor({4, 4}, 1, kLazyCpu), b = testing::random_tensor({4, 4}, 2, kLazyCpu);
+  Tensor a = testing::random_tensor({4, 4}, 1, kLazyCpu),
+         b = testing::random_tensor({4, 4}, 2, kLazyCpu);
   // Only b, read transposed: writing the result into b would clobber elements still to be read.
   EXPECT_TRUE(lower_roots({b.transpose(0, 1) * 2.0}).plan.donations.empty());
   // a is read at the output's index, b transposed: a may take it, b never.

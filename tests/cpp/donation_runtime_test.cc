@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "backends/backend.h"
+#include "donation_util.h"
 #include "ir/graph.h"
 #include "lowering/lower.h"
 #include "runtime/indexing.h"
@@ -18,7 +19,6 @@
 #include "runtime/optim.h"
 #include "runtime/sync.h"
 #include "runtime/tensor_impl.h"
-#include "donation_util.h"
 #include "test_util.h"
 
 namespace lt {
@@ -184,7 +184,8 @@ TEST(Donation, ReferenceBackendUpdatesInPlace) {
 TEST(Donation, ExecutablesAgreeForEverySubsetOfDonations) {
   const int64_t n = 70001;
   Tensor p = testing::random_tensor({n}, 1, kLazyCpu), m = testing::random_tensor({n}, 2, kLazyCpu);
-  Tensor v = testing::random_tensor({n}, 3, kLazyCpu, 0.f, 1.f), g = testing::random_tensor({n}, 4, kLazyCpu);
+  Tensor v = testing::random_tensor({n}, 3, kLazyCpu, 0.f, 1.f),
+         g = testing::random_tensor({n}, 4, kLazyCpu);
   Tensor m2 = m * 0.9 + g * 0.1;
   Tensor v2 = v * 0.999 + g * g * 0.001;
   Tensor p2 = p - m2 / ((v2 * 1.5).sqrt() + 1e-8) * 0.01;
@@ -207,7 +208,8 @@ TEST(Donation, ExecutablesAgreeForEverySubsetOfDonations) {
 }
 
 TEST(Donation, ExecutableRejectsAPairThePlanDoesNotAllow) {
-  Tensor a = testing::random_tensor({16}, 1, kLazyCpu), b = testing::random_tensor({16}, 2, kLazyCpu);
+  Tensor a = testing::random_tensor({16}, 1, kLazyCpu),
+         b = testing::random_tensor({16}, 2, kLazyCpu);
   Tensor r = a + flip(b, {0});
   NodeList keep = {r.node()};
   Graph graph = collect_graph({keep[0].get()});

@@ -6,13 +6,13 @@
 #include <functional>
 
 #include "backends/backend.h"
+#include "graph_util.h"
 #include "ir/graph.h"
 #include "lowering/lower.h"
 #include "lowering/plan_serialize.h"
 #include "runtime/indexing.h"
 #include "runtime/metrics.h"
 #include "test_util.h"
-#include "graph_util.h"
 
 namespace lt {
 namespace {
@@ -111,7 +111,8 @@ TEST(GemmLowering, BatchesCollapseAndBroadcastWithZeroStride) {
 }
 
 TEST(GemmLowering, VectorOperands) {
-  for (auto [a, b] : std::vector<std::pair<Shape, Shape>>{{{16}, {16, 8}}, {{32, 16}, {16}}, {{16}, {16}}, {{2, 3, 16}, {16}}}) {
+  for (auto [a, b] : std::vector<std::pair<Shape, Shape>>{
+           {{16}, {16, 8}}, {{32, 16}, {16}}, {{16}, {16}}, {{2, 3, 16}, {16}}}) {
     Plan p = gemm_plan({mm(param(a), param(b))});
     EXPECT_EQ(p.gemms.size(), 1u) << shape_str(a) << " @ " << shape_str(b) << "\n" << p.grouping;
     // The GEMM writes the output's buffer directly, even through the final reshape.
@@ -121,7 +122,8 @@ TEST(GemmLowering, VectorOperands) {
 
 TEST(GemmLowering, PrologueAndEpilogueAreLoopKernelsAroundTheGemm) {
   auto x = param({32, 16}), w = param({8, 16}), bias = param({8});
-  auto y = make_node(Op::Relu, {make_node(Op::Add, {mm(make_node(Op::Exp, {x}), tr(w, {1, 0})), bias})});
+  auto y =
+      make_node(Op::Relu, {make_node(Op::Add, {mm(make_node(Op::Exp, {x}), tr(w, {1, 0})), bias})});
   Plan p = gemm_plan({y});
   ASSERT_EQ(p.steps.size(), 3u) << p.grouping;
   EXPECT_EQ(p.steps[0].kind, PlanStep::Kind::Kernel);  // exp(x)
@@ -147,8 +149,10 @@ TEST(GemmLowering, FallsBackToLoopKernelsWhereTheLibraryCannot) {
   // No GEMM offered (the default, and backends without a library).
   EXPECT_TRUE(gemm_plan({mm(param({8, 4}), param({4, 2}))}, LowerOptions{}).gemms.empty());
   // A dtype the library lacks.
-  EXPECT_TRUE(gemm_plan({mm(param({8, 4}, DType::Float64), param({4, 2}, DType::Float64))}).gemms.empty());
-  EXPECT_TRUE(gemm_plan({mm(param({8, 4}, DType::Int32), param({4, 2}, DType::Int32))}).gemms.empty());
+  EXPECT_TRUE(
+      gemm_plan({mm(param({8, 4}, DType::Float64), param({4, 2}, DType::Float64))}).gemms.empty());
+  EXPECT_TRUE(
+      gemm_plan({mm(param({8, 4}, DType::Int32), param({4, 2}, DType::Int32))}).gemms.empty());
   // A sum that is not a matrix product (both factors vary with every index).
   auto a = param({2, 3, 4, 5}), b = param({2, 3, 4, 5});
   Attrs r;
@@ -163,8 +167,10 @@ TEST(GemmLowering, PlansWithGemmsSurviveSerialization) {
   ASSERT_EQ(q.gemms.size(), 1u);
   const Gemm &a = p.gemms[0], &b = q.gemms[0];
   EXPECT_EQ(b.name, a.name);
-  EXPECT_EQ(std::vector<int64_t>({b.a, b.b, b.out, b.M, b.N, b.K, b.a_offset, b.a_rs, b.a_cs, b.b_offset, b.b_rs, b.b_cs}),
-            std::vector<int64_t>({a.a, a.b, a.out, a.M, a.N, a.K, a.a_offset, a.a_rs, a.a_cs, a.b_offset, a.b_rs, a.b_cs}));
+  EXPECT_EQ(std::vector<int64_t>({b.a, b.b, b.out, b.M, b.N, b.K, b.a_offset, b.a_rs, b.a_cs,
+                                  b.b_offset, b.b_rs, b.b_cs}),
+            std::vector<int64_t>({a.a, a.b, a.out, a.M, a.N, a.K, a.a_offset, a.a_rs, a.a_cs,
+                                  a.b_offset, a.b_rs, a.b_cs}));
   EXPECT_EQ(b.batch, a.batch);
   EXPECT_EQ(b.a_batch_stride, a.a_batch_stride);
   EXPECT_EQ(b.b_batch_stride, a.b_batch_stride);
@@ -187,16 +193,19 @@ TEST(GemmLowering, PlansWithGemmsSurviveSerialization) {
 
 using Fn = std::function<Tensor(const Tensor&, const Tensor&)>;
 
-// out[b, m, n] = sum_k a[b, m, k] * b[b, k, n] in float64 over explicit (already broadcast) batches.
-std::vector<double> host_matmul(const std::vector<float>& a, const std::vector<float>& b, int64_t batch, int64_t M,
-                                int64_t N, int64_t K, bool a_bcast, bool b_bcast) {
+// out[b, m, n] = sum_k a[b, m, k] * b[b, k, n] in float64 over explicit (already broadcast)
+// batches.
+std::vector<double> host_matmul(const std::vector<float>& a, const std::vector<float>& b,
+                                int64_t batch, int64_t M, int64_t N, int64_t K, bool a_bcast,
+                                bool b_bcast) {
   std::vector<double> out(static_cast<size_t>(batch * M * N));
   for (int64_t q = 0; q < batch; ++q)
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) {
         double s = 0;
         for (int64_t k = 0; k < K; ++k)
-          s += static_cast<double>(a[(a_bcast ? 0 : q) * M * K + m * K + k]) * b[(b_bcast ? 0 : q) * K * N + k * N + n];
+          s += static_cast<double>(a[(a_bcast ? 0 : q) * M * K + m * K + k]) *
+               b[(b_bcast ? 0 : q) * K * N + k * N + n];
         out[static_cast<size_t>((q * M + m) * N + n)] = s;
       }
   return out;
@@ -209,13 +218,16 @@ void check(const std::string& what, Shape sa, Shape sb, const Fn& fn, int gemms,
   auto da = testing::random_floats(numel(sa), 7), db = testing::random_floats(numel(sb), 8);
   auto run = [&](const char* dev) {
     Device d = Device::parse(dev);
-    Tensor r = fn(from_host(da.data(), DType::Float32, sa, d), from_host(db.data(), DType::Float32, sb, d));
+    Tensor r = fn(from_host(da.data(), DType::Float32, sa, d),
+                  from_host(db.data(), DType::Float32, sb, d));
     return r.to_vector<double>();
   };
   auto got = run("lazy:cpu");
   auto g = metrics::last_graph();
   int seen = 0;
-  for (size_t at = g.grouping.find(": gemm "); at != std::string::npos; at = g.grouping.find(": gemm ", at + 1)) ++seen;
+  for (size_t at = g.grouping.find(": gemm "); at != std::string::npos;
+       at = g.grouping.find(": gemm ", at + 1))
+    ++seen;
   EXPECT_EQ(seen, gemms) << what << "\n" << g.grouping;
   auto ref = run("lazy:reference");
   testing::expect_close(got, ref, 1e-4, 1e-4, what + " vs reference");
@@ -227,14 +239,20 @@ bool cpu_has_gemm() { return !get_backend("cpu").lower_options().gemm_dtypes.emp
 TEST(GemmCpu, MatchesReferenceAndFloat64) {
   const int g = cpu_has_gemm() ? 1 : 0;
   auto mmf = [](const Tensor& a, const Tensor& b) { return matmul(a, b); };
-  for (auto [M, N, K] : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {67, 129, 33}, {128, 64, 256}}) {
+  for (auto [M, N, K] :
+       std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {67, 129, 33}, {128, 64, 256}}) {
     auto da = testing::random_floats(M * K, 7), db = testing::random_floats(K * N, 8);
     auto want = host_matmul(da, db, 1, M, N, K, false, false);
-    check("x@w " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K), {M, K}, {K, N}, mmf, g, &want);
+    check("x@w " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K), {M, K},
+          {K, N}, mmf, g, &want);
   }
-  check("x@w.T", {33, 17}, {9, 17}, [](auto& a, auto& b) { return matmul(a, b.transpose(0, 1)); }, g);
-  check("x.T@w", {17, 33}, {17, 9}, [](auto& a, auto& b) { return matmul(a.transpose(0, 1), b); }, g);
-  check("x.T@w.T", {17, 33}, {9, 17}, [](auto& a, auto& b) { return matmul(a.transpose(0, 1), b.transpose(0, 1)); }, g);
+  check(
+      "x@w.T", {33, 17}, {9, 17}, [](auto& a, auto& b) { return matmul(a, b.transpose(0, 1)); }, g);
+  check(
+      "x.T@w", {17, 33}, {17, 9}, [](auto& a, auto& b) { return matmul(a.transpose(0, 1), b); }, g);
+  check(
+      "x.T@w.T", {17, 33}, {9, 17},
+      [](auto& a, auto& b) { return matmul(a.transpose(0, 1), b.transpose(0, 1)); }, g);
   {
     auto da = testing::random_floats(4 * 6 * 5, 7), db = testing::random_floats(4 * 5 * 3, 8);
     auto want = host_matmul(da, db, 4, 6, 3, 5, false, false);
@@ -247,15 +265,22 @@ TEST(GemmCpu, MatchesReferenceAndFloat64) {
   }
   check("broadcast 2-d batch", {3, 5, 6, 4}, {5, 4, 2}, mmf, g);
   check("broadcast A", {6, 4}, {3, 4, 2}, mmf, g);
-  check("batched transposed", {2, 5, 7}, {2, 3, 7}, [](auto& a, auto& b) { return matmul(a, b.transpose(1, 2)); }, g);
+  check(
+      "batched transposed", {2, 5, 7}, {2, 3, 7},
+      [](auto& a, auto& b) { return matmul(a, b.transpose(1, 2)); }, g);
   check("vector @ matrix", {16}, {16, 8}, mmf, g);
   check("matrix @ vector", {8, 16}, {16}, mmf, g);
   check("dot", {16}, {16}, mmf, g);
   check("batched @ vector", {2, 3, 16}, {16}, mmf, g);
-  check("sliced operand", {12, 20}, {10, 6},
-        [](auto& a, auto& b) { return matmul(slice(slice(a, 1, 3, 13), 0, 2, 10), b); }, g);
-  check("prologue + epilogue", {12, 10}, {10, 6}, [](auto& a, auto& b) { return (matmul(a.exp(), b) + 1).relu(); }, g);
-  check("two chained", {12, 10}, {10, 10}, [](auto& a, auto& b) { return matmul(matmul(a, b).tanh(), b); }, 2 * g);
+  check(
+      "sliced operand", {12, 20}, {10, 6},
+      [](auto& a, auto& b) { return matmul(slice(slice(a, 1, 3, 13), 0, 2, 10), b); }, g);
+  check(
+      "prologue + epilogue", {12, 10}, {10, 6},
+      [](auto& a, auto& b) { return (matmul(a.exp(), b) + 1).relu(); }, g);
+  check(
+      "two chained", {12, 10}, {10, 10},
+      [](auto& a, auto& b) { return matmul(matmul(a, b).tanh(), b); }, 2 * g);
 }
 
 // Few rows times a large row-major B: the CPU backend runs oneDNN on a transposed copy of B
@@ -267,7 +292,8 @@ TEST(GemmCpu, SmallMTimesLargeRowMajorBMatchesFloat64) {
   auto da = testing::random_floats(M * K, 11), dw = testing::random_floats(K * W, 12);
   std::vector<float> db(static_cast<size_t>(K * N));
   for (int64_t k = 0; k < K; ++k)
-    for (int64_t n = 0; n < N; ++n) db[static_cast<size_t>(k * N + n)] = dw[static_cast<size_t>(k * W + 3 + n)];
+    for (int64_t n = 0; n < N; ++n)
+      db[static_cast<size_t>(k * N + n)] = dw[static_cast<size_t>(k * W + 3 + n)];
   auto want = host_matmul(da, db, 1, M, N, K, false, false);
   Device d = Device::parse("lazy:cpu");
   Tensor a = from_host(da.data(), DType::Float32, {M, K}, d);
@@ -283,7 +309,8 @@ TEST(GemmCpu, SmallMTimesLargeRowMajorBMatchesFloat64) {
 TEST(GemmCpu, KernelCountCountsTheGemm) {
   if (!cpu_has_gemm()) GTEST_SKIP() << "cpu backend built without oneDNN";
   Device d = Device::parse("lazy:cpu");
-  Tensor x = testing::random_tensor({8, 4}, 1, d), w = testing::random_tensor({6, 4}, 2, d), b = testing::random_tensor({6}, 3, d);
+  Tensor x = testing::random_tensor({8, 4}, 1, d), w = testing::random_tensor({6, 4}, 2, d),
+         b = testing::random_tensor({6}, 3, d);
   Tensor y = (matmul(x, w.transpose(0, 1)) + b).relu();  // named: no live temporaries at the sync
   y.to_vector<double>();
   EXPECT_EQ(metrics::last_graph().kernels, 2);  // the GEMM and its fused epilogue

@@ -1,5 +1,6 @@
 // Helpers for tests that build graphs by hand (IR, lowering, codegen, plan files). Their plans
-// are built, hashed, serialized or compiled, never run on these leaves' data, so FakeData holds none.
+// are built, hashed, serialized or compiled, never run on these leaves' data, so FakeData holds
+// none.
 #pragma once
 #include <memory>
 #include <utility>

@@ -31,7 +31,9 @@ Tensor dev_t(const H& h, const Device& d) {
   std::vector<float> f(h.v.begin(), h.v.end());
   return from_host(f.data(), DType::Float32, h.s, d);
 }
-Tensor idx_t(const std::vector<int64_t>& v, Shape s, const Device& d) { return from_host(v.data(), DType::Int64, s, d); }
+Tensor idx_t(const std::vector<int64_t>& v, Shape s, const Device& d) {
+  return from_host(v.data(), DType::Int64, s, d);
+}
 void expect(const Tensor& t, const H& want, const std::string& what) {
   ASSERT_EQ(t.shape(), want.s) << what;
   testing::expect_close(t.to_vector<double>(), want.v, 1e-5, 1e-5, what);
@@ -57,8 +59,16 @@ class Indexing : public ::testing::TestWithParam<const char*> {
 TEST_P(Indexing, SliceNarrowSelectFlip) {
   H a = rand_h({5, 7}, 1);
   Tensor t = dev_t(a, dev());
-  struct S { int64_t dim; std::optional<int64_t> b, e; int64_t step; };
-  for (S s : std::vector<S>{{1, 1, 6, 2}, {0, -3, std::nullopt, 1}, {1, std::nullopt, -2, 3}, {0, 4, 2, 1}, {1, -100, 100, 4}}) {
+  struct S {
+    int64_t dim;
+    std::optional<int64_t> b, e;
+    int64_t step;
+  };
+  for (S s : std::vector<S>{{1, 1, 6, 2},
+                            {0, -3, std::nullopt, 1},
+                            {1, std::nullopt, -2, 3},
+                            {0, 4, 2, 1},
+                            {1, -100, 100, 4}}) {
     int64_t n = a.s[s.dim];
     auto cl = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
     int64_t b = s.b ? cl(*s.b) : 0, e = s.e ? cl(*s.e) : n;
@@ -96,12 +106,16 @@ TEST_P(Indexing, PadCatStackSplit) {
   each(crop.s, [&](auto& i) { crop.v.push_back(a.v[a.at({i[0], i[1] + 1})]); });
   expect(pad(ta, {-1, -1}), crop, "negative pad crops");
   H c{{3, 6}, {}};
-  each(c.s, [&](auto& i) { c.v.push_back(i[1] < 4 ? a.v[a.at({i[0], i[1]})] : b.v[b.at({i[0], i[1] - 4})]); });
+  each(c.s, [&](auto& i) {
+    c.v.push_back(i[1] < 4 ? a.v[a.at({i[0], i[1]})] : b.v[b.at({i[0], i[1] - 4})]);
+  });
   expect(cat({ta, tb}, 1), c, "cat dim 1");
   H c3{{3, 10}, {}};
   each(c3.s, [&](auto& i) {
     int64_t j = i[1];
-    c3.v.push_back(j < 2 ? b.v[b.at({i[0], j})] : j < 6 ? a.v[a.at({i[0], j - 2})] : a.v[a.at({i[0], j - 6})]);
+    c3.v.push_back(j < 2   ? b.v[b.at({i[0], j})]
+                   : j < 6 ? a.v[a.at({i[0], j - 2})]
+                           : a.v[a.at({i[0], j - 6})]);
   });
   expect(cat({tb, ta, ta}, -1), c3, "cat of three");
   H st{{2, 3, 4}, {}};
@@ -207,7 +221,9 @@ TEST(IndexingGrad, SlicePrimitiveAndWhatIsBuiltOnIt) {
   gradcheck("flip", {3, 4}, [](const Tensor& x) { return flip(x, {0, 1}) * x; });
   gradcheck("narrow rows", {5, 2}, [](const Tensor& x) { return narrow(x, 0, 1, 3).sin(); });
   gradcheck("pad", {2, 3}, [](const Tensor& x) { return pad(x, {1, 2, 0, 1}, 0.5).exp(); });
-  gradcheck("cat", {2, 3}, [](const Tensor& x) { return cat({x, x * x, slice(x, 1, 0, 1, 1)}, 1); });
+  gradcheck("cat", {2, 3}, [](const Tensor& x) {
+    return cat({x, x * x, slice(x, 1, 0, 1, 1)}, 1);
+  });
   gradcheck("gather", {3, 4}, [](const Tensor& x) {
     std::vector<int64_t> i = {3, 0, 1, 1, 2, 2};
     return gather(x, 1, from_host(i.data(), DType::Int64, {3, 2}, kLazy));
@@ -222,7 +238,8 @@ TEST(IndexingGrad, SlicePrimitiveAndWhatIsBuiltOnIt) {
 
 TEST(IndexingKernels, MovementStaysInsideOneKernel) {
   // pad and cat are index arithmetic plus a select: one fused kernel, no copies.
-  Tensor a = testing::random_tensor({64, 32}, 3, kLazy), b = testing::random_tensor({64, 16}, 4, kLazy);
+  Tensor a = testing::random_tensor({64, 32}, 3, kLazy),
+         b = testing::random_tensor({64, 16}, 4, kLazy);
   mark_step();
   Tensor y = (cat({a, b}, 1) * 2.0 + 1.0).relu();
   mark_step();
@@ -263,15 +280,19 @@ TEST_P(Indexing, IntegerTensorsStayExactAndKeepTheirDtype) {
   Tensor t = from_host(v.data(), DType::Int64, {2, 3}, dev());
   Tensor p = pad(t, {1, 0}, 9);
   EXPECT_EQ(p.dtype(), DType::Int64);
-  EXPECT_EQ(p.to_vector<int64_t>(), (std::vector<int64_t>{9, big, -big, 7, 9, 1, -(int64_t{1} << 33), 5}));
+  EXPECT_EQ(p.to_vector<int64_t>(),
+            (std::vector<int64_t>{9, big, -big, 7, 9, 1, -(int64_t{1} << 33), 5}));
   EXPECT_EQ(cat({t, t}, 0).dtype(), DType::Int64);
   std::vector<int64_t> iv = {2, 0, 1, 1};
   EXPECT_EQ(gather(t, 1, from_host(iv.data(), DType::Int64, {2, 2}, dev())).to_vector<int64_t>(),
             (std::vector<int64_t>{7, big, -(int64_t{1} << 33), -(int64_t{1} << 33)}));
-  EXPECT_EQ(cumsum(t, 1).to_vector<int64_t>(), (std::vector<int64_t>{big, 0, 7, 1, 1 - (int64_t{1} << 33), 6 - (int64_t{1} << 33)}));
-  EXPECT_EQ(tril(t).to_vector<int64_t>(), (std::vector<int64_t>{big, 0, 0, 1, -(int64_t{1} << 33), 0}));
+  EXPECT_EQ(cumsum(t, 1).to_vector<int64_t>(),
+            (std::vector<int64_t>{big, 0, 7, 1, 1 - (int64_t{1} << 33), 6 - (int64_t{1} << 33)}));
+  EXPECT_EQ(tril(t).to_vector<int64_t>(),
+            (std::vector<int64_t>{big, 0, 0, 1, -(int64_t{1} << 33), 0}));
   Tensor b = gt(t, int64_t{2});
-  EXPECT_EQ(index_select(b, 1, from_host(iv.data(), DType::Int64, {2}, dev())).dtype(), DType::Bool);
+  EXPECT_EQ(index_select(b, 1, from_host(iv.data(), DType::Int64, {2}, dev())).dtype(),
+            DType::Bool);
 }
 
 }  // namespace

@@ -7,17 +7,16 @@
 #include <map>
 #include <set>
 
+#include "graph_util.h"
 #include "ir/error.h"
 #include "ir/graph.h"
 #include "ir/node.h"
-#include "graph_util.h"
 
 namespace lt {
 namespace {
 
 using testing::FakeData;
 using testing::param;
-
 
 TEST(Hash, SameStructureSameHashDifferentDataSameHash) {
   auto a = make_node(Op::Add, {param({2, 3}), param({3})});
@@ -43,7 +42,8 @@ TEST(Hash, OpShapeDtypeAttrsAllMatter) {
   // where set (a flag bit each): -0.0 is set (its bits are not zero), and neither an unset value
   // nor an unset stream may collide with a set one, nor the list lengths with each other.
   EXPECT_NE(make_constant(DType::Float32, 0)->hash, make_constant(DType::Float32, -0.0)->hash);
-  EXPECT_NE(make_constant(DType::Float32, 0, {2})->hash, make_constant(DType::Float32, 0, {2, 1})->hash);
+  EXPECT_NE(make_constant(DType::Float32, 0, {2})->hash,
+            make_constant(DType::Float32, 0, {2, 1})->hash);
   Attrs c16, c64;
   c16.dtype = DType::Float16;
   c64.dtype = DType::Float64;
@@ -53,13 +53,16 @@ TEST(Hash, OpShapeDtypeAttrsAllMatter) {
   s0.ints = {2, 3};
   s1.ints = {2, 3};
   s1.stream = 1;
-  EXPECT_NE(make_node(Op::Rand, {seed, offset}, s0)->hash, make_node(Op::Rand, {seed, offset}, s1)->hash);
+  EXPECT_NE(make_node(Op::Rand, {seed, offset}, s0)->hash,
+            make_node(Op::Rand, {seed, offset}, s1)->hash);
   Attrs v1 = s0;
   v1.value = 1;
-  EXPECT_NE(make_node(Op::Rand, {seed, offset}, s0)->hash, make_node(Op::Rand, {seed, offset}, v1)->hash);
+  EXPECT_NE(make_node(Op::Rand, {seed, offset}, s0)->hash,
+            make_node(Op::Rand, {seed, offset}, v1)->hash);
   Attrs w1 = s0;
   w1.value = std::bit_cast<double>(uint64_t{1});  // the same 64-bit word as s1's stream
-  EXPECT_NE(make_node(Op::Rand, {seed, offset}, s1)->hash, make_node(Op::Rand, {seed, offset}, w1)->hash);
+  EXPECT_NE(make_node(Op::Rand, {seed, offset}, s1)->hash,
+            make_node(Op::Rand, {seed, offset}, w1)->hash);
   Attrs p01, p10;  // reshape [2, 3] -> [6] vs [6, 1]: same words hashed, different list lengths
   p01.ints = {6};
   p10.ints = {6, 1};
@@ -79,7 +82,8 @@ TEST(Hash, StableAcrossRunsAndVersions) {
   // The disk cache keys on these hashes: changing the hash function must be deliberate (the
   // twelfth session did: node_hash packs its small fields into one word, fewer multiplies per op).
   auto n = make_node(Op::Mul, {param({4, 8}), make_scalar(DType::Float32, 2.0)});
-  EXPECT_EQ(n->hash.hex(), make_node(Op::Mul, {param({4, 8}), make_scalar(DType::Float32, 3.0)})->hash.hex());
+  EXPECT_EQ(n->hash.hex(),
+            make_node(Op::Mul, {param({4, 8}), make_scalar(DType::Float32, 3.0)})->hash.hex());
   EXPECT_EQ(n->hash.hex().size(), 32u);
   EXPECT_EQ(n->hash.hex(), "97164d5a39867a4e5b89315a873c2f89");
 }
@@ -133,8 +137,9 @@ WideGraph wide_graph(const std::vector<std::shared_ptr<FakeData>>& data, size_t 
   WideGraph w;
   w.root = param({2});
   for (int i = 0; i < 3000; ++i) {
-    NodePtr l = i % 3 == 0 ? make_scalar(DType::Float32, i)
-                           : make_param(DType::Float32, {2}, data[static_cast<size_t>(i * 7) % used]);
+    NodePtr l = i % 3 == 0
+                    ? make_scalar(DType::Float32, i)
+                    : make_param(DType::Float32, {2}, data[static_cast<size_t>(i * 7) % used]);
     w.leaves.push_back(l);
     w.root = make_node(Op::Add, {w.root, l});
   }
@@ -156,8 +161,10 @@ TEST(GraphKey, WideGraphMapsEveryLeafToItsInput) {
   EXPECT_EQ(input_nodes.size(), g.inputs.size());
   for (const NodePtr& l : w.leaves) {
     const Node* in = g.inputs.at(static_cast<size_t>(g.input_of.at(l.get())));
-    if (l->op == Op::Scalar) EXPECT_EQ(in, l.get());
-    else EXPECT_EQ(in->data, l->data);
+    if (l->op == Op::Scalar)
+      EXPECT_EQ(in, l.get());
+    else
+      EXPECT_EQ(in->data, l->data);
   }
   // Operands come before their users.
   std::map<const Node*, size_t> pos;
@@ -190,18 +197,32 @@ void expect_error(std::function<void()> f, ErrorKind kind, std::vector<std::stri
     ADD_FAILURE() << "expected an lt::Error";
   } catch (const Error& e) {
     EXPECT_EQ(static_cast<int>(e.kind()), static_cast<int>(kind)) << e.what();
-    for (auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << " lacks " << p;
+    for (auto& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << " lacks " << p;
   }
 }
 
 TEST(Infer, BroadcastMismatchNamesOpAndShapes) {
-  expect_error([] { make_node(Op::Add, {param({2, 3}), param({4})}); }, ErrorKind::Runtime, {"add", "[2, 3]", "[4]"});
+  expect_error(
+      [] {
+        make_node(Op::Add, {param({2, 3}), param({4})});
+      },
+      ErrorKind::Runtime, {"add", "[2, 3]", "[4]"});
 }
 
 TEST(Infer, DtypeRules) {
-  expect_error([] { make_node(Op::Exp, {param({2}, DType::Int64)}); }, ErrorKind::Type, {"exp", "int64"});
-  expect_error([] { make_node(Op::Add, {param({2}), param({2}, DType::Float64)}); }, ErrorKind::Type, {"add"});
-  expect_error([] { make_node(Op::Where, {param({2}), param({2}), param({2})}); }, ErrorKind::Type, {"where"});
+  expect_error([] { make_node(Op::Exp, {param({2}, DType::Int64)}); }, ErrorKind::Type,
+               {"exp", "int64"});
+  expect_error(
+      [] {
+        make_node(Op::Add, {param({2}), param({2}, DType::Float64)});
+      },
+      ErrorKind::Type, {"add"});
+  expect_error(
+      [] {
+        make_node(Op::Where, {param({2}), param({2}), param({2})});
+      },
+      ErrorKind::Type, {"where"});
   EXPECT_EQ(make_node(Op::Lt, {param({2}), param({2})})->dtype, DType::Bool);
 }
 
@@ -212,19 +233,39 @@ TEST(Infer, ReduceAndMovement) {
   a.keepdim = true;
   EXPECT_EQ(make_node(Op::ReduceSum, {param({2, 3, 4})}, a)->shape, (Shape{2, 3, 1}));
   a.ints = {3};
-  expect_error([&] { make_node(Op::ReduceSum, {param({2, 3, 4})}, a); }, ErrorKind::Index, {"reduce_sum", "out of range"});
+  expect_error(
+      [&] {
+        make_node(Op::ReduceSum, {param({2, 3, 4})}, a);
+      },
+      ErrorKind::Index, {"reduce_sum", "out of range"});
   Attrs r;
   r.ints = {5, 5};
-  expect_error([&] { make_node(Op::Reshape, {param({2, 3})}, r); }, ErrorKind::Runtime, {"reshape", "[5, 5]", "6"});
+  expect_error(
+      [&] {
+        make_node(Op::Reshape, {param({2, 3})}, r);
+      },
+      ErrorKind::Runtime, {"reshape", "[5, 5]", "6"});
   Attrs p;
   p.ints = {0, 0};
-  expect_error([&] { make_node(Op::Permute, {param({2, 3})}, p); }, ErrorKind::Runtime, {"permute"});
+  expect_error(
+      [&] {
+        make_node(Op::Permute, {param({2, 3})}, p);
+      },
+      ErrorKind::Runtime, {"permute"});
   Attrs e;
   e.ints = {4, 3};
   EXPECT_EQ(make_node(Op::Expand, {param({1, 3})}, e)->shape, (Shape{4, 3}));
   e.ints = {4, 5};
-  expect_error([&] { make_node(Op::Expand, {param({2, 3})}, e); }, ErrorKind::Runtime, {"expand", "[2, 3]"});
-  expect_error([] { make_node(Op::Matmul, {param({2, 3}), param({4, 5})}); }, ErrorKind::Runtime, {"matmul", "[2, 3]", "[4, 5]"});
+  expect_error(
+      [&] {
+        make_node(Op::Expand, {param({2, 3})}, e);
+      },
+      ErrorKind::Runtime, {"expand", "[2, 3]"});
+  expect_error(
+      [] {
+        make_node(Op::Matmul, {param({2, 3}), param({4, 5})});
+      },
+      ErrorKind::Runtime, {"matmul", "[2, 3]", "[4, 5]"});
   EXPECT_EQ(make_node(Op::Matmul, {param({7, 2, 3}), param({3, 5})})->shape, (Shape{7, 2, 5}));
   EXPECT_EQ(make_node(Op::Matmul, {param({3}), param({3})})->shape, (Shape{}));
 }
@@ -234,23 +275,38 @@ TEST(Infer, ReduceAndMovement) {
 TEST(Infer, SizeArithmeticOverflowIsAnError) {
   const int64_t big = int64_t{1} << 40, huge = int64_t{1} << 62;
   expect_error([&] { param({big, big}); }, ErrorKind::Runtime, {"param", "2^60"});
-  expect_error([&] { make_node(Op::Add, {param({big, 1}), param({1, big})}); }, ErrorKind::Runtime, {"add", "2^60"});
+  expect_error(
+      [&] {
+        make_node(Op::Add, {param({big, 1}), param({1, big})});
+      },
+      ErrorKind::Runtime, {"add", "2^60"});
   Attrs r;
   r.ints = {int64_t{1} << 32, int64_t{1} << 32, 2};  // wraps to 0 in int64 arithmetic
   expect_error([&] { make_node(Op::Reshape, {param({0})}, r); }, ErrorKind::Runtime, {"reshape"});
   Attrs sl;
   sl.ints = {0, huge, 3};  // start, step, size: the last index overflows
-  expect_error([&] { make_node(Op::Slice, {param({8})}, sl); }, ErrorKind::Runtime, {"slice", "overflow"});
+  expect_error([&] { make_node(Op::Slice, {param({8})}, sl); }, ErrorKind::Runtime,
+               {"slice", "overflow"});
   Attrs cv;
   cv.ints = {1, 1, 0, 0, huge, 1, 1};  // dilation 2^62 over a 3-wide kernel
-  expect_error([&] { make_node(Op::Conv2d, {param({1, 2, 5, 5}), param({4, 2, 3, 3})}, cv); }, ErrorKind::Runtime,
-               {"conv2d", "overflow"});
+  expect_error(
+      [&] {
+        make_node(Op::Conv2d, {param({1, 2, 5, 5}), param({4, 2, 3, 3})}, cv);
+      },
+      ErrorKind::Runtime, {"conv2d", "overflow"});
   cv.ints = {1, 1, 0, 0, 1, 1, huge};  // groups times in_channels/groups
-  expect_error([&] { make_node(Op::Conv2d, {param({1, 2, 5, 5}), param({4, 2, 3, 3})}, cv); }, ErrorKind::Runtime,
-               {"conv2d", "overflow"});
+  expect_error(
+      [&] {
+        make_node(Op::Conv2d, {param({1, 2, 5, 5}), param({4, 2, 3, 3})}, cv);
+      },
+      ErrorKind::Runtime, {"conv2d", "overflow"});
   Attrs ln;
   ln.ints = {1, std::numeric_limits<int64_t>::max(), 2};  // has_weight + has_bias overflowed
-  expect_error([&] { make_node(Op::LayerNorm, {param({2, 3})}, ln); }, ErrorKind::Runtime, {"layer_norm"});
+  expect_error(
+      [&] {
+        make_node(Op::LayerNorm, {param({2, 3})}, ln);
+      },
+      ErrorKind::Runtime, {"layer_norm"});
 }
 
 // A float scalar carries an integer twin for integral consumers; 1e30, inf and NaN have none and

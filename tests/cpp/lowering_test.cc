@@ -1,11 +1,11 @@
 // Lowering: symbolic index simplification, decomposition, and pinned kernel counts of fusion.
 #include <gtest/gtest.h>
 
+#include "graph_util.h"
 #include "ir/graph.h"
 #include "lowering/decompose.h"
 #include "lowering/lower.h"
 #include "lowering/symbolic.h"
-#include "graph_util.h"
 
 namespace lt {
 namespace {
@@ -52,8 +52,8 @@ TEST(Symbolic, NonContiguousReshapeStaysGeneral) {
   // A transposed [8,4] view reshaped to [32]: index needs div/mod.
   SymCtx s({32});
   Lin f = s.var(0);
-  auto idx = s.unflatten(f, {8, 4});               // (f/4, f%4) of the permuted view
-  Lin src = s.flatten({idx[1], idx[0]}, {4, 8});   // element of the [4,8] source
+  auto idx = s.unflatten(f, {8, 4});              // (f/4, f%4) of the permuted view
+  Lin src = s.flatten({idx[1], idx[0]}, {4, 8});  // element of the [4,8] source
   std::vector<loop::IExpr> ex;
   auto ix = s.to_index(src, ex);
   EXPECT_FALSE(ix.affine());
@@ -71,7 +71,8 @@ TEST(Symbolic, RangeFolds) {
 
 TEST(Decompose, CompositesBecomePrimitives) {
   auto x = param({4, 6});
-  auto pg = decompose(collect_graph({op(Op::Mean, {op(Op::Sigmoid, {op(Op::Relu, {x})})}, {1}).get()}));
+  auto pg =
+      decompose(collect_graph({op(Op::Mean, {op(Op::Sigmoid, {op(Op::Relu, {x})})}, {1}).get()}));
   for (auto& n : pg.nodes) EXPECT_TRUE(op_info(n.op).primitive) << op_name(n.op);
   auto mm = decompose(collect_graph({make_node(Op::Matmul, {param({3, 4}), param({4, 5})}).get()}));
   for (auto& n : mm.nodes) EXPECT_TRUE(op_info(n.op).primitive) << op_name(n.op);
@@ -93,7 +94,9 @@ TEST(Fusion, ElementwiseChainIsOneKernel) {
 
 TEST(Fusion, ReductionWithPrologueAndEpilogueIsOneKernel) {
   auto x = param({32, 64}), w = param({64}), b = param({64});
-  auto y = op(Op::ReduceSum, {op(Op::Relu, {op(Op::Sin, {make_node(Op::Add, {make_node(Op::Mul, {x, w}), b})})})}, {1});
+  auto y =
+      op(Op::ReduceSum,
+         {op(Op::Relu, {op(Op::Sin, {make_node(Op::Add, {make_node(Op::Mul, {x, w}), b})})})}, {1});
   auto p = plan_of({make_node(Op::Mul, {y, make_scalar(DType::Float32, 2)})});
   EXPECT_EQ(p.kernels.size(), 1u) << p.grouping;
   EXPECT_EQ(p.kernels[0].stages.size(), 2u);
@@ -115,7 +118,9 @@ TEST(Fusion, LayerNormIsOneRowKernel) {
   auto mean = op(Op::Mean, {x}, {1}, true);
   auto xc = make_node(Op::Sub, {x, mean});
   auto var = op(Op::Mean, {make_node(Op::Mul, {xc, xc})}, {1}, true);
-  auto y = make_node(Op::Mul, {xc, op(Op::Rsqrt, {make_node(Op::Add, {var, make_constant(DType::Float32, 1e-5)})})});
+  auto y = make_node(
+      Op::Mul,
+      {xc, op(Op::Rsqrt, {make_node(Op::Add, {var, make_constant(DType::Float32, 1e-5)})})});
   auto p = plan_of({y});
   EXPECT_EQ(p.kernels.size(), 1u) << p.grouping;
 }
@@ -143,7 +148,8 @@ TEST(Fusion, GeluOfLayerNormPlusResidualIsOneKernel) {
 TEST(Fusion, PermuteReshapeIsIndexArithmeticNotACopy) {
   auto x = param({8, 4}), y = param({32});
   auto t = op(Op::Reshape, {op(Op::Permute, {x}, {1, 0})}, {32});
-  auto p = plan_of({make_node(Op::Add, {make_node(Op::Mul, {t, make_scalar(DType::Float32, 2)}), y})});
+  auto p =
+      plan_of({make_node(Op::Add, {make_node(Op::Mul, {t, make_scalar(DType::Float32, 2)}), y})});
   EXPECT_EQ(p.kernels.size(), 1u) << p.grouping;
 }
 
@@ -161,17 +167,21 @@ TEST(Fusion, MatmulOperandsAreNotRecomputedOrReadStrided) {
   // x @ w (w is [k, n]): a transposed copy of w first, then a unit-stride matmul.
   EXPECT_EQ(plan_of({op(Op::Matmul, {x, w})}).kernels.size(), 2u);
   // exp(x) * 3 + 1 as an operand is computed once, not once per output column.
-  auto costly = op(Op::Add, {op(Op::Mul, {op(Op::Exp, {x}), make_constant(DType::Float32, 3)}), make_constant(DType::Float32, 1)});
+  auto costly = op(Op::Add, {op(Op::Mul, {op(Op::Exp, {x}), make_constant(DType::Float32, 3)}),
+                             make_constant(DType::Float32, 1)});
   Plan p = plan_of({op(Op::Matmul, {costly, op(Op::Permute, {wt}, {1, 0})})});
   EXPECT_EQ(p.kernels.size(), 2u);
   // A cheap operand (one op) still fuses into the matmul.
-  EXPECT_EQ(plan_of({op(Op::Matmul, {op(Op::Neg, {x}), op(Op::Permute, {wt}, {1, 0})})}).kernels.size(), 1u);
+  EXPECT_EQ(
+      plan_of({op(Op::Matmul, {op(Op::Neg, {x}), op(Op::Permute, {wt}, {1, 0})})}).kernels.size(),
+      1u);
 }
 
 TEST(Fusion, ReductionReadAtAnotherShapeIsMaterialized) {
   auto x = param({4, 8});
-  auto s = op(Op::ReduceSum, {x}, {1});                      // [4]
-  auto y = make_node(Op::Add, {op(Op::Reshape, {s}, {4, 1}), param({4, 3})});  // read as [4,3] != [4,8]
+  auto s = op(Op::ReduceSum, {x}, {1});  // [4]
+  auto y =
+      make_node(Op::Add, {op(Op::Reshape, {s}, {4, 1}), param({4, 3})});  // read as [4,3] != [4,8]
   auto p = plan_of({y});
   EXPECT_EQ(p.kernels.size(), 2u) << p.grouping;
 }
@@ -208,7 +218,7 @@ TEST(Fusion, ReductionReadOnlyByOneKernelIsNotStored) {
 // The first reader reduces other rows: the reduction keeps its own kernel, placed before it.
 TEST(Fusion, ReductionOverOtherRowsThanItsReaderKeepsItsKernel) {
   auto x = param({6, 10});
-  auto r = op(Op::ReduceSum, {x}, {1}, true);  // rows of x
+  auto r = op(Op::ReduceSum, {x}, {1}, true);                           // rows of x
   auto c = op(Op::ReduceSum, {make_node(Op::Mul, {x, r})}, {0}, true);  // columns, reads r
   auto p = plan_of({c, make_node(Op::Add, {r, make_scalar(DType::Float32, 1)})});
   ASSERT_EQ(p.kernels.size(), 3u) << p.grouping;

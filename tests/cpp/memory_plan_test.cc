@@ -6,8 +6,8 @@
 #include <cstdio>
 
 #include "ir/graph.h"
-#include "lowering/lower.h"
 #include "lowering/complete_plan.h"
+#include "lowering/lower.h"
 #include "lowering/memory_plan.h"
 #include "lowering/plan_serialize.h"
 #include "runtime/nn.h"
@@ -71,12 +71,14 @@ TEST(MemoryPlan, DisjointLifetimesShareAndLiveOnesNever) {
   for (size_t a = 0; a < p.buffers.size(); ++a)
     for (size_t b = a + 1; b < p.buffers.size(); ++b) {
       if (mp.slot_of[a] >= 0 && mp.slot_of[a] == mp.slot_of[b]) {
-        EXPECT_TRUE(last[a] < first[b] || last[b] < first[a]) << "buffers " << a << " and " << b << " overlap";
+        EXPECT_TRUE(last[a] < first[b] || last[b] < first[a])
+            << "buffers " << a << " and " << b << " overlap";
       }
     }
   for (size_t b = 0; b < p.buffers.size(); ++b) {
     if (mp.slot_of[b] < 0) continue;
-    EXPECT_GE(mp.slot_bytes[mp.slot_of[b]], static_cast<size_t>(p.buffers[b].numel) * dtype_size(p.buffers[b].dtype));
+    EXPECT_GE(mp.slot_bytes[mp.slot_of[b]],
+              static_cast<size_t>(p.buffers[b].numel) * dtype_size(p.buffers[b].dtype));
   }
 }
 

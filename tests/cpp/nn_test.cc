@@ -320,8 +320,9 @@ TEST_P(NN, CrossEntropyTargetOutOfRangeIsAnIndexError) {
       ADD_FAILURE() << "target " << bad << " was accepted";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::Index);
-      EXPECT_NE(std::string(e.what()).find("target " + std::to_string(bad) + " is out of bounds for 4"),
-                std::string::npos)
+      EXPECT_NE(
+          std::string(e.what()).find("target " + std::to_string(bad) + " is out of bounds for 4"),
+          std::string::npos)
           << e.what();
     }
   }

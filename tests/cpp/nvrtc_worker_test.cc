@@ -19,10 +19,10 @@
 #include "backends/cuda/cuda_compile.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/nvrtc_worker.h"
+#include "graph_util.h"
 #include "ir/error.h"
 #include "ir/graph.h"
 #include "lowering/lower.h"
-#include "graph_util.h"
 
 namespace lt {
 namespace {
@@ -47,9 +47,9 @@ struct WorkerEnv {
 };
 
 std::string script(const std::string& name, const std::string& body) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            (name + "_" + std::to_string(::getpid()) + ".sh"))
-                               .string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()) + ".sh"))
+          .string();
   std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
   ::chmod(path.c_str(), 0755);
   return path;
@@ -84,7 +84,8 @@ TEST(NvrtcWorker, SameImagesAsInProcess) {
   ASSERT_TRUE(cubin.has_value());
   EXPECT_EQ(*cubin, nvrtc_compile_cubin(kSource, "sm_90", "w.cu"));
   EXPECT_GT(cpu, 0.0);  // the worker's own CPU time came back
-  auto ptx = nvrtc_compile_in_worker(kSource, "compute_80", "w.cu", NvrtcEffort::FastCompile, false);
+  auto ptx =
+      nvrtc_compile_in_worker(kSource, "compute_80", "w.cu", NvrtcEffort::FastCompile, false);
   ASSERT_TRUE(ptx.has_value());
   EXPECT_EQ(std::string(ptx->begin(), ptx->end()),
             nvrtc_compile_ptx(kSource, "compute_80", "w.cu", NvrtcEffort::FastCompile));
@@ -92,7 +93,8 @@ TEST(NvrtcWorker, SameImagesAsInProcess) {
 
 TEST(NvrtcWorker, CompileErrorIsTheSameError) {
   ::unsetenv("LT_NVRTC_WORKER");
-  const std::string bad = std::string(kSource) + "extern \"C\" __global__ void broken() { undefined_name(); }\n";
+  const std::string bad =
+      std::string(kSource) + "extern \"C\" __global__ void broken() { undefined_name(); }\n";
   std::string in_process, in_worker;
   try {
     nvrtc_compile_cubin(bad, "sm_90", "bad.cu");
@@ -140,11 +142,13 @@ TEST(NvrtcWorker, BrokenWorkersFallBackToInProcess) {
       script("lt_worker_garbage", "head -c 300 /dev/urandom"),
       script("lt_worker_silent_ok", "cat > /dev/null; exit 0"),
   };
-  for (const std::string& w : {std::string("/nonexistent/lazytensor-nvrtc"), std::string("/bin/cat"),
-                               scripts[0], scripts[1], scripts[2], scripts[3]}) {
+  for (const std::string& w :
+       {std::string("/nonexistent/lazytensor-nvrtc"), std::string("/bin/cat"), scripts[0],
+        scripts[1], scripts[2], scripts[3]}) {
     SCOPED_TRACE(w);
     WorkerEnv env(w);
-    EXPECT_FALSE(nvrtc_compile_in_worker(kSource, "sm_90", "w.cu", NvrtcEffort::Full, true).has_value());
+    EXPECT_FALSE(
+        nvrtc_compile_in_worker(kSource, "sm_90", "w.cu", NvrtcEffort::Full, true).has_value());
     CudaCompileTimings t;
     const CudaModuleImage got = compile_cuda_module(plan, "sm_90", true, &t, 3);
     EXPECT_EQ(t.worker_programs, 0);
@@ -155,8 +159,9 @@ TEST(NvrtcWorker, BrokenWorkersFallBackToInProcess) {
 
 // Runs the worker's side on `request` through pipes: its return code and what it wrote.
 std::pair<int, std::string> serve(const std::string& request) {
-  const std::string in = (std::filesystem::temp_directory_path() /
-                          ("lt_worker_req_" + std::to_string(::getpid()))).string();
+  const std::string in =
+      (std::filesystem::temp_directory_path() / ("lt_worker_req_" + std::to_string(::getpid())))
+          .string();
   std::ofstream(in, std::ios::binary) << request;
   FILE* f = std::fopen(in.c_str(), "rb");
   FILE* out = std::tmpfile();
@@ -194,7 +199,8 @@ TEST(NvrtcWorker, MalformedRequestsAreRefused) {
   EXPECT_EQ(reply.substr(0, 8), "LTNVRTC1");
   // Every truncation, an oversized length, a bad flag, trailing bytes: refused, nothing written.
   std::vector<std::string> bad;
-  for (size_t n : {size_t{0}, size_t{5}, size_t{8}, size_t{9}, size_t{17}, good.size() / 2, good.size() - 1})
+  for (size_t n :
+       {size_t{0}, size_t{5}, size_t{8}, size_t{9}, size_t{17}, good.size() / 2, good.size() - 1})
     bad.push_back(good.substr(0, n));
   bad.push_back(good + "x");
   std::string flag = good;

@@ -97,7 +97,6 @@ TEST(Pool, BlocksFreedAfterTheThreadsPoolIsGoneGoToTheHeap) {
   EXPECT_EQ(live_nodes(), live0);
 }
 
-
 // Elements that count themselves: every one constructed is destroyed exactly once.
 std::atomic<long> g_counted_live{0};
 struct Counted {
@@ -127,17 +126,73 @@ void run_against_vector(Make make, unsigned seed) {
     const size_t n = b.size();
     const size_t at = n ? rng() % (n + 1) : 0;
     switch (rng() % 12) {
-      case 0: case 1: a.push_back(make(v)); b.push_back(make(v)); break;
-      case 2: if (n) { a.pop_back(); b.pop_back(); } break;
-      case 3: a.insert(a.begin() + at, make(v)); b.insert(b.begin() + at, make(v)); break;
-      case 4: { const size_t k = rng() % 6; a.insert(a.begin() + at, k, make(v)); b.insert(b.begin() + at, k, make(v)); break; }
-      case 5: if (n) { const size_t i = rng() % n; a.erase(a.begin() + i); b.erase(b.begin() + i); } break;
-      case 6: if (n) { const size_t i = rng() % n, j = i + rng() % (n - i + 1); a.erase(a.begin() + i, a.begin() + j); b.erase(b.begin() + i, b.begin() + j); } break;
-      case 7: { const size_t k = rng() % 12; a.resize(k, make(v)); b.resize(k, make(v)); break; }
-      case 8: if (n) { const size_t i = rng() % n; a.push_back(a[i]); b.push_back(b[i]); } break;  // an element of itself
-      case 9: { SmallVec<T, 4> c(a); a = c; SmallVec<T, 4> d(std::move(c)); a = std::move(d); break; }
-      case 10: { std::vector<T> src(rng() % 9, make(v)); a.insert(a.begin() + at, src.begin(), src.end()); b.insert(b.begin() + at, src.begin(), src.end()); break; }
-      case 11: if (rng() % 8 == 0) { a.clear(); b.clear(); } break;
+      case 0:
+      case 1:
+        a.push_back(make(v));
+        b.push_back(make(v));
+        break;
+      case 2:
+        if (n) {
+          a.pop_back();
+          b.pop_back();
+        }
+        break;
+      case 3:
+        a.insert(a.begin() + at, make(v));
+        b.insert(b.begin() + at, make(v));
+        break;
+      case 4: {
+        const size_t k = rng() % 6;
+        a.insert(a.begin() + at, k, make(v));
+        b.insert(b.begin() + at, k, make(v));
+        break;
+      }
+      case 5:
+        if (n) {
+          const size_t i = rng() % n;
+          a.erase(a.begin() + i);
+          b.erase(b.begin() + i);
+        }
+        break;
+      case 6:
+        if (n) {
+          const size_t i = rng() % n, j = i + rng() % (n - i + 1);
+          a.erase(a.begin() + i, a.begin() + j);
+          b.erase(b.begin() + i, b.begin() + j);
+        }
+        break;
+      case 7: {
+        const size_t k = rng() % 12;
+        a.resize(k, make(v));
+        b.resize(k, make(v));
+        break;
+      }
+      case 8:
+        if (n) {
+          const size_t i = rng() % n;
+          a.push_back(a[i]);
+          b.push_back(b[i]);
+        }
+        break;  // an element of itself
+      case 9: {
+        SmallVec<T, 4> c(a);
+        a = c;
+        SmallVec<T, 4> d(std::move(c));
+        a = std::move(d);
+        break;
+      }
+      case 10: {
+        std::vector<T> src(rng() % 9, make(v));
+        a.insert(a.begin() + at, src.begin(), src.end());
+        b.insert(b.begin() + at, src.begin(), src.end());
+        break;
+      }
+      case 11:
+        if (rng() % 8 == 0) {
+          a.clear();
+          b.clear();
+        }
+        break;
     }
     same(a, b);
   }

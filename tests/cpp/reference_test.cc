@@ -1,5 +1,5 @@
-// The reference interpreter and ir/half.h, on hand-built prim graphs. Expectations are computed here
-// with plain loops and <cmath>, never with the interpreter's own helpers.
+// The reference interpreter and ir/half.h, on hand-built prim graphs. Expectations are computed
+// here with plain loops and <cmath>, never with the interpreter's own helpers.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,7 +27,9 @@ struct Builder {
   }
   int param(DType t, Shape s, int input) { return add(Op::Param, t, std::move(s), {}, {}, input); }
   int scalar(DType t, int input) { return add(Op::Scalar, t, {}, {}, {}, input); }
-  int op(Op op, DType t, Shape s, std::vector<int> in, Attrs a = {}) { return add(op, t, std::move(s), std::move(in), a); }
+  int op(Op op, DType t, Shape s, std::vector<int> in, Attrs a = {}) {
+    return add(op, t, std::move(s), std::move(in), a);
+  }
 };
 
 template <class T>
@@ -45,7 +47,8 @@ std::vector<T> read(const BufferPtr& b) {
 }
 
 // Runs `outputs` of the graph through the backend's Executable; one Output buffer per output.
-std::vector<BufferPtr> run(Builder& b, std::vector<int> outputs, const std::vector<RunInput>& inputs) {
+std::vector<BufferPtr> run(Builder& b, std::vector<int> outputs,
+                           const std::vector<RunInput>& inputs) {
   Plan plan;
   plan.prims = b.g;
   plan.prims.outputs = outputs;
@@ -85,21 +88,30 @@ TEST(ReferenceTest, BroadcastAdd) {
 }
 
 TEST(ReferenceTest, UnaryOpsMatchCmath) {
-  struct Case { Op op; double (*f)(double); bool positive; };
-  const Case cases[] = {
-      {Op::Neg, [](double x) { return -x; }, false},   {Op::Exp, [](double x) { return std::exp(x); }, false},
-      {Op::Log, [](double x) { return std::log(x); }, true}, {Op::Sqrt, [](double x) { return std::sqrt(x); }, true},
-      {Op::Sin, [](double x) { return std::sin(x); }, false}, {Op::Cos, [](double x) { return std::cos(x); }, false},
-      {Op::Tanh, [](double x) { return std::tanh(x); }, false}, {Op::Erf, [](double x) { return std::erf(x); }, false},
-      {Op::Abs, [](double x) { return std::fabs(x); }, false}, {Op::Floor, [](double x) { return std::floor(x); }, false},
-      {Op::Recip, [](double x) { return 1.0 / x; }, false}};
+  struct Case {
+    Op op;
+    double (*f)(double);
+    bool positive;
+  };
+  const Case cases[] = {{Op::Neg, [](double x) { return -x; }, false},
+                        {Op::Exp, [](double x) { return std::exp(x); }, false},
+                        {Op::Log, [](double x) { return std::log(x); }, true},
+                        {Op::Sqrt, [](double x) { return std::sqrt(x); }, true},
+                        {Op::Sin, [](double x) { return std::sin(x); }, false},
+                        {Op::Cos, [](double x) { return std::cos(x); }, false},
+                        {Op::Tanh, [](double x) { return std::tanh(x); }, false},
+                        {Op::Erf, [](double x) { return std::erf(x); }, false},
+                        {Op::Abs, [](double x) { return std::fabs(x); }, false},
+                        {Op::Floor, [](double x) { return std::floor(x); }, false},
+                        {Op::Recip, [](double x) { return 1.0 / x; }, false}};
   for (const Case& c : cases) {
     auto xf = randf(64, 7 + static_cast<uint32_t>(c.op), c.positive ? 0.01f : -4.f, 4.f);
     std::vector<double> xd(xf.begin(), xf.end());
     for (auto& v : xd) v *= 1.0 + 1e-9;  // not representable in float32
     Builder b;
     int p32 = b.param(DType::Float32, {8, 8}, 0), p64 = b.param(DType::Float64, {64}, 1);
-    int y32 = b.op(c.op, DType::Float32, {8, 8}, {p32}), y64 = b.op(c.op, DType::Float64, {64}, {p64});
+    int y32 = b.op(c.op, DType::Float32, {8, 8}, {p32}),
+        y64 = b.op(c.op, DType::Float64, {64}, {p64});
     auto bx = buf(xf), bd = buf(xd);
     auto out = run(b, {y32, y64}, {in(bx), in(bd)});
     auto g32 = read<float>(out[0]);
@@ -125,9 +137,10 @@ TEST(ReferenceTest, IntegerNegAbsWrap) {
 TEST(ReferenceTest, ComparisonsAndMaxMinWithNaN) {
   std::vector<double> a = {1, kNaN, 2, kNaN, -kInf, 3}, c = {1, 1, kNaN, kNaN, -kInf, -2};
   const Op ops[] = {Op::Eq, Op::Ne, Op::Lt, Op::Le, Op::Gt, Op::Ge};
-  bool (*ref[])(double, double) = {[](double x, double y) { return x == y; }, [](double x, double y) { return x != y; },
-                                   [](double x, double y) { return x < y; },  [](double x, double y) { return x <= y; },
-                                   [](double x, double y) { return x > y; },  [](double x, double y) { return x >= y; }};
+  bool (*ref[])(double, double) = {
+      [](double x, double y) { return x == y; }, [](double x, double y) { return x != y; },
+      [](double x, double y) { return x < y; },  [](double x, double y) { return x <= y; },
+      [](double x, double y) { return x > y; },  [](double x, double y) { return x >= y; }};
   Builder b;
   int x = b.param(DType::Float64, {6}, 0), y = b.param(DType::Float64, {6}, 1);
   std::vector<int> outs;
@@ -139,7 +152,8 @@ TEST(ReferenceTest, ComparisonsAndMaxMinWithNaN) {
   auto out = run(b, outs, {in(bx), in(by)});
   for (size_t k = 0; k < 6; ++k) {
     auto got = read<uint8_t>(out[k]);
-    for (size_t i = 0; i < 6; ++i) EXPECT_EQ(got[i], ref[k](a[i], c[i]) ? 1 : 0) << op_name(ops[k]) << " at " << i;
+    for (size_t i = 0; i < 6; ++i)
+      EXPECT_EQ(got[i], ref[k](a[i], c[i]) ? 1 : 0) << op_name(ops[k]) << " at " << i;
   }
   auto mx = read<double>(out[6]), mn = read<double>(out[7]);
   auto nt = read<uint8_t>(out[8]);
@@ -163,7 +177,7 @@ TEST(ReferenceTest, HalfKnownValues) {
   EXPECT_EQ(float_to_half(65520.f), 0x7c00);  // the tie rounds to even: infinity
   EXPECT_EQ(float_to_half(1e-5f), 0x00a8);    // subnormal: 167.77 * 2^-24 -> 168
   EXPECT_EQ(half_to_float(0x0001), std::ldexp(1.0f, -24));
-  EXPECT_EQ(float_to_half(1e-8f), 0x0000);    // below half the smallest subnormal
+  EXPECT_EQ(float_to_half(1e-8f), 0x0000);                  // below half the smallest subnormal
   EXPECT_EQ(float_to_half(std::ldexp(3.0f, -26)), 0x0001);  // 0.75 of the smallest subnormal
   EXPECT_EQ(float_to_half(std::ldexp(1.0f, -25)), 0x0000);  // exact tie -> even (zero)
   EXPECT_EQ(float_to_half(-0.0f), 0x8000);
@@ -188,11 +202,16 @@ TEST(ReferenceTest, HalfKnownValues) {
 // Every 16-bit pattern survives a round trip; random floats go to the nearest value, ties to even.
 TEST(ReferenceTest, HalfRoundTripAndNearest) {
   for (uint32_t h = 0; h < 0x10000; ++h) {
-    float f = half_to_float(static_cast<uint16_t>(h)), g = bfloat16_to_float(static_cast<uint16_t>(h));
-    if (std::isnan(f)) EXPECT_TRUE(std::isnan(half_to_float(float_to_half(f))));
-    else EXPECT_EQ(float_to_half(f), h);
-    if (std::isnan(g)) EXPECT_TRUE(std::isnan(bfloat16_to_float(float_to_bfloat16(g))));
-    else EXPECT_EQ(float_to_bfloat16(g), h);
+    float f = half_to_float(static_cast<uint16_t>(h)),
+          g = bfloat16_to_float(static_cast<uint16_t>(h));
+    if (std::isnan(f))
+      EXPECT_TRUE(std::isnan(half_to_float(float_to_half(f))));
+    else
+      EXPECT_EQ(float_to_half(f), h);
+    if (std::isnan(g))
+      EXPECT_TRUE(std::isnan(bfloat16_to_float(float_to_bfloat16(g))));
+    else
+      EXPECT_EQ(float_to_bfloat16(g), h);
   }
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> m(1.f, 2.f);
@@ -238,15 +257,20 @@ TEST(ReferenceTest, LoadStoreEveryDtype) {
 }
 
 TEST(ReferenceTest, Casts) {
-  std::vector<float> x = {1.f / 3, 65504.f, 1e-5f, 1e-8f, std::nanf(""), -0.0f, -2.7f, 2.7f, 0.5f, 70000.f};
+  std::vector<float> x = {1.f / 3, 65504.f, 1e-5f, 1e-8f, std::nanf(""),
+                          -0.0f,   -2.7f,   2.7f,  0.5f,  70000.f};
   Builder b;
   int p = b.param(DType::Float32, {10}, 0);
   Attrs a16, abf, ai, ab, a64;
-  a16.dtype = DType::Float16, abf.dtype = DType::BFloat16, ai.dtype = DType::Int32, ab.dtype = DType::Bool;
+  a16.dtype = DType::Float16, abf.dtype = DType::BFloat16, ai.dtype = DType::Int32,
+  ab.dtype = DType::Bool;
   a64.dtype = DType::Float64;
-  int h = b.op(Op::Cast, DType::Float16, {10}, {p}, a16), bf = b.op(Op::Cast, DType::BFloat16, {10}, {p}, abf);
-  int hb = b.op(Op::Cast, DType::Float32, {10}, {h}, {}), i = b.op(Op::Cast, DType::Int32, {10}, {p}, ai);
-  int bo = b.op(Op::Cast, DType::Bool, {10}, {p}, ab), bf64 = b.op(Op::Cast, DType::Float64, {10}, {bf}, a64);
+  int h = b.op(Op::Cast, DType::Float16, {10}, {p}, a16),
+      bf = b.op(Op::Cast, DType::BFloat16, {10}, {p}, abf);
+  int hb = b.op(Op::Cast, DType::Float32, {10}, {h}, {}),
+      i = b.op(Op::Cast, DType::Int32, {10}, {p}, ai);
+  int bo = b.op(Op::Cast, DType::Bool, {10}, {p}, ab),
+      bf64 = b.op(Op::Cast, DType::Float64, {10}, {bf}, a64);
   auto bx = buf(x);
   auto out = run(b, {h, bf, hb, i, bo, bf64}, {in(bx)});
   auto hv = read<uint16_t>(out[0]), bv = read<uint16_t>(out[1]);
@@ -275,7 +299,8 @@ TEST(ReferenceTest, Casts) {
   Attrs a8, af;
   a8.dtype = DType::Int8;
   af.dtype = DType::Float32;
-  int q8 = c.op(Op::Cast, DType::Int8, {4}, {q}, a8), qf = c.op(Op::Cast, DType::Float32, {4}, {q}, af);
+  int q8 = c.op(Op::Cast, DType::Int8, {4}, {q}, a8),
+      qf = c.op(Op::Cast, DType::Float32, {4}, {q}, af);
   auto bq = buf(std::vector<int64_t>{300, -129, 127, -5});
   auto o2 = run(c, {q8, qf}, {in(bq)});
   EXPECT_EQ(read<int8_t>(o2[0]), (std::vector<int8_t>{44, 127, 127, -5}));
@@ -287,15 +312,18 @@ TEST(ReferenceTest, Reductions) {
   const Shape s = {2, 3, 4};
   auto xv = randf(24, 5, 0.5f, 1.5f);
   xv[13] = xv[13] * 3;
-  const std::vector<std::vector<int64_t>> axes_sets = {{}, {0}, {1}, {-1}, {0, 2}, {2, 0, 1}, {-3, -2}};
+  const std::vector<std::vector<int64_t>> axes_sets = {{},     {0},       {1},     {-1},
+                                                       {0, 2}, {2, 0, 1}, {-3, -2}};
   for (const auto& axes : axes_sets) {
     for (bool keep : {false, true}) {
       bool red[3] = {false, false, false};
       for (auto ax : axes) red[ax < 0 ? ax + 3 : ax] = true;
       Shape os;
       for (int d = 0; d < 3; ++d)
-        if (!red[d]) os.push_back(s[d]);
-        else if (keep) os.push_back(1);
+        if (!red[d])
+          os.push_back(s[d]);
+        else if (keep)
+          os.push_back(1);
       int64_t on = numel(os);
       std::vector<double> sum(on, 0), prod(on, 1), mx(on, -kInf), mn(on, kInf);
       for (int i = 0; i < 2; ++i)
@@ -312,8 +340,10 @@ TEST(ReferenceTest, Reductions) {
       int p = b.param(DType::Float32, s, 0);
       Attrs a;
       a.ints = to_ints(axes), a.keepdim = keep;
-      int rs = b.op(Op::ReduceSum, DType::Float32, os, {p}, a), rp = b.op(Op::ReduceProd, DType::Float32, os, {p}, a);
-      int rx = b.op(Op::ReduceMax, DType::Float32, os, {p}, a), rn = b.op(Op::ReduceMin, DType::Float32, os, {p}, a);
+      int rs = b.op(Op::ReduceSum, DType::Float32, os, {p}, a),
+          rp = b.op(Op::ReduceProd, DType::Float32, os, {p}, a);
+      int rx = b.op(Op::ReduceMax, DType::Float32, os, {p}, a),
+          rn = b.op(Op::ReduceMin, DType::Float32, os, {p}, a);
       auto bx = buf(xv);
       auto out = run(b, {rs, rp, rx, rn}, {in(bx)});
       const std::vector<double>* want[] = {&sum, &prod, &mx, &mn};
@@ -321,8 +351,8 @@ TEST(ReferenceTest, Reductions) {
         auto got = read<float>(out[r]);
         ASSERT_EQ(static_cast<int64_t>(got.size()), on);
         for (int64_t o = 0; o < on; ++o)
-          EXPECT_NEAR(got[o], (*want[r])[o], 1e-6 * std::fabs((*want[r])[o])) << "reduction " << r << " axes "
-                                                                               << shape_str(axes) << " keep " << keep;
+          EXPECT_NEAR(got[o], (*want[r])[o], 1e-6 * std::fabs((*want[r])[o]))
+              << "reduction " << r << " axes " << shape_str(axes) << " keep " << keep;
       }
     }
   }
@@ -333,7 +363,8 @@ TEST(ReferenceTest, ReduceMaxPropagatesNaNAndIntSumWraps) {
   int x = b.param(DType::Float32, {2, 3}, 0), y = b.param(DType::Int32, {3}, 1);
   Attrs a1, a0;
   a1.ints = {1}, a0.ints = {0};
-  int mx = b.op(Op::ReduceMax, DType::Float32, {2}, {x}, a1), mn = b.op(Op::ReduceMin, DType::Float32, {2}, {x}, a1);
+  int mx = b.op(Op::ReduceMax, DType::Float32, {2}, {x}, a1),
+      mn = b.op(Op::ReduceMin, DType::Float32, {2}, {x}, a1);
   int s = b.op(Op::ReduceSum, DType::Int32, {}, {y}, a0);
   auto bx = buf(std::vector<float>{1, std::nanf(""), 3, -1, -5, 2});
   auto by = buf(std::vector<int32_t>{std::numeric_limits<int32_t>::max(), 2, 3});
@@ -346,14 +377,17 @@ TEST(ReferenceTest, ReduceMaxPropagatesNaNAndIntSumWraps) {
 }
 
 TEST(ReferenceTest, MovementChain) {
-  // x[2,3] -> permute(1,0) [3,2] -> reshape [6] -> reshape [1,6] -> expand [4,6]; y[3,1] -> expand [2,3,5].
+  // x[2,3] -> permute(1,0) [3,2] -> reshape [6] -> reshape [1,6] -> expand [4,6]; y[3,1] -> expand
+  // [2,3,5].
   Builder b;
   int x = b.param(DType::Float32, {2, 3}, 0), y = b.param(DType::Float32, {3, 1}, 1);
   Attrs ap, r1, r2, e1, e2;
   ap.ints = {1, 0}, r1.ints = {6}, r2.ints = {1, 6}, e1.ints = {4, 6}, e2.ints = {2, 3, 5};
   int p = b.op(Op::Permute, DType::Float32, {3, 2}, {x}, ap);
-  int q = b.op(Op::Reshape, DType::Float32, {6}, {p}, r1), r = b.op(Op::Reshape, DType::Float32, {1, 6}, {q}, r2);
-  int e = b.op(Op::Expand, DType::Float32, {4, 6}, {r}, e1), f = b.op(Op::Expand, DType::Float32, {2, 3, 5}, {y}, e2);
+  int q = b.op(Op::Reshape, DType::Float32, {6}, {p}, r1),
+      r = b.op(Op::Reshape, DType::Float32, {1, 6}, {q}, r2);
+  int e = b.op(Op::Expand, DType::Float32, {4, 6}, {r}, e1),
+      f = b.op(Op::Expand, DType::Float32, {2, 3, 5}, {y}, e2);
   auto xv = randf(6, 3), yv = randf(3, 4);
   auto bx = buf(xv), by = buf(yv);
   auto out = run(b, {p, e, f}, {in(bx), in(by)});
@@ -382,8 +416,13 @@ TEST(ReferenceTest, MovementChain) {
 
 TEST(ReferenceTest, WhereScalarConstantAndLogic) {
   Builder b;
-  int cnd = b.param(DType::Bool, {3, 1}, 0), x = b.param(DType::Float32, {4}, 1), s = b.scalar(DType::Float32, 2);
-  int k = b.add(Op::Constant, DType::Float32, {3, 4}, {}, [] { Attrs a; a.value = -1.25; return a; }());
+  int cnd = b.param(DType::Bool, {3, 1}, 0), x = b.param(DType::Float32, {4}, 1),
+      s = b.scalar(DType::Float32, 2);
+  int k = b.add(Op::Constant, DType::Float32, {3, 4}, {}, [] {
+    Attrs a;
+    a.value = -1.25;
+    return a;
+  }());
   int w = b.op(Op::Where, DType::Float32, {3, 4}, {cnd, x, s});
   int w2 = b.op(Op::Where, DType::Float32, {3, 4}, {cnd, k, x});
   int o = b.op(Op::Or, DType::Bool, {3, 1}, {cnd, b.op(Op::Not, DType::Bool, {3, 1}, {cnd})});
@@ -393,7 +432,8 @@ TEST(ReferenceTest, WhereScalarConstantAndLogic) {
   auto xv = randf(4, 9);
   std::vector<uint8_t> cv = {1, 0, 1};
   auto bc = buf(cv), bx = buf(xv);
-  std::vector<RunInput> inputs = {in(bc), in(bx), RunInput{nullptr, 0.1, 0}, RunInput{nullptr, 0, int64_t{1} << 40}};
+  std::vector<RunInput> inputs = {in(bc), in(bx), RunInput{nullptr, 0.1, 0},
+                                  RunInput{nullptr, 0, int64_t{1} << 40}};
   auto out = run(b, {w, w2, o, n, ip}, inputs);
   auto wv = read<float>(out[0]), w2v = read<float>(out[1]);
   for (int i = 0; i < 3; ++i)
@@ -410,13 +450,15 @@ TEST(ReferenceTest, IntegerWrapAround) {
   Builder b;
   int x = b.param(DType::Int32, {3}, 0), y = b.param(DType::Int32, {3}, 1);
   int u = b.param(DType::UInt8, {2}, 2), v = b.param(DType::UInt8, {2}, 3);
-  int add = b.op(Op::Add, DType::Int32, {3}, {x, y}), mul = b.op(Op::Mul, DType::Int32, {3}, {x, y});
+  int add = b.op(Op::Add, DType::Int32, {3}, {x, y}),
+      mul = b.op(Op::Mul, DType::Int32, {3}, {x, y});
   int sub = b.op(Op::Sub, DType::UInt8, {2}, {u, v});
   const int32_t hi = std::numeric_limits<int32_t>::max();
   auto bx = buf(std::vector<int32_t>{hi, -5, 65536}), by = buf(std::vector<int32_t>{1, 3, 65536});
   auto bu = buf(std::vector<uint8_t>{0, 200}), bv = buf(std::vector<uint8_t>{1, 100});
   auto out = run(b, {add, mul, sub}, {in(bx), in(by), in(bu), in(bv)});
-  EXPECT_EQ(read<int32_t>(out[0]), (std::vector<int32_t>{std::numeric_limits<int32_t>::min(), -2, 131072}));
+  EXPECT_EQ(read<int32_t>(out[0]),
+            (std::vector<int32_t>{std::numeric_limits<int32_t>::min(), -2, 131072}));
   EXPECT_EQ(read<int32_t>(out[1]), (std::vector<int32_t>{hi, -15, 0}));
   EXPECT_EQ(read<uint8_t>(out[2]), (std::vector<uint8_t>{255, 100}));
 }
@@ -455,7 +497,8 @@ TEST(ReferenceTest, EmptyShapes) {
   Attrs a0;
   a0.ints = {0};
   int s = b.op(Op::Add, DType::Float32, {0, 3}, {x, y});
-  int r = b.op(Op::ReduceSum, DType::Float32, {3}, {s}, a0), p = b.op(Op::ReduceProd, DType::Float32, {3}, {s}, a0);
+  int r = b.op(Op::ReduceSum, DType::Float32, {3}, {s}, a0),
+      p = b.op(Op::ReduceProd, DType::Float32, {3}, {s}, a0);
   auto bx = std::make_shared<HostBuffer>(0);
   auto by = buf(randf(3, 1));
   auto out = run(b, {s, r, p}, {in(bx), in(by)});
@@ -487,7 +530,8 @@ TEST(ReferenceTest, OutputsNeverAliasInputsAndInterpretAll) {
 
 // Each malformed graph must raise lt::Error (never crash), with a message naming the problem.
 TEST(ReferenceTest, MalformedGraphsThrow) {
-  auto expect_error = [](Builder& b, std::vector<int> outs, std::vector<RunInput> inputs, const std::string& what) {
+  auto expect_error = [](Builder& b, std::vector<int> outs, std::vector<RunInput> inputs,
+                         const std::string& what) {
     try {
       run(b, outs, inputs);
       ADD_FAILURE() << "no error for: " << what;
@@ -532,13 +576,19 @@ TEST(ReferenceTest, MalformedGraphsThrow) {
     expect_error(b, {1}, {in(bx)}, "expected 2 operands");
     Builder c;
     int y = c.param(DType::Float32, {4}, 0);
-    c.op(Op::Softmax, DType::Float32, {4}, {y}, [] { Attrs a; a.ints = {0}; return a; }());
+    c.op(Op::Softmax, DType::Float32, {4}, {y}, [] {
+      Attrs a;
+      a.ints = {0};
+      return a;
+    }());
     try {
       run(c, {1}, {in(bx)});
       ADD_FAILURE() << "softmax ran";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::NotImplemented);
-      EXPECT_NE(std::string(e.what()).find("not implemented: softmax on reference"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("not implemented: softmax on reference"),
+                std::string::npos)
+          << e.what();
     }
     Builder d;
     d.add(static_cast<Op>(200), DType::Float32, {4});

@@ -20,7 +20,8 @@
 //                   the CUDA generator writes its source (no NVRTC, no GPU; where built). The rule
 //                   exists when some accepted dtype goes through; a generator without the op throws
 //                   NotImplemented for every one. Classes that never reach a generator as an op
-//                   (leaves, movement, indexing, library steps) say in kernel_form what happens instead.
+//                   (leaves, movement, indexing, library steps) say in kernel_form what happens
+//                   instead.
 //   vjp             runtime/vjp.cc: every op that non_differentiable() does not exempt.
 //
 // Where a stage picks the rule by the op's class alone, any op of that class "has" it, so the walk
@@ -78,17 +79,23 @@ Lowering kernel_form(OpClass c) {
     case OpClass::Logical:
       return {Form::Instr};
     case OpClass::Predicate1:
-      return {Form::Instr, "the cpu code generator (emit_elementwise emits logical not for the class)"};
+      return {Form::Instr,
+              "the cpu code generator (emit_elementwise emits logical not for the class)"};
     case OpClass::Where:
-      return {Form::Instr, "the cpu code generator (emit_elementwise emits a select for the class)"};
+      return {Form::Instr,
+              "the cpu code generator (emit_elementwise emits a select for the class)"};
     case OpClass::Cast:
-      return {Form::Instr, "both code generators (emit_elementwise and KernelGen::instr_expr convert for the class)"};
+      return {Form::Instr,
+              "both code generators (emit_elementwise and KernelGen::instr_expr convert for the "
+              "class)"};
     case OpClass::Reduce:
       return {Form::Reduce};
     case OpClass::Rand:
-      return {Form::Rand, "fusion (KernelBuilder::emit makes the class a RandUniform: uniform [0, 1))"};
+      return {Form::Rand,
+              "fusion (KernelBuilder::emit makes the class a RandUniform: uniform [0, 1))"};
     case OpClass::Leaf:
-      return {Form::NotOp, nullptr, "a leaf: fusion reads its buffer (Load/LoadScalar) or bakes it (Const)"};
+      return {Form::NotOp, nullptr,
+              "a leaf: fusion reads its buffer (Load/LoadScalar) or bakes it (Const)"};
     case OpClass::Reshape:
     case OpClass::Permute:
     case OpClass::Expand:
@@ -99,13 +106,16 @@ Lowering kernel_form(OpClass c) {
       return {Form::NotOp, "fusion (KernelBuilder::emit: an indexed load for the class)",
               "an indexed load: the index becomes an IExpr::Value of the source's read"};
     case OpClass::ScatterAdd:
-      return {Form::NotOp, nullptr, "fusion writes it with an accumulating store (Store::accumulate)"};
-    case OpClass::Conv:
       return {Form::NotOp, nullptr,
-              "a library step (ConvStep: oneDNN, reference loops); the runtime expands it elsewhere"};
+              "fusion writes it with an accumulating store (Store::accumulate)"};
+    case OpClass::Conv:
+      return {
+          Form::NotOp, nullptr,
+          "a library step (ConvStep: oneDNN, reference loops); the runtime expands it elsewhere"};
     case OpClass::Attention:
       return {Form::NotOp, nullptr,
-              "a library step (AttentionStep: flash kernels, reference loops); the runtime expands it elsewhere"};
+              "a library step (AttentionStep: flash kernels, reference loops); the runtime expands "
+              "it elsewhere"};
     case OpClass::Matmul:
     case OpClass::AxisUnary:
     case OpClass::LayerNorm:
@@ -147,8 +157,9 @@ bool scalar_meaning(OpClass c) {
 }
 
 // Dtypes a probe tries, the usual one first (the first the code generator accepts ends the probe).
-constexpr DType kProbeDTypes[] = {DType::Float32, DType::Int32, DType::Bool,    DType::Int64,  DType::UInt8,
-                                  DType::Int8,    DType::Float64, DType::Float16, DType::BFloat16};
+constexpr DType kProbeDTypes[] = {DType::Float32, DType::Int32,   DType::Bool,
+                                  DType::Int64,   DType::UInt8,   DType::Int8,
+                                  DType::Float64, DType::Float16, DType::BFloat16};
 constexpr int64_t kN = 8;
 
 // A kernel as fusion would make it of one op over fresh inputs, with the buffers a plan needs.
@@ -205,7 +216,8 @@ class KernelMaker {
   } else {
     for (int i = 0; i < info.arity; ++i)  // ops.def's arity: the operands of the instruction
       in.push_back(testing::param({kN}, info.cls == OpClass::Where && i == 0 ? DType::Bool : t));
-    if (info.cls == OpClass::Cast) attrs.dtype = t == DType::Float32 ? DType::Int32 : DType::Float32;
+    if (info.cls == OpClass::Cast)
+      attrs.dtype = t == DType::Float32 ? DType::Int32 : DType::Float32;
   }
   Inferred out;
   try {
@@ -224,7 +236,8 @@ class KernelMaker {
     loop::Stage red;
     red.kind = loop::StageKind::Reduce;
     red.reduce_op = info.op;
-    const DType acc = t == DType::Float16 || t == DType::BFloat16 ? DType::Float32 : t;  // as fusion's
+    const DType acc =
+        t == DType::Float16 || t == DType::BFloat16 ? DType::Float32 : t;  // as fusion's
     red.acc_dtype = acc;
     red.reduce_value = m.load(red, m.arg(t, kN * kN, false), {kN, 1});
     k.stages.push_back(std::move(red));
@@ -248,9 +261,10 @@ class KernelMaker {
     if (ops.size() > 2) op.c = ops[2];
     value = KernelMaker::push(body, op);
   }
-  body.stores.push_back({m.arg(out.dtype, kN, true), KernelMaker::at(form == Form::Reduce ? std::vector<int64_t>{1, 0}
-                                                                                          : std::vector<int64_t>{1}),
-                         value});
+  body.stores.push_back(
+      {m.arg(out.dtype, kN, true),
+       KernelMaker::at(form == Form::Reduce ? std::vector<int64_t>{1, 0} : std::vector<int64_t>{1}),
+       value});
   k.stages.push_back(std::move(body));
   return std::make_unique<ProbeKernel>(std::move(m.probe()));
 }
@@ -301,7 +315,8 @@ TEST(Registry, EveryOpHasItsRuleInEveryStage) {
     // Decomposition: composites have a rule, primitives none.
     if (info.primitive) {
       EXPECT_EQ(decomposition(info.op), nullptr)
-          << "op " << name << " is a primitive with a decomposition rule, which decompose() never applies";
+          << "op " << name
+          << " is a primitive with a decomposition rule, which decompose() never applies";
     } else {
       EXPECT_NE(decomposition(info.op), nullptr)
           << "op " << name << " is a composite with no decomposition rule (lowering fails: "
@@ -311,39 +326,47 @@ TEST(Registry, EveryOpHasItsRuleInEveryStage) {
     // VJP: every differentiable op.
     if (!non_differentiable(info.op)) {
       EXPECT_NE(vjp_rule(info.op), nullptr)
-          << "op " << name << " has no VJP rule (runtime/vjp.cc) and non_differentiable() does not exempt it";
+          << "op " << name
+          << " has no VJP rule (runtime/vjp.cc) and non_differentiable() does not exempt it";
     }
 
     // Scalar meaning: the elementwise primitives, in the shape of their arity.
     const ScalarRule sr = scalar_rule(info.op);
     if (info.primitive && scalar_meaning(info.cls)) {
       if (sr.empty()) {
-        ADD_FAILURE() << "op " << name << " has no scalar rule (ir/scalar_ops.h): constant folding and "
+        ADD_FAILURE() << "op " << name
+                      << " has no scalar rule (ir/scalar_ops.h): constant folding and "
                       << "the reference interpreter take its meaning from there";
       } else {
-        EXPECT_TRUE(info.arity == 1 ? sr.unary() && !sr.binary() : info.arity == 2 && sr.binary() && !sr.unary())
-            << "op " << name << ": its scalar forms (ir/scalar_ops.h) do not match its arity " << info.arity;
+        EXPECT_TRUE(info.arity == 1 ? sr.unary() && !sr.binary()
+                                    : info.arity == 2 && sr.binary() && !sr.unary())
+            << "op " << name << ": its scalar forms (ir/scalar_ops.h) do not match its arity "
+            << info.arity;
       }
     } else {
-      EXPECT_TRUE(sr.empty()) << "op " << name << " has a scalar rule (ir/scalar_ops.h) that nothing reads "
+      EXPECT_TRUE(sr.empty()) << "op " << name
+                              << " has a scalar rule (ir/scalar_ops.h) that nothing reads "
                               << "(a composite, or a class the interpreter has its own rule for)";
     }
 
     // Backends see primitives only.
     if (!info.primitive) {
       EXPECT_FALSE(reference_supports(info.op))
-          << "op " << name << " is a composite with a reference kernel, which never runs (decompose() rewrites it)";
+          << "op " << name
+          << " is a composite with a reference kernel, which never runs (decompose() rewrites it)";
       continue;
     }
-    EXPECT_TRUE(reference_supports(info.op))
-        << "op " << name << " has no reference kernel (reference_ops.cc; an elementwise op's comes from ir/scalar_ops.h)";
+    EXPECT_TRUE(reference_supports(info.op)) << "op " << name
+                                             << " has no reference kernel (reference_ops.cc; an "
+                                                "elementwise op's comes from ir/scalar_ops.h)";
 
     const Lowering lw = kernel_form(info.cls);
     if (lw.class_keyed) {
       for (const OpInfo& other : all_ops()) {
         EXPECT_TRUE(!other.primitive || other.cls != info.cls || other.op == info.op)
-            << "op " << name << ": " << lw.class_keyed << " picks the rule by its class alone, which op "
-            << other.name << " shares: one of them would run the other's rule";
+            << "op " << name << ": " << lw.class_keyed
+            << " picks the rule by its class alone, which op " << other.name
+            << " shares: one of them would run the other's rule";
       }
     }
     if (lw.form == Form::None) {

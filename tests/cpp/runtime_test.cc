@@ -21,7 +21,8 @@ class Runtime : public ::testing::Test {
 };
 
 TEST_F(Runtime, TenStepsCompileOnceAsOneKernel) {
-  Tensor x = random_tensor({32, 64}, 1, lazy), w = random_tensor({64}, 2, lazy), b = random_tensor({64}, 3, lazy);
+  Tensor x = random_tensor({32, 64}, 1, lazy), w = random_tensor({64}, 2, lazy),
+         b = random_tensor({64}, 3, lazy);
   metrics::reset();
   for (int step = 0; step < 10; ++step) {
     Tensor y = ((x * w + b).sin() * 2).relu().sum({1});
@@ -45,7 +46,8 @@ TEST_F(Runtime, ChangingAScalarDoesNotRecompile) {
     double scale = 0.1 * step;
     Tensor y = (x * scale).sum();
     double want = 0;
-    for (float v : xs) want += static_cast<double>(static_cast<float>(v * static_cast<float>(scale)));
+    for (float v : xs)
+      want += static_cast<double>(static_cast<float>(v * static_cast<float>(scale)));
     EXPECT_NEAR(y.item(), want, 1e-4);
   }
   EXPECT_EQ(metrics::counters()["graph_compiles"], 1);
@@ -55,7 +57,8 @@ TEST_F(Runtime, ChangingAScalarDoesNotRecompile) {
 // A cache hit binds the new step's data (never the data the graph was compiled with), and a
 // change in which inputs are shared is a new graph, though every node hash stays the same.
 TEST_F(Runtime, CacheHitBindsNewDataAndASharingChangeMisses) {
-  auto expect_values = [](const Tensor& got, const std::vector<float>& a, const std::vector<float>& b) {
+  auto expect_values = [](const Tensor& got, const std::vector<float>& a,
+                          const std::vector<float>& b) {
     auto v = got.to_vector<float>();
     ASSERT_EQ(v.size(), a.size());
     for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(v[i], a[i] * 2.0f + b[i], 1e-5) << i;
@@ -190,10 +193,13 @@ TEST_F(Runtime, FloatScalarsBeyondInt64AreFine) {
     auto padded = pad(i, {1, 0}, -7.9).to_vector<int64_t>();
     ASSERT_EQ(padded.size(), 9u);
     EXPECT_EQ(padded[0], -7);
-    EXPECT_THROW(pad(i, {1, 0}, 1e30), Error);  // PyTorch: "cannot be converted ... without overflow"
+    EXPECT_THROW(pad(i, {1, 0}, 1e30),
+                 Error);  // PyTorch: "cannot be converted ... without overflow"
     // full: bool takes any nonzero as true; int64 truncates.
-    EXPECT_EQ(full({2}, Scalar(0.5), DType::Bool, d).to_vector<int64_t>(), (std::vector<int64_t>{1, 1}));
-    EXPECT_EQ(full({2}, Scalar(-3.7), DType::Int64, d).to_vector<int64_t>(), (std::vector<int64_t>{-3, -3}));
+    EXPECT_EQ(full({2}, Scalar(0.5), DType::Bool, d).to_vector<int64_t>(),
+              (std::vector<int64_t>{1, 1}));
+    EXPECT_EQ(full({2}, Scalar(-3.7), DType::Int64, d).to_vector<int64_t>(),
+              (std::vector<int64_t>{-3, -3}));
   }
 }
 

@@ -6,12 +6,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <iterator>
+#include <limits>
 
+#include "graph_util.h"
 #include "ir/error.h"
 #include "ir/serialize.h"
-#include "graph_util.h"
 
 namespace lt {
 namespace {
@@ -42,8 +42,9 @@ TEST(Trace, RoundTripKeepsTheGraphKey) {
   auto w = param({3});
   Attrs ax;
   ax.ints = {1};
-  auto z = make_node(Op::Mul, {make_node(Op::ReduceSum, {make_node(Op::Sin, {make_node(Op::Mul, {x, w})})}, ax),
-                               make_scalar(DType::Float32, 7)});
+  auto z = make_node(
+      Op::Mul, {make_node(Op::ReduceSum, {make_node(Op::Sin, {make_node(Op::Mul, {x, w})})}, ax),
+                make_scalar(DType::Float32, 7)});
   EXPECT_EQ(collect_graph({t.roots[0].get()}).key, collect_graph({z.get()}).key);
   EXPECT_DOUBLE_EQ(t.inputs[2].value, 2.5);
 }
@@ -69,7 +70,8 @@ TEST(Trace, NonFiniteScalarsAndConstantsRoundTrip) {
   EXPECT_DOUBLE_EQ(std::min(scalars[0], scalars[1]), -inf);
   bool saw_inf = false, saw_nan = false;
   for (const auto& n : t.nodes)
-    if (n->op == Op::Constant) saw_inf |= n->attrs.value == inf, saw_nan |= std::isnan(n->attrs.value);
+    if (n->op == Op::Constant)
+      saw_inf |= n->attrs.value == inf, saw_nan |= std::isnan(n->attrs.value);
   EXPECT_TRUE(saw_inf && saw_nan);
   // Any other string is a clear error, not a crash.
   std::string broken = text;
@@ -107,13 +109,21 @@ TEST(Trace, MalformedFilesGiveClearErrors) {
       {"wrong format", replace(ok, "lazytensor-trace", "other"), "format"},
       {"future version", replace(ok, "\"version\": 1", "\"version\": 99"), "newer"},
       {"unknown op", replace(ok, "\"op\": \"sin\"", "\"op\": \"frobnicate\""), "unknown op"},
-      {"unknown dtype", replace(ok, "\"dtype\": \"float32\"", "\"dtype\": \"float7\""), "unknown dtype"},
+      {"unknown dtype", replace(ok, "\"dtype\": \"float32\"", "\"dtype\": \"float7\""),
+       "unknown dtype"},
       {"dangling input", edit(ok, [](auto& j) { j["nodes"][0]["inputs"][0] = 42; }), "not defined"},
       {"wrong arity", replace(ok, "\"op\": \"sin\"", "\"op\": \"add\""), "expected 2 operands"},
-      {"bad shape", edit(ok, [](auto& j) { j["inputs"][0]["shape"] = {4, -3}; }), "dimension"},
+      {"bad shape",
+       edit(ok,
+            [](auto& j) {
+              j["inputs"][0]["shape"] = {4, -3};
+            }),
+       "dimension"},
       {"shape mismatch", edit(ok, [](auto& j) { j["inputs"][1]["shape"] = {5}; }), "broadcastable"},
-      {"id out of range", edit(ok, [](auto& j) { j["outputs"][0]["node"] = 1000; }), "does not exist"},
-      {"wrong attr type", edit(ok, [](auto& j) { j["nodes"][2]["attrs"]["axes"] = "one"; }), "wrong type"},
+      {"id out of range", edit(ok, [](auto& j) { j["outputs"][0]["node"] = 1000; }),
+       "does not exist"},
+      {"wrong attr type", edit(ok, [](auto& j) { j["nodes"][2]["attrs"]["axes"] = "one"; }),
+       "wrong type"},
       {"recorded shape lies", edit(ok, [](auto& j) { j["nodes"][2]["shape"] = {7}; }), "infers"},
       {"scalar with dims", edit(ok, [](auto& j) { j["inputs"][2]["shape"] = {2}; }), "scalar"},
       {"no outputs", replace(ok, "\"outputs\": [", "\"outputz\": ["), "outputs"},
@@ -123,8 +133,10 @@ TEST(Trace, MalformedFilesGiveClearErrors) {
       trace_from_json(c.text, fake);
       ADD_FAILURE() << c.name << ": loaded";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(c.expect), std::string::npos) << c.name << ": " << e.what();
-      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << c.name << ": more than one line";
+      EXPECT_NE(std::string(e.what()).find(c.expect), std::string::npos)
+          << c.name << ": " << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos)
+          << c.name << ": more than one line";
     }
   }
 }
@@ -140,7 +152,8 @@ namespace {
 // load, nothing else.
 TEST(Trace, FuzzerRegressionsGiveClearErrors) {
   int seen = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(std::string(LT_SOURCE_DIR) + "/tests/fuzz/corpus/trace")) {
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(LT_SOURCE_DIR) +
+                                                               "/tests/fuzz/corpus/trace")) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("regression_", 0) != 0) continue;
     ++seen;
@@ -150,7 +163,8 @@ TEST(Trace, FuzzerRegressionsGiveClearErrors) {
     try {
       trace_from_json(text, [](const TraceInput&) { return nullptr; });
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("trace:"), std::string::npos) << name << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find("trace:"), std::string::npos)
+          << name << ": " << e.what();
     }
   }
   EXPECT_GE(seen, 4);  // the directory was found and read

@@ -4,11 +4,11 @@
 
 #include <cmath>
 
+#include "graph_util.h"
 #include "ir/graph.h"
 #include "lowering/decompose.h"
 #include "lowering/lower.h"
 #include "lowering/simplify.h"
-#include "graph_util.h"
 
 namespace lt {
 namespace {

@@ -20,13 +20,14 @@ inline std::vector<float> random_floats(int64_t n, uint32_t seed, float lo = -2.
   return v;
 }
 
-inline Tensor random_tensor(Shape s, uint32_t seed, const Device& dev, float lo = -2.f, float hi = 2.f) {
+inline Tensor random_tensor(Shape s, uint32_t seed, const Device& dev, float lo = -2.f,
+                            float hi = 2.f) {
   auto v = random_floats(numel(s), seed, lo, hi);
   return from_host(v.data(), DType::Float32, std::move(s), dev);
 }
 
-inline void expect_close(const std::vector<double>& got, const std::vector<double>& want, double rtol, double atol,
-                         const std::string& what) {
+inline void expect_close(const std::vector<double>& got, const std::vector<double>& want,
+                         double rtol, double atol, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i) {
     if (std::isnan(want[i])) {

@@ -20,7 +20,8 @@ std::string sources_of_last_graph() {
 }
 
 bool has_vector_float_ops(const std::string& ir) {
-  return std::regex_search(ir, std::regex(R"(f(add|mul|sub) (fast |reassoc |contract )*<[0-9]+ x float>)"));
+  return std::regex_search(
+      ir, std::regex(R"(f(add|mul|sub) (fast |reassoc |contract )*<[0-9]+ x float>)"));
 }
 
 #ifdef LT_HAVE_LLVM
@@ -30,7 +31,8 @@ TEST(Vectorization, FusedElementwiseChainUsesVectorInstructions) {
   Tensor y = (x * 2.0 + 1.0) * x - 0.5;
   mark_step();
   ASSERT_EQ(metrics::last_graph().kernels, 1);
-  EXPECT_TRUE(has_vector_float_ops(sources_of_last_graph())) << sources_of_last_graph().substr(0, 4000);
+  EXPECT_TRUE(has_vector_float_ops(sources_of_last_graph()))
+      << sources_of_last_graph().substr(0, 4000);
   (void)y;
 }
 
@@ -79,7 +81,8 @@ TEST(Vectorization, Float32ErfIsInlineVectorFmaCode) {
 // wide as the widest float vector in the kernel.
 TEST(Vectorization, ErfLookupsAreAsWideAsTheKernelsVectors) {
   Device cpu = Device::parse("lazy:cpu");
-  Tensor x = testing::random_tensor({64, 1024}, 11, cpu), r = testing::random_tensor({64, 1024}, 12, cpu);
+  Tensor x = testing::random_tensor({64, 1024}, 11, cpu),
+         r = testing::random_tensor({64, 1024}, 12, cpu);
   Tensor w = testing::random_tensor({1024}, 13, cpu), b = testing::random_tensor({1024}, 14, cpu);
   mark_step();
   Tensor y = gelu(layer_norm(x, {1024}, w, b)) + r;
@@ -87,11 +90,13 @@ TEST(Vectorization, ErfLookupsAreAsWideAsTheKernelsVectors) {
   const std::string ir = sources_of_last_graph();
   int widest = 0;
   const std::regex vec(R"(<([0-9]+) x float>)");
-  for (auto it = std::sregex_iterator(ir.begin(), ir.end(), vec); it != std::sregex_iterator(); ++it)
+  for (auto it = std::sregex_iterator(ir.begin(), ir.end(), vec); it != std::sregex_iterator();
+       ++it)
     widest = std::max(widest, std::stoi((*it)[1].str()));
   const bool lookups8 = ir.find("vpermilvar.ps.256") != std::string::npos;
   const bool lookups16 = ir.find("permvar.sf.512") != std::string::npos;
-  if (!lookups8 && !lookups16) GTEST_SKIP() << "host without AVX2 and FMA: erf is the polynomial form";
+  if (!lookups8 && !lookups16)
+    GTEST_SKIP() << "host without AVX2 and FMA: erf is the polynomial form";
   if (widest >= 16)
     EXPECT_TRUE(lookups16) << "widest vector " << widest << " but no 16-lane erf lookup";
   else
@@ -119,7 +124,8 @@ TEST(Vectorization, KernelWithManyScalarsLoadsThemInTheVectorLoop) {
   const size_t body = ir.find("\nvector.body");
   ASSERT_NE(body, std::string::npos) << ir.substr(0, 2000);
   const size_t end = ir.find("\n\n", body);
-  const std::string loop = ir.substr(body, end == std::string::npos ? std::string::npos : end - body);
+  const std::string loop =
+      ir.substr(body, end == std::string::npos ? std::string::npos : end - body);
   const std::regex scalar_load(R"(load float, ptr)");
   const auto loads = std::distance(std::sregex_iterator(loop.begin(), loop.end(), scalar_load),
                                    std::sregex_iterator());
@@ -164,14 +170,17 @@ TEST(Vectorization, SoftmaxComputesExpOncePerElement) {
   auto exp_copies = [] {
     const std::string ir = sources_of_last_graph();
     size_t n = 0;
-    for (size_t at = ir.find("0x3F2A0D2CE0000000"); at != std::string::npos; at = ir.find("0x3F2A0D2CE0000000", at + 1)) ++n;
+    for (size_t at = ir.find("0x3F2A0D2CE0000000"); at != std::string::npos;
+         at = ir.find("0x3F2A0D2CE0000000", at + 1))
+      ++n;
     return n;
   };
   Tensor y = softmax(x, -1);
   mark_step();
   ASSERT_EQ(metrics::last_graph().kernels, 1);
   const size_t in_softmax = exp_copies();
-  Tensor s = reduce(Op::ReduceSum, unary(Op::Exp, x - reduce(Op::ReduceMax, x, {1}, true)), {1}, false);
+  Tensor s =
+      reduce(Op::ReduceSum, unary(Op::Exp, x - reduce(Op::ReduceMax, x, {1}, true)), {1}, false);
   mark_step();
   ASSERT_EQ(metrics::last_graph().kernels, 1);
   const size_t in_sum = exp_copies();

@@ -23,7 +23,7 @@ TEST_P(Views, WriteThroughSliceAndTransposeReachesBaseAndSiblings) {
   Tensor b = from_host(host.data(), DType::Float32, {3, 4}, dev());
   Tensor row = select(b, 0, 1);                  // b[1]
   Tensor col = select(b.transpose(0, 1), 0, 2);  // b[:, 2]
-  row *= 10.0;                            // b[1, :] *= 10
+  row *= 10.0;                                   // b[1, :] *= 10
   std::vector<double> want(host.begin(), host.end());
   for (int j = 0; j < 4; ++j) want[4 + j] *= 10.0;
   testing::expect_close(b.to_vector<double>(), want, 1e-6, 1e-6, "base after row write");

@@ -1,6 +1,7 @@
-// libFuzzer target for the trace-file loader (CONTRACT.md "Trace file"): any byte string must either
-// load into a valid graph or throw lt::Error; anything else (a crash, a sanitizer report, another
-// exception type) is a bug. Param inputs get an empty data handle, as the CLI's `show` does.
+// libFuzzer target for the trace-file loader (CONTRACT.md "Trace file"): any byte string must
+// either load into a valid graph or throw lt::Error; anything else (a crash, a sanitizer report,
+// another exception type) is a bug. Param inputs get an empty data handle, as the CLI's `show`
+// does.
 #include <cstddef>
 #include <cstdint>
 #include <string>

@@ -44,8 +44,8 @@ class CublasGemm : public ::testing::Test {
   // graph over float64 parameters) the reference runs that instead, on the same input values, and
   // its result is rounded once to root's dtype: the reference interpreter decomposes a matmul in
   // the operand dtype, rounding each 16-bit product, which a float32-accumulating GEMM does not.
-  void same(const std::string& what, const NodePtr& root, int gemms, double rtol = 1e-4, double atol = 1e-4,
-            const NodePtr& f64_root = nullptr) {
+  void same(const std::string& what, const NodePtr& root, int gemms, double rtol = 1e-4,
+            double atol = 1e-4, const NodePtr& f64_root = nullptr) {
     SCOPED_TRACE(what);
     Graph g = collect_graph({root.get()});
     Plan plan = lower(g, cuda_->lower_options());
@@ -55,10 +55,12 @@ class CublasGemm : public ::testing::Test {
     std::vector<std::vector<char>> data;
     for (const Node* n : g.inputs) {
       std::vector<char> bytes(static_cast<size_t>(numel(n->shape)) * dtype_size(n->dtype));
-      for (int64_t i = 0; i < numel(n->shape); ++i) store_from_double(bytes.data() + i * dtype_size(n->dtype), n->dtype, normal(rng));
+      for (int64_t i = 0; i < numel(n->shape); ++i)
+        store_from_double(bytes.data() + i * dtype_size(n->dtype), n->dtype, normal(rng));
       data.push_back(std::move(bytes));
     }
-    auto run = [&](Backend& be, const Graph& g, const Plan& plan, const std::vector<std::vector<char>>& data) {
+    auto run = [&](Backend& be, const Graph& g, const Plan& plan,
+                   const std::vector<std::vector<char>>& data) {
       std::vector<BufferPtr> keep;
       std::vector<RunInput> in(g.inputs.size());
       for (size_t i = 0; i < g.inputs.size(); ++i) {
@@ -73,7 +75,8 @@ class CublasGemm : public ::testing::Test {
       std::vector<char> host(static_cast<size_t>(spec.numel) * dtype_size(spec.dtype));
       be.copy_to_host(host.data(), *outs.at(static_cast<size_t>(b)), host.size());
       std::vector<double> v(static_cast<size_t>(spec.numel));
-      for (size_t i = 0; i < v.size(); ++i) v[i] = load_as_double(host.data() + i * dtype_size(spec.dtype), spec.dtype);
+      for (size_t i = 0; i < v.size(); ++i)
+        v[i] = load_as_double(host.data() + i * dtype_size(spec.dtype), spec.dtype);
       return v;
     };
     std::vector<double> want;
@@ -127,7 +130,8 @@ TEST_F(CublasGemm, BatchedAndBroadcast) {
   same("batched", mm(g.p({4, 6, 5}), g.p({4, 5, 3})), 1);
   same("broadcast B", mm(g.p({3, 5, 6, 4}), g.p({4, 2})), 1);
   same("broadcast A", mm(g.p({6, 4}), g.p({3, 4, 2})), 1);
-  // Two batch dims that do not collapse into one stride: one pointer-array call (cublasGemmBatchedEx).
+  // Two batch dims that do not collapse into one stride: one pointer-array call
+  // (cublasGemmBatchedEx).
   same("2-d batch", mm(g.p({3, 5, 6, 4}), g.p({5, 4, 2})), 1);
   same("batched transposed", mm(g.p({2, 5, 7}), tr(g.p({2, 3, 7}), {0, 2, 1})), 1);
 }
@@ -152,21 +156,51 @@ TEST_F(CublasGemm, Bfloat16AndFloat16) {
       G g, g64;
       same(n + " " + what, make(g, t), 1, tol, atol, make(g64, DType::Float64));
     };
-    both("x@w", [](G& g, DType d) { return mm(g.p({67, 33}, d), g.p({33, 129}, d)); }, tol);
-    both("x@w.T", [](G& g, DType d) { return mm(g.p({67, 33}, d), tr(g.p({129, 33}, d), {1, 0})); }, tol);
-    both("batched transposed",
-         [](G& g, DType d) { return mm(g.p({2, 5, 7}, d), tr(g.p({2, 3, 7}, d), {0, 2, 1})); }, tol);
-    both("2-d batch", [](G& g, DType d) { return mm(g.p({3, 5, 6, 4}, d), g.p({5, 4, 2}, d)); }, tol);
-    both("v@w", [](G& g, DType d) { return mm(g.p({16}, d), g.p({16, 8}, d)); }, tol);
+    both(
+        "x@w",
+        [](G& g, DType d) {
+          return mm(g.p({67, 33}, d), g.p({33, 129}, d));
+        },
+        tol);
+    both(
+        "x@w.T",
+        [](G& g, DType d) {
+          return mm(g.p({67, 33}, d), tr(g.p({129, 33}, d), {1, 0}));
+        },
+        tol);
+    both(
+        "batched transposed",
+        [](G& g, DType d) {
+          return mm(g.p({2, 5, 7}, d), tr(g.p({2, 3, 7}, d), {0, 2, 1}));
+        },
+        tol);
+    both(
+        "2-d batch",
+        [](G& g, DType d) {
+          return mm(g.p({3, 5, 6, 4}, d), g.p({5, 4, 2}, d));
+        },
+        tol);
+    both(
+        "v@w",
+        [](G& g, DType d) {
+          return mm(g.p({16}, d), g.p({16, 8}, d));
+        },
+        tol);
     // K=4096: a sum accumulated in the operand dtype would miss these bounds by far.
-    both("K=4096", [](G& g, DType d) { return mm(g.p({16, 4096}, d), g.p({4096, 24}, d)); }, 4 * tol);
+    both(
+        "K=4096",
+        [](G& g, DType d) {
+          return mm(g.p({16, 4096}, d), g.p({4096, 24}, d));
+        },
+        4 * tol);
   }
 }
 
 TEST_F(CublasGemm, PrologueAndEpilogueKernelsAroundIt) {
   G g;
   NodePtr x = g.p({64, 32}), w = g.p({16, 32}), b = g.p({16});
-  NodePtr y = make_node(Op::Relu, {make_node(Op::Add, {mm(make_node(Op::Exp, {x}), tr(w, {1, 0})), b})});
+  NodePtr y =
+      make_node(Op::Relu, {make_node(Op::Add, {mm(make_node(Op::Exp, {x}), tr(w, {1, 0})), b})});
   same("relu(exp(x) @ w.T + b)", y, 1);
 }
 

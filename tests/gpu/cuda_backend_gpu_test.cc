@@ -1,6 +1,7 @@
 // The CUDA backend on a GPU: the hand-built kernels of cuda_test_kernels.h and lowered graphs run
 // through make_cuda_backend() and are compared with host computations written here (float64 math,
-// rounded to the output dtype). Not built in CI (no GPU there): tests/gpu/run.sh builds and runs it.
+// rounded to the output dtype). Not built in CI (no GPU there): tests/gpu/run.sh builds and runs
+// it.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -36,23 +37,28 @@ HostArray make_array(DType t, const std::vector<double>& v) {
   HostArray a{t, static_cast<int64_t>(v.size()), std::vector<char>(v.size() * dtype_size(t))};
   for (size_t i = 0; i < v.size(); ++i) {
     void* p = a.bytes.data() + i * dtype_size(t);
-    if (is_floating(t)) store_from_double(p, t, v[i]);
-    else store_from_int(p, t, static_cast<int64_t>(v[i]));
+    if (is_floating(t))
+      store_from_double(p, t, v[i]);
+    else
+      store_from_int(p, t, static_cast<int64_t>(v[i]));
   }
   return a;
 }
 
 std::vector<double> to_doubles(const HostArray& a) {
   std::vector<double> v(static_cast<size_t>(a.n));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = load_as_double(a.bytes.data() + i * dtype_size(a.t), a.t);
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = load_as_double(a.bytes.data() + i * dtype_size(a.t), a.t);
   return v;
 }
 
 // v rounded to dtype t as the device stores it (PyTorch's rounding: nearest even).
 double round_to(DType t, double v) {
   char buf[8];
-  if (is_floating(t)) store_from_double(buf, t, v);
-  else store_from_int(buf, t, static_cast<int64_t>(v));
+  if (is_floating(t))
+    store_from_double(buf, t, v);
+  else
+    store_from_int(buf, t, static_cast<int64_t>(v));
   return load_as_double(buf, t);
 }
 
@@ -63,17 +69,24 @@ double wrap_int(DType t, int64_t v) {
   return load_as_double(buf, t);
 }
 
-std::vector<double> random_values(DType t, int64_t n, uint32_t seed, double lo = -2, double hi = 2) {
+std::vector<double> random_values(DType t, int64_t n, uint32_t seed, double lo = -2,
+                                  double hi = 2) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> d(lo, hi);
   std::vector<double> v(static_cast<size_t>(n));
   for (auto& x : v) {
-    if (t == DType::Bool) x = rng() % 2;
-    else if (t == DType::UInt8) x = rng() % 256;
-    else if (t == DType::Int8) x = static_cast<int>(rng() % 256) - 128;
-    else if (t == DType::Int32) x = static_cast<int32_t>(rng());
-    else if (t == DType::Int64) x = static_cast<double>(static_cast<int64_t>(rng()) - (1ll << 31)) * 1024;
-    else x = round_to(t, d(rng));
+    if (t == DType::Bool)
+      x = rng() % 2;
+    else if (t == DType::UInt8)
+      x = rng() % 256;
+    else if (t == DType::Int8)
+      x = static_cast<int>(rng() % 256) - 128;
+    else if (t == DType::Int32)
+      x = static_cast<int32_t>(rng());
+    else if (t == DType::Int64)
+      x = static_cast<double>(static_cast<int64_t>(rng()) - (1ll << 31)) * 1024;
+    else
+      x = round_to(t, d(rng));
   }
   return v;
 }
@@ -81,8 +94,8 @@ std::vector<double> random_values(DType t, int64_t n, uint32_t seed, double lo =
 // ---- running a plan ----
 
 struct Input {
-  HostArray array;       // for Input buffers
-  double scalar = 0;     // for Scalar buffers
+  HostArray array;    // for Input buffers
+  double scalar = 0;  // for Scalar buffers
   int64_t scalar_i = 0;
 };
 Input scalar_in(double v) { return Input{{}, v, static_cast<int64_t>(v)}; }
@@ -100,7 +113,8 @@ class CudaGpu : public ::testing::Test {
 
   // Runs `plan` with graph inputs `in` (indexed like BufferSpec::input); returns each output
   // buffer's values (in plan.output_buffers order) as doubles.
-  std::vector<std::vector<double>> run(const Plan& plan, const std::vector<Input>& in, int* launches = nullptr,
+  std::vector<std::vector<double>> run(const Plan& plan, const std::vector<Input>& in,
+                                       int* launches = nullptr,
                                        std::unique_ptr<Executable>* keep = nullptr) {
     auto exe = backend_->compile(plan);
     std::vector<BufferPtr> dev(in.size());
@@ -125,7 +139,8 @@ class CudaGpu : public ::testing::Test {
     std::vector<std::vector<double>> result;
     for (int ob : plan.output_buffers) {
       const BufferSpec& b = plan.buffers[static_cast<size_t>(ob)];
-      HostArray h{b.dtype, b.numel, std::vector<char>(static_cast<size_t>(b.numel) * dtype_size(b.dtype))};
+      HostArray h{b.dtype, b.numel,
+                  std::vector<char>(static_cast<size_t>(b.numel) * dtype_size(b.dtype))};
       EXPECT_TRUE(outs.at(static_cast<size_t>(ob)));
       if (!outs[ob]) continue;
       EXPECT_FALSE(outs[ob]->on_host());
@@ -141,15 +156,18 @@ class CudaGpu : public ::testing::Test {
 std::unique_ptr<Backend> CudaGpu::backend_;
 
 // got == want within atol + rtol*|want|; NaN matches NaN, infinities must match exactly.
-void expect_near(const std::vector<double>& got, const std::vector<double>& want, double rtol, double atol,
-                 const std::string& what) {
+void expect_near(const std::vector<double>& got, const std::vector<double>& want, double rtol,
+                 double atol, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   int bad = 0;
   for (size_t i = 0; i < got.size() && bad < 5; ++i) {
     bool ok;
-    if (std::isnan(want[i])) ok = std::isnan(got[i]);
-    else if (std::isinf(want[i])) ok = got[i] == want[i];
-    else ok = std::fabs(got[i] - want[i]) <= atol + rtol * std::fabs(want[i]);
+    if (std::isnan(want[i]))
+      ok = std::isnan(got[i]);
+    else if (std::isinf(want[i]))
+      ok = got[i] == want[i];
+    else
+      ok = std::fabs(got[i] - want[i]) <= atol + rtol * std::fabs(want[i]);
     if (!ok) {
       ++bad;
       ADD_FAILURE() << what << " at " << i << ": got " << got[i] << ", want " << want[i];
@@ -159,11 +177,16 @@ void expect_near(const std::vector<double>& got, const std::vector<double>& want
 
 double rtol_of(DType t) {
   switch (t) {
-    case DType::Float16: return 2e-3;
-    case DType::BFloat16: return 1.6e-2;
-    case DType::Float32: return 1e-5;
-    case DType::Float64: return 1e-12;
-    default: return 0;
+    case DType::Float16:
+      return 2e-3;
+    case DType::BFloat16:
+      return 1.6e-2;
+    case DType::Float32:
+      return 1e-5;
+    case DType::Float64:
+      return 1e-12;
+    default:
+      return 0;
   }
 }
 
@@ -173,7 +196,8 @@ TEST_F(CudaGpu, BiasAddBroadcastVectorAndTail) {
   for (auto [n, m] : {std::pair<int64_t, int64_t>{64, 256}, {3, 5}, {1, 1}, {1000, 37}}) {
     auto x = random_values(DType::Float32, n * m, 1), b = random_values(DType::Float32, m, 2);
     int launches = 0;
-    auto out = run(bias_add(n, m), {{make_array(DType::Float32, x)}, {make_array(DType::Float32, b)}}, &launches);
+    auto out = run(bias_add(n, m),
+                   {{make_array(DType::Float32, x)}, {make_array(DType::Float32, b)}}, &launches);
     EXPECT_EQ(launches, 1);
     std::vector<double> want(x.size());
     for (int64_t i = 0; i < n * m; ++i) want[i] = round_to(DType::Float32, x[i] + b[i % m]);
@@ -206,7 +230,8 @@ TEST_F(CudaGpu, RowReductionsInEveryMapping) {
   struct Case {
     int64_t n, m;
   };
-  for (auto c : {Case{4096, 8}, Case{300, 100}, Case{64, 4096}, Case{16, 10000}, Case{4, 1 << 16}, Case{5, 0}}) {
+  for (auto c : {Case{4096, 8}, Case{300, 100}, Case{64, 4096}, Case{16, 10000}, Case{4, 1 << 16},
+                 Case{5, 0}}) {
     for (Op rop : {Op::ReduceSum, Op::ReduceMax, Op::ReduceMin, Op::ReduceProd}) {
       // Products stay finite with factors 2*x near 1.
       auto x = rop == Op::ReduceProd ? random_values(DType::Float32, c.n * c.m, 5, 0.49, 0.51)
@@ -215,7 +240,10 @@ TEST_F(CudaGpu, RowReductionsInEveryMapping) {
       auto out = run(row_reduce(c.n, c.m, rop), {{make_array(DType::Float32, x)}, scalar_in(s)});
       std::vector<double> want(static_cast<size_t>(c.n)), atol(static_cast<size_t>(c.n));
       for (int64_t i = 0; i < c.n; ++i) {
-        double acc = rop == Op::ReduceSum ? 0 : rop == Op::ReduceProd ? 1 : rop == Op::ReduceMax ? -INFINITY : INFINITY;
+        double acc = rop == Op::ReduceSum    ? 0
+                     : rop == Op::ReduceProd ? 1
+                     : rop == Op::ReduceMax  ? -INFINITY
+                                             : INFINITY;
         double mag = 0;
         for (int64_t j = 0; j < c.m; ++j) {
           double v = 2 * x[i * c.m + j];
@@ -227,16 +255,21 @@ TEST_F(CudaGpu, RowReductionsInEveryMapping) {
         }
         want[i] = round_to(DType::Float32, acc + s);
         // Relative to the reduction's magnitude, not the result's: acc + s may cancel.
-        atol[i] = (rop == Op::ReduceSum ? 1e-6 * mag : rop == Op::ReduceProd ? 2e-5 * std::fabs(acc) : 0) + 1e-6;
+        atol[i] = (rop == Op::ReduceSum    ? 1e-6 * mag
+                   : rop == Op::ReduceProd ? 2e-5 * std::fabs(acc)
+                                           : 0) +
+                  1e-6;
       }
-      const std::string what = "row " + std::string(op_name(rop)) + " " + std::to_string(c.n) + "x" + std::to_string(c.m);
+      const std::string what = "row " + std::string(op_name(rop)) + " " + std::to_string(c.n) +
+                               "x" + std::to_string(c.m);
       ASSERT_EQ(out.at(0).size(), want.size());
       for (size_t i = 0; i < want.size(); ++i) {
         double rtol = rop == Op::ReduceProd ? 1e-4 : 1e-6;
         if (std::isinf(want[i])) {
           EXPECT_EQ(out[0][i], want[i]) << what << " at " << i;
         } else {
-          EXPECT_NEAR(out[0][i], want[i], atol[i] + rtol * std::fabs(want[i])) << what << " at " << i;
+          EXPECT_NEAR(out[0][i], want[i], atol[i] + rtol * std::fabs(want[i]))
+              << what << " at " << i;
         }
         if (::testing::Test::HasFailure()) return;
       }
@@ -252,7 +285,8 @@ TEST_F(CudaGpu, ColumnSums) {
     std::vector<double> want(static_cast<size_t>(m), 0.0);
     double mag = 0;
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < m; ++j) want[j] += x[i * m + j], mag = std::max(mag, std::fabs(x[i * m + j]));
+      for (int64_t j = 0; j < m; ++j)
+        want[j] += x[i * m + j], mag = std::max(mag, std::fabs(x[i * m + j]));
     expect_near(out.at(0), want, 1e-5, 1e-6 * mag * static_cast<double>(n), "column_sum");
   }
 }
@@ -273,8 +307,9 @@ TEST_F(CudaGpu, SoftmaxRowKernel) {
     int64_t n, m;
     DType t;
   };
-  for (auto c : {Case{128, 4096, DType::Float32}, Case{1000, 96, DType::Float32}, Case{64, 10, DType::Float32},
-                 Case{33, 3000, DType::Float16}, Case{33, 3000, DType::BFloat16}, Case{9, 700, DType::Float64},
+  for (auto c : {Case{128, 4096, DType::Float32}, Case{1000, 96, DType::Float32},
+                 Case{64, 10, DType::Float32}, Case{33, 3000, DType::Float16},
+                 Case{33, 3000, DType::BFloat16}, Case{9, 700, DType::Float64},
                  Case{4, 20000, DType::Float32}}) {  // the last: too long to cache in registers
     auto x = random_values(c.t, c.n * c.m, 7, -6, 6);
     auto out = run(softmax_rows(c.n, c.m, c.t), {{make_array(c.t, x)}});
@@ -282,8 +317,9 @@ TEST_F(CudaGpu, SoftmaxRowKernel) {
     for (auto& w : want) w = round_to(c.t, w);
     // The kernel computes in float32 (also for float64 input: acc is float32 in this kernel).
     double rtol = c.t == DType::Float32 || c.t == DType::Float64 ? 2e-5 : 2 * rtol_of(c.t);
-    expect_near(out.at(0), want, rtol, 1e-9, "softmax " + std::to_string(c.n) + "x" + std::to_string(c.m) + " " +
-                                                 std::string(dtype_name(c.t)));
+    expect_near(out.at(0), want, rtol, 1e-9,
+                "softmax " + std::to_string(c.n) + "x" + std::to_string(c.m) + " " +
+                    std::string(dtype_name(c.t)));
   }
 }
 
@@ -306,8 +342,9 @@ TEST_F(CudaGpu, LayerNormThroughATempBuffer) {
 }
 
 TEST_F(CudaGpu, EveryCast) {
-  std::vector<double> fvals = {0.0, -0.0, 1.0, -1.0, 2.7, -2.7, 0.5, -0.5, 1.5, 255.0, 256.0, 300.5, -129.5,
-                               65504.0, 65520.0, 1e-8, 3.0e9, -3.0e9, 1e10, NAN, INFINITY, -INFINITY, 123456.789};
+  std::vector<double> fvals = {0.0,   -0.0,   1.0,   -1.0,  2.7,      -2.7,      0.5,       -0.5,
+                               1.5,   255.0,  256.0, 300.5, -129.5,   65504.0,   65520.0,   1e-8,
+                               3.0e9, -3.0e9, 1e10,  NAN,   INFINITY, -INFINITY, 123456.789};
   for (DType from : all_dtypes()) {
     std::vector<double> v;
     if (is_floating(from)) {
@@ -322,16 +359,19 @@ TEST_F(CudaGpu, EveryCast) {
     std::vector<double> src = to_doubles(in);
     for (size_t k = 0; k < all_dtypes().size(); ++k) {
       DType to = all_dtypes()[k];
-      // The reference conversions (ir/half.h): float -> int truncates via int64, out-of-range and NaN
-      // give 0; integer -> integer wraps; -> bool is != 0.
+      // The reference conversions (ir/half.h): float -> int truncates via int64, out-of-range and
+      // NaN give 0; integer -> integer wraps; -> bool is != 0.
       std::vector<double> want(src.size());
       for (size_t i = 0; i < src.size(); ++i) {
         char buf[8];
-        if (is_floating(from)) store_from_double(buf, to, src[i]);
-        else store_from_int(buf, to, load_as_int(in.bytes.data() + i * dtype_size(from), from));
+        if (is_floating(from))
+          store_from_double(buf, to, src[i]);
+        else
+          store_from_int(buf, to, load_as_int(in.bytes.data() + i * dtype_size(from), from));
         want[i] = load_as_double(buf, to);
       }
-      expect_near(out.at(k), want, 0, 0, std::string(dtype_name(from)) + " -> " + std::string(dtype_name(to)));
+      expect_near(out.at(k), want, 0, 0,
+                  std::string(dtype_name(from)) + " -> " + std::string(dtype_name(to)));
     }
   }
 }
@@ -346,7 +386,8 @@ TEST_F(CudaGpu, RandUniformIsBitExact) {
     auto out = run(rand_all(n), in);
     for (int k = 0; k < 4; ++k) {
       std::vector<double> want(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) want[i] = round_to(ts[k], loop::rand_uniform(seed, offset, i, k % 2, ts[k]));
+      for (int64_t i = 0; i < n; ++i)
+        want[i] = round_to(ts[k], loop::rand_uniform(seed, offset, i, k % 2, ts[k]));
       expect_near(out.at(k), want, 0, 0, "rand " + std::string(dtype_name(ts[k])));
     }
   }
@@ -360,7 +401,8 @@ TEST_F(CudaGpu, ScalarsChangeWithoutRecompiling) {
   auto xb = backend_->allocate(n * 4);
   HostArray xa = make_array(DType::Float32, x);
   backend_->copy_from_host(*xb, xa.bytes.data(), xa.bytes.size());
-  for (auto [a, b, flag] : {std::tuple<double, int64_t, int64_t>{1.5, -3, 1}, {0.25, 7, 1}, {9.0, 1, 0}}) {
+  for (auto [a, b, flag] :
+       {std::tuple<double, int64_t, int64_t>{1.5, -3, 1}, {0.25, 7, 1}, {9.0, 1, 0}}) {
     std::vector<RunInput> ri(4);
     ri[0].buffer = xb.get();
     ri[1].scalar = a;
@@ -382,25 +424,38 @@ TEST_F(CudaGpu, ScalarsChangeWithoutRecompiling) {
 
 double host_unary(Op op, double x) {
   switch (op) {
-    case Op::Neg: return -x;
-    case Op::Exp: return std::exp(x);
-    case Op::Log: return std::log(x);
-    case Op::Sqrt: return std::sqrt(x);
-    case Op::Sin: return std::sin(x);
-    case Op::Cos: return std::cos(x);
-    case Op::Tanh: return std::tanh(x);
-    case Op::Erf: return std::erf(x);
-    case Op::Abs: return std::fabs(x);
-    case Op::Floor: return std::floor(x);
-    case Op::Recip: return 1 / x;
-    default: return NAN;
+    case Op::Neg:
+      return -x;
+    case Op::Exp:
+      return std::exp(x);
+    case Op::Log:
+      return std::log(x);
+    case Op::Sqrt:
+      return std::sqrt(x);
+    case Op::Sin:
+      return std::sin(x);
+    case Op::Cos:
+      return std::cos(x);
+    case Op::Tanh:
+      return std::tanh(x);
+    case Op::Erf:
+      return std::erf(x);
+    case Op::Abs:
+      return std::fabs(x);
+    case Op::Floor:
+      return std::floor(x);
+    case Op::Recip:
+      return 1 / x;
+    default:
+      return NAN;
   }
 }
 
 TEST_F(CudaGpu, UnaryOps) {
   for (DType t : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
     auto x = random_values(t, 2000, 11, -4, 4);
-    for (double s : std::initializer_list<double>{0.0, -0.0, 1.0, -1.0, NAN, INFINITY, -INFINITY, 1e-3, 20.0})
+    for (double s :
+         std::initializer_list<double>{0.0, -0.0, 1.0, -1.0, NAN, INFINITY, -INFINITY, 1e-3, 20.0})
       x.push_back(round_to(t, s));
     auto out = run(unary_ops(static_cast<int64_t>(x.size()), t), {{make_array(t, x)}});
     for (size_t k = 0; k < float_unary_ops().size(); ++k) {
@@ -419,27 +474,45 @@ TEST_F(CudaGpu, UnaryOps) {
 double host_binary(Op op, DType t, double a, double b) {
   if (!is_floating(t) && t != DType::Bool) {
     // Integer arithmetic wraps: compute in uint64 and narrow as the device does.
-    uint64_t ua = static_cast<uint64_t>(static_cast<int64_t>(a)), ub = static_cast<uint64_t>(static_cast<int64_t>(b));
+    uint64_t ua = static_cast<uint64_t>(static_cast<int64_t>(a)),
+             ub = static_cast<uint64_t>(static_cast<int64_t>(b));
     uint64_t r = 0;
     switch (op) {
-      case Op::Add: r = ua + ub; break;
-      case Op::Sub: r = ua - ub; break;
-      case Op::Mul: r = ua * ub; break;
-      case Op::Maximum: return std::max(a, b);
-      case Op::Minimum: return std::min(a, b);
-      default: return NAN;
+      case Op::Add:
+        r = ua + ub;
+        break;
+      case Op::Sub:
+        r = ua - ub;
+        break;
+      case Op::Mul:
+        r = ua * ub;
+        break;
+      case Op::Maximum:
+        return std::max(a, b);
+      case Op::Minimum:
+        return std::min(a, b);
+      default:
+        return NAN;
     }
     return wrap_int(t, static_cast<int64_t>(r));
   }
   switch (op) {
-    case Op::Add: return a + b;
-    case Op::Sub: return a - b;
-    case Op::Mul: return a * b;
-    case Op::Div: return a / b;
-    case Op::Pow: return std::pow(a, b);
-    case Op::Maximum: return (std::isnan(a) || std::isnan(b)) ? NAN : std::max(a, b);
-    case Op::Minimum: return (std::isnan(a) || std::isnan(b)) ? NAN : std::min(a, b);
-    default: return NAN;
+    case Op::Add:
+      return a + b;
+    case Op::Sub:
+      return a - b;
+    case Op::Mul:
+      return a * b;
+    case Op::Div:
+      return a / b;
+    case Op::Pow:
+      return std::pow(a, b);
+    case Op::Maximum:
+      return (std::isnan(a) || std::isnan(b)) ? NAN : std::max(a, b);
+    case Op::Minimum:
+      return (std::isnan(a) || std::isnan(b)) ? NAN : std::min(a, b);
+    default:
+      return NAN;
   }
 }
 
@@ -448,13 +521,15 @@ TEST_F(CudaGpu, BinaryOpsOfEveryDtype) {
     auto x = random_values(t, 3000, 12), y = random_values(t, 3000, 13);
     if (is_floating(t)) {
       // NaN, infinities, zeros and equal pairs.
-      const double sp[][2] = {{NAN, 1}, {1, NAN}, {INFINITY, 1}, {-INFINITY, INFINITY}, {0, 0}, {0, -0.0},
-                              {2, 2}, {-8, 1.0 / 3}, {0, -1}, {2, 0.5}};
+      const double sp[][2] = {{NAN, 1}, {1, NAN},  {INFINITY, 1}, {-INFINITY, INFINITY},
+                              {0, 0},   {0, -0.0}, {2, 2},        {-8, 1.0 / 3},
+                              {0, -1},  {2, 0.5}};
       for (auto& p : sp) x.push_back(round_to(t, p[0])), y.push_back(round_to(t, p[1]));
     } else if (t != DType::Bool) {
       x.push_back(5), y.push_back(5);
     }
-    auto out = run(binary_ops(static_cast<int64_t>(x.size()), t), {{make_array(t, x)}, {make_array(t, y)}});
+    auto out = run(binary_ops(static_cast<int64_t>(x.size()), t),
+                   {{make_array(t, x)}, {make_array(t, y)}});
     size_t k = 0;
     for (Op op : binary_ops_for(t)) {
       std::vector<double> want(x.size());
@@ -470,15 +545,21 @@ TEST_F(CudaGpu, BinaryOpsOfEveryDtype) {
       std::vector<double> want(x.size());
       for (size_t i = 0; i < x.size(); ++i) {
         double a = x[i], b = y[i];
-        want[i] = op == Op::Eq ? a == b : op == Op::Ne ? a != b : op == Op::Lt ? a < b : op == Op::Le ? a <= b
-                : op == Op::Gt ? a > b : a >= b;
+        want[i] = op == Op::Eq   ? a == b
+                  : op == Op::Ne ? a != b
+                  : op == Op::Lt ? a < b
+                  : op == Op::Le ? a <= b
+                  : op == Op::Gt ? a > b
+                                 : a >= b;
       }
-      expect_near(out.at(k++), want, 0, 0, std::string(op_name(op)) + " " + std::string(dtype_name(t)));
+      expect_near(out.at(k++), want, 0, 0,
+                  std::string(op_name(op)) + " " + std::string(dtype_name(t)));
     }
     if (!is_floating(t) && t != DType::Bool) {
       std::vector<double> neg(x.size()), abs(x.size());
       for (size_t i = 0; i < x.size(); ++i) {
-        neg[i] = wrap_int(t, static_cast<int64_t>(0ull - static_cast<uint64_t>(static_cast<int64_t>(x[i]))));
+        neg[i] = wrap_int(
+            t, static_cast<int64_t>(0ull - static_cast<uint64_t>(static_cast<int64_t>(x[i]))));
         abs[i] = x[i] < 0 ? neg[i] : x[i];
       }
       expect_near(out.at(k++), neg, 0, 0, "neg " + std::string(dtype_name(t)));
@@ -501,14 +582,18 @@ TEST_F(CudaGpu, ReductionsOfEveryDtype) {
         const int64_t n = 24;
         auto x = rop == Op::ReduceProd && is_floating(t) ? random_values(t, n * m, 14, 0.999, 1.001)
                                                          : random_values(t, n * m, 14);
-        if (is_floating(t) && rop != Op::ReduceProd) x[3 * m + m / 2] = NAN;  // row 3 propagates NaN
+        if (is_floating(t) && rop != Op::ReduceProd)
+          x[3 * m + m / 2] = NAN;  // row 3 propagates NaN
         auto out = run(plain_reduce(n, m, rop, t), {{make_array(t, x)}});
         DType acc = (t == DType::Float16 || t == DType::BFloat16) ? DType::Float32 : t;
         std::vector<double> want(static_cast<size_t>(n));
         double worst = 0;
         for (int64_t i = 0; i < n; ++i) {
           if (is_floating(t)) {
-            double a = rop == Op::ReduceSum ? 0 : rop == Op::ReduceProd ? 1 : rop == Op::ReduceMax ? -INFINITY : INFINITY;
+            double a = rop == Op::ReduceSum    ? 0
+                       : rop == Op::ReduceProd ? 1
+                       : rop == Op::ReduceMax  ? -INFINITY
+                                               : INFINITY;
             double mag = 0;
             for (int64_t j = 0; j < m; ++j) {
               double v = x[i * m + j];
@@ -539,10 +624,12 @@ TEST_F(CudaGpu, ReductionsOfEveryDtype) {
             if (m == 0) want[i] = round_to(t, rop == Op::ReduceProd ? 1 : 0);
           }
         }
-        const double rtol = is_floating(t) ? 2 * rtol_of(t) + (rop == Op::ReduceProd ? 1e-4 : 0) : 0;
+        const double rtol =
+            is_floating(t) ? 2 * rtol_of(t) + (rop == Op::ReduceProd ? 1e-4 : 0) : 0;
         const double atol = is_floating(t) && rop == Op::ReduceSum ? 2 * rtol_of(acc) * worst : 0;
         expect_near(out.at(0), want, rtol, atol,
-                    std::string(op_name(rop)) + " " + std::string(dtype_name(t)) + " m=" + std::to_string(m));
+                    std::string(op_name(rop)) + " " + std::string(dtype_name(t)) +
+                        " m=" + std::to_string(m));
       }
     }
   }
@@ -619,9 +706,10 @@ NodePtr node(Op o, NodeList in, std::vector<int64_t> ints = {}, bool keepdim = f
 }
 
 // Lowers `root` and runs it with `inputs` (in Graph::inputs order, each float32 of its shape).
-std::vector<double> run_graph(CudaGpu& t, const NodePtr& root, const std::vector<std::vector<double>>& inputs,
-                              std::function<std::vector<std::vector<double>>(const Plan&, const std::vector<Input>&)> run,
-                              size_t* kernels = nullptr) {
+std::vector<double> run_graph(
+    CudaGpu& t, const NodePtr& root, const std::vector<std::vector<double>>& inputs,
+    std::function<std::vector<std::vector<double>>(const Plan&, const std::vector<Input>&)> run,
+    size_t* kernels = nullptr) {
   Graph g = collect_graph({root.get()});
   Plan plan = lower(g);
   if (kernels) *kernels = plan.kernels.size();
@@ -640,9 +728,11 @@ std::vector<double> run_graph(CudaGpu& t, const NodePtr& root, const std::vector
 
 class CudaGraphs : public CudaGpu {
  protected:
-  std::vector<double> go(const NodePtr& root, const std::vector<std::vector<double>>& inputs, size_t* kernels = nullptr) {
-    return run_graph(*this, root, inputs, [this](const Plan& p, const std::vector<Input>& in) { return run(p, in); },
-                     kernels);
+  std::vector<double> go(const NodePtr& root, const std::vector<std::vector<double>>& inputs,
+                         size_t* kernels = nullptr) {
+    return run_graph(
+        *this, root, inputs,
+        [this](const Plan& p, const std::vector<Input>& in) { return run(p, in); }, kernels);
   }
 };
 
@@ -657,8 +747,9 @@ TEST_F(CudaGraphs, SoftmaxIsOneKernel) {
 
 TEST_F(CudaGraphs, GeluOfLayerNormPlusResidual) {
   const int64_t n = 32, m = 768;
-  auto xs = random_values(DType::Float32, n * m, 21, -3, 3), ws = random_values(DType::Float32, m, 22),
-       bs = random_values(DType::Float32, m, 23), rs = random_values(DType::Float32, n * m, 24);
+  auto xs = random_values(DType::Float32, n * m, 21, -3, 3),
+       ws = random_values(DType::Float32, m, 22), bs = random_values(DType::Float32, m, 23),
+       rs = random_values(DType::Float32, n * m, 24);
   auto x = param({n, m}), w = param({m}), b = param({m}), r = param({n, m});
   Attrs ln;
   ln.ints = {1, 1, 1};
@@ -706,9 +797,12 @@ TEST_F(CudaGraphs, MatmulSumsAndMovement) {
 
   auto ps = random_values(DType::Float32, 32, 28), qs = random_values(DType::Float32, 32, 29);
   auto t = node(Op::Reshape, {node(Op::Permute, {param({8, 4})}, {1, 0})}, {32});
-  auto mv = go(make_node(Op::Add, {make_node(Op::Mul, {t, make_scalar(DType::Float32, 2)}), param({32})}), {ps, {}, qs});
+  auto mv =
+      go(make_node(Op::Add, {make_node(Op::Mul, {t, make_scalar(DType::Float32, 2)}), param({32})}),
+         {ps, {}, qs});
   std::vector<double> tw(32);
-  for (int64_t f = 0; f < 32; ++f) tw[f] = round_to(DType::Float32, ps[(f % 8) * 4 + f / 8] * 2 + qs[f]);
+  for (int64_t f = 0; f < 32; ++f)
+    tw[f] = round_to(DType::Float32, ps[(f % 8) * 4 + f / 8] * 2 + qs[f]);
   expect_near(mv, tw, 1e-6, 0, "permute+reshape");
 }
 
@@ -729,8 +823,11 @@ TEST_F(CudaGpu, ThroughputReport) {
     const int reps = 20;
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < reps; ++i) exe->run(ri, nullptr);
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
-    std::printf("[throughput] %-40s %8.3f ms/run (incl. sync + allocation)  %7.1f GB/s\n", what, ms, bytes / ms / 1e6);
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+        reps;
+    std::printf("[throughput] %-40s %8.3f ms/run (incl. sync + allocation)  %7.1f GB/s\n", what, ms,
+                bytes / ms / 1e6);
   };
   {
     const int64_t n = 8192, m = 4096;

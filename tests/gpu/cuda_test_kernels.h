@@ -44,7 +44,9 @@ inline Instr cnst(DType t, double v) {
   in.value = v;
   return in;
 }
-inline Instr op(Op o, DType t, int a, int b = -1, int c = -1) { return Instr{IKind::Op, o, t, a, b, c}; }
+inline Instr op(Op o, DType t, int a, int b = -1, int c = -1) {
+  return Instr{IKind::Op, o, t, a, b, c};
+}
 inline Instr reduce_result(DType t, int stage) {
   Instr in{IKind::ReduceResult, Op::Add, t};
   in.arg = stage;
@@ -101,7 +103,8 @@ struct PlanBuilder {
 // out[n, m] = x[n, m] + b[m] (float32): a broadcast; x and out are flat (vectorizable).
 inline Plan bias_add(int64_t n, int64_t m) {
   PlanBuilder pb;
-  int x = pb.input(DType::Float32, n * m), b = pb.input(DType::Float32, m), o = pb.output(DType::Float32, n * m);
+  int x = pb.input(DType::Float32, n * m), b = pb.input(DType::Float32, m),
+      o = pb.output(DType::Float32, n * m);
   loop::Kernel k;
   k.name = "bias_add";
   k.outer = {n, m};
@@ -145,8 +148,8 @@ inline Plan transpose_general(int64_t r, int64_t c) {
   k.name = "transpose";
   k.outer = {r * c};
   using K = loop::IExpr::Kind;
-  k.iexprs = {{K::Var, 0}, {K::Const, r}, {K::Mod, 0, 0, 1}, {K::Const, c}, {K::Mul, 0, 2, 3}, {K::FloorDiv, 0, 0, 1},
-              {K::Add, 0, 4, 5}};
+  k.iexprs = {{K::Var, 0},       {K::Const, r},          {K::Mod, 0, 0, 1}, {K::Const, c},
+              {K::Mul, 0, 2, 3}, {K::FloorDiv, 0, 0, 1}, {K::Add, 0, 4, 5}};
   int ax = pb.arg(k, x), ao = pb.arg(k, o, true);
   Stage s{StageKind::MapOuter};
   int lx = push(s, load(DType::Float32, ax, gen(6, 1)));
@@ -250,7 +253,8 @@ inline Plan softmax_rows(int64_t n, int64_t m, DType t = DType::Float32) {
 // temp: mean_and_rstd writes t[i] = mean, t[n + i] = rstd; normalize reads them.
 inline Plan layer_norm_two_kernels(int64_t n, int64_t m) {
   PlanBuilder pb;
-  int x = pb.input(DType::Float32, n * m), t = pb.temp(DType::Float32, 2 * n), y = pb.output(DType::Float32, n * m);
+  int x = pb.input(DType::Float32, n * m), t = pb.temp(DType::Float32, 2 * n),
+      y = pb.output(DType::Float32, n * m);
   const DType F = DType::Float32;
   loop::Kernel k1;
   k1.name = "mean_rstd";
@@ -301,8 +305,9 @@ inline Plan layer_norm_two_kernels(int64_t n, int64_t m) {
 }
 
 inline const std::vector<DType>& all_dtypes() {
-  static const std::vector<DType> v = {DType::Bool,    DType::UInt8,    DType::Int8,    DType::Int32,  DType::Int64,
-                                       DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
+  static const std::vector<DType> v = {DType::Bool,     DType::UInt8,   DType::Int8,
+                                       DType::Int32,    DType::Int64,   DType::Float16,
+                                       DType::BFloat16, DType::Float32, DType::Float64};
   return v;
 }
 
@@ -362,7 +367,8 @@ inline Plan scalar_args(int64_t n) {
   loop::Kernel k;
   k.name = "scalars";
   k.outer = {n};
-  int ax = pb.arg(k, x), aa = pb.arg(k, a), ab = pb.arg(k, b), af = pb.arg(k, f), ao = pb.arg(k, o, true);
+  int ax = pb.arg(k, x), aa = pb.arg(k, a), ab = pb.arg(k, b), af = pb.arg(k, f),
+      ao = pb.arg(k, o, true);
   Stage s{StageKind::MapOuter};
   int lx = push(s, load(F, ax, aff(0, {1})));
   int la = push(s, load_scalar(F, aa));
@@ -379,9 +385,8 @@ inline Plan scalar_args(int64_t n) {
 
 // The unary ops of a floating dtype t, one output each, in this order.
 inline const std::vector<Op>& float_unary_ops() {
-  static const std::vector<Op> v = {Op::Neg, Op::Exp,  Op::Log, Op::Sqrt,  Op::Sin,
-                                    Op::Cos, Op::Tanh, Op::Erf, Op::Abs,   Op::Floor,
-                                    Op::Recip};
+  static const std::vector<Op> v = {Op::Neg,  Op::Exp, Op::Log, Op::Sqrt,  Op::Sin,  Op::Cos,
+                                    Op::Tanh, Op::Erf, Op::Abs, Op::Floor, Op::Recip};
   return v;
 }
 // out_k[i] = op_k(x[i]) for x of floating dtype t.
@@ -410,7 +415,8 @@ inline Plan unary_ops(int64_t n, DType t) {
 
 // Binary ops of dtype t over x[i], y[i]: arithmetic outputs (dtype t) then comparisons (bool).
 inline std::vector<Op> binary_ops_for(DType t) {
-  if (is_floating(t)) return {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Pow, Op::Maximum, Op::Minimum};
+  if (is_floating(t))
+    return {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Pow, Op::Maximum, Op::Minimum};
   if (t == DType::Bool) return {Op::Maximum, Op::Minimum};
   return {Op::Add, Op::Sub, Op::Mul, Op::Maximum, Op::Minimum};
 }

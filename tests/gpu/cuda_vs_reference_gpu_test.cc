@@ -108,12 +108,14 @@ class CudaVsReference : public ::testing::Test {
         const BufferSpec& spec = plan.buffers[static_cast<size_t>(b)];
         std::vector<char> host(static_cast<size_t>(spec.numel) * dtype_size(spec.dtype));
         if (spec.kind == BufferSpec::Kind::Output) {
-          if (!host.empty()) be.copy_to_host(host.data(), *outs.at(static_cast<size_t>(b)), host.size());
+          if (!host.empty())
+            be.copy_to_host(host.data(), *outs.at(static_cast<size_t>(b)), host.size());
         } else if (spec.kind == BufferSpec::Kind::Input) {
           host = data[static_cast<size_t>(spec.input)];
         }
         std::vector<double> v(static_cast<size_t>(spec.numel));
-        for (size_t i = 0; i < v.size(); ++i) v[i] = load_as_double(host.data() + i * dtype_size(spec.dtype), spec.dtype);
+        for (size_t i = 0; i < v.size(); ++i)
+          v[i] = load_as_double(host.data() + i * dtype_size(spec.dtype), spec.dtype);
         vals.push_back(std::move(v));
       }
       return vals;
@@ -132,12 +134,13 @@ class CudaVsReference : public ::testing::Test {
       int bad = 0;
       for (size_t i = 0; i < got[o].size() && bad < 5; ++i) {
         const double w = want[o][i], v = got[o][i];
-        bool ok = std::isnan(w) ? std::isnan(v)
+        bool ok = std::isnan(w)   ? std::isnan(v)
                   : std::isinf(w) ? v == w
                                   : std::fabs(v - w) <= atol + rtol * std::fabs(w);
         if (!ok) {
           ++bad;
-          ADD_FAILURE() << "output " << o << " element " << i << ": cuda " << v << ", reference " << w;
+          ADD_FAILURE() << "output " << o << " element " << i << ": cuda " << v << ", reference "
+                        << w;
         }
       }
     }
@@ -169,11 +172,13 @@ TEST_F(CudaVsReference, MovementIsIndexArithmetic) {
 }
 
 TEST_F(CudaVsReference, EveryReductionAlongEveryAxisInEveryMapping) {
-  for (Shape s : {Shape{4096, 8}, Shape{512, 100}, Shape{64, 4096}, Shape{4, 70000}, Shape{300, 4096}}) {
+  for (Shape s :
+       {Shape{4096, 8}, Shape{512, 100}, Shape{64, 4096}, Shape{4, 70000}, Shape{300, 4096}}) {
     for (Op r : {Op::ReduceSum, Op::ReduceMax, Op::ReduceMin}) {
       G g;
       auto x = g.p(s);
-      same(std::string(op_name(r)) + " " + shape_str(s), {op(r, {x}, {1}), op(r, {x}, {0}, true)}, 2e-5, 1e-4);
+      same(std::string(op_name(r)) + " " + shape_str(s), {op(r, {x}, {1}), op(r, {x}, {0}, true)},
+           2e-5, 1e-4);
     }
   }
   G p;
@@ -210,7 +215,8 @@ TEST_F(CudaVsReference, SoftmaxLogSoftmaxLayerNormAreOneKernelEach) {
     auto ln = layer_norm(h.p(s), h.p({s[1]}), h.p({s[1]}));
     same("layer_norm " + shape_str(s), {ln}, 1e-4, 1e-5, 1);
     G k;
-    auto y = bin(Op::Add, make_node(Op::Gelu, {layer_norm(k.p(s), k.p({s[1]}), k.p({s[1]}))}), k.p(s));
+    auto y =
+        bin(Op::Add, make_node(Op::Gelu, {layer_norm(k.p(s), k.p({s[1]}), k.p({s[1]}))}), k.p(s));
     same("gelu(layer_norm)+r " + shape_str(s), {y}, 1e-4, 1e-5, 1);
   }
 }
@@ -220,7 +226,8 @@ TEST_F(CudaVsReference, SixteenBitTypesComputeInFloat32) {
     const double tol = t == DType::Float16 ? 4e-3 : 3e-2;
     G g;
     auto x = g.p({128, 1000}, t);
-    same(std::string("softmax ") + std::string(dtype_name(t)), {op(Op::Softmax, {x}, {-1})}, tol, tol, 1);
+    same(std::string("softmax ") + std::string(dtype_name(t)), {op(Op::Softmax, {x}, {-1})}, tol,
+         tol, 1);
     G h;
     auto y = bin(Op::Mul, op(Op::Exp, {h.p({4099}, t)}), h.p({4099}, t));
     same(std::string("exp*y ") + std::string(dtype_name(t)), {y}, tol, 1e-3, 1);
@@ -228,7 +235,7 @@ TEST_F(CudaVsReference, SixteenBitTypesComputeInFloat32) {
 }
 
 TEST_F(CudaVsReference, CastsBetweenEveryDtypePair) {
-  const DType all[] = {DType::Bool,  DType::UInt8,   DType::Int8,     DType::Int32,  DType::Int64,
+  const DType all[] = {DType::Bool,    DType::UInt8,    DType::Int8,    DType::Int32,  DType::Int64,
                        DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
   for (DType from : all) {
     G g;
@@ -246,8 +253,11 @@ TEST_F(CudaVsReference, RandUniformEqualsTheReferenceBitForBit) {
     a.ints = {257, 31};
     a.dtype = t;
     a.stream = 1;
-    auto r = make_node(Op::Rand, {make_int_scalar(DType::Int64, 987654321), make_int_scalar(DType::Int64, 4242)}, a);
-    same(std::string("rand ") + std::string(dtype_name(t)), {r, op(Op::ReduceSum, {r}, {1})}, 0, 1e-4);
+    auto r = make_node(
+        Op::Rand, {make_int_scalar(DType::Int64, 987654321), make_int_scalar(DType::Int64, 4242)},
+        a);
+    same(std::string("rand ") + std::string(dtype_name(t)), {r, op(Op::ReduceSum, {r}, {1})}, 0,
+         1e-4);
   }
 }
 

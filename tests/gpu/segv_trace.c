@@ -1,4 +1,5 @@
-/* LD_PRELOAD helper for the GPU machine (no gdb there): prints a native backtrace on SIGSEGV/SIGABRT. */
+/* LD_PRELOAD helper for the GPU machine (no gdb there): prints a native backtrace on
+ * SIGSEGV/SIGABRT. */
 #define _GNU_SOURCE
 #include <execinfo.h>
 #include <signal.h>

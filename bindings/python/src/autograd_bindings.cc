@@ -25,7 +25,8 @@ std::vector<Tensor> defined_or_empty(const std::vector<std::optional<Tensor>>& t
 // change), keeping its identity and requires_grad flag. Used by Module.to() and load_state_dict.
 void set_data(Tensor& self, const Tensor& value) {
   if (!self.defined() || !value.defined()) fail(ErrorKind::Runtime, "set_data: undefined tensor");
-  if (!self.is_leaf()) fail(ErrorKind::Runtime, "set_data: only leaf tensors can have their data replaced");
+  if (!self.is_leaf())
+    fail(ErrorKind::Runtime, "set_data: only leaf tensors can have their data replaced");
   Tensor v = value.detach();
   TensorImpl& t = *self.impl();
   TensorImpl& s = *v.impl();
@@ -36,8 +37,10 @@ void set_data(Tensor& self, const Tensor& value) {
   t.storage = s.storage;
   t.pending = s.pending;
   t.leaf.reset();
-  if (t.pending) registry_add(&t);
-  else registry_remove(&t);
+  if (t.pending)
+    registry_add(&t);
+  else
+    registry_remove(&t);
   // A gradient of another device, dtype or shape no longer fits.
   if (moved && t.autograd) t.autograd->grad = Tensor();
 }
@@ -45,9 +48,8 @@ void set_data(Tensor& self, const Tensor& value) {
 }  // namespace
 
 void init_autograd_methods(py::class_<Tensor>& cls) {
-  cls.def_property(
-         "requires_grad", &Tensor::requires_grad,
-         [](Tensor& t, bool on) { t.requires_grad_(on); })
+  cls.def_property("requires_grad", &Tensor::requires_grad,
+                   [](Tensor& t, bool on) { t.requires_grad_(on); })
       .def(
           "requires_grad_",
           [](py::object self, bool on) {
@@ -59,8 +61,9 @@ void init_autograd_methods(py::class_<Tensor>& cls) {
           "grad", [](const Tensor& t) { return tensor_or_none(t.grad()); },
           [](Tensor& t, const std::optional<Tensor>& g) {
             if (g && g->defined() && (g->device() != t.device() || g->dtype() != t.dtype()))
-              fail(ErrorKind::Runtime, "assigned grad has data type ", dtype_name(g->dtype()), " on ",
-                   g->device().str(), " but the tensor is ", dtype_name(t.dtype()), " on ", t.device().str());
+              fail(ErrorKind::Runtime, "assigned grad has data type ", dtype_name(g->dtype()),
+                   " on ", g->device().str(), " but the tensor is ", dtype_name(t.dtype()), " on ",
+                   t.device().str());
             t.set_grad(g ? *g : Tensor());
           })
       .def_property_readonly("is_leaf", &Tensor::is_leaf)
@@ -72,7 +75,8 @@ void init_autograd_methods(py::class_<Tensor>& cls) {
           [](const Tensor& t, const std::optional<Tensor>& g, bool retain_graph) {
             t.backward(g ? *g : Tensor(), retain_graph);
           },
-          py::arg("gradient"), py::arg("retain_graph"), py::call_guard<PinSource, py::gil_scoped_release>());
+          py::arg("gradient"), py::arg("retain_graph"),
+          py::call_guard<PinSource, py::gil_scoped_release>());
 }
 
 void init_autograd(py::module_& m) {
@@ -81,12 +85,14 @@ void init_autograd(py::module_& m) {
   m.def(
       "autograd_grad",
       [](const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-         const std::vector<std::optional<Tensor>>& grad_outputs, bool retain_graph, bool allow_unused) {
+         const std::vector<std::optional<Tensor>>& grad_outputs, bool retain_graph,
+         bool allow_unused) {
         std::vector<Tensor> gs;
         {
           PinSource pin;
           py::gil_scoped_release release;
-          gs = lt::grad(outputs, inputs, defined_or_empty(grad_outputs), retain_graph, allow_unused);
+          gs =
+              lt::grad(outputs, inputs, defined_or_empty(grad_outputs), retain_graph, allow_unused);
         }
         py::tuple r(gs.size());
         for (size_t i = 0; i < gs.size(); ++i) r[i] = tensor_or_none(gs[i]);
@@ -96,10 +102,10 @@ void init_autograd(py::module_& m) {
       py::arg("allow_unused"));
   m.def(
       "autograd_backward",
-      [](const std::vector<Tensor>& roots, const std::vector<std::optional<Tensor>>& grads, bool retain_graph) {
-        lt::backward(roots, defined_or_empty(grads), retain_graph);
-      },
-      py::arg("tensors"), py::arg("grad_tensors"), py::arg("retain_graph"), py::call_guard<PinSource, py::gil_scoped_release>());
+      [](const std::vector<Tensor>& roots, const std::vector<std::optional<Tensor>>& grads,
+         bool retain_graph) { lt::backward(roots, defined_or_empty(grads), retain_graph); },
+      py::arg("tensors"), py::arg("grad_tensors"), py::arg("retain_graph"),
+      py::call_guard<PinSource, py::gil_scoped_release>());
 }
 
 void init_debug(py::module_& m) {

@@ -6,8 +6,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <array>
 #include <lazytensor/lazytensor.h>
+#include <array>
 
 #include "ir/dtype.h"
 #include "ir/error.h"
@@ -69,9 +69,12 @@ struct type_caster<lt::Scalar> {
   bool load(handle src, bool convert);
   static handle cast(const lt::Scalar& s, return_value_policy, handle) {
     switch (s.kind) {
-      case lt::ScalarKind::Bool: return pybind11::bool_(s.i != 0).release();
-      case lt::ScalarKind::Int: return pybind11::int_(s.i).release();
-      case lt::ScalarKind::Float: return pybind11::float_(s.f).release();
+      case lt::ScalarKind::Bool:
+        return pybind11::bool_(s.i != 0).release();
+      case lt::ScalarKind::Int:
+        return pybind11::int_(s.i).release();
+      case lt::ScalarKind::Float:
+        return pybind11::float_(s.f).release();
     }
     return pybind11::none().release();
   }

@@ -11,8 +11,10 @@ std::array<PyObject*, kNumDTypes> g_dtype_objects{};
 
 std::string device_repr(const Device& d) {
   switch (d.type) {
-    case Device::Type::CPU: return "device(type='cpu')";
-    case Device::Type::CUDA: return "device(type='cuda', index=" + std::to_string(d.index) + ")";
+    case Device::Type::CPU:
+      return "device(type='cpu')";
+    case Device::Type::CUDA:
+      return "device(type='cuda', index=" + std::to_string(d.index) + ")";
     case Device::Type::Lazy:
       if (!d.backend.empty()) return "device(type='lazy', backend='" + d.backend + "')";
       return "device(type='lazy', index=" + std::to_string(d.index) + ")";
@@ -22,9 +24,12 @@ std::string device_repr(const Device& d) {
 
 const char* device_type_name(const Device& d) {
   switch (d.type) {
-    case Device::Type::CPU: return "cpu";
-    case Device::Type::CUDA: return "cuda";
-    case Device::Type::Lazy: return "lazy";
+    case Device::Type::CPU:
+      return "cpu";
+    case Device::Type::CUDA:
+      return "cuda";
+    case Device::Type::Lazy:
+      return "lazy";
   }
   return "?";
 }
@@ -39,18 +44,23 @@ py::handle dtype_object(DType t) {
 
 void init_dtypes(py::module_& m) {
   py::class_<PyDType>(m, "dtype", "The element type of a tensor (lazytensor.float32, ...).")
-      .def("__repr__", [](const PyDType& d) { return "lazytensor." + std::string(dtype_name(d.type)); })
-      .def("__str__", [](const PyDType& d) { return "lazytensor." + std::string(dtype_name(d.type)); })
-      .def("__reduce__", [](const PyDType& d) {  // pickles by name: unpickles to the same object
-        return py::make_tuple(py::module_::import("lazytensor._utils").attr("dtype_by_name"),
-                              py::make_tuple(std::string(dtype_name(d.type))));
-      })
-      .def_property_readonly("name", [](const PyDType& d) { return std::string(dtype_name(d.type)); })
-      .def_property_readonly("is_floating_point", [](const PyDType& d) { return is_floating(d.type); })
+      .def("__repr__",
+           [](const PyDType& d) { return "lazytensor." + std::string(dtype_name(d.type)); })
+      .def("__str__",
+           [](const PyDType& d) { return "lazytensor." + std::string(dtype_name(d.type)); })
+      .def("__reduce__",
+           [](const PyDType& d) {  // pickles by name: unpickles to the same object
+             return py::make_tuple(py::module_::import("lazytensor._utils").attr("dtype_by_name"),
+                                   py::make_tuple(std::string(dtype_name(d.type))));
+           })
+      .def_property_readonly("name",
+                             [](const PyDType& d) { return std::string(dtype_name(d.type)); })
+      .def_property_readonly("is_floating_point",
+                             [](const PyDType& d) { return is_floating(d.type); })
       .def_property_readonly("is_complex", [](const PyDType&) { return false; })
-      .def_property_readonly("is_signed", [](const PyDType& d) {
-        return d.type != DType::Bool && d.type != DType::UInt8;
-      })
+      .def_property_readonly(
+          "is_signed",
+          [](const PyDType& d) { return d.type != DType::Bool && d.type != DType::UInt8; })
       .def_property_readonly("itemsize", [](const PyDType& d) { return dtype_size(d.type); });
   for (int i = 0; i < kNumDTypes; ++i) {
     DType t = static_cast<DType>(i);
@@ -69,10 +79,12 @@ void init_devices(py::module_& m) {
            }),
            py::arg("type"), py::arg("index"))
       .def_property_readonly("type", [](const Device& d) { return device_type_name(d); })
-      .def_property_readonly("index", [](const Device& d) -> py::object {
-        if (d.type == Device::Type::CPU || !d.backend.empty()) return py::none();
-        return py::int_(d.index);
-      })
+      .def_property_readonly("index",
+                             [](const Device& d) -> py::object {
+                               if (d.type == Device::Type::CPU || !d.backend.empty())
+                                 return py::none();
+                               return py::int_(d.index);
+                             })
       // The backend that runs this device's graphs ("cpu", "reference", "cuda").
       .def_property_readonly("backend", &Device::backend_name)
       .def_property_readonly("is_lazy", &Device::is_lazy)
@@ -85,7 +97,8 @@ void init_devices(py::module_& m) {
              return std::hash<int>()(static_cast<int>(d.type) * 1000003 + d.index);
            })
       .def("__reduce__", [](const Device& d) {
-        return py::make_tuple(py::module_::import("lazytensor").attr("device"), py::make_tuple(d.str()));
+        return py::make_tuple(py::module_::import("lazytensor").attr("device"),
+                              py::make_tuple(d.str()));
       });
 }
 

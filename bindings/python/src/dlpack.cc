@@ -64,7 +64,6 @@ std::optional<DType> from_dl_dtype(DLDataType d) {
   return std::nullopt;
 }
 
-
 // (device_type, device_id) as __dlpack_device__ reports it: where the data lives (or will, for a
 // pending lazy tensor), without syncing.
 std::pair<int, int> dl_device(const Tensor& t) {
@@ -213,7 +212,8 @@ bool row_major(const DLTensor& d, const Shape& shape) {
   return true;
 }
 
-Tensor from_cuda_dlpack(DLManagedTensor* m, ManagedGuard& guard, DType t, Shape shape, size_t bytes) {
+Tensor from_cuda_dlpack(DLManagedTensor* m, ManagedGuard& guard, DType t, Shape shape,
+                        size_t bytes) {
   const DLTensor& d = m->dl_tensor;
   if (d.device.device_id != 0)
     throw py::buffer_error("lt.from_dlpack: the data is on CUDA device " +
@@ -260,7 +260,8 @@ Tensor from_dlpack(const py::object& obj) {
             "and lazytensor sees no CUDA device here");
     }
     // CUDA: the producer orders its data before the legacy default stream's later work (1).
-    capsule = type == kDLCUDA ? obj.attr("__dlpack__")(py::arg("stream") = 1) : obj.attr("__dlpack__")();
+    capsule =
+        type == kDLCUDA ? obj.attr("__dlpack__")(py::arg("stream") = 1) : obj.attr("__dlpack__")();
   } else if (PyCapsule_CheckExact(obj.ptr())) {
     capsule = obj;
   } else {
@@ -333,7 +334,8 @@ Tensor from_dlpack(const py::object& obj) {
 void init_dlpack(py::module_& m) {
   auto cls = py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));
   cls.def("__dlpack__", &to_dlpack, py::arg("stream") = py::none(),
-          "A DLPack capsule sharing this tensor's host or CUDA memory (a pending lazy tensor is synced "
+          "A DLPack capsule sharing this tensor's host or CUDA memory (a pending lazy tensor is "
+          "synced "
           "first).")
       .def(
           "__dlpack_device__", [](const Tensor& t) { return dl_device(t); },

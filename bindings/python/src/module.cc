@@ -30,8 +30,8 @@ bool type_caster<lt::Scalar>::load(handle src, bool convert) {
       PyErr_Clear();
     }
     if (overflow) {
-      PyErr_SetString(PyExc_OverflowError,
-                      overflow > 0 ? "int too big to convert" : "can't convert negative int to unsigned");
+      PyErr_SetString(PyExc_OverflowError, overflow > 0 ? "int too big to convert"
+                                                        : "can't convert negative int to unsigned");
       throw error_already_set();
     }
     if (v == -1 && PyErr_Occurred()) {
@@ -110,11 +110,21 @@ void init_errors(py::module_& m) {
     } catch (const lt::Error& e) {
       PyObject* type = PyExc_RuntimeError;
       switch (e.kind()) {
-        case ErrorKind::Runtime: type = PyExc_RuntimeError; break;
-        case ErrorKind::Value: type = PyExc_ValueError; break;
-        case ErrorKind::Type: type = PyExc_TypeError; break;
-        case ErrorKind::Index: type = PyExc_IndexError; break;
-        case ErrorKind::NotImplemented: type = PyExc_NotImplementedError; break;
+        case ErrorKind::Runtime:
+          type = PyExc_RuntimeError;
+          break;
+        case ErrorKind::Value:
+          type = PyExc_ValueError;
+          break;
+        case ErrorKind::Type:
+          type = PyExc_TypeError;
+          break;
+        case ErrorKind::Index:
+          type = PyExc_IndexError;
+          break;
+        case ErrorKind::NotImplemented:
+          type = PyExc_NotImplementedError;
+          break;
       }
       PyErr_SetString(type, e.what());
     }

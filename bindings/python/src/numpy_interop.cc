@@ -32,7 +32,8 @@ py::object nested_list(const unsigned char* data, DType t, const Shape& shape, s
   for (size_t k = dim + 1; k < shape.size(); ++k) inner *= shape[k];
   py::list out(static_cast<size_t>(shape[dim]));
   for (int64_t i = 0; i < shape[dim]; ++i)
-    out[static_cast<size_t>(i)] = nested_list(data + static_cast<size_t>(i * inner) * item, t, shape, dim + 1);
+    out[static_cast<size_t>(i)] =
+        nested_list(data + static_cast<size_t>(i * inner) * item, t, shape, dim + 1);
   return out;
 }
 
@@ -63,8 +64,8 @@ py::array to_numpy(const Tensor& t, SyncReason reason, bool upcast_bfloat16) {
 
 py::object item(const Tensor& t, SyncReason reason) {
   if (t.numel() != 1)
-    fail(ErrorKind::Runtime, "a Tensor with ", t.numel(), " elements cannot be converted to Scalar (shape ",
-         shape_str(t.shape()), ")");
+    fail(ErrorKind::Runtime, "a Tensor with ", t.numel(),
+         " elements cannot be converted to Scalar (shape ", shape_str(t.shape()), ")");
   alignas(8) unsigned char raw[8] = {};
   {
     py::gil_scoped_release nogil;
@@ -79,9 +80,9 @@ Tensor from_numpy(const py::array& arr, const Device& device) {
   if (!a) throw py::type_error("expected a NumPy array");
   char order = a.dtype().attr("byteorder").cast<std::string>()[0];
   if (order == '>' || order == '<') {
-    bool native_little = py::module_::import("sys").attr("byteorder").cast<std::string>() == "little";
-    if ((order == '<') != native_little)
-      a = a.attr("astype")(a.dtype().attr("newbyteorder")("="));
+    bool native_little =
+        py::module_::import("sys").attr("byteorder").cast<std::string>() == "little";
+    if ((order == '<') != native_little) a = a.attr("astype")(a.dtype().attr("newbyteorder")("="));
   }
   DType t = dtype_from_numpy(a.dtype());
   Shape shape(a.shape(), a.shape() + a.ndim());
@@ -144,37 +145,52 @@ DType dtype_from_numpy(const py::dtype& dt) {
   if (kind == 'f' && size == 2) return DType::Float16;
   if (kind == 'f' && size == 4) return DType::Float32;
   if (kind == 'f' && size == 8) return DType::Float64;
-  throw py::type_error("can't convert np.ndarray of type " + dt.attr("name").cast<std::string>() +
-                       ". The only supported types are: float64, float32, float16, int64, int32, int8, uint8, "
-                       "and bool.");
+  throw py::type_error(
+      "can't convert np.ndarray of type " + dt.attr("name").cast<std::string>() +
+      ". The only supported types are: float64, float32, float16, int64, int32, int8, uint8, "
+      "and bool.");
 }
 
 py::dtype numpy_dtype(DType t) {
   switch (t) {
-    case DType::Bool: return py::dtype::of<bool>();
-    case DType::UInt8: return py::dtype::of<uint8_t>();
-    case DType::Int8: return py::dtype::of<int8_t>();
-    case DType::Int32: return py::dtype::of<int32_t>();
-    case DType::Int64: return py::dtype::of<int64_t>();
-    case DType::Float16: return py::dtype("float16");
-    case DType::Float32: return py::dtype::of<float>();
-    case DType::Float64: return py::dtype::of<double>();
-    case DType::BFloat16: break;
+    case DType::Bool:
+      return py::dtype::of<bool>();
+    case DType::UInt8:
+      return py::dtype::of<uint8_t>();
+    case DType::Int8:
+      return py::dtype::of<int8_t>();
+    case DType::Int32:
+      return py::dtype::of<int32_t>();
+    case DType::Int64:
+      return py::dtype::of<int64_t>();
+    case DType::Float16:
+      return py::dtype("float16");
+    case DType::Float32:
+      return py::dtype::of<float>();
+    case DType::Float64:
+      return py::dtype::of<double>();
+    case DType::BFloat16:
+      break;
   }
   throw py::type_error("Got unsupported ScalarType BFloat16");
 }
 
 void init_numpy(py::module_& m, py::class_<Tensor>& cls) {
   m.def("from_numpy", &from_numpy, py::arg("array"), py::arg("device"),
-        "A tensor on `device` holding a copy of a NumPy array (bool, uint8, int8, int32, int64, float16, "
+        "A tensor on `device` holding a copy of a NumPy array (bool, uint8, int8, int32, int64, "
+        "float16, "
         "float32, float64).");
-  m.def("from_numpy_shared", &from_numpy_shared, py::arg("array"),
-        "A cpu tensor sharing the array's memory when it is C-contiguous, aligned and in native byte "
-        "order (else a copy).");
+  m.def(
+      "from_numpy_shared", &from_numpy_shared, py::arg("array"),
+      "A cpu tensor sharing the array's memory when it is C-contiguous, aligned and in native byte "
+      "order (else a copy).");
   m.def("numpy_dtype", &numpy_dtype, py::arg("dtype"));
-  m.def("dtype_from_numpy", [](const py::object& dt) { return dtype_from_numpy(py::dtype::from_args(dt)); },
-        py::arg("numpy_dtype"));
-  cls.def("_numpy", &to_numpy, py::arg("reason") = SyncReason::Numpy, py::arg("upcast_bfloat16") = false)
+  m.def(
+      "dtype_from_numpy",
+      [](const py::object& dt) { return dtype_from_numpy(py::dtype::from_args(dt)); },
+      py::arg("numpy_dtype"));
+  cls.def("_numpy", &to_numpy, py::arg("reason") = SyncReason::Numpy,
+          py::arg("upcast_bfloat16") = false)
       .def("_numpy_view", &numpy_view, "numpy(): shares a cpu tensor's memory, copies otherwise")
       .def("_item", &item, py::arg("reason") = SyncReason::Item)
       .def("_tolist", [](const Tensor& t) {
