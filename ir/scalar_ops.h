@@ -119,25 +119,38 @@ bool logical_or(T x, T y) {
 }
 }  // namespace scalar
 
-// One op's scalar forms. A null form means ir/infer.cc rejects such operands for the op (erf of an
-// integer, bitwise_and of floats), so no reader ever needs it.
+// One scalar form: a function, or none. Whether it is there is a flag, not a null test of the
+// pointer: under UBSan GCC does not take a function's address to be non-null in a constant
+// expression (-fsanitize=null implies -fno-delete-null-pointer-checks), and the interpreter picks
+// its loops at compile time (backends/reference/kernels.h).
+template <class F>
+struct Form {
+  F fn = nullptr;
+  bool set = false;
+  constexpr Form() = default;
+  constexpr Form(F f) : fn(f), set(true) {}  // implicit: a table entry names the function
+  constexpr explicit operator bool() const { return set; }
+};
+
+// One op's scalar forms. A missing form means ir/infer.cc rejects such operands for the op (erf of
+// an integer, bitwise_and of floats), so no reader ever needs it.
 struct ScalarRule {
   // Unary: on a floating operand; on an integer operand; on a bool operand where that differs
   // from the integer form (bool is stored 0/1, so ~ would not be bitwise_not's logical not).
-  double (*f1)(double) = nullptr;
-  int64_t (*i1)(int64_t) = nullptr;
-  int64_t (*b1)(int64_t) = nullptr;
+  Form<double (*)(double)> f1;
+  Form<int64_t (*)(int64_t)> i1;
+  Form<int64_t (*)(int64_t)> b1;
   // Binary, both operands floating or both integer; the result has the operands' dtype.
-  double (*f2)(double, double) = nullptr;
-  int64_t (*i2)(int64_t, int64_t) = nullptr;
+  Form<double (*)(double, double)> f2;
+  Form<int64_t (*)(int64_t, int64_t)> i2;
   // Predicates: a bool result whatever the operands' dtype.
-  bool (*pf1)(double) = nullptr;
-  bool (*pi1)(int64_t) = nullptr;
-  bool (*pf2)(double, double) = nullptr;
-  bool (*pi2)(int64_t, int64_t) = nullptr;
+  Form<bool (*)(double)> pf1;
+  Form<bool (*)(int64_t)> pi1;
+  Form<bool (*)(double, double)> pf2;
+  Form<bool (*)(int64_t, int64_t)> pi2;
 
-  constexpr bool unary() const { return f1 || i1 || pf1 || pi1; }
-  constexpr bool binary() const { return f2 || i2 || pf2 || pi2; }
+  constexpr bool unary() const { return f1.set || i1.set || pf1.set || pi1.set; }
+  constexpr bool binary() const { return f2.set || i2.set || pf2.set || pi2.set; }
   constexpr bool empty() const { return !unary() && !binary(); }
 };
 

@@ -17,11 +17,11 @@ bool is_const(const PNode& n, double v) { return n.op == Op::Constant && n.attrs
 // nodes fold: integer ones would need the integer forms and wrapping to the width, and folding
 // them would change which graphs compile to what (they never folded).
 std::optional<double> fold_unary(Op op, double x) {
-  if (auto f = scalar_rule(op).f1) return f(x);
+  if (auto f = scalar_rule(op).f1) return f.fn(x);
   return std::nullopt;
 }
 std::optional<double> fold_binary(Op op, double a, double b) {
-  if (auto f = scalar_rule(op).f2) return f(a, b);
+  if (auto f = scalar_rule(op).f2) return f.fn(a, b);
   return std::nullopt;
 }
 

@@ -41,12 +41,13 @@ void eval_cast(Ctx& c);
 [[noreturn]] void wrong_dtype(const Ctx& c, const Value& operand);
 
 // Elementwise ops from their scalar forms (ir/scalar_ops.h), instantiated once per op through
-// elementwise<op> so the per-element call inlines. A null form (the op's shape rule rejects such
+// elementwise<op> so the per-element call inlines. A missing form (the op's shape rule rejects such
 // operands) is an error if reached.
 
 // Unary: FF on doubles, FI on int64, FB on bool where it differs from FI. Operand and result share
 // a shape (and, but for predicates, a dtype).
-template <auto FF, auto FI, auto FB = nullptr>
+// HF, HI, HB: whether FF, FI, FB are there (scalar_ops.h Form says why not a null test).
+template <auto FF, auto FI, auto FB, bool HF, bool HI, bool HB>
 void unary(Ctx& c) {
   const Value& a = *c.in[0];
   auto run = [&](const auto& av, auto& ov, auto fn) {
@@ -54,15 +55,15 @@ void unary(Ctx& c) {
     for (size_t k = 0; k < av.size(); ++k) ov[k] = fn(av[k]);
   };
   if (a.floating()) {
-    if constexpr (FF == nullptr)
+    if constexpr (!HF)
       wrong_dtype(c, a);
     else if constexpr (std::is_same_v<decltype(FF(0.0)), bool>)
       run(a.f, c.out.i, FF);  // predicate
     else
       run(a.f, c.out.f, FF);
-  } else if constexpr (FB != nullptr) {
+  } else if constexpr (HB) {
     run(a.i, c.out.i, a.dtype == DType::Bool ? FB : FI);
-  } else if constexpr (FI != nullptr) {
+  } else if constexpr (HI) {
     run(a.i, c.out.i, FI);
   } else {
     wrong_dtype(c, a);
@@ -71,7 +72,7 @@ void unary(Ctx& c) {
 
 // Binary with broadcasting. Floating operands and results live in .f, integer ones and every
 // predicate's bool result in .i.
-template <auto FF, auto FI>
+template <auto FF, auto FI, bool HF, bool HI>
 void binary(Ctx& c) {
   const Value &a = *c.in[0], &b = *c.in[1];
   const Strides sa = broadcast_strides(a.shape, c.out.shape),
@@ -85,13 +86,13 @@ void binary(Ctx& c) {
   };
   if (a.floating() != b.floating()) wrong_dtype(c, b);
   if (a.floating()) {
-    if constexpr (FF == nullptr)
+    if constexpr (!HF)
       wrong_dtype(c, a);
     else if constexpr (std::is_same_v<decltype(FF(0.0, 0.0)), bool>)
       run(a.f, b.f, c.out.i, FF);  // predicate
     else
       run(a.f, b.f, c.out.f, FF);
-  } else if constexpr (FI != nullptr) {
+  } else if constexpr (HI) {
     run(a.i, b.i, c.out.i, FI);
   } else {
     wrong_dtype(c, a);
@@ -101,14 +102,14 @@ void binary(Ctx& c) {
 template <Op kOp>
 void elementwise(Ctx& c) {
   constexpr ScalarRule r = scalar_rule(kOp);
-  if constexpr (r.f1 || r.i1)
-    unary<r.f1, r.i1, r.b1>(c);
-  else if constexpr (r.pf1 || r.pi1)
-    unary<r.pf1, r.pi1>(c);
-  else if constexpr (r.f2 || r.i2)
-    binary<r.f2, r.i2>(c);
+  if constexpr (r.f1.set || r.i1.set)
+    unary<r.f1.fn, r.i1.fn, r.b1.fn, r.f1.set, r.i1.set, r.b1.set>(c);
+  else if constexpr (r.pf1.set || r.pi1.set)
+    unary<r.pf1.fn, r.pi1.fn, nullptr, r.pf1.set, r.pi1.set, false>(c);
+  else if constexpr (r.f2.set || r.i2.set)
+    binary<r.f2.fn, r.i2.fn, r.f2.set, r.i2.set>(c);
   else
-    binary<r.pf2, r.pi2>(c);
+    binary<r.pf2.fn, r.pi2.fn, r.pf2.set, r.pi2.set>(c);
 }
 
 // The reference rule of an op with scalar forms; nullptr for the others (and no instantiation).
