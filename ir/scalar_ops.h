@@ -44,6 +44,8 @@ inline double sin(double x) { return std::sin(x); }
 inline double cos(double x) { return std::cos(x); }
 inline double tanh(double x) { return std::tanh(x); }
 inline double erf(double x) { return std::erf(x); }
+inline double log1p(double x) { return std::log1p(x); }
+inline double expm1(double x) { return std::expm1(x); }
 inline double abs(double x) { return std::fabs(x); }
 inline int64_t abs_int(int64_t x) { return x < 0 ? wrap_sub(0, x) : x; }
 inline double floor(double x) { return std::floor(x); }
@@ -176,6 +178,10 @@ constexpr ScalarRule scalar_rule(Op op) {
       return {.f1 = scalar::tanh};
     case Op::Erf:
       return {.f1 = scalar::erf};
+    case Op::Log1p:
+      return {.f1 = scalar::log1p};
+    case Op::Expm1:
+      return {.f1 = scalar::expm1};
     case Op::Abs:
       return {.f1 = scalar::abs, .i1 = abs_int};
     case Op::Floor:

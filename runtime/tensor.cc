@@ -112,6 +112,8 @@ Tensor Tensor::sigmoid() const { return unary(Op::Sigmoid, *this); }
 Tensor Tensor::relu() const { return unary(Op::Relu, *this); }
 Tensor Tensor::abs() const { return unary(Op::Abs, *this); }
 Tensor Tensor::erf() const { return unary(Op::Erf, *this); }
+Tensor Tensor::log1p() const { return unary(Op::Log1p, *this); }
+Tensor Tensor::expm1() const { return unary(Op::Expm1, *this); }
 Tensor Tensor::floor() const {
   if (!is_floating(dtype())) return *this;  // floor of an integer is itself, as in PyTorch
   return unary(Op::Floor, *this);

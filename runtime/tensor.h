@@ -71,6 +71,8 @@ class Tensor {
   Tensor relu() const;
   Tensor abs() const;
   Tensor erf() const;
+  Tensor log1p() const;
+  Tensor expm1() const;
   Tensor floor() const;
   Tensor neg() const;
   Tensor reciprocal() const;

@@ -187,6 +187,8 @@ const std::map<Op, VjpRule>& rules() {
       {Op::Neg, [](C, G g) { return Grads{-g}; }},
       {Op::Exp, [](C c, G g) { return Grads{g * c.y()}; }},
       {Op::Log, [](C c, G g) { return Grads{g / c.x(0)}; }},
+      {Op::Log1p, [](C c, G g) { return Grads{g / (c.x(0) + 1.0)}; }},
+      {Op::Expm1, [](C c, G g) { return Grads{g * (c.y() + 1.0)}; }},
       {Op::Sqrt, [](C c, G g) { return Grads{g / (c.y() * 2.0)}; }},
       {Op::Sin, [](C c, G g) { return Grads{g * c.x(0).cos()}; }},
       {Op::Cos, [](C c, G g) { return Grads{-(g * c.x(0).sin())}; }},
@@ -445,6 +447,7 @@ unsigned reads_of(Op op, const std::vector<bool>& needs_grad) {
     case Op::FloorDiv:
       return 0;
     case Op::Exp:
+    case Op::Expm1:
     case Op::Sqrt:
     case Op::Tanh:
     case Op::Recip:
@@ -454,6 +457,7 @@ unsigned reads_of(Op op, const std::vector<bool>& needs_grad) {
     case Op::LogSoftmax:
       return kOut;
     case Op::Log:
+    case Op::Log1p:
     case Op::Sin:
     case Op::Cos:
     case Op::Erf:

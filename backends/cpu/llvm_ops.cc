@@ -246,6 +246,10 @@ Value* unary(IRBuilder<>& b, llvm::Module& m, Op op, DType t, Value* a, Value* r
       if (a->getType()->isFloatTy())
         return erf_table_available() ? emit_erf_table_call(b, m, a) : erf_f32(b, a);
       return call_libm(b, m, "erff", "erf", a);
+    case Op::Log1p:
+      return call_libm(b, m, "log1pf", "log1p", a);
+    case Op::Expm1:
+      return call_libm(b, m, "expm1f", "expm1", a);
     case Op::Recip:
       return b.CreateFDiv(llvm::ConstantFP::get(a->getType(), 1.0), a);
     default:

@@ -250,6 +250,12 @@ std::string op_expr(Op op, DType t, DType ot, const std::string& a, const std::s
     case Op::Erf:
       need_float();
       return math1("erf");
+    case Op::Log1p:
+      need_float();
+      return math1("log1p");
+    case Op::Expm1:
+      need_float();
+      return math1("expm1");
     case Op::Floor:
       need_float();
       return std::string(f64 ? "floor" : "floorf") + "(" + a + ")";

@@ -187,7 +187,7 @@ def _(r, op):
 
 _UNARY = {"abs": "any", "neg": "any", "exp": "float", "log": "pos", "sqrt": "pos", "rsqrt": "pos",
           "reciprocal": "nonzero", "sin": "float", "cos": "float", "tanh": "float",
-          "sigmoid": "float", "relu": "any", "erf": "float", "floor": "float"}
+          "sigmoid": "float", "relu": "any", "erf": "float", "floor": "float", "expm1": "float"}
 
 
 @samples(*(getattr(aten, n).default for n in _UNARY))

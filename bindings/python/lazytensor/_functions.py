@@ -9,7 +9,7 @@ Tensor = _C.Tensor
 _MIRRORED = [
     # elementwise
     "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "abs", "absolute",
-    "neg", "negative", "erf", "floor", "reciprocal", "square", "pow", "clamp", "clip",
+    "neg", "negative", "erf", "log1p", "expm1", "floor", "reciprocal", "square", "pow", "clamp", "clip",
     "clamp_min", "clamp_max", "add", "sub", "subtract", "mul", "multiply", "div", "divide",
     "true_divide", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not",
     "logical_xor", "masked_fill", "tril", "triu", "fmod", "bitwise_not",

@@ -101,6 +101,8 @@ void init_tensor(py::module_& m) {
       .def("relu", &Tensor::relu)
       .def("abs", &Tensor::abs)
       .def("erf", &Tensor::erf)
+      .def("log1p", &Tensor::log1p)
+      .def("expm1", &Tensor::expm1)
       .def("floor", &Tensor::floor)
       .def("neg", &Tensor::neg)
       .def("reciprocal", &Tensor::reciprocal)

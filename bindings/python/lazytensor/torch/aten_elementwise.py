@@ -151,7 +151,7 @@ register_inductor_prims()
 
 
 for _name in ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tanh",
-              "sigmoid", "relu", "erf", "floor"):
+              "sigmoid", "relu", "erf", "expm1", "floor"):
     op(getattr(aten, _name).default)(lambda cx, x, _name=_name: getattr(x, _name)())
 
 

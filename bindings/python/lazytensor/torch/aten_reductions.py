@@ -1,6 +1,5 @@
 """Reductions: sums, means, extremes and their indices, variance, softmax, and ops their backward
 graphs use. Entries of the aten table (aten_table.py)."""
-import math
 
 from .. import _C
 from .aten_ops import _cast, _dims, aten, op, prims
@@ -68,15 +67,8 @@ def _isnan(cx, x):  # NaN is the only value unequal to itself (max/min's backwar
 
 @op(aten.log1p.default, prims.log1p.default)
 def _log1p(cx, x):
-    # No log1p op in lazytensor: log(u) * x / (u - 1) with u = 1 + x, exact where 1 + x rounds
-    # (Goldberg's trick), x itself where u == 1 and +inf at +inf. binary_cross_entropy's
-    # decomposition calls it (log1p(-p)).
-    if not x.dtype.is_floating_point:
-        x = _cast(x, _C.float32)
-    u = x + 1.0
-    ratio = _C.where(u == 1.0, _C.ones_like(x), x / (u - 1.0))
-    y = u.log() * ratio
-    return _C.where(u == 1.0, x, _C.where(x == math.inf, x, y))
+    # lazytensor's log1p primitive (binary_cross_entropy's decomposition calls it: log1p(-p)).
+    return x.log1p()
 
 
 @op(aten.multinomial.default)
