@@ -176,6 +176,22 @@ def test_import_torch_alone_gives_the_device(tmp_path):
     assert r.returncode != 0 and "Lazy" in r.stderr
 
 
+def test_importing_lazytensor_torch_before_torch_works(tmp_path):
+    """`import lazytensor.torch` as a script's first line: its own import of torch runs torch's
+    autoload of the same module while that module is half made (once a circular-import crash)."""
+    import os
+    import subprocess
+    import sys
+    script = tmp_path / "first.py"
+    script.write_text("import lazytensor.torch\nimport torch\n"
+                      "x = torch.arange(6.0, device='lazy').reshape(2, 3)\n"
+                      "print(type(x).__name__, (x * 2).sum().item())\n")
+    env = dict(os.environ, LT_CACHE_DIR="off")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["LazyTensor", "30.0"]
+
+
 def test_gpt_with_tied_weights_trains_like_cpu_without_fallbacks(rng):
     """nanoGPT-style model (F.scaled_dot_product_attention, weight tying) moved with
     model.to("lazy"): the tie survives the move (one parameter, one gradient), losses follow the

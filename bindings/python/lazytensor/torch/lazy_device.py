@@ -16,8 +16,20 @@ Installed once: by torch's device-backend autoload (`import torch` with lazytens
 TORCH_DEVICE_BACKEND_AUTOLOAD=0 turns it off), or when `lazytensor.torch` is imported.
 """
 import importlib
+import sys
 
-import torch
+
+def autoload():
+    """torch's device-backend autoload entry point (`torch.backends` group): `import torch` with
+    lazytensor installed gives the `lazy` device, without importing the torch.compile backend.
+    Defined before this module imports torch: when `import lazytensor.torch` comes first, that
+    import of torch runs the entry point while this module is still half made, and the device is
+    then installed by lazytensor.torch's own import when it finishes."""
+    if getattr(sys.modules[__name__], "_module_ready", False):
+        install()
+
+
+import torch  # noqa: E402  (after autoload, which torch's import may call)
 
 from .. import _C
 from .lazy_tensor import LazyTensor, lt_device, rebuild_lazy, wrap
@@ -144,12 +156,6 @@ def _sdpa_on_device(*args, **kwargs):
                              *args, **kwargs)
 
 
-def autoload():
-    """torch's device-backend autoload entry point (`torch.backends` group): `import torch` with
-    lazytensor installed gives the `lazy` device, without importing the torch.compile backend."""
-    install()
-
-
 def install():
     """Registers the `Lazy` dispatch key's factory kernels and the step hooks (idempotent)."""
     global _library, _installed
@@ -214,3 +220,6 @@ def _seed_both():
     manual_seed.__doc__ = original.__doc__
     torch.manual_seed = manual_seed
     torch.random.manual_seed = manual_seed
+
+
+_module_ready = True  # autoload() may install from here on
