@@ -156,38 +156,37 @@ def test_an_op_outside_the_table_runs_in_torch_counted_and_right(rng):
     assert lt.metrics.counters().get("fallbacks", 0) > before
 
 
+def _run_script(tmp_path, text, **env):
+    """Runs `text` as a fresh Python process (this one's environment, no disk cache, plus `env`)."""
+    import os
+    import subprocess
+    import sys
+    script = tmp_path / "script.py"
+    script.write_text(text)
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=dict(os.environ, LT_CACHE_DIR="off", **env), timeout=120)
+
+
 def test_import_torch_alone_gives_the_device(tmp_path):
     """torch's device-backend autoload finds lazytensor's entry point: a script that never
     imports lazytensor runs on it by naming the device; TORCH_DEVICE_BACKEND_AUTOLOAD=0 turns it
     off (the script then fails as plain torch does)."""
-    import os
-    import subprocess
-    import sys
-    script = tmp_path / "plain.py"
-    script.write_text("import sys, torch\n"
-                      "x = torch.arange(6.0, device='lazy').reshape(2, 3)\n"
-                      "print(type(x).__name__, (x * 2).sum().item(), 'lazytensor.torch.backend' in sys.modules)\n")
-    env = dict(os.environ, LT_CACHE_DIR="off")
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    script = ("import sys, torch\n"
+              "x = torch.arange(6.0, device='lazy').reshape(2, 3)\n"
+              "print(type(x).__name__, (x * 2).sum().item(), 'lazytensor.torch.backend' in sys.modules)\n")
+    r = _run_script(tmp_path, script)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split() == ["LazyTensor", "30.0", "False"]  # and the compile backend not loaded
-    env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    r = _run_script(tmp_path, script, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     assert r.returncode != 0 and "Lazy" in r.stderr
 
 
 def test_importing_lazytensor_torch_before_torch_works(tmp_path):
     """`import lazytensor.torch` as a script's first line: its own import of torch runs torch's
     autoload of the same module while that module is half made (once a circular-import crash)."""
-    import os
-    import subprocess
-    import sys
-    script = tmp_path / "first.py"
-    script.write_text("import lazytensor.torch\nimport torch\n"
-                      "x = torch.arange(6.0, device='lazy').reshape(2, 3)\n"
-                      "print(type(x).__name__, (x * 2).sum().item())\n")
-    env = dict(os.environ, LT_CACHE_DIR="off")
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    r = _run_script(tmp_path, "import lazytensor.torch\nimport torch\n"
+                              "x = torch.arange(6.0, device='lazy').reshape(2, 3)\n"
+                              "print(type(x).__name__, (x * 2).sum().item())\n")
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split() == ["LazyTensor", "30.0"]
 

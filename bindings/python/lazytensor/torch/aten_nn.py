@@ -75,20 +75,18 @@ def _batch_norm_eval(cx, x, weight, bias, running_mean, running_var, momentum, e
 
 # A PyTorch script sets torch's TF32 switches, not lazytensor's; each matmul or convolution
 # translated carries torch's current setting to the runtime's, which the CUDA launches read.
-_get_cublas_tf32 = torch._C._get_cublas_allow_tf32
-_get_cudnn_tf32 = torch._C._get_cudnn_allow_tf32
+def _follow(torch_get, lt_get, lt_set):
+    on = torch_get()
+    if on != lt_get():
+        lt_set(on)
 
 
 def _follow_matmul_tf32():
-    on = _get_cublas_tf32()
-    if on != _C.matmul_allow_tf32():
-        _C.set_matmul_allow_tf32(on)
+    _follow(torch._C._get_cublas_allow_tf32, _C.matmul_allow_tf32, _C.set_matmul_allow_tf32)
 
 
 def _follow_conv_tf32():
-    on = _get_cudnn_tf32()
-    if on != _C.conv_allow_tf32():
-        _C.set_conv_allow_tf32(on)
+    _follow(torch._C._get_cudnn_allow_tf32, _C.conv_allow_tf32, _C.set_conv_allow_tf32)
 
 
 @op(aten.mm.default, aten.bmm.default)
