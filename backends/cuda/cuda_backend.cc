@@ -577,23 +577,18 @@ class CudaBackendImpl : public CudaBackend {
   std::string target() const override { return target_; }
 
  private:
-  // Created on the first plan with a gemm, on the device's stream, and kept: creating a handle
-  // allocates device memory and costs milliseconds.
-  std::shared_ptr<const CublasHandle> cublas_handle() {
-    std::lock_guard<std::mutex> lock(blas_mu_);
-    if (!blas_) {
+  // Library handles (cuBLAS, cuDNN), created on the first plan with a gemm or a conv, on the
+  // device's stream, and kept: creating one allocates device memory and costs milliseconds.
+  std::shared_ptr<const CublasHandle> cublas_handle() { return library_handle(blas_); }
+  std::shared_ptr<const CudnnHandle> cudnn_handle() { return library_handle(dnn_); }
+  template <class Handle>
+  std::shared_ptr<const Handle> library_handle(std::shared_ptr<const Handle>& slot) {
+    std::lock_guard<std::mutex> lock(handles_mu_);
+    if (!slot) {
       dev_->bind();
-      blas_ = std::make_shared<const CublasHandle>(dev_->stream());
+      slot = std::make_shared<const Handle>(dev_->stream());
     }
-    return blas_;
-  }
-  std::shared_ptr<const CudnnHandle> cudnn_handle() {
-    std::lock_guard<std::mutex> lock(blas_mu_);
-    if (!dnn_) {
-      dev_->bind();
-      dnn_ = std::make_shared<const CudnnHandle>(dev_->stream());
-    }
-    return dnn_;
+    return slot;
   }
   static bool cudnn_enabled() {
     static const bool on = [] {
@@ -607,7 +602,7 @@ class CudaBackendImpl : public CudaBackend {
   std::string target_;
   bool cubin_ = true;
   // Last, so it is destroyed before the device it was created on.
-  std::mutex blas_mu_;
+  std::mutex handles_mu_;
   std::shared_ptr<const CublasHandle> blas_;
   std::shared_ptr<const CudnnHandle> dnn_;
 };
