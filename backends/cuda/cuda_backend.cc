@@ -98,11 +98,10 @@ class CudaExecutable : public Executable {
       }
       // The flash kernels use more than the default 48 KB of dynamic shared memory.
       if (launches > kernels_.size()) {
-        const unsigned smem[] = {kFlashForwardSmem, kFlashGradKVSmem, kFlashZeroSmem};
-        for (size_t j = 0; j < 3; ++j)
+        for (size_t j = 0; j < kFlashKernelCount; ++j)
           d.check(d.cuFuncSetAttribute(functions_[kernels_.size() + j],
                                        CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                       static_cast<int>(smem[j])),
+                                       static_cast<int>(kFlashKernels[j].smem)),
                   "cuFuncSetAttribute");
       }
     } catch (...) {  // a cached image without a kernel it should have: no destructor will unload it
@@ -160,7 +159,7 @@ class CudaExecutable : public Executable {
       if (!flash_attention_supports(a.dtype, a.E, a.Ev))
         fail(ErrorKind::NotImplemented, "not implemented: attention ", a.name, " in ",
              dtype_name(a.dtype), " with head dims ", a.E, " and ", a.Ev,
-             " on cuda (float32 with 64 only)");
+             " on cuda (float32, bfloat16 or float16 with 64 only)");
       if (flash_blocks(a.batch, std::max(a.L, a.S)) > INT32_MAX || a.L > INT32_MAX / 64 ||
           a.S > INT32_MAX / 64)
         fail(ErrorKind::NotImplemented, "not implemented: attention ", a.name, " of batch ",
@@ -370,21 +369,25 @@ class CudaExecutable : public Executable {
     return s;
   }
 
-  // The flash kernel launches of one attention step: the forward, or the backward's zeroing of
-  // dQ (when it is wanted) and the dK/dV/dQ kernel. Arguments as the kernels declare them
-  // (flash_attention.cu), each in an 8-byte slot.
+  // The flash kernel launches of one attention step (flash_attention.h): the forward, or the
+  // backward's kernels for the wanted gradients. float32: dQ zeroed, then the dK/dV/dQ kernel;
+  // 16-bit: the dK/dV kernel and the dQ kernel. Arguments as the kernels declare them
+  // (flash_attention.cu), each in an 8-byte slot: pointers, then batch, L, S, causal, then the
+  // scale times log2(e) and (backward) the scale.
   void add_attention_launches(const AttentionStep& a, const std::vector<CUdeviceptr>& ptrs,
                               std::vector<CudaLaunchStep>& out) const {
     auto ptr = [&](int b) { return b < 0 ? CUdeviceptr(0) : ptrs[static_cast<size_t>(b)]; };
     const float scale_log2 = static_cast<float>(a.scale * 1.4426950408889634);
     const float scale = static_cast<float>(a.scale);
-    auto launch = [&](size_t which, int64_t rows, unsigned smem, std::vector<CUdeviceptr> p) {
+    const int base = flash_kernel_base(a.dtype);
+    auto launch = [&](int which, int64_t rows, std::vector<CUdeviceptr> p) {
+      const FlashKernel& k = kFlashKernels[base + which];
       CudaLaunchStep s;
       s.name = a.name;
-      s.fn = functions_[kernels_.size() + which];
+      s.fn = functions_[kernels_.size() + static_cast<size_t>(base + which)];
       s.grid = static_cast<unsigned>(flash_blocks(a.batch, rows));
-      s.threads = kFlashThreads;
-      s.smem = smem;
+      s.threads = k.threads;
+      s.smem = k.smem;
       for (CUdeviceptr v : p) s.slots.push_back(v);
       for (int64_t v : {a.batch, a.L, a.S, static_cast<int64_t>(a.causal)}) {
         uint64_t slot = 0;
@@ -401,7 +404,19 @@ class CudaExecutable : public Executable {
       out.push_back(std::move(s));
     };
     if (a.kind == AttentionStep::Kind::Forward) {
-      launch(0, a.L, kFlashForwardSmem, {ptr(a.q), ptr(a.k), ptr(a.v), ptr(a.out), ptr(a.lse)});
+      launch(0, a.L, {ptr(a.q), ptr(a.k), ptr(a.v), ptr(a.out), ptr(a.lse)});
+      return;
+    }
+    const std::vector<CUdeviceptr> common = {ptr(a.q),    ptr(a.k),   ptr(a.v),
+                                             ptr(a.dout), ptr(a.lse), ptr(a.dsum)};
+    auto with = [&](std::initializer_list<CUdeviceptr> more) {
+      std::vector<CUdeviceptr> p = common;
+      p.insert(p.end(), more);
+      return p;
+    };
+    if (a.dtype != DType::Float32) {
+      if (a.dk >= 0 || a.dv >= 0) launch(1, a.S, with({ptr(a.dk), ptr(a.dv)}));
+      if (a.dq >= 0) launch(2, a.L, with({ptr(a.dq)}));
       return;
     }
     if (a.dq >= 0) {
@@ -411,15 +426,13 @@ class CudaExecutable : public Executable {
       z.name = a.name;
       z.fn = functions_[kernels_.size() + 2];
       z.grid = static_cast<unsigned>(std::clamp<uint64_t>((n4 + 255) / 256, 1, 65535));
-      z.threads = kFlashThreads;
-      z.smem = kFlashZeroSmem;
+      z.threads = kFlashKernels[2].threads;
+      z.smem = kFlashKernels[2].smem;
       z.slots = {ptr(a.dq), n4};
       out.push_back(std::move(z));
     }
     if (a.dk >= 0 || a.dv >= 0 || a.dq >= 0)
-      launch(1, a.S, kFlashGradKVSmem,
-             {ptr(a.q), ptr(a.k), ptr(a.v), ptr(a.dout), ptr(a.lse), ptr(a.dsum), ptr(a.dk),
-              ptr(a.dv), ptr(a.dq)});
+      launch(1, a.S, with({ptr(a.dk), ptr(a.dv), ptr(a.dq)}));
   }
 
   std::shared_ptr<CudaCachingAllocator> alloc_;
@@ -566,6 +579,8 @@ class CudaBackendImpl : public CudaBackend {
       o.conv_dtypes = {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16};
     if (flash_attention_enabled()) {
       o.attention_dtypes = {DType::Float32};
+      if (dev_->cc_major() >= 8)  // the 16-bit kernels' mma.sync m16n8k16
+        o.attention_dtypes.insert(o.attention_dtypes.end(), {DType::BFloat16, DType::Float16});
       o.attention_head_dim = kFlashTile;
     }
     return o;

@@ -19,14 +19,24 @@ bool flash_attention_enabled() {
   return !(v == "0" || v == "off" || v == "OFF" || v == "false");
 }
 
+int flash_kernel_base(DType t) {
+  switch (t) {
+    case DType::Float32:
+      return 0;
+    case DType::BFloat16:
+      return 3;
+    case DType::Float16:
+      return 6;
+    default:
+      return -1;
+  }
+}
+
 bool flash_attention_supports(DType t, int64_t e, int64_t ev) {
-  return t == DType::Float32 && e == kFlashTile && ev == kFlashTile;
+  return flash_kernel_base(t) >= 0 && e == kFlashTile && ev == kFlashTile;
 }
 
 namespace {
-
-// In module order: forward, dK/dV/dQ, zero.
-const char* const kKernelNames[3] = {kFlashForwardKernel, kFlashGradKVKernel, kFlashZeroKernel};
 
 // The helpers (the text before the first "// @kernel" line) and each kernel's section.
 struct SourceParts {
@@ -50,8 +60,9 @@ const SourceParts& source_parts() {
           text.substr(at + 1, next == std::string::npos ? std::string::npos : next - at);
       at = next;
     }
-    for (const char* k : kKernelNames)
-      if (!p.kernel.count(k)) fail(ErrorKind::Runtime, "flash_attention.cu has no section for ", k);
+    for (const FlashKernel& k : kFlashKernels)
+      if (!p.kernel.count(k.name))
+        fail(ErrorKind::Runtime, "flash_attention.cu has no section for ", k.name);
     return p;
   }();
   return parts;
@@ -61,7 +72,7 @@ const SourceParts& source_parts() {
 
 std::string flash_attention_program_source(int kernel) {
   const SourceParts& p = source_parts();
-  return p.common + p.kernel.at(kKernelNames[kernel]);
+  return p.common + p.kernel.at(kFlashKernels[kernel].name);
 }
 
 const std::string& flash_attention_source() {
@@ -71,13 +82,13 @@ const std::string& flash_attention_source() {
 
 std::vector<std::vector<char>> compile_flash_attention(const std::string& target, bool cubin) {
   // One NVRTC program per kernel, compiled on threads of their own: ~0.35-0.4 s of CPU each
-  // (about 1.2 s together, the longest path of a cold GPT compile when they were one program).
-  std::vector<std::vector<char>> out(3);
+  // (the three float32 kernels as one program were the longest path of a cold GPT compile).
+  std::vector<std::vector<char>> out(kFlashKernelCount);
   // Each in a worker process where one runs (nvrtc_worker.h).
   const bool workers = !nvrtc_worker_path().empty();
-  run_in_parallel(3, [&](size_t k) {
+  run_in_parallel(kFlashKernelCount, [&](size_t k) {
     out[k] = compile_module_image(flash_attention_program_source(static_cast<int>(k)), target,
-                                  kKernelNames[k], NvrtcEffort::Full, cubin, workers);
+                                  kFlashKernels[k].name, NvrtcEffort::Full, cubin, workers);
   });
   return out;
 }
@@ -107,14 +118,18 @@ const std::vector<std::vector<char>>& flash_attention_images(const std::string& 
   return images.emplace(target, std::move(out)).first->second;
 }
 
-size_t flash_attention_launches(const Plan& plan) { return plan.attentions.empty() ? 0 : 3; }
+size_t flash_attention_launches(const Plan& plan) {
+  return plan.attentions.empty() ? 0 : kFlashKernelCount;
+}
 
 void append_flash_attention(CudaModuleImage& m, const std::vector<std::vector<char>>& images) {
-  if (images.size() != 1 && images.size() != 3)
-    fail(ErrorKind::Runtime, "flash attention: ", images.size(), " images (1 or 3 expected)");
+  if (images.size() != 1 && images.size() != kFlashKernelCount)
+    fail(ErrorKind::Runtime, "flash attention: ", images.size(), " images (1 or ",
+         kFlashKernelCount, " expected)");
   const auto first = static_cast<uint32_t>(m.images.size());
-  for (size_t k = 0; k < 3; ++k) {
-    m.launches.push_back({kKernelNames[k], CudaKernelMode::Block, kFlashThreads, 0, false});
+  for (size_t k = 0; k < kFlashKernelCount; ++k) {
+    m.launches.push_back({kFlashKernels[k].name, CudaKernelMode::Block,
+                          static_cast<int>(kFlashKernels[k].threads), 0, false});
     m.program_of.push_back(first + static_cast<uint32_t>(images.size() == 1 ? 0 : k));
   }
   m.images.insert(m.images.end(), images.begin(), images.end());

@@ -13,6 +13,9 @@
 #define LT_FA_LN2 0.6931471805599453f
 #define LT_FA_NEG_INF __int_as_float(0xff800000)
 
+// Every kernel's dynamic shared memory (sizes in flash_attention.h).
+extern __shared__ float4 lt_fa_smem[];
+
 // Rows [row0, row0 + 64) of a row-major [n, 64] matrix into dst[64][64]; rows past n are 0.
 __device__ __forceinline__ void lt_fa_load_rows(float* dst, const float* src, int row0, int n) {
   const int t = threadIdx.x;
@@ -114,6 +117,365 @@ __device__ __forceinline__ void lt_fa_store_tile(float* dst, const float (&t)[4]
         make_float4(t[i][0], t[i][1], t[i][2], t[i][3]);
 }
 
+// ---- 16-bit kernels (bfloat16, float16): tensor cores, mma.sync m16n8k16, sm_80 and later ----
+// 128 threads, 4 warps; a block's 64-row tile gives each warp 16 rows, and every product a warp
+// computes is [16 rows] x [64 columns]: 8 m16n8k16 tiles over a 64-wide reduced axis (4 k-steps),
+// float32 accumulation. Fragments (PTX ISA, mma.m16n8k16; lane = 4 g + t): the accumulator's
+// c0, c1 sit at row g, columns 2t, 2t + 1 of its 8-column tile, c2, c3 at row g + 8; A's four
+// registers hold rows g, g + 8 at columns 2t.. and 2t + 8.. of a 16-wide k-step. So two adjacent
+// accumulator tiles are, packed to 16 bits, the A operand of the next product without leaving
+// registers (FlashAttention-2's P and dS). Tiles in shared memory are 64 rows of 64 elements
+// padded to LT_FA16_LD (144 bytes): the 8 rows one fragment load or ldmatrix phase reads start in
+// distinct bank quads, so neither conflicts. Q (forward, dQ), K and V (dK/dV) and dO (dQ) rows stay
+// in registers as A fragments for the whole kernel.
+#define LT_FA16_LD 72
+
+template <bool BF>
+__device__ __forceinline__ void lt_fa16_mma(float (&c)[4], const unsigned (&a)[4], unsigned b0,
+                                            unsigned b1) {
+  if (BF)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// (lo, hi) rounded to nearest even, as one register of two 16-bit values (lo in the low half).
+template <bool BF>
+__device__ __forceinline__ unsigned lt_fa16_pack(float lo, float hi) {
+  unsigned r;
+  if (BF)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// Four 8 x 8 tiles of 16-bit values from shared memory, transposed (ldmatrix .trans): lane i gives
+// the address of row i % 8 of tile i / 8. Volatile: the same address holds new values each tile.
+__device__ __forceinline__ void lt_fa16_ldsm_t(unsigned (&r)[4], const unsigned short* p) {
+  unsigned a;
+  asm("{ .reg .u64 s; cvta.to.shared.u64 s, %1; cvt.u32.u64 %0, s; }\n" : "=r"(a) : "l"(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a)
+               : "memory");
+}
+
+// Rows [row0, row0 + 64) of a row-major [n, 64] matrix into dst[64][LT_FA16_LD]; rows past n are 0.
+__device__ __forceinline__ void lt_fa16_load_tile(unsigned short* dst, const unsigned short* src,
+                                                  int row0, int n) {
+  const int t = threadIdx.x;
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    const int idx = t + 128 * m, r = idx >> 3, c = (idx & 7) << 3;
+    uint4 x = make_uint4(0u, 0u, 0u, 0u);
+    if (row0 + r < n) x = __ldg(reinterpret_cast<const uint4*>(src + (size_t)(row0 + r) * 64 + c));
+    *reinterpret_cast<uint4*>(dst + r * LT_FA16_LD + c) = x;
+  }
+}
+
+// The A fragments of rows r and r + 8 of a row-major [n, 64] matrix over its 4 k-steps (lane's
+// column pair t4); rows past n are 0.
+__device__ __forceinline__ void lt_fa16_load_a(unsigned (&a)[4][4], const unsigned short* src,
+                                               int r, int n, int t4) {
+  const unsigned* lo = reinterpret_cast<const unsigned*>(src + (size_t)r * 64);
+  const unsigned* hi = reinterpret_cast<const unsigned*>(src + (size_t)(r + 8) * 64);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const int w = kk * 8 + t4;  // the 32-bit word of columns 16 kk + 2 t4 and + 1
+    a[kk][0] = r < n ? __ldg(lo + w) : 0u;
+    a[kk][1] = r + 8 < n ? __ldg(hi + w) : 0u;
+    a[kk][2] = r < n ? __ldg(lo + w + 4) : 0u;
+    a[kk][3] = r + 8 < n ? __ldg(hi + w + 4) : 0u;
+  }
+}
+
+__device__ __forceinline__ void lt_fa16_zero(float (&c)[8][4]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) c[i][j] = 0.f;
+}
+
+// acc += A X^T: A the warp's 16 rows (fragments a), X a shared [64][LD] tile whose rows are the
+// 64 output columns (S = Q K^T with X = K). B fragments are single 32-bit loads.
+template <bool BF>
+__device__ __forceinline__ void lt_fa16_mm_nt(float (&acc)[8][4], const unsigned (&a)[4][4],
+                                              const unsigned short* X, int g, int t4) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      const unsigned short* p = X + (nt * 8 + g) * LT_FA16_LD + kk * 16 + 2 * t4;
+      lt_fa16_mma<BF>(acc[nt], a[kk], *reinterpret_cast<const unsigned*>(p),
+                      *reinterpret_cast<const unsigned*>(p + 8));
+    }
+}
+
+// acc += A X: A the warp's 16 rows over X's 64 rows (fragments a), X a shared [64][LD] tile
+// (O += P V with X = V). B fragments come transposed out of ldmatrix, two column tiles at a time.
+template <bool BF>
+__device__ __forceinline__ void lt_fa16_mm_nn(float (&acc)[8][4], const unsigned (&a)[4][4],
+                                              const unsigned short* X, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      unsigned b[4];
+      lt_fa16_ldsm_t(b, X + (kk * 16 + (lane & 15)) * LT_FA16_LD + np * 16 + ((lane >> 4) << 3));
+      lt_fa16_mma<BF>(acc[2 * np], a[kk], b[0], b[1]);
+      lt_fa16_mma<BF>(acc[2 * np + 1], a[kk], b[2], b[3]);
+    }
+}
+
+// Accumulator tiles (16 x 64) as the A fragments of the next product, rounded to 16 bits.
+template <bool BF>
+__device__ __forceinline__ void lt_fa16_to_a(unsigned (&a)[4][4], const float (&c)[8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    a[kk][0] = lt_fa16_pack<BF>(c[2 * kk][0], c[2 * kk][1]);
+    a[kk][1] = lt_fa16_pack<BF>(c[2 * kk][2], c[2 * kk][3]);
+    a[kk][2] = lt_fa16_pack<BF>(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+    a[kk][3] = lt_fa16_pack<BF>(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+  }
+}
+
+// Row r + 8 h of an accumulator (h = 0, 1) into a row-major [.., 64] 16-bit matrix, times `mul`.
+template <bool BF>
+__device__ __forceinline__ void lt_fa16_store_row(unsigned short* dst, const float (&c)[8][4],
+                                                  int h, int t4, float mul) {
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+    *reinterpret_cast<unsigned*>(dst + nt * 8 + 2 * t4) =
+        lt_fa16_pack<BF>(c[nt][2 * h] * mul, c[nt][2 * h + 1] * mul);
+}
+
+__device__ __forceinline__ float lt_fa16_quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float lt_fa16_quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// The forward (what lt_flash_attention_fwd_f32 computes) for 16-bit q, k, v and o; lse float32.
+template <bool BF>
+__device__ __forceinline__ void lt_fa16_forward(const unsigned short* q, const unsigned short* k,
+                                                const unsigned short* v, unsigned short* o,
+                                                float* lse, int batch, int L, int S, int causal,
+                                                float scale_log2) {
+  unsigned short* Ks = reinterpret_cast<unsigned short*>(lt_fa_smem);
+  unsigned short* Vs = Ks + 64 * LT_FA16_LD;
+  const int tiles = (L + 63) / 64;
+  const int bh = blockIdx.x % batch, q0 = (tiles - 1 - (int)(blockIdx.x / batch)) * 64;
+  q += (size_t)bh * L * 64;
+  k += (size_t)bh * S * 64;
+  v += (size_t)bh * S * 64;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  const int r = q0 + (threadIdx.x >> 5) * 16 + g;  // this lane's rows: r and r + 8
+  unsigned qa[4][4];
+  lt_fa16_load_a(qa, q, r, L, t4);
+  float m[2] = {LT_FA_NEG_INF, LT_FA_NEG_INF}, l[2] = {0.f, 0.f}, acc[8][4];
+  lt_fa16_zero(acc);
+  const int kend = causal ? min(S, q0 + 64) : S;
+  for (int k0 = 0; k0 < kend; k0 += 64) {
+    __syncthreads();  // the last tile's K and V are read
+    lt_fa16_load_tile(Ks, k, k0, S);
+    lt_fa16_load_tile(Vs, v, k0, S);
+    __syncthreads();
+    float s[8][4];
+    lt_fa16_zero(s);
+    lt_fa16_mm_nt<BF>(s, qa, Ks, g, t4);
+    float mx[2] = {LT_FA_NEG_INF, LT_FA_NEG_INF};
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = r + (e >> 1) * 8, key = k0 + nt * 8 + 2 * t4 + (e & 1);
+        float x = s[nt][e] * scale_log2;
+        if (key >= S || (causal && key > row)) x = LT_FA_NEG_INF;
+        s[nt][e] = x;
+        mx[e >> 1] = fmaxf(mx[e >> 1], x);
+      }
+    float base[2], alpha[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float mn = fmaxf(m[h], lt_fa16_quad_max(mx[h]));
+      base[h] = mn == LT_FA_NEG_INF ? 0.f : mn;  // a row with nothing visible yet stays 0
+      alpha[h] = exp2f(m[h] - base[h]);
+      m[h] = mn;
+    }
+    float sum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float p = exp2f(s[nt][e] - base[e >> 1]);
+        s[nt][e] = p;
+        sum[e >> 1] += p;
+        acc[nt][e] *= alpha[e >> 1];
+      }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + lt_fa16_quad_sum(sum[h]);
+    unsigned pa[4][4];
+    lt_fa16_to_a<BF>(pa, s);
+    lt_fa16_mm_nn<BF>(acc, pa, Vs, lane);
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = r + 8 * h;
+    if (row >= L) continue;
+    if (o) lt_fa16_store_row<BF>(o + ((size_t)bh * L + row) * 64, acc, h, t4, 1.f / l[h]);
+    if (lse && t4 == 0) lse[(size_t)bh * L + row] = (m[h] + log2f(l[h])) * LT_FA_LN2;
+  }
+}
+
+// dK = scale * dS^T Q and dV = P^T dO for one (batch point, 64-key tile) over the query tiles that
+// see it; rows are keys, so P^T and dS^T are accumulators and become A fragments in registers.
+// dS = P * (dO V^T - D), P = exp(S * scale - lse), D = rowsum(dO * O). dk or dv may be null.
+template <bool BF>
+__device__ __forceinline__ void lt_fa16_grad_kv(const unsigned short* q, const unsigned short* k,
+                                                const unsigned short* v, const unsigned short* dout,
+                                                const float* lse, const float* dsum,
+                                                unsigned short* dk, unsigned short* dv, int batch,
+                                                int L, int S, int causal, float scale_log2,
+                                                float scale) {
+  unsigned short* Qs = reinterpret_cast<unsigned short*>(lt_fa_smem);
+  unsigned short* dOs = Qs + 64 * LT_FA16_LD;
+  float* Ls = reinterpret_cast<float*>(dOs + 64 * LT_FA16_LD);  // lse * log2(e) per query
+  float* Ds = Ls + 64;
+  const int bh = blockIdx.x % batch, k0 = (int)(blockIdx.x / batch) * 64;
+  q += (size_t)bh * L * 64;
+  dout += (size_t)bh * L * 64;
+  k += (size_t)bh * S * 64;
+  v += (size_t)bh * S * 64;
+  lse += (size_t)bh * L;
+  dsum += (size_t)bh * L;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  const int kr = k0 + (threadIdx.x >> 5) * 16 + g;  // this lane's keys: kr and kr + 8
+  unsigned ka[4][4], va[4][4];
+  lt_fa16_load_a(ka, k, kr, S, t4);
+  lt_fa16_load_a(va, v, kr, S, t4);
+  float gk[8][4], gv[8][4];
+  lt_fa16_zero(gk);
+  lt_fa16_zero(gv);
+  for (int q0 = causal ? k0 : 0; q0 < L; q0 += 64) {
+    __syncthreads();
+    lt_fa16_load_tile(Qs, q, q0, L);
+    lt_fa16_load_tile(dOs, dout, q0, L);
+    if (threadIdx.x < 64) {
+      const int qi = q0 + threadIdx.x;
+      Ls[threadIdx.x] = qi < L ? lse[qi] * LT_FA_LOG2E : 0.f;
+      Ds[threadIdx.x] = qi < L ? dsum[qi] : 0.f;
+    }
+    __syncthreads();
+    float st[8][4], dpt[8][4];
+    lt_fa16_zero(st);
+    lt_fa16_zero(dpt);
+    lt_fa16_mm_nt<BF>(st, ka, Qs, g, t4);
+    lt_fa16_mm_nt<BF>(dpt, va, dOs, g, t4);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = kr + (e >> 1) * 8, qc = nt * 8 + 2 * t4 + (e & 1), qi = q0 + qc;
+        const bool hidden = qi >= L || key >= S || (causal && key > qi);
+        const float p = hidden ? 0.f : exp2f(st[nt][e] * scale_log2 - Ls[qc]);
+        st[nt][e] = p;
+        dpt[nt][e] = p * (dpt[nt][e] - Ds[qc]);
+      }
+    unsigned pa[4][4], da[4][4];
+    lt_fa16_to_a<BF>(pa, st);
+    lt_fa16_to_a<BF>(da, dpt);
+    lt_fa16_mm_nn<BF>(gv, pa, dOs, lane);
+    lt_fa16_mm_nn<BF>(gk, da, Qs, lane);
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int key = kr + 8 * h;
+    if (key >= S) continue;
+    const size_t at = ((size_t)bh * S + key) * 64;
+    if (dk) lt_fa16_store_row<BF>(dk + at, gk, h, t4, scale);
+    if (dv) lt_fa16_store_row<BF>(dv + at, gv, h, t4, 1.f);
+  }
+}
+
+// dQ = scale * dS K for one (batch point, 64-query tile) over the key tiles it sees: a pass of its
+// own, deterministic (no atomics), recomputing S and dP per tile (cheap on tensor cores).
+template <bool BF>
+__device__ __forceinline__ void lt_fa16_grad_q(const unsigned short* q, const unsigned short* k,
+                                               const unsigned short* v, const unsigned short* dout,
+                                               const float* lse, const float* dsum,
+                                               unsigned short* dq, int batch, int L, int S,
+                                               int causal, float scale_log2, float scale) {
+  unsigned short* Ks = reinterpret_cast<unsigned short*>(lt_fa_smem);
+  unsigned short* Vs = Ks + 64 * LT_FA16_LD;
+  const int tiles = (L + 63) / 64;
+  const int bh = blockIdx.x % batch, q0 = (tiles - 1 - (int)(blockIdx.x / batch)) * 64;
+  q += (size_t)bh * L * 64;
+  dout += (size_t)bh * L * 64;
+  k += (size_t)bh * S * 64;
+  v += (size_t)bh * S * 64;
+  lse += (size_t)bh * L;
+  dsum += (size_t)bh * L;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  const int r = q0 + (threadIdx.x >> 5) * 16 + g;
+  unsigned qa[4][4], oa[4][4];
+  lt_fa16_load_a(qa, q, r, L, t4);
+  lt_fa16_load_a(oa, dout, r, L, t4);
+  float l2[2], d[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l2[h] = r + 8 * h < L ? lse[r + 8 * h] * LT_FA_LOG2E : 0.f;
+    d[h] = r + 8 * h < L ? dsum[r + 8 * h] : 0.f;
+  }
+  float gq[8][4];
+  lt_fa16_zero(gq);
+  const int kend = causal ? min(S, q0 + 64) : S;
+  for (int k0 = 0; k0 < kend; k0 += 64) {
+    __syncthreads();
+    lt_fa16_load_tile(Ks, k, k0, S);
+    lt_fa16_load_tile(Vs, v, k0, S);
+    __syncthreads();
+    float s[8][4], dp[8][4];
+    lt_fa16_zero(s);
+    lt_fa16_zero(dp);
+    lt_fa16_mm_nt<BF>(s, qa, Ks, g, t4);
+    lt_fa16_mm_nt<BF>(dp, oa, Vs, g, t4);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e >> 1, row = r + 8 * h, key = k0 + nt * 8 + 2 * t4 + (e & 1);
+        const bool hidden = row >= L || key >= S || (causal && key > row);
+        const float p = hidden ? 0.f : exp2f(s[nt][e] * scale_log2 - l2[h]);
+        s[nt][e] = p * (dp[nt][e] - d[h]);
+      }
+    unsigned da[4][4];
+    lt_fa16_to_a<BF>(da, s);
+    lt_fa16_mm_nn<BF>(gq, da, Ks, lane);
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+    if (r + 8 * h < L)
+      lt_fa16_store_row<BF>(dq + ((size_t)bh * L + r + 8 * h) * 64, gq, h, t4, scale);
+}
+
+// The 16-bit kernels need sm_80's mma; older GPUs never get a plan that launches them (the CUDA
+// backend offers 16-bit attention from compute capability 8.0), and a launch there traps.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define LT_FA16_BODY(call) __trap()
+#else
+#define LT_FA16_BODY(call) call
+#endif
+
 // @kernel lt_flash_attention_fwd_f32
 // O = softmax(Q K^T * scale [causal: key <= query]) V and lse = the row logsumexp (natural log)
 // of the scaled, masked scores; o or lse may be null. q [batch, L, 64], k and v [batch, S, 64],
@@ -124,7 +486,6 @@ extern "C" __global__ void __launch_bounds__(256)
                                const float* __restrict__ v, float* __restrict__ o,
                                float* __restrict__ lse, int batch, int L, int S, int causal,
                                float scale_log2) {
-  extern __shared__ float4 lt_fa_smem[];
   float* Qs = reinterpret_cast<float*>(lt_fa_smem);
   float* KP = Qs + 4096;  // K^T [d][key], then P [query][key]
   float* Vs = KP + 4096;
@@ -218,7 +579,6 @@ extern "C" __global__ void __launch_bounds__(256, 2)
                                     float* __restrict__ dk, float* __restrict__ dv,
                                     float* __restrict__ dq, int batch, int L, int S, int causal,
                                     float scale_log2, float scale) {
-  extern __shared__ float4 lt_fa_smem[];
   float* Ks = reinterpret_cast<float*>(lt_fa_smem);
   float* Vs = Ks + 4096;
   float* QT = Vs + 4096;   // Q^T [d][query], then P^T [key][query]
@@ -296,4 +656,70 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     if (dv)
       *reinterpret_cast<float4*>(dv + at) = make_float4(gv[i][0], gv[i][1], gv[i][2], gv[i][3]);
   }
+}
+
+// @kernel lt_flash_attention_fwd_bf16
+// lt_flash_attention_fwd_f32's computation for bfloat16 q, k, v and o (lse float32), 128 threads.
+extern "C" __global__ void __launch_bounds__(128)
+    lt_flash_attention_fwd_bf16(const unsigned short* __restrict__ q,
+                                const unsigned short* __restrict__ k,
+                                const unsigned short* __restrict__ v,
+                                unsigned short* __restrict__ o, float* __restrict__ lse, int batch,
+                                int L, int S, int causal, float scale_log2) {
+  LT_FA16_BODY(lt_fa16_forward<true>(q, k, v, o, lse, batch, L, S, causal, scale_log2));
+}
+
+// @kernel lt_flash_attention_bwd_dkdv_bf16
+// dK and dV (bfloat16) of one key tile per block (lt_fa16_grad_kv), 128 threads.
+extern "C" __global__ void __launch_bounds__(128) lt_flash_attention_bwd_dkdv_bf16(
+    const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+    const unsigned short* __restrict__ v, const unsigned short* __restrict__ dout,
+    const float* __restrict__ lse, const float* __restrict__ dsum, unsigned short* __restrict__ dk,
+    unsigned short* __restrict__ dv, int batch, int L, int S, int causal, float scale_log2,
+    float scale) {
+  LT_FA16_BODY(lt_fa16_grad_kv<true>(q, k, v, dout, lse, dsum, dk, dv, batch, L, S, causal,
+                                     scale_log2, scale));
+}
+
+// @kernel lt_flash_attention_bwd_dq_bf16
+// dQ (bfloat16) of one query tile per block (lt_fa16_grad_q), 128 threads.
+extern "C" __global__ void __launch_bounds__(128) lt_flash_attention_bwd_dq_bf16(
+    const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+    const unsigned short* __restrict__ v, const unsigned short* __restrict__ dout,
+    const float* __restrict__ lse, const float* __restrict__ dsum, unsigned short* __restrict__ dq,
+    int batch, int L, int S, int causal, float scale_log2, float scale) {
+  LT_FA16_BODY(
+      lt_fa16_grad_q<true>(q, k, v, dout, lse, dsum, dq, batch, L, S, causal, scale_log2, scale));
+}
+
+// @kernel lt_flash_attention_fwd_f16
+// The same three for float16.
+extern "C" __global__ void __launch_bounds__(128)
+    lt_flash_attention_fwd_f16(const unsigned short* __restrict__ q,
+                               const unsigned short* __restrict__ k,
+                               const unsigned short* __restrict__ v, unsigned short* __restrict__ o,
+                               float* __restrict__ lse, int batch, int L, int S, int causal,
+                               float scale_log2) {
+  LT_FA16_BODY(lt_fa16_forward<false>(q, k, v, o, lse, batch, L, S, causal, scale_log2));
+}
+
+// @kernel lt_flash_attention_bwd_dkdv_f16
+extern "C" __global__ void __launch_bounds__(128) lt_flash_attention_bwd_dkdv_f16(
+    const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+    const unsigned short* __restrict__ v, const unsigned short* __restrict__ dout,
+    const float* __restrict__ lse, const float* __restrict__ dsum, unsigned short* __restrict__ dk,
+    unsigned short* __restrict__ dv, int batch, int L, int S, int causal, float scale_log2,
+    float scale) {
+  LT_FA16_BODY(lt_fa16_grad_kv<false>(q, k, v, dout, lse, dsum, dk, dv, batch, L, S, causal,
+                                      scale_log2, scale));
+}
+
+// @kernel lt_flash_attention_bwd_dq_f16
+extern "C" __global__ void __launch_bounds__(128) lt_flash_attention_bwd_dq_f16(
+    const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+    const unsigned short* __restrict__ v, const unsigned short* __restrict__ dout,
+    const float* __restrict__ lse, const float* __restrict__ dsum, unsigned short* __restrict__ dq,
+    int batch, int L, int S, int causal, float scale_log2, float scale) {
+  LT_FA16_BODY(
+      lt_fa16_grad_q<false>(q, k, v, dout, lse, dsum, dq, batch, L, S, causal, scale_log2, scale));
 }

@@ -154,34 +154,58 @@ TEST(AttentionPrims, ShapeRuleNamesTheOpAndShapes) {
 // each holding just its kernel.
 TEST(FlashAttention, NvrtcCompilesOneProgramPerKernel) {
   const auto images = compile_flash_attention("sm_90", true);
-  ASSERT_EQ(images.size(), 3u);
-  const char* names[3] = {kFlashForwardKernel, kFlashGradKVKernel, kFlashZeroKernel};
-  for (size_t k = 0; k < 3; ++k) {
+  ASSERT_EQ(images.size(), static_cast<size_t>(kFlashKernelCount));
+  for (size_t k = 0; k < images.size(); ++k) {
     EXPECT_GT(images[k].size(), 1024u);
     const std::string bytes(images[k].begin(), images[k].end());
-    for (size_t j = 0; j < 3; ++j)
-      EXPECT_EQ(bytes.find(names[j]) != std::string::npos, j == k) << k << " " << names[j];
+    for (size_t j = 0; j < images.size(); ++j)
+      EXPECT_EQ(bytes.find(std::string(kFlashKernels[j].name) + '\0') != std::string::npos, j == k)
+          << k << " " << kFlashKernels[j].name;
   }
   // Each program is the shared helpers plus one kernel's section of flash_attention.cu.
-  for (int k = 0; k < 3; ++k) {
+  for (int k = 0; k < kFlashKernelCount; ++k) {
     const std::string src = flash_attention_program_source(k);
     EXPECT_NE(src.find("lt_fa_mm"), std::string::npos);
-    for (int j = 0; j < 3; ++j)
-      EXPECT_EQ(src.find(std::string(names[j]) + "(") != std::string::npos, j == k)
+    EXPECT_NE(src.find("lt_fa16_mma"), std::string::npos);
+    for (int j = 0; j < kFlashKernelCount; ++j)
+      EXPECT_EQ(src.find(std::string(kFlashKernels[j].name) + "(") != std::string::npos, j == k)
           << k << " " << j;
   }
 }
 
+// A dtype's kernels: float32 forward, dK/dV/dQ, zero; 16-bit forward, dK/dV, dQ. Head dim 64
+// only; integer dtypes have none.
+TEST(FlashAttention, KernelTableCoversThreeFloatDtypes) {
+  EXPECT_EQ(flash_kernel_base(DType::Float32), 0);
+  EXPECT_EQ(flash_kernel_base(DType::BFloat16), 3);
+  EXPECT_EQ(flash_kernel_base(DType::Float16), 6);
+  EXPECT_EQ(flash_kernel_base(DType::Float64), -1);
+  EXPECT_EQ(std::string(kFlashKernels[3 + 2].name), "lt_flash_attention_bwd_dq_bf16");
+  EXPECT_EQ(std::string(kFlashKernels[6].name), "lt_flash_attention_fwd_f16");
+  for (DType t : {DType::Float32, DType::BFloat16, DType::Float16}) {
+    EXPECT_TRUE(flash_attention_supports(t, 64, 64)) << dtype_name(t);
+    EXPECT_FALSE(flash_attention_supports(t, 128, 128)) << dtype_name(t);
+    EXPECT_FALSE(flash_attention_supports(t, 64, 32)) << dtype_name(t);
+  }
+  EXPECT_FALSE(flash_attention_supports(DType::Float64, 64, 64));
+  EXPECT_FALSE(flash_attention_supports(DType::Int32, 64, 64));
+  // Shared memory within the 227 KB an sm_90 block may have (the 16-bit ones within 48 KB).
+  for (const FlashKernel& k : kFlashKernels) {
+    EXPECT_LE(k.smem, 227u * 1024) << k.name;
+    EXPECT_TRUE(k.threads == 128 || k.threads == 256) << k.name;
+  }
+}
+
 // The build embeds nvcc's cubins for sm_80 and sm_90 (this build has nvcc: CUDA toolkit in CI and
-// on the GPU machine): one ELF image holding all three kernels, used instead of NVRTC.
+// on the GPU machine): one ELF image holding every kernel, used instead of NVRTC.
 TEST(FlashAttention, BuildEmbedsCubinsForAmpereAndHopper) {
   for (const char* arch : {"sm_80", "sm_90"}) {
     const std::vector<char> cubin = embedded_flash_attention(arch);
     ASSERT_GT(cubin.size(), 1024u) << arch;
     EXPECT_EQ(std::string(cubin.data() + 1, 3), "ELF");
     const std::string bytes(cubin.begin(), cubin.end());
-    for (const char* name : {kFlashForwardKernel, kFlashGradKVKernel, kFlashZeroKernel})
-      EXPECT_NE(bytes.find(name), std::string::npos) << arch << " " << name;
+    for (const FlashKernel& k : kFlashKernels)
+      EXPECT_NE(bytes.find(std::string(k.name) + '\0'), std::string::npos) << arch << " " << k.name;
   }
   EXPECT_TRUE(embedded_flash_attention("sm_75").empty());
   EXPECT_EQ(flash_attention_images("sm_90", true).size(), 1u);
@@ -189,20 +213,24 @@ TEST(FlashAttention, BuildEmbedsCubinsForAmpereAndHopper) {
 
 TEST(FlashAttention, ModuleImageCarriesTheKernelsAfterThePlans) {
   const Plan p = attention_plan();
-  ASSERT_EQ(flash_attention_launches(p), 3u);
+  const size_t n = kFlashKernelCount;
+  ASSERT_EQ(flash_attention_launches(p), n);
   CudaModuleImage m = compile_cuda_module(p, "sm_90", true);
   const size_t programs = m.images.size();
   append_flash_attention(m, flash_attention_images("sm_90", true));  // the embedded cubin
-  ASSERT_EQ(m.launches.size(), p.kernels.size() + 3);
+  ASSERT_EQ(m.launches.size(), p.kernels.size() + n);
   ASSERT_EQ(m.images.size(), programs + 1);
-  EXPECT_EQ(m.launches.back().name, kFlashZeroKernel);
-  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(m.program_of[p.kernels.size() + k], programs);
-  CudaModuleImage m3 = compile_cuda_module(p, "sm_90", true);
-  append_flash_attention(m3, compile_flash_attention("sm_90", true));  // NVRTC's, one per kernel
-  ASSERT_EQ(m3.images.size(), programs + 3);
-  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(m3.program_of[p.kernels.size() + k], programs + k);
+  EXPECT_EQ(m.launches.back().name, kFlashKernels[n - 1].name);
+  for (size_t k = 0; k < n; ++k) {
+    EXPECT_EQ(m.program_of[p.kernels.size() + k], programs);
+    EXPECT_EQ(m.launches[p.kernels.size() + k].threads, static_cast<int>(kFlashKernels[k].threads));
+  }
+  CudaModuleImage mn = compile_cuda_module(p, "sm_90", true);
+  append_flash_attention(mn, compile_flash_attention("sm_90", true));  // NVRTC's, one per kernel
+  ASSERT_EQ(mn.images.size(), programs + n);
+  for (size_t k = 0; k < n; ++k) EXPECT_EQ(mn.program_of[p.kernels.size() + k], programs + k);
   const CudaModuleImage back =
-      decode_cuda_module(encode_cuda_module(m), p.kernels.size() + 3, "sm_90");
+      decode_cuda_module(encode_cuda_module(m), p.kernels.size() + n, "sm_90");
   EXPECT_EQ(back.images, m.images);
   EXPECT_EQ(back.program_of, m.program_of);
   EXPECT_THROW(decode_cuda_module(encode_cuda_module(m), p.kernels.size(), "sm_90"), Error);
