@@ -131,11 +131,11 @@ int main(int argc, char** argv) {
     for (const auto& in : inputs) {
       Loaded l = load(in);
       lt::LowerOptions opts;
-      if (cuda_lowering) {  // CudaBackend::lower_options with cuBLAS and the flash kernels
+      if (cuda_lowering) {  // CudaBackend::lower_options (an sm_80+ GPU), cuBLAS, flash kernels
         opts.gemm_dtypes = {lt::DType::Float32, lt::DType::Float64, lt::DType::BFloat16,
                             lt::DType::Float16};
 #ifdef LT_HAVE_CUDA
-        opts.attention_dtypes = {lt::DType::Float32};
+        opts.attention_dtypes = {lt::DType::Float32, lt::DType::BFloat16, lt::DType::Float16};
         opts.attention_head_dim = lt::kFlashTile;
 #endif
         // Attention prims the CUDA backend does not take (a dump from lazy:reference, which
