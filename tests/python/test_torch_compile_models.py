@@ -331,8 +331,9 @@ def test_a_training_step_exchanges_only_its_batch_through_dlpack():
     imported = interop.counts["imported"] - before["imported"]
     reused = interop.counts["reused"] - before["reused"]
     assert imported == 3 * 1, (imported, reused)  # the backward's incoming gradient
-    # 6 parameters and x into the forward; x, weights and 4 activations or more into the backward
-    assert reused >= 3 * (7 + 7), (imported, reused)
+    # 6 parameters and x into the forward; into the backward, what the min-cut partitioner saves
+    # (x, the weights and the activations it does not recompute: 6 here)
+    assert reused >= 3 * (7 + 5), (imported, reused)
 
 
 @pytest.fixture
