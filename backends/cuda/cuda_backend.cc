@@ -263,14 +263,17 @@ class CudaExecutable : public Executable {
           launch_mu_);  // the pointer arrays' host staging is per executable
       std::vector<CudaLaunchStep> steps = resolve_steps(inputs, ptrs);
       // Profiling times each launch, so it launches plainly.
-      const bool graph = graphs_ && !(stats && stats->on_kernel) &&
-                         steps.size() >= kCudaGraphMinSteps && ++runs_ > kCudaGraphWarmupRuns;
+      const bool profiled = stats && stats->on_kernel;
+      const bool graph = graphs_ && !profiled && steps.size() >= kCudaGraphMinSteps &&
+                         ++runs_ > kCudaGraphWarmupRuns;
       if (graph && !graph_) graph_ = std::make_unique<CudaGraphReplay>(dev_, blas_);
-      if (graph && graph_->launch(steps)) {
+      int recaptured = 0;
+      if (graph && graph_->launch(steps, &recaptured)) {
         if (stats) {
           stats->kernel_launches += static_cast<int>(steps.size());
           ++stats->graph_launches;
         }
+        if (!graphs_always_) judge_replay(recaptured, steps.size());
       } else {
         launch_cuda_steps(*dev_, blas_.get(), steps, stats);
       }
@@ -462,6 +465,18 @@ class CudaExecutable : public Executable {
   bool graphs_ = false;
   int64_t runs_ = 0;
   std::unique_ptr<CudaGraphReplay> graph_;
+  // The graph's keep-or-drop rule (cuda_graph.h): replays in a row that cost more than plain
+  // launches would have.
+  const bool graphs_always_ = cuda_graphs_always();
+  int slow_replays_ = 0;
+
+  void judge_replay(int recaptured, size_t steps) {
+    const bool slow = static_cast<size_t>(recaptured) * kCudaGraphRecaptureCost > steps;
+    slow_replays_ = slow ? slow_replays_ + 1 : 0;
+    if (slow_replays_ < kCudaGraphSlowReplays) return;
+    graphs_ = false;  // plain launches from now on; the graph goes when its launches complete
+    graph_.reset();
+  }
 };
 
 class CudaBackendImpl : public CudaBackend {

@@ -50,6 +50,11 @@ bool cuda_graphs_enabled() {
   return cuda_driver().graphs;
 }
 
+bool cuda_graphs_always() {
+  const char* e = std::getenv("LT_CUDA_GRAPHS");
+  return e && std::string(e) == "always";
+}
+
 void launch_cuda_steps(const CudaDevice& dev, const CublasHandle* blas,
                        const std::vector<CudaLaunchStep>& steps, RunStats* stats) {
   const CudaDriver& d = dev.driver();
@@ -156,7 +161,7 @@ bool CudaGraphReplay::matches(const std::vector<CudaLaunchStep>& steps) const {
   return true;
 }
 
-bool CudaGraphReplay::update(const std::vector<CudaLaunchStep>& steps) {
+bool CudaGraphReplay::update(const std::vector<CudaLaunchStep>& steps, int* recaptured) {
   const CudaDriver& d = dev_->driver();
   std::vector<void*> ptrs;
   for (size_t i = 0; i < steps.size(); ++i) {
@@ -181,17 +186,24 @@ bool CudaGraphReplay::update(const std::vector<CudaLaunchStep>& steps) {
     }
     if (children_[i]) d.cuGraphDestroy(children_[i]);
     children_[i] = child;
+    ++*recaptured;
     l.a = s.a, l.b = s.b, l.out = s.out, l.bias = s.bias, l.workspace = s.workspace;
   }
   return true;
 }
 
-bool CudaGraphReplay::launch(const std::vector<CudaLaunchStep>& steps) {
+bool CudaGraphReplay::launch(const std::vector<CudaLaunchStep>& steps, int* recaptured) {
   std::lock_guard<std::mutex> lock(mu_);
+  int captured = 0;
+  if (recaptured) *recaptured = 0;
   if (failed_ || steps.empty()) return false;
   const CudaDriver& d = dev_->driver();
   try {
-    if (!matches(steps) || !update(steps)) build(steps);
+    if (!matches(steps) || !update(steps, &captured)) {
+      captured = 0;
+      build(steps);
+    }
+    if (recaptured) *recaptured = captured;
   } catch (const std::exception&) {
     reset();
     failed_ = true;

@@ -12,6 +12,16 @@
 // node never changes: the host-to-device copy of the addresses is issued on the stream before
 // the graph launch, outside the graph. Anything that cannot be built or updated falls back to
 // plain launches for that executable, never to a wrong result.
+//
+// Capturing a library step again costs far more host time than launching it (a stream capture
+// and a child-graph swap per GEMM): a backward graph through torch.compile, whose saved
+// activations and gradients are new buffers every step, recaptured nearly every GEMM (GPT-2:
+// ~12 ms of host time per replay, 2 replays a step, for ~75 recaptures each: ~150 us apiece,
+// where a plain launch costs a few us). So an executable stops using its graph after
+// kCudaGraphSlowReplays replays in a row that each recaptured so many library steps that plain
+// launches of all its steps would have cost less (a recapture counted as kCudaGraphRecaptureCost
+// launches, a lower bound); LT_CUDA_GRAPHS=always keeps graphs regardless. A rule on counts, not
+// on measured times, so it decides the same way on every run.
 #pragma once
 #include <cuda.h>
 
@@ -33,9 +43,17 @@ inline constexpr int kCudaGraphWarmupRuns = 3;
 // plus a node update would cost more than the launch), so they stay plain.
 inline constexpr size_t kCudaGraphMinSteps = 2;
 
+// Replays in a row that recaptured more library steps than 1 / kCudaGraphRecaptureCost of the
+// steps, after which the executable launches plainly.
+inline constexpr int kCudaGraphSlowReplays = 3;
+inline constexpr size_t kCudaGraphRecaptureCost = 16;
+
 // LT_CUDA_GRAPHS is not 0/off and the driver has every graph entry point (read at each call;
 // executables read it when they are created).
 bool cuda_graphs_enabled();
+// LT_CUDA_GRAPHS=always: graphs are kept even when their replays cost more host time than plain
+// launches (tests of the update path).
+bool cuda_graphs_always();
 
 // One step of a run with its arguments resolved: a kernel (fn set), a cuBLAS GEMM (gemm set) or a
 // cuDNN convolution (conv set). GEMMs and convolutions are library steps: a graph holds each as a
@@ -75,12 +93,13 @@ class CudaGraphReplay {
   // the steps no longer match it), else updates the nodes whose arguments changed. Returns false
   // when the graph cannot be built, updated or launched: the caller then launches the steps
   // itself, and every later call returns false at once (the executable launches plainly from
-  // then on).
-  bool launch(const std::vector<CudaLaunchStep>& steps);
+  // then on). `recaptured`, when given, receives the library steps captured again for this
+  // launch's update (0 when nothing changed or the graph was built afresh).
+  bool launch(const std::vector<CudaLaunchStep>& steps, int* recaptured = nullptr);
 
  private:
   void build(const std::vector<CudaLaunchStep>& steps);
-  bool update(const std::vector<CudaLaunchStep>& steps);
+  bool update(const std::vector<CudaLaunchStep>& steps, int* recaptured);
   bool matches(const std::vector<CudaLaunchStep>& steps) const;
   CUgraph capture(const CudaLaunchStep& step);
   void reset();

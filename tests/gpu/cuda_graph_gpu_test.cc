@@ -25,6 +25,7 @@
 #include "backends/backend.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_device.h"
+#include "backends/cuda/cuda_graph.h"
 #include "backends/cuda/driver_api.h"
 #include "backends/reference/reference_backend.h"
 #include "ir/error.h"
@@ -177,7 +178,10 @@ TEST_F(CudaGraphGpu, ChangingAddressesValuesAndScalarsGiveThePlainResults) {
     plain = cuda->compile(plan);
   }
   {
-    ScopedEnv on("LT_CUDA_GRAPHS", nullptr);
+    // Every replay here recaptures both GEMMs, more than plain launches of its few steps would
+    // cost: "always" keeps the graph anyway, to test the updates (the default drops it after
+    // kCudaGraphSlowReplays such replays: DropsTheGraphWhenReplaysKeepRecapturing).
+    ScopedEnv on("LT_CUDA_GRAPHS", "always");
     graphed = cuda->compile(plan);
   }
   auto ref_exe = ref->compile(ref_plan);
@@ -223,6 +227,33 @@ TEST_F(CudaGraphGpu, ChangingAddressesValuesAndScalarsGiveThePlainResults) {
     for (size_t o = 0; o < g2.size(); ++o)
       testing::expect_close(g2[o], w2[o], 1e-6, 1e-7, "repeat");
   }
+}
+
+// A graph whose replays recapture its GEMMs (new input and output addresses every run), each
+// replay costing more than plain launches of its steps, is dropped after kCudaGraphSlowReplays
+// such replays; the runs give the plain results either way (checked above with "always").
+TEST_F(CudaGraphGpu, DropsTheGraphWhenReplaysKeepRecapturing) {
+  ScopedEnv cache("LT_CACHE_DIR", "off");
+  ScopedEnv on("LT_CUDA_GRAPHS", nullptr);
+  auto cuda = make_cuda_backend(0);
+  TestGraph tg;
+  Plan plan = lower(tg.graph, cuda->lower_options());
+  ASSERT_EQ(plan.gemms.size(), 2u) << plan.grouping;
+  auto exe = cuda->compile(plan);
+  std::vector<BufferPtr> held;
+  int graphed = 0, last = -1;
+  for (int r = 0; r < kCudaGraphWarmupRuns + 1 + kCudaGraphSlowReplays + 3; ++r) {
+    RunStats s;
+    run_plan(*cuda, *exe, plan, tg.graph, inputs_for(tg.graph, r), &s, &held);
+    graphed += static_cast<int>(s.graph_launches);
+    if (s.graph_launches) last = r;
+  }
+  // The first replay builds the graph (no recapture); each of the next kCudaGraphSlowReplays
+  // recaptures a GEMM at least (new input addresses), which outweighs plain launches of so few
+  // steps; then the graph is gone.
+  ASSERT_LT(plan.ordered_steps().size(), kCudaGraphRecaptureCost);
+  EXPECT_EQ(graphed, 1 + kCudaGraphSlowReplays);
+  EXPECT_EQ(last, kCudaGraphWarmupRuns + kCudaGraphSlowReplays);
 }
 
 // ---- training on lazy:cuda -------------------------------------------------------------------
