@@ -256,17 +256,20 @@ def main():
         row = resnet18_row(lt, cuda_ms, wall_ms, first_call_s, args.quick, max(10, args.repeats // 2))
         results.append(row)
         print(json.dumps(row), flush=True)
-    if not args.only or args.only in "gpt2_124m":
-        import gpu_gpt2
-        for bf16 in (False, True):
-            row = gpu_gpt2.gpt2_124m_train_row(lt, cuda_ms, wall_ms, first_call_s, args.quick,
-                                               max(10, args.repeats // 5), bf16)
+    import gpu_gpt2
+    gpt2_rows = {  # --only gpt2_124m runs the three, --only gpt2_124m_train_bf16 one
+        "gpt2_124m_train_fp32": lambda: gpu_gpt2.gpt2_124m_train_row(
+            lt, cuda_ms, wall_ms, first_call_s, args.quick, max(10, args.repeats // 5), False),
+        "gpt2_124m_train_bf16": lambda: gpu_gpt2.gpt2_124m_train_row(
+            lt, cuda_ms, wall_ms, first_call_s, args.quick, max(10, args.repeats // 5), True),
+        "gpt2_124m_infer_fp32": lambda: gpu_gpt2.gpt2_124m_infer_row(
+            lt, cuda_ms, wall_ms, first_call_s, args.quick, max(10, args.repeats // 2)),
+    }
+    for name, make_row in gpt2_rows.items():
+        if not args.only or args.only in name:
+            row = make_row()
             results.append(row)
             print(json.dumps(row), flush=True)
-        row = gpu_gpt2.gpt2_124m_infer_row(lt, cuda_ms, wall_ms, first_call_s, args.quick,
-                                           max(10, args.repeats // 2))
-        results.append(row)
-        print(json.dumps(row), flush=True)
     for name, make in ROWS.items():
         if args.only and args.only not in name:
             continue
