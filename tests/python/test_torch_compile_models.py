@@ -336,6 +336,37 @@ def test_a_training_step_exchanges_only_its_batch_through_dlpack():
     assert reused >= 3 * (7 + 5), (imported, reused)
 
 
+def test_autocast_gpt_step_takes_back_its_saved_tensors_without_dlpack():
+    """Under bf16 autocast the forward saves bf16 weights and activations that autograd hands back
+    as new tensor objects (detached aliases, reshapes) of the forward's own outputs: after warm-up
+    they come back from the address table, and a step imports only the loss's gradient (25
+    imports a step for this 2-layer GPT when the table forgot an output with its first tensor
+    object)."""
+    from lazytensor.torch import interop
+    torch.manual_seed(0)
+    model = GPT(vocab=96, dim=32, heads=4, block=16, layers=2)
+    f = torch.compile(model, backend="lazytensor")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    idx, tgt = torch.randint(0, 96, (2, 16)), torch.randint(0, 96, (2, 16))
+
+    def step():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = f(idx, tgt)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+    for _ in range(2):
+        step()
+    before = dict(interop.counts)
+    for _ in range(3):
+        step()
+    imported = interop.counts["imported"] - before["imported"]
+    reused = interop.counts["reused"] - before["reused"]
+    assert imported == 3 * 1, (imported, reused)
+    assert reused >= 3 * 40, (imported, reused)
+
+
 @pytest.fixture
 def graph_ops(monkeypatch):
     """The ops of every aten graph the backend compiles from here on (names, in order)."""

@@ -87,7 +87,24 @@ void init_tensor(py::module_& m) {
                                     "'s memory (backend " + device.backend_name() + ")");
             return Tensor(make_data_tensor(s, t.dtype(), t.shape(), device));
           },
-          py::arg("device"));
+          py::arg("device"))
+      // The bridge again: a tensor over this tensor's data with another shape of as many
+      // elements (a torch reshape of a graph's output coming back as an input). A graph input of
+      // its own, not a reshape node: the next graph traces as the first one did.
+      .def(
+          "_alias_as",
+          [](const Tensor& t, const std::vector<int64_t>& dims) {
+            const Shape shape(dims.begin(), dims.end());
+            const auto& s = t.impl()->storage;
+            if (t.is_pending() || !s)
+              throw py::value_error("_alias_as: the tensor is pending; materialize it first");
+            if (lt::numel(shape) != t.numel())
+              throw py::value_error("_alias_as: shape " + shape_str(shape) + " does not have the " +
+                                    std::to_string(t.numel()) + " elements of " +
+                                    shape_str(t.shape()));
+            return Tensor(make_data_tensor(s, t.dtype(), shape, t.device()));
+          },
+          py::arg("shape"));
 
   // Elementwise math. Integer inputs of float-valued functions compute in float32, as in PyTorch.
   cls.def("exp", &Tensor::exp)
