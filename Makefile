@@ -92,7 +92,7 @@ test-tsan: deps venv
 	@echo "tsan reports: 0"
 
 # libFuzzer (clang-14) on the two file readers, each seeded from tests/fuzz/corpus/<name> and run for
-# FUZZ_SECONDS: the trace-file loader (ir/) and the safetensors reader (runtime/safetensors.cc, which
+# FUZZ_SECONDS: the trace-file loader (ir/) and the safetensors reader (nn/safetensors.cc, which
 # needs only ir/). A crash fails the run; its input becomes a corpus file and a ctest case.
 # Each run draws new random inputs (libFuzzer is not reproducible even from a fixed seed: the
 # coverage it sees differs run to run), so look for bugs before a push with a long run, e.g.
@@ -107,7 +107,7 @@ $(FUZZ_DIR)/ir/%.o: ir/%.cc $(IR_HDR) | deps
 	$(FUZZ_CXX) -c $< -o $@
 $(FUZZ_DIR)/trace_loader_fuzz: tests/fuzz/trace_loader_fuzz.cc $(FUZZ_IR_OBJ) | deps
 	$(FUZZ_CXX) $^ -o $@
-$(FUZZ_DIR)/safetensors_fuzz: tests/fuzz/safetensors_fuzz.cc runtime/safetensors.cc runtime/safetensors.h $(FUZZ_IR_OBJ) | deps
+$(FUZZ_DIR)/safetensors_fuzz: tests/fuzz/safetensors_fuzz.cc nn/safetensors.cc nn/safetensors.h $(FUZZ_IR_OBJ) | deps
 	$(FUZZ_CXX) $(filter %.cc %.o,$^) -o $@
 
 # Lowering of graphs from trace files, and plan files read back (tests/fuzz/lowering_fuzz.cc): not

@@ -8,7 +8,7 @@
 
 namespace lt {
 namespace {
-std::mutex g_mu;
+std::mutex g_devices_mu;
 std::string g_lazy_backend;  // set_lazy_backend()
 
 int parse_index(const std::string& s, const std::string& whole) {
@@ -71,7 +71,7 @@ bool Device::operator==(const Device& o) const {
 
 std::string default_lazy_backend() {
   if (const char* e = std::getenv("LT_LAZY_BACKEND"); e && *e) return e;
-  std::lock_guard<std::mutex> g(g_mu);
+  std::lock_guard<std::mutex> g(g_devices_mu);
   if (!g_lazy_backend.empty()) return g_lazy_backend;
   return backend_available("cuda") ? "cuda" : "cpu";
 }
@@ -80,7 +80,7 @@ void set_lazy_backend(const std::string& name) {
   if (name != "cpu" && name != "cuda" && name != "reference")
     fail(ErrorKind::Value, "set_lazy_backend: unknown backend '", name,
          "' (expected cpu, cuda or reference)");
-  std::lock_guard<std::mutex> g(g_mu);
+  std::lock_guard<std::mutex> g(g_devices_mu);
   g_lazy_backend = name;
 }
 

@@ -9,13 +9,13 @@
 #include "ir/graph.h"
 #include "ir/half.h"
 #include "lowering/lower.h"
-#include "runtime/capture.h"
 #include "runtime/debug_level.h"
 #include "runtime/disk_cache.h"
 #include "runtime/graph_cache.h"
 #include "runtime/metrics_state.h"
 #include "runtime/profile.h"
 #include "runtime/storm.h"
+#include "runtime/trace_observer.h"
 
 namespace lt {
 namespace {
@@ -130,7 +130,7 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
                                                     SyncReason reason, GraphRecord* record,
                                                     const RootRefs* root_refs) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
-  if (capture::active()) capture::note_execution(reason);  // a value computed mid-capture
+  if (TraceObserver* o = trace_observer()) o->on_execution(reason);  // computed mid-capture
   auto t0 = Clock::now();
   Backend& backend = get_backend(backend_name);
   Graph g = collect_graph(roots);

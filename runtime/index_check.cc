@@ -9,9 +9,9 @@
 
 #include "ir/error.h"
 #include "ir/half.h"
-#include "runtime/capture.h"
 #include "runtime/indexing.h"
 #include "runtime/ops.h"
+#include "runtime/trace_observer.h"
 
 namespace lt {
 namespace {
@@ -94,9 +94,9 @@ bool index_values_known(const Tensor& index) {
 void check_index_values(const IndexCheckSpec& spec, const Tensor& index, const Tensor& anchor) {
   if (index.numel() == 0) return;
   if (index_values_known(index)) {
-    // Under lt.compile's capture the check is redone on each replay's values (or the data is a
-    // constant): reading them here does not make the step depend on data.
-    if (capture::active()) capture::note_index_check(spec, index);
+    // Under a trace observer (lt.compile's capture) the check is redone on each replay's values (or
+    // the data is a constant): reading them here does not make the step depend on data.
+    if (TraceObserver* o = trace_observer()) o->on_index_check(spec, index);
     index_checks::check_stored(spec, *index.impl());
     return;
   }
@@ -119,9 +119,9 @@ void check_index_values(const IndexCheckSpec& spec, const Tensor& index, const T
 
 void check_class_targets(const Tensor& target, int64_t classes, int64_t ignore_index,
                          const char* fn, const Shape& input_shape) {
-  // Under lt.compile's capture a host read would make the step unreplayable, and replays bind
-  // other targets anyway: compiled steps are not checked.
-  if (target.numel() == 0 || !index_values_known(target) || capture::active()) return;
+  // Under a trace observer (lt.compile's capture) a host read would make the step unreplayable, and
+  // replays bind other targets anyway: compiled steps are not checked.
+  if (target.numel() == 0 || !index_values_known(target) || trace_observer()) return;
   for (int64_t v : target.to_vector<int64_t>())
     if (v != ignore_index && (v < 0 || v >= classes))
       fail(ErrorKind::Index, fn, ": target ", v, " is out of bounds for ", classes,

@@ -5,7 +5,7 @@
 //
 // - Index data already in host memory: checked at once, at the op (no graph, no kernel). Under
 //   lt.compile's capture, when that data is an argument's or a state tensor's, the program also
-//   redoes the check on the new values before each replay (runtime/capture.h).
+//   redoes the check on the new values before each replay (capture/capture.h).
 // - Eager device (data in device memory): the index's max and min are computed and read at once.
 // - Lazy device, index pending or in device memory: the op records a deferred check (one [2] int64
 //   reduction: the index's max and ~min, one kernel). The sync that computes the op's result adds

@@ -1,4 +1,4 @@
-// The generator's state as lt.compile's replay needs it (runtime/capture.cc): a replayed step
+// The generator's state as lt.compile's replay needs it (capture/capture.cc): a replayed step
 // draws from the same counter stream that re-running the Python code would have drawn from.
 // Defined beside the generator in runtime/creation.cc.
 #pragma once

@@ -3,13 +3,13 @@
 #include <map>
 
 #include "ir/error.h"
-#include "runtime/capture.h"
 #include "runtime/executor.h"
 #include "runtime/index_check.h"
 #include "runtime/metrics_state.h"
 #include "runtime/profile.h"
 #include "runtime/shared_work.h"
 #include "runtime/tensor_impl.h"
+#include "runtime/trace_observer.h"
 
 namespace lt {
 
@@ -99,12 +99,13 @@ void sync(const std::vector<Tensor>& tensors, SyncReason reason) {
       ensure_fresh(*t.impl());
       ts.push_back(t.impl());
     }
-  // Live tensors sharing work with these become data too (runtime/shared_work.h). Not inside an
-  // lt.compile capture, whose replay must produce exactly the values the traced call read, and
-  // not for eager tensors (pending eager views and composites): only lazy ones are registered.
+  // Live tensors sharing work with these become data too (runtime/shared_work.h). Not while a trace
+  // observer records (lt.compile's capture, runtime/trace_observer.h), whose replay must produce
+  // exactly the values the traced call read, and not for eager tensors (pending eager views and
+  // composites): only lazy ones are registered.
   bool lazy = false;
   for (const auto& t : ts) lazy = lazy || t->device.is_lazy();
-  if (lazy && !capture::active())
+  if (lazy && !trace_observer())
     for (auto& extra : tensors_sharing_work(ts)) ts.push_back(std::move(extra));
   materialize(ts, reason);
 }

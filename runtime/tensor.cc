@@ -7,11 +7,11 @@
 #include "ir/error.h"
 #include "ir/half.h"
 #include "runtime/autograd.h"
-#include "runtime/capture.h"
 #include "runtime/ops.h"
 #include "runtime/profile.h"
 #include "runtime/sync.h"
 #include "runtime/tensor_impl.h"
+#include "runtime/trace_observer.h"
 #include "runtime/views.h"
 
 namespace lt {
@@ -41,7 +41,7 @@ void Tensor::copy_to_host(void* dst, SyncReason reason) const {
   impl_or_throw(impl_);
   ensure_fresh(*impl_);
   if (impl_->pending) sync({*this}, reason);
-  if (capture::active()) capture::note_host_read(reason);  // Python now depends on a value
+  if (TraceObserver* o = trace_observer()) o->on_host_read(reason);  // Python now depends on it
   size_t bytes = static_cast<size_t>(numel()) * dtype_size(dtype());
   if (!bytes) return;
   profile::Scope transfer(profile::Phase::Transfer, "to host");
@@ -86,7 +86,7 @@ Tensor Tensor::to(const Device& d) const {
   ensure_fresh(*impl_);
   if (impl_->device == d) return *this;
   if (impl_->pending) sync({*this}, d.is_lazy() ? SyncReason::Sync : SyncReason::ToCpu);
-  capture::Transfer transfer(*impl_);  // lt.compile redoes this copy on replay
+  ObservedTransfer transfer(*impl_);  // lt.compile redoes this copy on replay
   const Storage& s = *impl_->storage;
   std::string target = d.backend_name();
   bool host_src = s.buffer->on_host(), host_dst = target == "cpu" || target == "reference";

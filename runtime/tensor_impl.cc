@@ -2,13 +2,13 @@
 
 #include "ir/error.h"
 #include "ir/pool.h"
-#include "runtime/capture.h"
 #include "runtime/executor.h"
 #include "runtime/memory_views.h"
 #include "runtime/metrics_state.h"
 #include "runtime/profile.h"
 #include "runtime/sync.h"
 #include "runtime/tensor_impl.h"
+#include "runtime/trace_observer.h"
 
 namespace lt {
 
@@ -87,7 +87,7 @@ NodePtr node_of(TensorImpl& t) {
   ensure_fresh(t);
   if (t.pending) return t.pending;
   if (!t.leaf) t.leaf = make_param(t.dtype, t.shape, t.storage);
-  if (capture::active()) capture::note_leaf(t);
+  if (TraceObserver* o = trace_observer()) o->on_leaf(t);
   return t.leaf;
 }
 

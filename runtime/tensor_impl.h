@@ -14,7 +14,7 @@
 
 namespace lt {
 
-// A process-wide creation stamp: lt.compile's capture (runtime/capture.h) tells tensors and data
+// A process-wide creation stamp: lt.compile's capture (capture/capture.h) tells tensors and data
 // that existed before a traced call (state it must re-read on replay) from those made during it.
 inline uint64_t next_birth() {
   static std::atomic<uint64_t> counter{1};

@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <functional>
 
+#include "nn/nn.h"
 #include "runtime/autograd.h"
-#include "runtime/nn.h"
 #include "test_util.h"
 
 namespace lt {

@@ -1,7 +1,7 @@
-// A training forward's compiled backward (runtime/capture_backward.cc): a captured call that
+// A training forward's compiled backward (capture/capture_backward.cc): a captured call that
 // returns a tensor requiring grad replays with a node whose backward is a replayed graph too.
 // Checked against gradients written out by hand in double precision on the host.
-#include "runtime/capture.h"
+#include "capture/capture.h"
 
 #include "runtime/ops.h"
 #include "test_util.h"

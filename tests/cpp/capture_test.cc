@@ -1,8 +1,8 @@
-// lt.compile's capture layer (runtime/capture.h): a captured step replays with new arguments and
+// lt.compile's capture layer (capture/capture.h): a captured step replays with new arguments and
 // the current state without tracing, matching the same step run as plain code; stale programs
 // and data-dependent steps are refused rather than replayed wrongly; index range checks (of
 // argument data, of indices computed in the step) are redone on every replay.
-#include "runtime/capture.h"
+#include "capture/capture.h"
 
 #include "runtime/indexing.h"
 #include "runtime/ops.h"

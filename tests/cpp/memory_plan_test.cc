@@ -10,7 +10,7 @@
 #include "lowering/lower.h"
 #include "lowering/memory_plan.h"
 #include "lowering/plan_serialize.h"
-#include "runtime/nn.h"
+#include "nn/nn.h"
 #include "test_util.h"
 
 namespace lt {

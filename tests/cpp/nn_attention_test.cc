@@ -4,16 +4,16 @@
 // separate kdim/vdim weights, returned weights, gradients against float64 central differences,
 // PyTorch's initialization, bad input; and a small Embedding + LayerNorm + MHA + Linear model that
 // trains on lazy as one graph compiled once.
-#include "runtime/nn_attention.h"
+#include "nn/nn_attention.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
+#include "nn/optim.h"
 #include "nn_test_util.h"
 #include "runtime/metrics.h"
-#include "runtime/optim.h"
 #include "runtime/sync.h"
 
 namespace lt {

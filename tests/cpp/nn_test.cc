@@ -3,16 +3,16 @@
 // loops, train/eval behaviour (dropout's zeroing and scaling, BatchNorm2d's running statistics with
 // PyTorch's unbiased running_var), PyTorch's initializations, state_dict/buffers/to(), and bad
 // input raising lt::Error that names the layer and the shapes.
-#include "runtime/nn.h"
+#include "nn/nn.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <numeric>
 
+#include "nn/optim.h"
 #include "nn_test_util.h"
 #include "runtime/metrics.h"
-#include "runtime/optim.h"
 #include "runtime/sync.h"
 
 namespace lt {

@@ -1,4 +1,4 @@
-// runtime/safetensors.h: the format layer on hand-made files (a table of malformed ones, each with
+// nn/safetensors.h: the format layer on hand-made files (a table of malformed ones, each with
 // the words its error must contain), the header writer, lt::save / lt::load round trips of every
 // dtype on eager and lazy devices (bit-exact, with the file's bytes checked directly), and every
 // file of the fuzz corpus (tests/fuzz/corpus/safetensors), which holds the fuzzer's regressions.

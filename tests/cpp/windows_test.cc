@@ -9,9 +9,9 @@
 #include <limits>
 
 #include "ir/error.h"
+#include "nn/nn.h"
+#include "nn/optim.h"
 #include "runtime/metrics.h"
-#include "runtime/nn.h"
-#include "runtime/optim.h"
 #include "runtime/sync.h"
 #include "test_util.h"
 

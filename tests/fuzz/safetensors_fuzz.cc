@@ -1,4 +1,4 @@
-// libFuzzer target for the safetensors reader (runtime/safetensors.h, format layer only): any byte
+// libFuzzer target for the safetensors reader (nn/safetensors.h, format layer only): any byte
 // string must either parse into a layout that really fits the bytes, or throw lt::Error. Anything
 // else (a crash, a sanitizer report, another exception type, a layout that breaks the format's
 // rules, or one that does not survive being written and read again) is a bug.
@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "ir/error.h"
-#include "runtime/safetensors.h"
+#include "nn/safetensors.h"
 
 namespace {
 

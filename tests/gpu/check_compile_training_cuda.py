@@ -1,5 +1,5 @@
 """On the GPU machine: lt.compile(module) in training on `lazy:cuda` (the forward's compiled
-backward, runtime/capture_backward.cc) against the plain module, and eager `cuda` views that run
+backward, capture/capture_backward.cc) against the plain module, and eager `cuda` views that run
 no kernel (runtime/memory_views.h deferred_view) against PyTorch CUDA. Prints one line per check;
 exit 1 on any failure.
 

@@ -31,12 +31,12 @@
 #include "ir/error.h"
 #include "ir/graph.h"
 #include "lowering/lower.h"
+#include "nn/nn.h"
+#include "nn/optim.h"
 #include "runtime/disk_cache.h"
 #include "runtime/executor.h"
 #include "runtime/metrics.h"
-#include "runtime/nn.h"
 #include "runtime/ops.h"
-#include "runtime/optim.h"
 #include "runtime/sync.h"
 
 namespace lt {

@@ -11,9 +11,9 @@
 #include "backends/backend.h"
 #include "ir/graph.h"
 #include "lowering/lower.h"
+#include "nn/nn.h"
+#include "nn/optim.h"
 #include "runtime/metrics.h"
-#include "runtime/nn.h"
-#include "runtime/optim.h"
 #include "runtime/sync.h"
 #include "runtime/tensor_impl.h"
 

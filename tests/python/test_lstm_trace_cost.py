@@ -21,7 +21,7 @@ def test_lstm_forward_and_backward_traced_ops_are_pinned():
     g = lt.randn(8, 4, 16, device="lazy")
     bwd, _ = _traced(lambda: out.backward(g))
     # About 26 ops per time step forward (h @ W_hh^T + b_hh, the step's gates selected and
-    # chunked, 4 activations, the cell and h: runtime/recurrent.cc) and 77 backward (each of the
+    # chunked, 4 activations, the cell and h: nn/recurrent.cc) and 77 backward (each of the
     # 4 chunks and the step's select padded back, 5 ops each with pad's mask cached; the stacked
     # outputs' gradient one slice per step). Before pad's cached mask, cat's one-node rule and the
     # C++ time loop (W_hh transposed once): (434, 1651).

@@ -2,7 +2,7 @@
 
 Plain `lazy` re-runs the Python code every step: each op is traced again and the trace hashed, and
 only then does the graph cache hit. A compiled function runs its Python code once per signature
-(the capture, in the C++ runtime: runtime/capture.h) and afterwards replays the recorded program:
+(the capture, in the C++ runtime: capture/capture.h) and afterwards replays the recorded program:
 new argument data and the current values of the state it reads (parameters, optimizer state) are
 bound to the cached executable, which runs at once; the same parameter, optimizer-state and .grad
 tensors are updated in place, and return values are fresh tensors on each call.
@@ -24,7 +24,7 @@ What a compiled call means on `lazy`:
     end, where everything still pending is computed (returned tensors come back materialized);
   * a function that returns tensors requiring grad without running backward() itself (a forward
     pass under grad mode, e.g. a compiled module in training) has its backward compiled too, as
-    torch.compile's AOTAutograd does (runtime/capture_backward.cc): every call returns tensors whose
+    torch.compile's AOTAutograd does (capture/capture_backward.cc): every call returns tensors whose
     autograd node replays the compiled backward, so neither pass traces an op on a replay. Each
     call keeps its own saved activations (two forwards before one backward work as in PyTorch);
     `backward()` twice needs `retain_graph=True`. Returned tensors that do not require grad, and

@@ -5,7 +5,7 @@
                            ..., "__metadata__": {"key": "value"}}  (padded with spaces to 8 bytes)
     the rest  the tensors' bytes, little-endian, row-major, at their offsets from here
 
-The format is read and written in C++ (runtime/safetensors.h, also lt::save / lt::load there); this
+The format is read and written in C++ (nn/safetensors.h, also lt::save / lt::load there); this
 module keeps PyTorch's calling conventions. Files written here open with any safetensors reader;
 files read here are validated completely (lengths, JSON, duplicate keys, dtypes, shapes against
 byte counts, offsets in range, contiguous and non-overlapping) and a bad one raises ValueError

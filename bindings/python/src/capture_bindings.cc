@@ -1,8 +1,8 @@
-// lt.compile's C++ half (runtime/capture.h): begin/end a capture around one call of the user's
+// lt.compile's C++ half (capture/capture.h): begin/end a capture around one call of the user's
 // step, and replay the recorded program with new arguments. The guards, pytrees and the module
 // wrapper are Python (lazytensor/compile.py).
 #include "bindings.h"
-#include "runtime/capture.h"
+#include "capture/capture.h"
 
 namespace lt::python {
 namespace {

@@ -6,11 +6,11 @@
 #include <vector>
 
 #include "bindings.h"
+#include "nn/optim.h"
+#include "nn/recurrent.h"
 #include "runtime/attention.h"
 #include "runtime/autograd.h"
 #include "runtime/index_check.h"
-#include "runtime/optim.h"
-#include "runtime/recurrent.h"
 #include "runtime/windows.h"
 
 namespace lt::python {
@@ -35,7 +35,7 @@ void init_ops(py::module_& m) {
   m.def("full", &lt::full, py::arg("shape"), py::arg("fill_value"), py::arg("dtype"),
         py::arg("device"));
   m.def("scalar_tensor", &lt::scalar_tensor, py::arg("value"), py::arg("dtype"), py::arg("device"));
-  // lazytensor.optim.Adam's update: the C++ optimizer's rule (runtime/optim.h).
+  // lazytensor.optim.Adam's update: the C++ optimizer's rule (nn/optim.h).
   m.def(
       "_adam_update",
       [](lt::Tensor& p, const lt::Tensor& grad, lt::Tensor& exp_avg, lt::Tensor& exp_avg_sq,
@@ -165,7 +165,7 @@ void init_ops(py::module_& m) {
   m.def("pad", &lt::pad, py::arg("input"), py::arg("pads"), py::arg("value") = 0.0);
   m.def("positions", &lt::positions, py::arg("n"), py::arg("device"));
 
-  // An LSTM direction's time loop (runtime/recurrent.h) for lazytensor.nn.LSTM: (ys, h, c).
+  // An LSTM direction's time loop (nn/recurrent.h) for lazytensor.nn.LSTM: (ys, h, c).
   m.def(
       "_lstm_direction",
       [](const Tensor& gis, const Tensor& h0, const Tensor& c0, const Tensor& w_hh,

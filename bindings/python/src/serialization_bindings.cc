@@ -1,7 +1,7 @@
-// lt.save / lt.load's C++ side (runtime/safetensors.h): the ordered file API, so a Python dict's
+// lt.save / lt.load's C++ side (nn/safetensors.h): the ordered file API, so a Python dict's
 // order is the file's order and the file's order is the returned dict's.
 #include "bindings.h"
-#include "runtime/safetensors.h"
+#include "nn/safetensors.h"
 
 namespace lt::python {
 

@@ -234,7 +234,7 @@ class RNNBase(Module):
                 h = h0s[k]
                 c = c0s[k] if c0s is not None else None
                 if self.mode == "LSTM" and w_hr is None and not _autocast_on():
-                    # The same steps traced from C++ (runtime/recurrent.h): no interpreter work
+                    # The same steps traced from C++ (nn/recurrent.h): no interpreter work
                     # per op, most of an eager layer's cost.
                     y, h, c = _C._lstm_direction(gis, h, c, w_hh, b_hh, d == 1)
                     outs.append(y)

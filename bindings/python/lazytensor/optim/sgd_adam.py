@@ -93,7 +93,7 @@ class Adam(Optimizer):
         if group["amsgrad"] and "max_exp_avg_sq" not in state:
             state["max_exp_avg_sq"] = _zeros_state(p)
         beta1, beta2 = group["betas"]
-        # The C++ optimizer's rule (runtime/optim.h adam_update): one definition for both.
+        # The C++ optimizer's rule (nn/optim.h adam_update): one definition for both.
         _C._adam_update(p, grad, state["exp_avg"], state["exp_avg_sq"],
                         state["max_exp_avg_sq"] if group["amsgrad"] else None, state["step"],
                         group["lr"], beta1, beta2, group["eps"], group["weight_decay"],

@@ -2,7 +2,7 @@
 
 The first call with a given input signature walks the graph once through the aten table
 (aten_table.py), recording lazytensor IR on the graph's lazy device, and runs it as one graph
-under lt.compile's capture (runtime/capture.h): the trace is hashed, lowered, fused and compiled
+under lt.compile's capture (capture/capture.h): the trace is hashed, lowered, fused and compiled
 once, and the capture keeps a Program that knows where each graph input comes from. Later calls
 with the same signature bind the new torch tensors' memory (DLPack, no copies) and replay the
 Program: no Python per op, no re-tracing, no re-hashing.

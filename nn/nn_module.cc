@@ -1,4 +1,4 @@
-#include "runtime/nn_module.h"
+#include "nn/nn_module.h"
 
 #include <algorithm>
 #include <map>

@@ -1,4 +1,4 @@
-// The tensor layer of safetensors (runtime/safetensors.h): lt::save / lt::load and the ordered
+// The tensor layer of safetensors (nn/safetensors.h): lt::save / lt::load and the ordered
 // write_file / read_file that they and Python's lt.save / lt.load use.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "ir/error.h"
+#include "nn/safetensors.h"
 #include "runtime/ops.h"
-#include "runtime/safetensors.h"
 #include "runtime/sync.h"
 #include "runtime/tensor_impl.h"
 

@@ -15,8 +15,8 @@
 // micro-batches) each keep their own activations, as in PyTorch.
 #include <unordered_set>
 
+#include "capture/capture_internal.h"
 #include "ir/error.h"
-#include "runtime/capture_internal.h"
 #include "runtime/ops.h"
 
 namespace lt::capture {

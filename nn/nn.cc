@@ -1,5 +1,5 @@
 // Linear, Conv2d, the pools and the losses (functional and module forms).
-#include "runtime/nn.h"
+#include "nn/nn.h"
 
 #include <cmath>
 

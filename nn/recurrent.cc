@@ -1,4 +1,4 @@
-#include "runtime/recurrent.h"
+#include "nn/recurrent.h"
 
 #include "ir/error.h"
 #include "runtime/indexing.h"

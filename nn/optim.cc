@@ -1,4 +1,4 @@
-#include "runtime/optim.h"
+#include "nn/optim.h"
 
 #include <cmath>
 

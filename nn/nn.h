@@ -1,7 +1,7 @@
 // lt::nn for C++ training loops: PyTorch's layers with its constructor defaults, initializations
 // and train/eval behaviour, and the functional forms they are built on. Parameters are created
 // materialized, so a training step's graph is the same from the first step on. Modules and
-// containers: runtime/nn_module.h; MultiheadAttention: runtime/nn_attention.h.
+// containers: nn/nn_module.h; MultiheadAttention: nn/nn_attention.h.
 #pragma once
 #include <memory>
 #include <optional>
@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/nn_module.h"
+#include "nn/nn_module.h"
 #include "runtime/ops.h"
 
 namespace lt::nn {

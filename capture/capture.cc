@@ -1,21 +1,20 @@
-#include "runtime/capture.h"
+#include "capture/capture.h"
 
 #include <algorithm>
-#include <atomic>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "capture/capture_internal.h"
 #include "ir/error.h"
-#include "runtime/capture_internal.h"
 #include "runtime/executor.h"
 #include "runtime/sync.h"
+#include "runtime/trace_observer.h"
 
 namespace lt::capture {
 
 namespace {
 
 std::unique_ptr<Session> g_session;  // guarded by runtime_mutex()
-std::atomic<bool> g_active{false};   // g_session != nullptr, readable without the lock
 
 void mark_broken(Session& s, std::string why) {
   if (s.broken.empty()) s.broken = std::move(why);
@@ -28,16 +27,35 @@ void repoint(TensorImpl& t, std::shared_ptr<Storage> s) {
   registry_remove(&t);
 }
 
+// The capture as the tensor core's trace observer (runtime/trace_observer.h): set while
+// g_session is, so the core reports to it only while a capture runs.
+class Observer final : public TraceObserver {
+ public:
+  void on_leaf(TensorImpl& t) override;
+  void on_host_read(SyncReason reason) override;
+  void on_execution(SyncReason reason) override;
+  void on_index_check(const IndexCheckSpec& spec, const Tensor& index) override;
+  bool on_transfer_begin(const TensorImpl& src) override;
+  void on_transfer_end(const TensorImpl& src, const Tensor* result) override;
+};
+// Never destroyed: the core may still hold it while the process exits.
+Observer& observer() {
+  static Observer* o = new Observer;
+  return *o;
+}
+
+void observe(bool on) { set_trace_observer(on ? &observer() : nullptr); }
+
 }  // namespace
 
-bool active() { return g_active.load(std::memory_order_relaxed); }
+bool active() { return trace_observer() == &observer(); }
 
 size_t program_inputs(const Program& p) { return p.inputs.size(); }
 size_t program_outputs(const Program& p) { return p.outputs.size(); }
 
-// ---- hooks ------------------------------------------------------------------------------------
+// ---- observer -----------------------------------------------------------------------------------
 
-void note_leaf(TensorImpl& t) {
+void Observer::on_leaf(TensorImpl& t) {
   std::lock_guard<std::recursive_mutex> g(runtime_mutex());
   if (!g_session || !t.storage) return;
   Session& s = *g_session;
@@ -49,14 +67,14 @@ void note_leaf(TensorImpl& t) {
   }
 }
 
-void note_host_read(SyncReason reason) {
+void Observer::on_host_read(SyncReason reason) {
   std::lock_guard<std::recursive_mutex> g(runtime_mutex());
   if (!g_session || g_session->transfer_depth > 0) return;
   mark_broken(*g_session, std::string("it reads a tensor's value on the host (") +
                               sync_reason_name(reason) + "), so its trace depends on data");
 }
 
-void note_execution(SyncReason reason) {
+void Observer::on_execution(SyncReason reason) {
   std::lock_guard<std::recursive_mutex> g(runtime_mutex());
   if (!g_session) return;
   if (reason == SyncReason::Eager)
@@ -67,29 +85,21 @@ void note_execution(SyncReason reason) {
                                 sync_reason_name(reason) + ")");
 }
 
-Transfer::Transfer(const TensorImpl& src) : src_(&src), on_(active()) {
-  if (!on_) return;
+bool Observer::on_transfer_begin(const TensorImpl& src) {
   std::lock_guard<std::recursive_mutex> g(runtime_mutex());
-  if (g_session)
-    ++g_session->transfer_depth;
-  else
-    on_ = false;
+  if (!g_session) return false;
+  ++g_session->transfer_depth;
+  return true;
 }
 
-Transfer::~Transfer() {
-  if (!on_) return;
+void Observer::on_transfer_end(const TensorImpl& src, const Tensor* result) {
   std::lock_guard<std::recursive_mutex> g(runtime_mutex());
-  if (g_session) --g_session->transfer_depth;
-}
-
-Tensor Transfer::done(Tensor result) {
-  if (!on_) return result;
-  std::lock_guard<std::recursive_mutex> g(runtime_mutex());
-  if (!g_session || !result.impl()->storage) return result;
-  auto& src = const_cast<TensorImpl&>(*src_);
-  g_session->transfers[result.impl()->storage.get()] = {src.weak_from_this(), src.birth, src_,
-                                                        result.device()};
-  return result;
+  if (!g_session) return;
+  --g_session->transfer_depth;
+  if (!result || !result->impl()->storage) return;
+  auto& source = const_cast<TensorImpl&>(src);
+  g_session->transfers[result->impl()->storage.get()] = {source.weak_from_this(), source.birth,
+                                                         &src, result->device()};
 }
 
 // ---- capture ----------------------------------------------------------------------------------
@@ -117,12 +127,12 @@ void begin_session(const std::vector<Tensor>& args, std::shared_ptr<const SavedM
     if (impl->storage) s->arg_storage.try_emplace(impl->storage.get(), static_cast<int>(i));
   }
   g_session = std::move(s);
-  g_active.store(true, std::memory_order_relaxed);
+  observe(true);
 }
 
 void abort() {
   std::lock_guard<std::recursive_mutex> g(runtime_mutex());
-  g_active.store(false, std::memory_order_relaxed);
+  observe(false);
   g_session.reset();
 }
 
@@ -201,12 +211,12 @@ std::optional<InputSpec> classify_data(Session& s, const std::shared_ptr<LeafDat
 
 }  // namespace
 
-void note_index_check(const IndexCheckSpec& spec, const Tensor& index) {
+void Observer::on_index_check(const IndexCheckSpec& spec, const Tensor& index) {
   std::lock_guard<std::recursive_mutex> g(runtime_mutex());
   if (!g_session) return;
   Session& s = *g_session;
   TensorImpl& t = *index.impl();
-  note_leaf(t);  // the op reads it as a leaf anyway: classify it as the graph input will be
+  on_leaf(t);  // the op reads it as a leaf anyway: classify it as the graph input will be
   auto in = classify_data(s, t.storage, t.dtype, t.shape);
   if (!in)
     mark_broken(s, "it indexes with host data from before the step that no tensor it read owns");
@@ -221,7 +231,7 @@ Captured end(const std::vector<Tensor>& args, const std::vector<Tensor>& rets) {
 Captured end_session(const std::vector<Tensor>& args, const std::vector<Tensor>& rets,
                      std::vector<SavedRef>* saved_used) {
   std::unique_lock<std::recursive_mutex> lock(runtime_mutex());
-  g_active.store(false, std::memory_order_relaxed);
+  observe(false);
   std::unique_ptr<Session> session = std::move(g_session);
   if (!session) fail(ErrorKind::Runtime, "lt.compile: no capture is running");
   Session& s = *session;

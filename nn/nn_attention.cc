@@ -1,4 +1,4 @@
-#include "runtime/nn_attention.h"
+#include "nn/nn_attention.h"
 
 #include <cmath>
 #include <limits>

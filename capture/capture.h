@@ -9,7 +9,7 @@
 // A capture is "broken", and its step not replayable, when the Python code depended on a value
 // (a sync or a host read mid-capture) or ran an eager op: the step then simply ran as plain lazy
 // code, and stays correct. A step that returns autograd history (a training forward) gets its
-// backward compiled too (runtime/capture_backward.cc).
+// backward compiled too (capture/capture_backward.cc).
 //
 // Index range checks (runtime/index_check.h) are replayed too: a check of an index whose host
 // data is an argument's or a state tensor's is redone on the new values before each replay runs
@@ -24,37 +24,12 @@
 
 #include "runtime/tensor.h"
 
-namespace lt {
-struct TensorImpl;
-struct IndexCheckSpec;
-}  // namespace lt
-
 namespace lt::capture {
 
-// Whether a capture is running (the hooks below are called only then). Not an inline variable:
-// the Python extension is a separate shared object with hidden symbols and would get its own copy.
+// Whether a capture is running. While one runs, the capture is the tensor core's trace observer
+// (runtime/trace_observer.h): the core reports leaves read, host reads, graphs run, index checks
+// of host data and Tensor::to transfers to it.
 bool active();
-
-// Hooks from the runtime, while active.
-void note_leaf(TensorImpl& t);           // node_of returned t's Param leaf
-void note_host_read(SyncReason reason);  // a host read of tensor data (item, numpy, ...)
-void note_execution(SyncReason reason);  // a graph ran (a sync or an eager op)
-// An index range check of host data, done at the op: recorded for each replay when the data is an
-// argument's or a state tensor's; the capture breaks when the data's origin is unknown.
-void note_index_check(const IndexCheckSpec& spec, const Tensor& index);
-// Tensor::to across devices: the copy is redone on replay, not read back as a constant.
-class Transfer {
- public:
-  explicit Transfer(const TensorImpl& src);
-  ~Transfer();
-  Tensor done(Tensor result);  // returns result
-  Transfer(const Transfer&) = delete;
-  Transfer& operator=(const Transfer&) = delete;
-
- private:
-  const TensorImpl* src_;
-  bool on_;
-};
 
 struct Program;
 

@@ -1,7 +1,7 @@
 // The safetensors format layer: bytes in, a validated layout out (and the header of a file to
 // write). Depends only on ir/ and nlohmann_json, so tests/fuzz/safetensors_fuzz.cc links this file
 // and ir/ alone; the Tensor side is safetensors_io.cc.
-#include "runtime/safetensors.h"
+#include "nn/safetensors.h"
 
 #include <algorithm>
 #include <cstring>

@@ -7,7 +7,7 @@
 #pragma once
 #include <optional>
 
-#include "runtime/nn.h"
+#include "nn/nn.h"
 
 namespace lt::nn {
 

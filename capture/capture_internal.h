@@ -7,7 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/capture.h"
+#include "capture/capture.h"
 #include "runtime/index_check.h"
 #include "runtime/rng.h"
 #include "runtime/tensor_impl.h"
@@ -142,7 +142,7 @@ struct Program {
   // them at once would wait for the device every call, so the host could never run ahead of the
   // GPU (as PyTorch's device-side asserts, such an error surfaces at a later call).
   std::vector<std::shared_ptr<Storage>> unchecked;
-  // A training forward (runtime/capture_backward.cc): replays give the returned tensors requiring
+  // A training forward (capture/capture_backward.cc): replays give the returned tensors requiring
   // grad a node that runs their compiled backward.
   std::vector<DiffInput> diff_inputs;
   std::vector<BackwardProgram> backward;

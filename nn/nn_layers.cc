@@ -2,9 +2,9 @@
 #include <cmath>
 
 #include "ir/error.h"
+#include "nn/nn.h"
 #include "runtime/autograd.h"
 #include "runtime/indexing.h"
-#include "runtime/nn.h"
 #include "runtime/sync.h"
 
 namespace lt::nn {
