@@ -9,7 +9,9 @@
 // are index arithmetic (lowering/symbolic.h), never copies. Where opts allow, a decomposed matmul
 // becomes a library Gemm step (lowering/gemm.h) over its operands' buffers, and its epilogue a
 // loop kernel reading the GEMM's output. Every conv prim becomes a library Conv step
-// (lowering/conv.h), with a ReLU that is its only user fused as a post-op.
+// (lowering/conv.h), with a ReLU that is its only user fused as a post-op; attention prims over
+// the same operands become one Attention step (lowering/attention.h). The library steps come from
+// a table of matchers (lowering/library_match.h).
 #pragma once
 #include "lowering/plan.h"
 

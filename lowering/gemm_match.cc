@@ -1,7 +1,10 @@
 #include "lowering/gemm_match.h"
 
+#include <algorithm>
+#include <ostream>
 #include <utility>
 
+#include "lowering/library_match.h"
 #include "lowering/symbolic.h"
 
 namespace lt {
@@ -24,10 +27,10 @@ std::vector<Lin> broadcast_index(const std::vector<Lin>& idx, const Shape& out, 
 // each with the multi-index it is read at (mirrors the index arithmetic fusion emits).
 std::vector<std::pair<int, std::vector<Lin>>> view_chain(const PrimGraph& g, SymCtx& sym, int start,
                                                          std::vector<Lin> idx,
-                                                         const std::vector<bool>& realized) {
+                                                         const fusion::FusionNodes& nodes) {
   std::vector<std::pair<int, std::vector<Lin>>> chain{{start, idx}};
   int cur = start;
-  while (!realized[cur] && is_view(op_info(g.nodes[cur].op).cls)) {
+  while (!nodes[cur].realized && is_view(op_info(g.nodes[cur].op).cls)) {
     const PNode& p = g.nodes[cur];
     const PNode& in = g.nodes[p.inputs[0]];
     std::vector<Lin> ci;
@@ -77,14 +80,15 @@ std::optional<Affine> affine(SymCtx& sym, const Lin& flat) {
 }  // namespace
 
 std::optional<GemmMatch> match_gemm(const PrimGraph& g, int reduce,
-                                    const std::vector<bool>& realized) {
+                                    const fusion::FusionNodes& nodes) {
   const PNode& r = g.nodes[reduce];
   if (r.op != Op::ReduceSum || r.inputs.size() != 1) return std::nullopt;
   const int mul = r.inputs[0];
   const PNode& prod = g.nodes[mul];
   const Shape& full = prod.shape;  // [batch..., M, N, K]
   const int rank = static_cast<int>(full.size());
-  if (prod.op != Op::Mul || prod.dtype != r.dtype || rank < 3 || realized[mul]) return std::nullopt;
+  if (prod.op != Op::Mul || prod.dtype != r.dtype || rank < 3 || nodes[mul].realized)
+    return std::nullopt;
   if (r.attrs.ints.size() != 1 || (r.attrs.ints[0] != rank - 1 && r.attrs.ints[0] != -1))
     return std::nullopt;
   for (int64_t e : full)
@@ -104,8 +108,7 @@ std::optional<GemmMatch> match_gemm(const PrimGraph& g, int reduce,
   // Whether the operand's value changes along loop v: asked of the node under its views, since a
   // view's own (expanded) index changes where the value it reads does not.
   auto depends = [&](int node, int v) {
-    auto chain =
-        view_chain(g, sym, node, broadcast_index(idx, full, g.nodes[node].shape), realized);
+    auto chain = view_chain(g, sym, node, broadcast_index(idx, full, g.nodes[node].shape), nodes);
     const auto& [base, base_idx] = chain.back();
     return sym.depends_on(sym.flatten(base_idx, g.nodes[base].shape), v);
   };
@@ -116,7 +119,7 @@ std::optional<GemmMatch> match_gemm(const PrimGraph& g, int reduce,
   // matrix: its buffer is what the GEMM reads, so views above it cost nothing.
   auto pick = [&](int op, bool is_a, int* node, int64_t* offset, int64_t* rs, int64_t* cs,
                   std::vector<int64_t>* bstride) {
-    auto chain = view_chain(g, sym, op, broadcast_index(idx, full, g.nodes[op].shape), realized);
+    auto chain = view_chain(g, sym, op, broadcast_index(idx, full, g.nodes[op].shape), nodes);
     for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
       const PNode& p = g.nodes[it->first];
       const OpClass cls = op_info(p.op).cls;
@@ -166,3 +169,78 @@ std::optional<GemmMatch> match_gemm(const PrimGraph& g, int reduce,
 }
 
 }  // namespace lt
+
+namespace lt::fusion {
+namespace {
+
+// Whether `p` is a permute of `of` that swaps its last two dims and keeps the others in place.
+bool transposes_matrices(const PNode& p, const PNode& of) {
+  const int64_t r = static_cast<int64_t>(of.shape.size());
+  if (p.op != Op::Permute || r < 2 || static_cast<int64_t>(p.attrs.ints.size()) != r) return false;
+  for (int64_t d = 0; d < r; ++d) {
+    int64_t want = d == r - 2 ? r - 1 : d == r - 1 ? r - 2 : d;
+    int64_t got = p.attrs.ints[static_cast<size_t>(d)];
+    if (got < 0) got += r;
+    if (got != want) return false;
+  }
+  return true;
+}
+
+// The match of C = A B turned into C^T = B^T A^T: each operand's row and column strides trade
+// places, so the library writes the transposed product contiguously.
+void transpose_product(GemmMatch& m) {
+  Gemm& g = m.gemm;
+  Gemm t = g;
+  t.M = g.N, t.N = g.M;
+  t.a_offset = g.b_offset, t.a_rs = g.b_cs, t.a_cs = g.b_rs, t.a_batch_stride = g.b_batch_stride;
+  t.b_offset = g.a_offset, t.b_rs = g.a_cs, t.b_cs = g.a_rs, t.b_batch_stride = g.a_batch_stride;
+  g = t;
+  std::swap(m.a_node, m.b_node);
+}
+
+}  // namespace
+
+// Matrix products the backend's library computes: the sum and its operands get buffers; the GEMM
+// writes the sum's buffer (or, when the sum only feeds an output reshape, that one's).
+std::optional<LibraryMatch> match_gemm_step(const MatchContext& c, int node) {
+  const PrimGraph& g = c.g;
+  if (g.nodes[node].op != Op::ReduceSum || !c.opts.gemm(g.nodes[node].dtype)) return std::nullopt;
+  std::optional<GemmMatch> m = match_gemm(g, node, c.nodes);
+  if (!m) return std::nullopt;
+  int root = node;
+  if (c.nodes[node].users == 1 && !c.nodes[node].realized) {
+    for (int u = node + 1; u < static_cast<int>(g.nodes.size()); ++u) {
+      const PNode& p = g.nodes[u];
+      if (std::find(p.inputs.begin(), p.inputs.end(), node) == p.inputs.end()) continue;
+      if (p.op == Op::Reshape && c.nodes[u].realized) root = u;
+      // A product read only transposed (a weight gradient x^T @ g, stored as [out, in]): the GEMM
+      // writes the transpose, B^T A^T, instead of a kernel transposing its result.
+      if (transposes_matrices(p, g.nodes[node]) && m->gemm.M == g.nodes[node].shape.end()[-2]) {
+        transpose_product(*m);
+        root = u;
+      }
+      break;
+    }
+  }
+  LibraryMatch match{PlanStep::Kind::Gemm, node, root};
+  match.operands = {m->a_node, m->b_node};
+  match.outputs = {root};
+  match.gemm = std::move(*m);
+  return match;
+}
+
+void emit_gemm_step(const PrimGraph&, const LibraryMatch& match, const FusionNodes& nodes,
+                    Plan& plan, std::ostream& grouping) {
+  const GemmMatch& m = match.gemm;
+  Gemm gm = m.gemm;
+  gm.name = "g" + std::to_string(match.root) + "_matmul";
+  gm.a = nodes[m.a_node].buffer, gm.b = nodes[m.b_node].buffer, gm.out = nodes[match.root].buffer;
+  plan.steps.push_back({PlanStep::Kind::Gemm, static_cast<int>(plan.gemms.size())});
+  plan.gemms.push_back(gm);
+  grouping << gm.name << ": gemm " << dtype_name(gm.dtype) << " batch " << shape_str(gm.batch)
+           << " M " << gm.M << " N " << gm.N << " K " << gm.K << (gm.a_transposed() ? " A^T" : "")
+           << (gm.b_transposed() ? " B^T" : "") << ", nodes %" << m.reduce << " from %" << m.a_node
+           << " @ %" << m.b_node << "\n";
+}
+
+}  // namespace lt::fusion

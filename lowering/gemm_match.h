@@ -1,10 +1,12 @@
 // Recognizes the decomposed matmul (lowering/decompose.cc: a [.., M, N, K] product summed over K)
 // whose operands a library GEMM can read from buffers with plain strides, through any reshape,
-// permute, expand or slice on top of them.
+// permute, expand or slice on top of them. Fusion's GEMM matcher (match_gemm_step,
+// lowering/library_match.h) is built on it.
 #pragma once
 #include <optional>
 #include <vector>
 
+#include "lowering/fusion_node.h"
 #include "lowering/plan.h"
 
 namespace lt {
@@ -15,9 +17,9 @@ struct GemmMatch {
   Gemm gemm;                     // everything but the buffers and the name
 };
 
-// `realized[i]`: node i has its own contiguous buffer (views are not looked through past it).
-// Nodes the match picks as operands may be unrealized: the caller realizes them.
+// `nodes[i].realized`: node i has its own contiguous buffer (views are not looked through past
+// it). Nodes the match picks as operands may be unrealized: the caller realizes them.
 std::optional<GemmMatch> match_gemm(const PrimGraph& g, int reduce,
-                                    const std::vector<bool>& realized);
+                                    const fusion::FusionNodes& nodes);
 
 }  // namespace lt

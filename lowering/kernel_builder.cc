@@ -28,7 +28,7 @@ int KernelBuilder::inline_cost(int node) {
   if (it != cost_.end()) return it->second;
   const PNode& p = g_.nodes[node];
   int c = 0;
-  if (node == root_ || !realized_[node]) {
+  if (node == root_ || !realized(node)) {
     const OpClass cls = op_info(p.op).cls;
     // On a CPU core a division, square root or math-library call costs several cheap ops.
     if (is_elementwise(cls)) c = op_info(p.op).cost >= OpCost::Divide ? 4 : 1;
@@ -91,11 +91,12 @@ std::vector<Lin> KernelBuilder::reduce_input_index(const ReduceSig& s) {
 void KernelBuilder::collect_reductions(int node, std::set<int>& out, std::set<int>& seen) {
   if (!seen.insert(node).second) return;
   const PNode& p = g_.nodes[node];
-  if (node != root_ && realized_[node] && !absorbed(node)) return;
+  if (node != root_ && realized(node) && !absorbed(node)) return;
   if (op_info(p.op).cls == OpClass::Reduce && node != root_) out.insert(node);
   for (int c : p.inputs) collect_reductions(c, out, seen);
 }
 
+// The instruction computing `node` at element `idx` in `stage`, or kRefused.
 int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool compute_root) {
   if (!compute_root)
     if (const int* hit = memo_find(node, idx)) return *hit;
@@ -103,8 +104,8 @@ int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool c
   const PNode& p = g_.nodes[node];
   const OpInfo& info = op_info(p.op);
   int result;
-  if (!compute_root && realized_[node] && p.op != Op::Constant && !absorbed(node)) {
-    int b = buffer_of_[node];
+  if (!compute_root && realized(node) && p.op != Op::Constant && !absorbed(node)) {
+    int b = nodes_[node].buffer;
     if (buffers_[b].kind == BufferSpec::Kind::Scalar) {
       Instr in{IKind::LoadScalar, Op::Add, p.dtype};
       in.arg = arg_for(b, false);
@@ -130,7 +131,7 @@ int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool c
     // (The memoized cost first: the flattened index costs allocations at every node.)
     if (!compute_root && node != root_ && in_loop_over_inner(stage) &&
         inline_cost(node) >= kRecomputeBudget && broadcast_over_outer(sym_->flatten(idx, p.shape)))
-      throw Unhostable{node};
+      return unhostable(node);
     std::vector<int> ops;
     for (int c : p.inputs) {
       const Shape& cs = g_.nodes[c].shape;
@@ -139,6 +140,7 @@ int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool c
       for (size_t d = 0; d < cs.size(); ++d)
         ci[d] = cs[d] == 1 ? SymCtx::constant(0) : idx[d + off];
       ops.push_back(emit(stage, c, ci));
+      if (ops.back() == kRefused) return kRefused;
     }
     Instr in{IKind::Op, p.op, p.dtype};
     if (ops.size() > 0) in.a = ops[0];
@@ -146,8 +148,10 @@ int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool c
     if (ops.size() > 2) in.c = ops[2];
     result = push(stage, in);
   } else if (info.cls == OpClass::Rand) {
-    int seed = emit(stage, p.inputs[0], {});
-    int offset = emit(stage, p.inputs[1], {});
+    const int seed = emit(stage, p.inputs[0], {});
+    if (seed == kRefused) return kRefused;
+    const int offset = emit(stage, p.inputs[1], {});
+    if (offset == kRefused) return kRefused;
     Instr in{IKind::RandUniform, Op::Rand, p.dtype, seed, offset};
     in.index = sym_->to_index(sym_->flatten(idx, p.shape), k_.iexprs);
     in.stream = p.attrs.stream;
@@ -162,13 +166,13 @@ int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool c
     // across an outer loop, a contiguous transposed copy turns every later read into a unit stride.
     const int inner_var = static_cast<int>(k_.outer.size() + k_.inner.size()) - 1;
     if (!compute_root && node != root_ && k_.stages[stage].kind == StageKind::Reduce &&
-        !k_.inner.empty() && realized_[p.inputs[0]]) {
+        !k_.inner.empty() && realized(p.inputs[0])) {
       Lin out_flat = sym_->flatten(idx, p.shape);
       auto out_stride = sym_->var_stride(out_flat, inner_var);
       auto in_stride = sym_->var_stride(sym_->flatten(ci, g_.nodes[p.inputs[0]].shape), inner_var);
       if (out_stride && *out_stride == 1 && (!in_stride || std::abs(*in_stride) > 1) &&
           broadcast_over_outer(out_flat))
-        throw Unhostable{node};
+        return unhostable(node);
     }
     result = emit(stage, p.inputs[0], ci);
   } else if (info.cls == OpClass::Expand) {
@@ -191,31 +195,29 @@ int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool c
     const auto axis = static_cast<size_t>(
         normalize_axis(p.attrs.ints[0], static_cast<int64_t>(src.shape.size()), "gather"));
     const int64_t hi = src.shape[axis] - 1;
-    const int iv = cast_to(stage, emit(stage, p.inputs[1], idx), DType::Int64);
+    const int index = emit(stage, p.inputs[1], idx);
+    if (index == kRefused) return kRefused;
+    const int iv = cast_to(stage, index, DType::Int64);
     auto [at, ok] = clamp_index(stage, iv, hi);
     std::vector<Lin> ci = idx;
     ci[axis] = sym_->value(stage, at, hi);
     const int v = emit(stage, p.inputs[0], ci);
+    if (v == kRefused) return kRefused;
     Instr zero{IKind::Const, Op::Add, p.dtype};
     result = push(stage, Instr{IKind::Op, Op::Where, p.dtype, ok, v, push(stage, zero)});
   } else if (info.cls == OpClass::Reduce) {
     auto st = stage_of_.find(node);
-    if (st == stage_of_.end()) {
-      if (absorbed(node)) throw Unabsorbable{node, root_};
-      throw Unhostable{node};
-    }
+    if (st == stage_of_.end()) return refuse_reduction(node);
     // Hosted reductions are read only at the current row.
     Lin want = sym_->flatten(outer_vars(), k_.outer);
-    if (!(sym_->flatten(idx, p.shape) == want)) {
-      if (absorbed(node)) throw Unabsorbable{node, root_};
-      throw Unhostable{node};
-    }
+    if (!(sym_->flatten(idx, p.shape) == want)) return refuse_reduction(node);
     Instr in{IKind::ReduceResult, Op::Add, k_.stages[st->second].acc_dtype};
     in.arg = st->second;
     result = cast_to(stage, push(stage, in), p.dtype);
   } else {
     fail(ErrorKind::NotImplemented, "not implemented: fusion of ", info.name);
   }
+  if (result == kRefused) return kRefused;  // a view of a value that cannot be computed here
   if (int* seen = memo_find(node, idx))
     *seen = result;
   else
@@ -234,7 +236,7 @@ std::string KernelBuilder::name_of(const char* suffix) const {
   return name;
 }
 
-loop::Kernel KernelBuilder::build_scatter(bool init, std::vector<int>* touched) {
+std::optional<loop::Kernel> KernelBuilder::build_scatter(bool init, std::vector<int>* touched) {
   const PNode& root = g_.nodes[root_];
   const PNode& index = g_.nodes[root.inputs[1]];
   k_.name = name_of(init ? "_init" : "");
@@ -243,9 +245,11 @@ loop::Kernel KernelBuilder::build_scatter(bool init, std::vector<int>* touched) 
   k_.stages.push_back(Stage{StageKind::MapOuter});
   memo_.clear();
   const std::vector<Lin> idx = outer_vars();
-  loop::Store store{arg_for(buffer_of_[root_], true), {}, -1};
+  loop::Store store{arg_for(nodes_[root_].buffer, true), {}, -1};
   if (init) {
-    store.value = cast_to(0, emit(0, root.inputs[0], idx), root.dtype);
+    const int base = emit(0, root.inputs[0], idx);
+    if (base == kRefused) return std::nullopt;
+    store.value = cast_to(0, base, root.dtype);
     store.index = sym_->to_index(sym_->flatten(idx, root.shape), k_.iexprs);
   } else {
     // out[.., clamp(index[i]), ..] += index[i] in range ? src[i] : 0 (src is at least index's
@@ -253,9 +257,13 @@ loop::Kernel KernelBuilder::build_scatter(bool init, std::vector<int>* touched) 
     const auto axis = static_cast<size_t>(
         normalize_axis(root.attrs.ints[0], static_cast<int64_t>(root.shape.size()), "scatter_add"));
     const int64_t hi = root.shape[axis] - 1;
-    const int iv = cast_to(0, emit(0, root.inputs[1], idx), DType::Int64);
+    const int index = emit(0, root.inputs[1], idx);
+    if (index == kRefused) return std::nullopt;
+    const int iv = cast_to(0, index, DType::Int64);
     auto [at, ok] = clamp_index(0, iv, hi);
-    const int v = cast_to(0, emit(0, root.inputs[2], idx), root.dtype);
+    const int src = emit(0, root.inputs[2], idx);
+    if (src == kRefused) return std::nullopt;
+    const int v = cast_to(0, src, root.dtype);
     Instr zero{IKind::Const, Op::Add, root.dtype};
     store.value = push(0, Instr{IKind::Op, Op::Where, root.dtype, ok, v, push(0, zero)});
     std::vector<Lin> ci = idx;
@@ -268,7 +276,7 @@ loop::Kernel KernelBuilder::build_scatter(bool init, std::vector<int>* touched) 
   return std::move(k_);
 }
 
-loop::Kernel KernelBuilder::build(std::vector<int>* touched) {
+std::optional<loop::Kernel> KernelBuilder::build(std::vector<int>* touched) {
   const PNode& root = g_.nodes[root_];
   bool root_reduce = op_info(root.op).cls == OpClass::Reduce;
   std::set<int> hosted, seen;
@@ -284,8 +292,8 @@ loop::Kernel KernelBuilder::build(std::vector<int>* touched) {
     sig_ = sig_of(g_.nodes[first], g_.nodes[g_.nodes[first].inputs[0]]);
     for (int r : hosted)
       if (!(sig_of(g_.nodes[r], g_.nodes[g_.nodes[r].inputs[0]]) == sig_)) {
-        if (absorbed(r)) throw Unabsorbable{r, root_};
-        throw Unhostable{r};
+        refuse_reduction(r);
+        return std::nullopt;
       }
     for (size_t d = 0; d < sig_.in_shape.size(); ++d) {
       bool red = std::binary_search(sig_.axes.begin(), sig_.axes.end(), static_cast<int64_t>(d));
@@ -298,9 +306,14 @@ loop::Kernel KernelBuilder::build(std::vector<int>* touched) {
     else if (numel(root.shape) == numel(k_.outer))
       shape_kind = Epilogue;
     else {
-      for (int r : hosted)
-        if (absorbed(r)) throw Unabsorbable{r, root_};
-      throw Unhostable{*hosted.begin()};
+      // The root is neither a row nor a row's value: the first absorbed reduction is given back,
+      // else the first hosted one realized.
+      auto r = std::find_if(hosted.begin(), hosted.end(), [&](int h) { return absorbed(h); });
+      if (r != hosted.end())
+        unabsorbable(*r);
+      else
+        unhostable(*hosted.begin());
+      return std::nullopt;
     }
   } else {
     k_.outer = root.shape;
@@ -308,7 +321,10 @@ loop::Kernel KernelBuilder::build(std::vector<int>* touched) {
   // An absorbed reduction's value is stored once per row: only a store stage over the outer space
   // (MapOuter) has that shape.
   for (int r : hosted)
-    if (absorbed(r) && store_absorbed_[r] && shape_kind != Epilogue) throw Unabsorbable{r, root_};
+    if (absorbed(r) && nodes_[r].store_absorbed && shape_kind != Epilogue) {
+      unabsorbable(r);
+      return std::nullopt;
+    }
   IntList extents = k_.outer;
   extents.insert(extents.end(), k_.inner.begin(), k_.inner.end());
   sym_ = std::make_unique<SymCtx>(extents);
@@ -323,6 +339,7 @@ loop::Kernel KernelBuilder::build(std::vector<int>* touched) {
     int si = static_cast<int>(k_.stages.size()) - 1;
     memo_.clear();
     int v = emit(si, rp.inputs[0], reduce_input_index(sig_));
+    if (v == kRefused) return std::nullopt;
     k_.stages[si].reduce_value = cast_to(si, v, k_.stages[si].acc_dtype);
     stage_of_[r] = si;
   }
@@ -339,17 +356,20 @@ loop::Kernel KernelBuilder::build(std::vector<int>* touched) {
   else
     idx = outer_vars();
   int v = emit(si, root_, idx, /*compute_root=*/true);
+  if (v == kRefused) return std::nullopt;
   v = cast_to(si, v, root.dtype);
-  loop::Store store{arg_for(buffer_of_[root_], true),
+  loop::Store store{arg_for(nodes_[root_].buffer, true),
                     sym_->to_index(sym_->flatten(idx, root.shape), k_.iexprs), v};
   k_.stages[si].stores.push_back(std::move(store));
   for (int r : hosted) {
-    if (!absorbed(r) || !store_absorbed_[r]) continue;
+    if (!absorbed(r) || !nodes_[r].store_absorbed) continue;
     const PNode& rp = g_.nodes[r];
     const std::vector<Lin> ri = sym_->unflatten(sym_->flatten(outer_vars(), k_.outer), rp.shape);
-    const int rv = cast_to(si, emit(si, r, ri), rp.dtype);
-    k_.stages[si].stores.push_back(
-        {arg_for(buffer_of_[r], true), sym_->to_index(sym_->flatten(ri, rp.shape), k_.iexprs), rv});
+    const int value = emit(si, r, ri);
+    if (value == kRefused) return std::nullopt;
+    const int rv = cast_to(si, value, rp.dtype);
+    k_.stages[si].stores.push_back({arg_for(nodes_[r].buffer, true),
+                                    sym_->to_index(sym_->flatten(ri, rp.shape), k_.iexprs), rv});
   }
   touched->assign(touched_.begin(), touched_.end());
   return std::move(k_);

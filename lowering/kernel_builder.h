@@ -1,14 +1,17 @@
 // The kernel builder of fusion (lowering/fuse.cc): one loop::Kernel rooted at a realized node,
-// computing every unrealized value it needs inline, hosting the reductions of its row, and
-// throwing Unhostable / Unabsorbable when a value cannot be computed there (fuse() then realizes
-// it, or gives it its own kernel, and tries again). Internal to lowering.
+// computing every unrealized value it needs inline and hosting the reductions of its row. When a
+// value cannot be computed there it returns no kernel and says which value (a Refusal): fuse() then
+// realizes it, or gives it its own kernel, and tries again. Real errors throw lt::Error. Internal
+// to lowering.
 #pragma once
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <vector>
 
+#include "lowering/fusion_node.h"
 #include "lowering/loop_ir.h"
 #include "lowering/plan.h"
 #include "lowering/prim_graph.h"
@@ -21,14 +24,14 @@ using loop::Instr;
 using loop::Stage;
 using loop::StageKind;
 
-// Thrown while building a kernel when reduction `node` cannot be hosted there.
-struct Unhostable {
+// Why a kernel was not built. Unhostable: value `node` (a reduction of another row, or a costly
+// value recomputed per outer point) cannot be computed in it; fuse() realizes it. Unabsorbable:
+// realized reduction `node`, absorbed into the kernel rooted at `host` (see absorb_targets), cannot
+// be computed there after all; it gets its own kernel again (or a later reader's).
+struct Refusal {
+  enum class Kind : uint8_t { Unhostable, Unabsorbable } kind;
   int node;
-};
-// Thrown when realized reduction `node`, absorbed into the kernel being built (see absorb_targets),
-// cannot be computed there after all; it gets its own kernel again (or a later reader's).
-struct Unabsorbable {
-  int node, host;
+  int host = -1;  // Unabsorbable only
 };
 
 struct ReduceSig {
@@ -39,25 +42,34 @@ struct ReduceSig {
 
 class KernelBuilder {
  public:
-  // absorbed_into[r] == root: realized reduction r is computed by this kernel (not its own), which
-  // writes its buffer as a second output when store_absorbed[r].
-  KernelBuilder(const PrimGraph& g, const std::vector<bool>& realized,
-                const std::vector<int>& buffer_of, const std::vector<BufferSpec>& buffers, int root,
-                const std::vector<int>& absorbed_into, const std::vector<bool>& store_absorbed)
-      : g_(g),
-        realized_(realized),
-        buffer_of_(buffer_of),
-        buffers_(buffers),
-        root_(root),
-        absorbed_into_(absorbed_into),
-        store_absorbed_(store_absorbed) {}
+  // nodes[r].absorbed_into == root: realized reduction r is computed by this kernel (not its own),
+  // which writes its buffer as a second output when nodes[r].store_absorbed.
+  KernelBuilder(const PrimGraph& g, const FusionNodes& nodes,
+                const std::vector<BufferSpec>& buffers, int root)
+      : g_(g), nodes_(nodes), buffers_(buffers), root_(root) {}
 
-  loop::Kernel build(std::vector<int>* touched);
+  // The kernel, or nullopt with refusal() saying why. A builder builds one kernel.
+  std::optional<loop::Kernel> build(std::vector<int>* touched);
   // scatter_add's two kernels: `init` copies base into the output buffer; the other runs over the
   // index's shape and adds src into it at the indexed positions (accumulating stores).
-  loop::Kernel build_scatter(bool init, std::vector<int>* touched);
+  std::optional<loop::Kernel> build_scatter(bool init, std::vector<int>* touched);
+  const Refusal& refusal() const { return refusal_; }
 
  private:
+  // emit's result when the value cannot be computed here (refusal_ says why); every caller passes
+  // it on before using the instruction.
+  static constexpr int kRefused = -1;
+  // Record why the kernel is refused; return kRefused.
+  int unhostable(int node) {
+    refusal_ = {Refusal::Kind::Unhostable, node};
+    return kRefused;
+  }
+  int unabsorbable(int node) {
+    refusal_ = {Refusal::Kind::Unabsorbable, node, root_};
+    return kRefused;
+  }
+  // A reduction that cannot be computed here: given back when absorbed, else realized.
+  int refuse_reduction(int node) { return absorbed(node) ? unabsorbable(node) : unhostable(node); }
   int emit(int stage, int node, const std::vector<Lin>& idx, bool compute_root = false);
   int push(int stage, Instr in) {
     auto& body = k_.stages[stage].body;
@@ -82,15 +94,14 @@ class KernelBuilder {
     return !k_.inner.empty() && k_.stages[stage].kind != StageKind::MapOuter;
   }
   bool broadcast_over_outer(const Lin& flat) const;
-  bool absorbed(int node) const { return node != root_ && absorbed_into_[node] == root_; }
+  bool absorbed(int node) const { return node != root_ && nodes_[node].absorbed_into == root_; }
+  bool realized(int node) const { return nodes_[node].realized; }
 
   const PrimGraph& g_;
-  const std::vector<bool>& realized_;
-  const std::vector<int>& buffer_of_;
+  const FusionNodes& nodes_;
   const std::vector<BufferSpec>& buffers_;
   int root_;
-  const std::vector<int>& absorbed_into_;
-  const std::vector<bool>& store_absorbed_;
+  Refusal refusal_{Refusal::Kind::Unhostable, -1};
   loop::Kernel k_;
   std::unique_ptr<SymCtx> sym_;
   ReduceSig sig_;
