@@ -138,9 +138,9 @@ int main(int argc, char** argv) {
         opts.attention_dtypes = {lt::DType::Float32};
         opts.attention_head_dim = lt::kFlashTile;
 #endif
-        // Attention prims the CUDA backend does not take (a dump from lazy:reference, which
-        // traces them for every float dtype) become their matmul + softmax decomposition, as
-        // they would have been traced on lazy:cuda.
+        // Conv prims these options do not take (a dump from lazy:reference, which traces them
+        // for every float dtype) become their sliding-window expansion, as they would have been
+        // traced on lazy:cuda (attention prims need none: decompose expands them).
         l.roots = lt::expand_library_prims_for(l.roots, opts, "reference");
         l.graph = graph_of(l.roots);
       } else {
@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
       for (int rep = 0; rep < repeat; ++rep) {
         std::printf("%s (%zu graph nodes), run %d\n", in.c_str(), l.graph.order.size(), rep + 1);
         Timer t, total;
-        lt::PrimGraph p = lt::decompose(l.graph);
+        lt::PrimGraph p = lt::decompose(l.graph, opts);
         t.lap("decompose");
         p = lt::simplify(p);
         t.lap("simplify");

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "ir/error.h"
+#include "lowering/expand_attention.h"
 
 namespace lt {
 namespace {
@@ -175,6 +176,7 @@ const std::map<Op, DecompRule>& rules() {
 }
 
 struct Flattener {
+  const LowerOptions& opts;
   PrimGraph pg;
   std::unordered_map<const Node*, int> index;  // node -> prim graph index
   std::map<std::vector<uint64_t>, int> cse;    // (hash, input index, operand indices) -> index
@@ -210,8 +212,10 @@ struct Flattener {
   int add_node(const Node& n, int32_t source) {
     std::vector<int> ins;
     for (auto& c : n.inputs) ins.push_back(lookup(c, source));
-    if (op_info(n.op).primitive) return add(n, std::move(ins), -1, source);
-    const DecompRule* rule = decomposition(n.op);
+    const bool expands = expands_attention(n, opts);
+    if (op_info(n.op).primitive && !expands) return add(n, std::move(ins), -1, source);
+    static const DecompRule attention_rule = expand_attention;
+    const DecompRule* rule = expands ? &attention_rule : decomposition(n.op);
     if (!rule) fail(ErrorKind::NotImplemented, "not implemented: decomposition of ", op_name(n.op));
     // The rule sees opaque stand-ins for the operands (rules use only their dtype and shape).
     NodeList operands;
@@ -286,8 +290,8 @@ std::unordered_map<const Node*, const Node*> transposed_products(const Graph& g)
 
 }  // namespace
 
-PrimGraph decompose(const Graph& g) {
-  Flattener f;
+PrimGraph decompose(const Graph& g, const LowerOptions& opts) {
+  Flattener f{opts};
   const auto transposed = transposed_products(g);
   std::unordered_set<const Node*> deferred;  // matmuls their permute computes
   for (const auto& [p, m] : transposed) deferred.insert(m);

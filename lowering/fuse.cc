@@ -295,9 +295,10 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
     if (op_info(p.op).cls != OpClass::Attention) continue;
     const PNode &q = g.nodes[p.inputs[0]], &v = g.nodes[p.inputs[2]];
     if (!opts.attention(q.dtype, q.shape.back(), v.shape.back()))
-      fail(ErrorKind::NotImplemented, "not implemented: ", op_name(p.op), " in ",
-           dtype_name(q.dtype), " with head dims ", q.shape.back(), " and ", v.shape.back(),
-           " without an attention library (the runtime expands it for such backends)");
+      fail(ErrorKind::Runtime, "internal: ", op_name(p.op), " in ", dtype_name(q.dtype),
+           " with head dims ", q.shape.back(), " and ", v.shape.back(),
+           " reached fusion without an attention library (decompose expands it for such "
+           "backends)");
     for (int c : p.inputs) realized[c] = true;
     realized[i] = true;
     for (size_t gi = 0; gi < attn_groups.size() && attn_at[i] < 0; ++gi) {

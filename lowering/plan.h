@@ -33,7 +33,7 @@ struct Donation {
 // dtype must not reach lowering (the runtime expands it first, runtime/conv.h).
 // attention_dtypes / attention_head_dim: the attention prims (ir/attention.h) the backend runs as
 // library steps: of these dtypes, and with query/key and value head dims of attention_head_dim
-// (0: any); the runtime traces them only where attention() holds (runtime/attention.cc).
+// (0: any); decompose expands the others into matmuls and softmax (lowering/expand_attention.h).
 struct LowerOptions {
   std::vector<DType> gemm_dtypes;
   std::vector<DType> conv_dtypes;

@@ -5,7 +5,6 @@
 #include "backends/backend.h"
 #include "ir/error.h"
 #include "ir/graph.h"
-#include "runtime/attention.h"
 #include "runtime/autograd.h"
 #include "runtime/ops.h"
 #include "runtime/tensor_impl.h"
@@ -82,17 +81,11 @@ NodeList expand_library_prims_for(const NodeList& roots, const std::string& back
 
 NodeList expand_library_prims_for(const NodeList& roots, const LowerOptions& opts,
                                   const std::string& backend) {
-  auto lacks_attention = [&](const Node* n) {
-    if (op_info(n->op).cls != OpClass::Attention) return false;
-    const Shape &q = n->inputs.at(0)->shape, &v = n->inputs.at(2)->shape;
-    return !opts.attention(n->inputs[0]->dtype, q.back(), v.back());
-  };
   std::vector<const Node*> r;
   for (const NodePtr& n : roots) r.push_back(n.get());
   const Graph g = collect_graph(r);
   bool any = false;
-  for (const Node* n : g.order)
-    any |= (op_info(n->op).cls == OpClass::Conv && !opts.conv(n->dtype)) || lacks_attention(n);
+  for (const Node* n : g.order) any |= op_info(n->op).cls == OpClass::Conv && !opts.conv(n->dtype);
   if (!any) return roots;
   const Device dev{Device::Type::Lazy, 0, backend};
   NoGradGuard no_grad;
@@ -115,10 +108,6 @@ NodeList expand_library_prims_for(const NodeList& roots, const LowerOptions& opt
                      ? conv2d_grad_input(t[0], t[1], p, n->attrs.ints[7], n->attrs.ints[8])
                      : conv2d_grad_weight(t[0], t[1], p, n->attrs.ints[7], n->attrs.ints[8]);
       memo[n] = y.node();
-    } else if (lacks_attention(n)) {
-      std::vector<Tensor> t;
-      for (const NodePtr& i : in) t.emplace_back(make_tensor(i, dev));
-      memo[n] = attention_decomposed(n->op, t, AttentionParams::from(n->op, n->attrs)).node();
     } else if (changed) {
       memo[n] = make_node(n->op, std::move(in), n->attrs);
     }

@@ -25,9 +25,9 @@ Tensor conv2d_grad_weight(const Tensor& x, const Tensor& dy, const ConvParams& p
                           int64_t kw);
 
 // The graph under `roots` with every conv prim that `backend` has no library for replaced by its
-// sliding-window expansion, and every such attention prim by its matmul + softmax decomposition
-// (runtime/attention.h; other nodes are rebuilt only above a replaced one). For traces recorded
-// where those were library prims and replayed elsewhere (lazytensor replay / bisect).
+// sliding-window expansion (other nodes are rebuilt only above a replaced one). For traces
+// recorded where those were library prims and replayed elsewhere (lazytensor replay / bisect).
+// Attention prims need none: lowering expands them (lowering/expand_attention.h).
 NodeList expand_library_prims_for(const NodeList& roots, const std::string& backend);
 // The same for the library prims `opts` lacks, the new nodes traced on `backend`'s lazy device
 // (bench_compile_cost: a dump's graph lowered as CUDA would, without a GPU).
