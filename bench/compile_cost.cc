@@ -36,7 +36,6 @@
 #include "lowering/fuse.h"
 #include "lowering/simplify.h"
 #include "lowering/split_reduce.h"
-#include "runtime/conv.h"
 #ifdef LT_HAVE_CUDA
 #include <future>
 
@@ -138,11 +137,8 @@ int main(int argc, char** argv) {
         opts.attention_dtypes = {lt::DType::Float32};
         opts.attention_head_dim = lt::kFlashTile;
 #endif
-        // Conv prims these options do not take (a dump from lazy:reference, which traces them
-        // for every float dtype) become their sliding-window expansion, as they would have been
-        // traced on lazy:cuda (attention prims need none: decompose expands them).
-        l.roots = lt::expand_library_prims_for(l.roots, opts, "reference");
-        l.graph = graph_of(l.roots);
+        // Library prims these options lack (conv prims: no cuDNN here) are expanded by
+        // decompose, as on lazy:cuda.
       } else {
         opts = lt::get_backend("cpu").lower_options();
       }

@@ -7,6 +7,7 @@
 
 #include "ir/error.h"
 #include "lowering/expand_attention.h"
+#include "lowering/expand_conv.h"
 
 namespace lt {
 namespace {
@@ -175,6 +176,15 @@ const std::map<Op, DecompRule>& rules() {
   return table;
 }
 
+// The rule expanding library prim `n` where the backend (`opts`) has no library step for it, or
+// nullptr.
+const DecompRule* library_expansion(const Node& n, const LowerOptions& opts) {
+  static const DecompRule attention = expand_attention, conv = expand_conv;
+  if (expands_attention(n, opts)) return &attention;
+  if (expands_conv(n, opts)) return &conv;
+  return nullptr;
+}
+
 struct Flattener {
   const LowerOptions& opts;
   PrimGraph pg;
@@ -212,10 +222,9 @@ struct Flattener {
   int add_node(const Node& n, int32_t source) {
     std::vector<int> ins;
     for (auto& c : n.inputs) ins.push_back(lookup(c, source));
-    const bool expands = expands_attention(n, opts);
-    if (op_info(n.op).primitive && !expands) return add(n, std::move(ins), -1, source);
-    static const DecompRule attention_rule = expand_attention;
-    const DecompRule* rule = expands ? &attention_rule : decomposition(n.op);
+    const DecompRule* expansion = library_expansion(n, opts);
+    if (op_info(n.op).primitive && !expansion) return add(n, std::move(ins), -1, source);
+    const DecompRule* rule = expansion ? expansion : decomposition(n.op);
     if (!rule) fail(ErrorKind::NotImplemented, "not implemented: decomposition of ", op_name(n.op));
     // The rule sees opaque stand-ins for the operands (rules use only their dtype and shape).
     NodeList operands;

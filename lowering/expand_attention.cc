@@ -3,31 +3,19 @@
 #include <limits>
 
 #include "ir/attention.h"
+#include "lowering/node_builders.h"
 
 namespace lt {
 namespace {
 
-// The node-level forms of the runtime ops the decomposition was traced with (runtime/ops.cc):
-// a cast to the dtype a value already has is no node, reductions keep their axes as given.
-NodePtr cast_to(NodePtr x, DType t) {
-  if (x->dtype == t) return x;
-  Attrs a;
-  a.dtype = t;
-  return make_node(Op::Cast, {std::move(x)}, a);
-}
-NodePtr bin(Op op, NodePtr a, NodePtr b) { return make_node(op, {std::move(a), std::move(b)}); }
-NodePtr scaled(NodePtr x, double s) { return bin(Op::Mul, x, make_constant(x->dtype, s)); }
-NodePtr transposed(const NodePtr& x) {  // the last two dims swapped
-  Attrs a;
-  for (size_t d = 0; d < x->shape.size(); ++d) a.ints.push_back(static_cast<int64_t>(d));
-  std::swap(a.ints[a.ints.size() - 1], a.ints[a.ints.size() - 2]);
-  return make_node(Op::Permute, {x}, a);
-}
-NodePtr matmul(NodePtr a, NodePtr b) { return bin(Op::Matmul, std::move(a), std::move(b)); }
+using nb::bin;
+using nb::cast_to;
+using nb::matmul;
+using nb::scaled;
+using nb::transposed;
+
 NodePtr positions(int64_t n, Shape shape) {  // 0, 1, ..., n - 1 read at `shape`
-  Attrs a;
-  a.ints = std::move(shape);
-  return make_node(Op::Reshape, {make_iota(n)}, a);
+  return nb::reshape(make_iota(n), std::move(shape));
 }
 // q k^T * scale, with keys after the query's position masked to -inf when causal (top-left
 // aligned: key j is visible to query i when j <= i).

@@ -264,9 +264,9 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
     const PNode& p = g.nodes[i];
     if (op_info(p.op).cls != OpClass::Conv) continue;
     if (!opts.conv(p.dtype))
-      fail(ErrorKind::NotImplemented, "not implemented: ", op_name(p.op), " in ",
-           dtype_name(p.dtype),
-           " without a convolution library (the runtime expands it for such backends)");
+      fail(ErrorKind::Runtime, "internal: ", op_name(p.op), " in ", dtype_name(p.dtype),
+           " reached fusion without a convolution library (decompose expands it for such "
+           "backends)");
     for (int c : p.inputs) realized[c] = true;
     int root = i;
     if (p.op == Op::Conv2d && users[i] == 1 && !realized[i]) {
