@@ -7,15 +7,8 @@
 #include "lowering/node_builders.h"
 
 namespace lt {
+namespace conv_expansion {
 namespace {
-
-using nb::bin;
-using nb::expand;
-using nb::matmul;
-using nb::permute;
-using nb::reshape;
-using nb::transpose;
-using nb::transposed;
 
 // `s` with dim `d` replaced by the dims `mid`.
 Shape with(const Shape& s, int64_t d, std::initializer_list<int64_t> mid) {
@@ -52,8 +45,8 @@ NodePtr placed_along(const NodePtr& x, int64_t d, int64_t before, int64_t total)
   const int64_t n = x->shape[static_cast<size_t>(d)];
   const int64_t shift = (n - before % n) % n, reps = (shift + total + n - 1) / n;
   const Shape& s = x->shape;
-  NodePtr tiled = reshape(expand(reshape(x, with(s, d, {1, n})), with(s, d, {reps, n})),
-                          with(s, d, {reps * n}));
+  NodePtr tiled = nb::reshape(nb::expand(nb::reshape(x, with(s, d, {1, n})), with(s, d, {reps, n})),
+                              with(s, d, {reps * n}));
   return slice_dim(tiled, d, shift, 1, total);
 }
 
@@ -65,9 +58,10 @@ NodePtr pad_dim(const NodePtr& x, int64_t d, int64_t before, int64_t after, doub
   if (n == 0) return make_constant(x->dtype, value, with(x->shape, d, {total}));
   Shape along(x->shape.size(), 1);
   along[static_cast<size_t>(d)] = total;
-  NodePtr pos = reshape(make_iota(total), along);
+  NodePtr pos = nb::reshape(make_iota(total), along);
   auto at = [](int64_t v) { return make_constant(DType::Int64, static_cast<double>(v)); };
-  NodePtr inside = bin(Op::And, bin(Op::Ge, pos, at(before)), bin(Op::Lt, pos, at(before + n)));
+  NodePtr inside =
+      nb::bin(Op::And, nb::bin(Op::Ge, pos, at(before)), nb::bin(Op::Lt, pos, at(before + n)));
   return make_node(Op::Where,
                    {inside, placed_along(x, d, before, total), make_constant(x->dtype, value)});
 }
@@ -79,8 +73,8 @@ NodePtr slice_grad(NodePtr g, int64_t d, int64_t start, int64_t step, int64_t si
   // none: a stride past the input makes one window, and its step may be huge).
   if (step > 1 && size > 1) {
     const Shape s = g->shape;
-    NodePtr spread = pad_dim(reshape(g, with(s, d, {size, 1})), d + 1, 0, step - 1, 0.0);
-    g = slice_dim(reshape(spread, with(s, d, {size * step})), d, 0, 1, step * (size - 1) + 1);
+    NodePtr spread = pad_dim(nb::reshape(g, with(s, d, {size, 1})), d + 1, 0, step - 1, 0.0);
+    g = slice_dim(nb::reshape(spread, with(s, d, {size * step})), d, 0, 1, step * (size - 1) + 1);
   }
   return pad_dim(g, d, start, n - start - g->shape[static_cast<size_t>(d)], 0.0);
 }
@@ -107,29 +101,29 @@ Tiling tiling(int64_t n, int64_t out, const Window& w) {
 NodePtr sliding_window(const NodePtr& x, int64_t d, const Window& w) {
   const Shape& s = x->shape;
   const int64_t n = s[static_cast<size_t>(d)], out = w.count(n);
-  if (w.kernel == 1) return reshape(slice_dim(x, d, 0, w.stride, out), with(s, d, {out, 1}));
+  if (w.kernel == 1) return nb::reshape(slice_dim(x, d, 0, w.stride, out), with(s, d, {out, 1}));
   if (w.dilation == 1 && w.stride == w.kernel)  // non-overlapping windows: a plain reshape
-    return reshape(slice_dim(x, d, 0, 1, out * w.kernel), with(s, d, {out, w.kernel}));
+    return nb::reshape(slice_dim(x, d, 0, 1, out * w.kernel), with(s, d, {out, w.kernel}));
   const Tiling t = tiling(n, out, w);
-  NodePtr r = reshape(expand(reshape(x, with(s, d, {1, n})), with(s, d, {t.reps, n})),
-                      with(s, d, {t.reps * n}));
-  r = reshape(slice_dim(r, d, 0, 1, t.total), with(s, d, {w.kernel, t.row}));
-  return transpose(slice_dim(r, d + 1, 0, w.stride, out), d, d + 1);
+  NodePtr r = nb::reshape(nb::expand(nb::reshape(x, with(s, d, {1, n})), with(s, d, {t.reps, n})),
+                          with(s, d, {t.reps * n}));
+  r = nb::reshape(slice_dim(r, d, 0, 1, t.total), with(s, d, {w.kernel, t.row}));
+  return nb::transpose(slice_dim(r, d + 1, 0, w.stride, out), d, d + 1);
 }
 
 // The gradient of sliding_window(x, d, w) for an x n long along d, from g [.., out, kernel, ..]:
 // the view's movement ops taken back, the repeat's gradient a sum over the copies (col2im).
 NodePtr sliding_window_grad(const NodePtr& g, int64_t d, const Window& w, int64_t n) {
   const int64_t out = g->shape[static_cast<size_t>(d)];
-  if (w.kernel == 1) return slice_grad(reshape(g, merged(g->shape, d)), d, 0, w.stride, out, n);
+  if (w.kernel == 1) return slice_grad(nb::reshape(g, merged(g->shape, d)), d, 0, w.stride, out, n);
   if (w.dilation == 1 && w.stride == w.kernel)
-    return slice_grad(reshape(g, merged(g->shape, d)), d, 0, 1, out * w.kernel, n);
+    return slice_grad(nb::reshape(g, merged(g->shape, d)), d, 0, 1, out * w.kernel, n);
   const Tiling t = tiling(n, out, w);
-  NodePtr r = slice_grad(transpose(g, d, d + 1), d + 1, 0, w.stride, out, t.row);
-  r = slice_grad(reshape(r, merged(r->shape, d)), d, 0, 1, t.total, t.reps * n);
+  NodePtr r = slice_grad(nb::transpose(g, d, d + 1), d + 1, 0, w.stride, out, t.row);
+  r = slice_grad(nb::reshape(r, merged(r->shape, d)), d, 0, 1, t.total, t.reps * n);
   Attrs sum;
   sum.ints = {d};
-  return make_node(Op::ReduceSum, {reshape(r, with(r->shape, d, {t.reps, n}))}, sum);
+  return make_node(Op::ReduceSum, {nb::reshape(r, with(r->shape, d, {t.reps, n}))}, sum);
 }
 
 // The sizes of one convolution: input [N, C, H, W], weight [O, Cg = C / G, kh, kw], output
@@ -171,55 +165,62 @@ NodePtr windows_grad(const NodePtr& g, const Conv& c) {
 // The window view as im2col rows [N*oh*ow, K] (groups: [G, N*oh*ow, K]), and back.
 NodePtr im2col(const NodePtr& win, const Conv& c) {
   const int64_t rows = c.N * c.oh * c.ow;
-  if (c.G == 1) return reshape(permute(win, {0, 2, 4, 1, 3, 5}), {rows, c.K});
-  return reshape(
-      permute(reshape(win, {c.N, c.G, c.Cg, c.oh, c.kh, c.ow, c.kw}), {1, 0, 3, 5, 2, 4, 6}),
-      {c.G, rows, c.K});
+  if (c.G == 1) return nb::reshape(nb::permute(win, {0, 2, 4, 1, 3, 5}), {rows, c.K});
+  return nb::reshape(nb::permute(nb::reshape(win, {c.N, c.G, c.Cg, c.oh, c.kh, c.ow, c.kw}),
+                                 {1, 0, 3, 5, 2, 4, 6}),
+                     {c.G, rows, c.K});
 }
 NodePtr col2im(const NodePtr& cols, const Conv& c) {
   if (c.G == 1)
-    return permute(reshape(cols, {c.N, c.oh, c.ow, c.C, c.kh, c.kw}), {0, 3, 1, 4, 2, 5});
-  return reshape(
-      permute(reshape(cols, {c.G, c.N, c.oh, c.ow, c.Cg, c.kh, c.kw}), {1, 0, 4, 2, 5, 3, 6}),
-      {c.N, c.C, c.oh, c.kh, c.ow, c.kw});
+    return nb::permute(nb::reshape(cols, {c.N, c.oh, c.ow, c.C, c.kh, c.kw}), {0, 3, 1, 4, 2, 5});
+  return nb::reshape(nb::permute(nb::reshape(cols, {c.G, c.N, c.oh, c.ow, c.Cg, c.kh, c.kw}),
+                                 {1, 0, 4, 2, 5, 3, 6}),
+                     {c.N, c.C, c.oh, c.kh, c.ow, c.kw});
 }
 // The weight as the GEMM's right operand: [K, O] (groups: [G, K, Og]).
 NodePtr weight_matrix(const NodePtr& w, const Conv& c) {
-  return transposed(c.G == 1 ? reshape(w, {c.O, c.K}) : reshape(w, {c.G, c.Og, c.K}));
+  return nb::transposed(c.G == 1 ? nb::reshape(w, {c.O, c.K}) : nb::reshape(w, {c.G, c.Og, c.K}));
 }
 // The GEMM's output rows [N*oh*ow, O] (groups: [G, N*oh*ow, Og]) as [N, O, oh, ow], and back.
 NodePtr from_rows(const NodePtr& y, const Conv& c) {
-  if (c.G == 1) return permute(reshape(y, {c.N, c.oh, c.ow, c.O}), {0, 3, 1, 2});
-  return reshape(permute(reshape(y, {c.G, c.N, c.oh, c.ow, c.Og}), {1, 0, 4, 2, 3}),
-                 {c.N, c.O, c.oh, c.ow});
+  if (c.G == 1) return nb::permute(nb::reshape(y, {c.N, c.oh, c.ow, c.O}), {0, 3, 1, 2});
+  return nb::reshape(nb::permute(nb::reshape(y, {c.G, c.N, c.oh, c.ow, c.Og}), {1, 0, 4, 2, 3}),
+                     {c.N, c.O, c.oh, c.ow});
 }
 NodePtr to_rows(const NodePtr& dy, const Conv& c) {
   const int64_t rows = c.N * c.oh * c.ow;
-  if (c.G == 1) return reshape(permute(dy, {0, 2, 3, 1}), {rows, c.O});
-  return reshape(permute(reshape(dy, {c.N, c.G, c.Og, c.oh, c.ow}), {1, 0, 3, 4, 2}),
-                 {c.G, rows, c.Og});
+  if (c.G == 1) return nb::reshape(nb::permute(dy, {0, 2, 3, 1}), {rows, c.O});
+  return nb::reshape(nb::permute(nb::reshape(dy, {c.N, c.G, c.Og, c.oh, c.ow}), {1, 0, 3, 4, 2}),
+                     {c.G, rows, c.Og});
 }
 
-}  // namespace
-
-bool expands_conv(const Node& n, const LowerOptions& opts) {
+bool expands(const Node& n, const LowerOptions& opts) {
   if (op_info(n.op).cls != OpClass::Conv) return false;
   return !opts.conv(n.dtype) || n.inputs.at(0)->shape.at(0) == 0;
 }
 
-NodePtr expand_conv(const Node& n, const NodeList& in) {
+NodePtr expansion(const Node& n, const NodeList& in) {
   const Conv c = sizes(n);
   if (n.op == Op::Conv2d) {
-    NodePtr y = from_rows(matmul(im2col(windows(in[0], c), c), weight_matrix(in[1], c)), c);
-    return in.size() == 3 ? bin(Op::Add, y, reshape(in[2], {1, c.O, 1, 1})) : y;
+    NodePtr y = from_rows(nb::matmul(im2col(windows(in[0], c), c), weight_matrix(in[1], c)), c);
+    return in.size() == 3 ? nb::bin(Op::Add, y, nb::reshape(in[2], {1, c.O, 1, 1})) : y;
   }
   if (n.op == Op::Conv2dGradInput) {  // (dy, w): the product's gradient through the view
-    NodePtr cols = matmul(to_rows(in[0], c), transposed(weight_matrix(in[1], c)));
+    NodePtr cols = nb::matmul(to_rows(in[0], c), nb::transposed(weight_matrix(in[1], c)));
     return windows_grad(col2im(cols, c), c);
   }
   // conv2d_grad_weight (x, dy): im2col^T times the output gradient, in the weight's layout.
-  NodePtr wm = matmul(transposed(im2col(windows(in[0], c), c)), to_rows(in[1], c));
-  return reshape(transposed(wm), {c.O, c.Cg, c.kh, c.kw});
+  NodePtr wm = nb::matmul(nb::transposed(im2col(windows(in[0], c), c)), to_rows(in[1], c));
+  return nb::reshape(nb::transposed(wm), {c.O, c.Cg, c.kh, c.kw});
 }
+
+}  // namespace
+}  // namespace conv_expansion
+
+bool expands_conv(const Node& n, const LowerOptions& opts) {
+  return conv_expansion::expands(n, opts);
+}
+
+NodePtr expand_conv(const Node& n, const NodeList& in) { return conv_expansion::expansion(n, in); }
 
 }  // namespace lt
