@@ -36,7 +36,6 @@
 #include "lowering/fuse.h"
 #include "lowering/simplify.h"
 #include "lowering/split_reduce.h"
-#include "runtime/conv.h"
 #ifdef LT_HAVE_CUDA
 #include <future>
 
@@ -138,18 +137,15 @@ int main(int argc, char** argv) {
         opts.attention_dtypes = {lt::DType::Float32, lt::DType::BFloat16, lt::DType::Float16};
         opts.attention_head_dim = lt::kFlashTile;
 #endif
-        // Attention prims the CUDA backend does not take (a dump from lazy:reference, which
-        // traces them for every float dtype) become their matmul + softmax decomposition, as
-        // they would have been traced on lazy:cuda.
-        l.roots = lt::expand_library_prims_for(l.roots, opts, "reference");
-        l.graph = graph_of(l.roots);
+        // Library prims these options lack (conv prims: no cuDNN here) are expanded by
+        // decompose, as on lazy:cuda.
       } else {
         opts = lt::get_backend("cpu").lower_options();
       }
       for (int rep = 0; rep < repeat; ++rep) {
         std::printf("%s (%zu graph nodes), run %d\n", in.c_str(), l.graph.order.size(), rep + 1);
         Timer t, total;
-        lt::PrimGraph p = lt::decompose(l.graph);
+        lt::PrimGraph p = lt::decompose(l.graph, opts);
         t.lap("decompose");
         p = lt::simplify(p);
         t.lap("simplify");

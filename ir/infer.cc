@@ -86,7 +86,8 @@ Inferred infer(Op op, const NodeList& in, const Attrs& a) {
   const std::string_view name = info.name;
   switch (info.cls) {
     case OpClass::Leaf:
-      fail(ErrorKind::Runtime, name, ": leaves are made with make_param/make_scalar/make_constant");
+      fail(ErrorKind::Runtime, name,
+           ": leaves are made with make_param/make_scalar/make_constant/make_iota");
     case OpClass::Rand:
       for (auto& i : in)
         if (i->dtype != DType::Int64 || !i->shape.empty())

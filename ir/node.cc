@@ -169,6 +169,15 @@ NodePtr make_constant(DType dtype, double value, Shape shape) {
   return n;
 }
 
+NodePtr make_iota(int64_t n) {
+  Shape shape = {n};
+  check_extent(shape, "iota");
+  auto node = make_pooled<Node>(Op::Iota, DType::Int64, current_source());
+  node->shape = std::move(shape);
+  node->hash = node_hash(*node);
+  return node;
+}
+
 namespace {
 std::mutex g_src_mu;
 std::deque<std::string>& src_table() {  // deque: references stay valid

@@ -68,6 +68,9 @@ NodePtr make_param(DType dtype, Shape shape, std::shared_ptr<LeafData> data);
 NodePtr make_scalar(DType dtype, double value);  // integral dtypes keep int64(value) exactly
 NodePtr make_int_scalar(DType dtype, int64_t value);
 NodePtr make_constant(DType dtype, double value, Shape shape = {});
+// int64 [n] with element i = i: positions for the masks of lowering's expansions
+// (lowering/expand_attention.h).
+NodePtr make_iota(int64_t n);
 
 // Shape/dtype inference for an op (ir/infer.cc); throws lt::Error naming op and shapes.
 struct Inferred {

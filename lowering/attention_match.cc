@@ -14,9 +14,10 @@ bool forward_attention(Op op) { return op == Op::Attention || op == Op::Attentio
 void check_supported(const MatchContext& c, const PNode& p) {
   const PNode &q = c.g.nodes[p.inputs[0]], &v = c.g.nodes[p.inputs[2]];
   if (!c.opts.attention(q.dtype, q.shape.back(), v.shape.back()))
-    fail(ErrorKind::NotImplemented, "not implemented: ", op_name(p.op), " in ", dtype_name(q.dtype),
+    fail(ErrorKind::Runtime, "internal: ", op_name(p.op), " in ", dtype_name(q.dtype),
          " with head dims ", q.shape.back(), " and ", v.shape.back(),
-         " without an attention library (the runtime expands it for such backends)");
+         " reached fusion without an attention library (decompose expands it for such "
+         "backends)");
 }
 
 }  // namespace

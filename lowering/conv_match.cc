@@ -15,8 +15,9 @@ std::optional<LibraryMatch> match_conv_step(const MatchContext& c, int node) {
   const PNode& p = g.nodes[node];
   if (op_info(p.op).cls != OpClass::Conv) return std::nullopt;
   if (!c.opts.conv(p.dtype))
-    fail(ErrorKind::NotImplemented, "not implemented: ", op_name(p.op), " in ", dtype_name(p.dtype),
-         " without a convolution library (the runtime expands it for such backends)");
+    fail(ErrorKind::Runtime, "internal: ", op_name(p.op), " in ", dtype_name(p.dtype),
+         " reached fusion without a convolution library (decompose expands it for such "
+         "backends)");
   int root = node;
   if (p.op == Op::Conv2d && c.nodes[node].users == 1 && !c.nodes[node].realized) {
     for (int u = node + 1; u < static_cast<int>(g.nodes.size()); ++u) {

@@ -6,6 +6,8 @@
 #include <unordered_set>
 
 #include "ir/error.h"
+#include "lowering/expand_attention.h"
+#include "lowering/expand_conv.h"
 
 namespace lt {
 namespace {
@@ -174,7 +176,17 @@ const std::map<Op, DecompRule>& rules() {
   return table;
 }
 
+// The rule expanding library prim `n` where the backend (`opts`) has no library step for it, or
+// nullptr.
+const DecompRule* library_expansion(const Node& n, const LowerOptions& opts) {
+  static const DecompRule attention = expand_attention, conv = expand_conv;
+  if (expands_attention(n, opts)) return &attention;
+  if (expands_conv(n, opts)) return &conv;
+  return nullptr;
+}
+
 struct Flattener {
+  const LowerOptions& opts;
   PrimGraph pg;
   std::unordered_map<const Node*, int> index;  // node -> prim graph index
   std::map<std::vector<uint64_t>, int> cse;    // (hash, input index, operand indices) -> index
@@ -210,8 +222,9 @@ struct Flattener {
   int add_node(const Node& n, int32_t source) {
     std::vector<int> ins;
     for (auto& c : n.inputs) ins.push_back(lookup(c, source));
-    if (op_info(n.op).primitive) return add(n, std::move(ins), -1, source);
-    const DecompRule* rule = decomposition(n.op);
+    const DecompRule* expansion = library_expansion(n, opts);
+    if (op_info(n.op).primitive && !expansion) return add(n, std::move(ins), -1, source);
+    const DecompRule* rule = expansion ? expansion : decomposition(n.op);
     if (!rule) fail(ErrorKind::NotImplemented, "not implemented: decomposition of ", op_name(n.op));
     // The rule sees opaque stand-ins for the operands (rules use only their dtype and shape).
     NodeList operands;
@@ -286,8 +299,8 @@ std::unordered_map<const Node*, const Node*> transposed_products(const Graph& g)
 
 }  // namespace
 
-PrimGraph decompose(const Graph& g) {
-  Flattener f;
+PrimGraph decompose(const Graph& g, const LowerOptions& opts) {
+  Flattener f{opts};
   const auto transposed = transposed_products(g);
   std::unordered_set<const Node*> deferred;  // matmuls their permute computes
   for (const auto& [p, m] : transposed) deferred.insert(m);

@@ -104,7 +104,8 @@ int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool c
   const PNode& p = g_.nodes[node];
   const OpInfo& info = op_info(p.op);
   int result;
-  if (!compute_root && realized(node) && p.op != Op::Constant && !absorbed(node)) {
+  if (!compute_root && realized(node) && p.op != Op::Constant && p.op != Op::Iota &&
+      !absorbed(node)) {
     int b = nodes_[node].buffer;
     if (buffers_[b].kind == BufferSpec::Kind::Scalar) {
       Instr in{IKind::LoadScalar, Op::Add, p.dtype};
@@ -122,6 +123,10 @@ int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool c
   } else if (p.op == Op::Constant) {
     Instr in{IKind::Const, Op::Add, p.dtype};
     in.value = p.attrs.value;
+    result = push(stage, in);
+  } else if (p.op == Op::Iota) {  // computed where it is read, like a constant
+    Instr in{IKind::Position, Op::Iota, p.dtype};
+    in.index = sym_->to_index(sym_->flatten(idx, p.shape), k_.iexprs);
     result = push(stage, in);
   } else if (is_elementwise(info.cls) && info.cls != OpClass::Rand) {
     // Inside a reduction loop, a costly value that does not vary with an outer loop (a matmul

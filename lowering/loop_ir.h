@@ -50,6 +50,7 @@ enum class IKind : uint8_t {
   Op,            // dtype <- op(a[, b[, c]]) for unary/binary/compare/logical/where/cast prims
   RandUniform,   // dtype <- uniform [0,1) from seed=a, offset=b (int64 instrs), counter = index
   ReduceResult,  // acc dtype <- result of stage `arg` for the current outer point
+  Position,      // dtype <- the value of `index` (an iota: each element's own position)
 };
 
 struct Instr {
@@ -58,7 +59,8 @@ struct Instr {
   DType dtype;                 // result dtype (Compare/Logical/Not: Bool; Cast: the target)
   int a = -1, b = -1, c = -1;  // operand instruction ids in the same stage body
   int arg = -1;                // Load/LoadScalar: kernel arg; ReduceResult: stage number
-  Index index;                 // Load: element offset; RandUniform: the element's counter
+  Index index;                 // Load: element offset; RandUniform: the element's counter;
+                               // Position: the value
   double value = 0;            // Const
   int64_t stream = 0;          // RandUniform: stream id (see rand_uniform below)
 };
@@ -111,6 +113,11 @@ struct Kernel {
     return false;
   }
 };
+
+// Whether the instruction's `index` means anything (is read by code generators).
+inline bool has_index(const Instr& in) {
+  return in.kind == IKind::Load || in.kind == IKind::RandUniform || in.kind == IKind::Position;
+}
 
 // Whether an index reads a data-dependent value (IExpr::Value) anywhere in its tree.
 inline bool uses_value(const Kernel& k, const Index& ix) {

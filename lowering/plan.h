@@ -29,11 +29,11 @@ struct Donation {
 
 // Which library steps lowering may emit (a backend's capabilities); the default emits none, so
 // every matmul stays a fused loop kernel.
-// conv_dtypes: the dtypes of conv prims the backend runs as library steps; a conv prim of another
-// dtype must not reach lowering (the runtime expands it first, runtime/conv.h).
+// conv_dtypes: the dtypes of conv prims the backend runs as library steps; decompose expands the
+// others into the sliding-window + im2col GEMM form (lowering/expand_conv.h).
 // attention_dtypes / attention_head_dim: the attention prims (ir/attention.h) the backend runs as
 // library steps: of these dtypes, and with query/key and value head dims of attention_head_dim
-// (0: any); the runtime traces them only where attention() holds (runtime/attention.cc).
+// (0: any); decompose expands the others into matmuls and softmax (lowering/expand_attention.h).
 struct LowerOptions {
   std::vector<DType> gemm_dtypes;
   std::vector<DType> conv_dtypes;

@@ -213,7 +213,7 @@ struct Decoder {
       for (size_t i = 0; i < st.body.size(); ++i) {
         auto& in = st.body[i];
         const int64_t n = static_cast<int64_t>(i);
-        in.kind = enumeration<loop::IKind>(6, "instruction kind");
+        in.kind = enumeration<loop::IKind>(7, "instruction kind");
         in.op = op();
         in.dtype = dtype();
         in.a = id(-1, n, "operand");

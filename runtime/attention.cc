@@ -4,7 +4,6 @@
 #include <limits>
 #include <memory>
 
-#include "backends/backend.h"
 #include "ir/attention.h"
 #include "ir/error.h"
 #include "runtime/autograd.h"
@@ -49,8 +48,7 @@ Tensor sum_heads(const Tensor& g, int64_t rep) {
 // once (the GEMMs need it materialized anyway). Eager devices keep only the row logsumexp L and
 // recompute P = exp(S - L) (one GEMM) rather than hold the [..., L, S] matrix until backward.
 struct Ctx {
-  bool library =
-      false;  // traced as attention prims (the backend's fused kernels): out and lse saved
+  bool prims = false;  // traced as attention prims: out and lse saved
   Saved q, k, v, mask;
   Saved probs;     // lazy: the forward's P (before dropout)
   Saved out, lse;  // eager: the output and the row logsumexp, [..., L, 1]
@@ -89,9 +87,10 @@ Tensor attention_prim(Op op, const std::vector<Tensor>& srcs, const AttentionPar
   return out;
 }
 
-// The backward through the backend's fused kernels: dsum = rowsum(dO * O) here, P recomputed
-// from the saved logsumexp there.
-std::vector<Tensor> library_attention_vjp(const Ctx& c, const Tensor& g) {
+// The backward as the gradient prims: dsum = rowsum(dO * O) here, P recomputed from the saved
+// logsumexp there (by the backend's fused kernels; where lowering expands the prims, P and D are
+// computed as the decomposition does: lowering/expand_attention.h).
+std::vector<Tensor> prim_attention_vjp(const Ctx& c, const Tensor& g) {
   Tensor q = c.q.get(), k = repeat_heads(c.k.get(), c.rep), v = repeat_heads(c.v.get(), c.rep);
   const DType st = stats_dtype(g.dtype());
   Tensor dsum = (cast(g, st) * cast(c.out.get(), st)).sum({-1}, true);
@@ -104,23 +103,20 @@ std::vector<Tensor> library_attention_vjp(const Ctx& c, const Tensor& g) {
   return r;
 }
 
-// Whether the backend of `q`'s device runs this attention as its fused library prims: no
-// explicit mask, no dropout, one batch shape for q, k and v (after repeating GQA heads) and
-// nothing empty.
-bool library_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                       double dropout_p) {
+// Whether this attention is traced as the attention prims, on every backend (lowering runs them
+// as the backend's fused step or expands them: lowering/expand_attention.h): no explicit mask,
+// no dropout, one batch shape for q, k and v (after repeating GQA heads) and nothing empty.
+bool prim_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                    double dropout_p) {
   if (mask.defined() || dropout_p != 0.0 || q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim())
     return false;
   for (int64_t d = 0; d + 2 < q.dim(); ++d)
     if (k.size(d) != q.size(d) || v.size(d) != q.size(d)) return false;
-  if (q.numel() == 0 || k.numel() == 0 || v.numel() == 0) return false;
-  return get_backend(q.device().backend_name())
-      .lower_options()
-      .attention(q.dtype(), q.size(-1), v.size(-1));
+  return q.numel() != 0 && k.numel() != 0 && v.numel() != 0;
 }
 
 std::vector<Tensor> attention_vjp(const Ctx& c, const Tensor& g) {
-  if (c.library) return library_attention_vjp(c, g);
+  if (c.prims) return prim_attention_vjp(c, g);
   Tensor q = c.q.get(), k = repeat_heads(c.k.get(), c.rep), v = repeat_heads(c.v.get(), c.rep);
   const DType t = g.dtype(), st = stats_dtype(t);
   const bool lazy = c.probs.defined();
@@ -155,26 +151,11 @@ std::vector<Tensor> attention_vjp(const Ctx& c, const Tensor& g) {
 
 }  // namespace
 
-Tensor attention_decomposed(Op op, const std::vector<Tensor>& in, const AttentionParams& p) {
-  const Tensor &q = in.at(0), &k = in.at(1), &v = in.at(2);
-  const DType t = q.dtype(), st = stats_dtype(t);
-  Tensor s = cast(masked_scores(q, k, Tensor(), false, p.causal, p.scale), st);
-  if (op == Op::Attention) return cast(softmax(s, -1), t).matmul(v);
-  if (op == Op::AttentionLse) return logsumexp(s, {-1}, true);
-  const Tensor &dout = in.at(3), &lse = in.at(4), &dsum = in.at(5);
-  Tensor prob = (s - lse).exp();
-  if (op == Op::AttentionGradV) return cast(prob, t).transpose(-2, -1).matmul(dout);
-  Tensor dp = cast(dout.matmul(v.transpose(-2, -1)), st);
-  Tensor ds = cast(prob * (dp - dsum), t) * p.scale;
-  if (op == Op::AttentionGradQ) return ds.matmul(k);
-  return ds.transpose(-2, -1).matmul(q);
-}
-
 std::vector<Tensor> attention_prim_vjp(const VjpCtx& c, const Tensor& g) {
   if (c.op != Op::Attention && c.op != Op::AttentionLse)
     fail(ErrorKind::NotImplemented, "not implemented: the gradient of ", op_name(c.op),
-         " (a double backward through fused scaled_dot_product_attention; LT_FLASH_ATTENTION=0 "
-         "traces the decomposition, which has one)");
+         " (a double backward through scaled_dot_product_attention traced as attention prims: "
+         "an explicit attn_mask traces the decomposition, which has one)");
   const AttentionParams p = AttentionParams::from(c.op, c.attrs);
   Tensor q = c.x(0), k = c.x(1), v = c.x(2);
   const DType t = q.dtype(), st = stats_dtype(t);
@@ -236,17 +217,17 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   if (attn_mask.defined() && !c->bool_mask) inputs.push_back(attn_mask);
   const bool need_grad = grad_enabled() && any_requires_grad(inputs);
   if (Tensor k = repeat_heads(key, rep), v = repeat_heads(value, rep);
-      library_attention(query, k, v, attn_mask, dropout_p)) {
+      prim_attention(query, k, v, attn_mask, dropout_p)) {
     const AttentionParams p{is_causal, c->scale};
     Tensor out, lse;
     {
-      NoGradGuard no_grad;  // one node: library_attention_vjp is its gradient
+      NoGradGuard no_grad;  // one node: prim_attention_vjp is its gradient
       out = attention_prim(Op::Attention, {query, k, v}, p);
       if (need_grad) lse = attention_prim(Op::AttentionLse, {query, k, v}, p);
     }
     if (!need_grad) return out;
     const Device dev = out.device();
-    c->library = true;
+    c->prims = true;
     c->q = Saved(query.node(), dev);
     c->k = Saved(key.node(), dev);
     c->v = Saved(value.node(), dev);

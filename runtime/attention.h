@@ -1,8 +1,12 @@
-// Scaled dot-product attention as one autograd node. The forward is traced from matmuls, the
-// softmax composite and elementwise ops (so lowering fuses it like any other graph); the backward
-// is the flash-attention rule, dS = P * (dP - D) * scale with dP = dO V^T, instead of the chain of
-// matmul, scale, mask and softmax VJPs. Eager devices save only the output O and the row
-// logsumexp L and recompute P = exp(S - L); on lazy P is the forward's IR node (see attention.cc).
+// Scaled dot-product attention as one autograd node. Without an explicit mask or dropout it is
+// traced as the attention prims (ir/attention.h) on every backend, with the gradient prims as its
+// VJP: lowering runs them as the backend's fused library step or expands them into matmuls and
+// softmax (lowering/expand_attention.h), so one model traces one graph everywhere. With a mask or
+// dropout the forward is traced from matmuls, the softmax composite and elementwise ops (so
+// lowering fuses it like any other graph); the backward is the flash-attention rule,
+// dS = P * (dP - D) * scale with dP = dO V^T, instead of the chain of matmul, scale, mask and
+// softmax VJPs. Eager devices save only the output O and the row logsumexp L and recompute
+// P = exp(S - L); on lazy P is the forward's IR node (see attention.cc).
 #pragma once
 #include <optional>
 
@@ -22,11 +26,6 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     bool is_causal = false,
                                     std::optional<double> scale = std::nullopt,
                                     bool enable_gqa = false);
-
-// The attention prim `op` (ir/attention.h) over `in` as matmuls, softmax and elementwise ops:
-// what a backend without an attention library runs when it replays a trace recorded where the
-// prims were library steps (runtime/conv.h expand_library_prims_for).
-Tensor attention_decomposed(Op op, const std::vector<Tensor>& in, const AttentionParams& p);
 
 // The VJP rule of the attention prims when one is differentiated as an op of its own (a replayed
 // trace; scaled_dot_product_attention records one node with its own rule instead): attention and

@@ -11,7 +11,6 @@
 #include "ir/half.h"
 #include "ir/printer.h"
 #include "ir/serialize.h"
-#include "runtime/conv.h"
 #include "runtime/executor.h"
 #include "runtime/sync.h"
 #include "runtime/tensor_impl.h"
@@ -154,11 +153,9 @@ std::pair<double, double> compare(const std::vector<unsigned char>& got,
 
 bool within(std::pair<double, double> e, double tol) { return e.first <= tol || e.second <= tol; }
 
-// A node of a loaded trace whose conv or attention prims `backend` may lack a library for
-// (runtime/conv.h).
+// A node of a loaded trace on `backend` (library prims it lacks are expanded by its lowering).
 std::vector<unsigned char> run_one(const Node* n, const std::string& backend) {
-  NodePtr keep = expand_library_prims_for({NodePtr(NodePtr(), n)}, backend).at(0);
-  auto out = execute_graph({keep.get()}, backend, SyncReason::Sync).at(0);
+  auto out = execute_graph({n}, backend, SyncReason::Sync).at(0);
   return host_bytes(*out, nbytes(n->dtype, n->shape));
 }
 
@@ -230,8 +227,7 @@ ReplayReport replay(const std::string& path, const std::string& backend, bool ch
   ReplayReport r;
   r.backend = backend;
   std::vector<const Node*> roots;
-  const NodeList expanded = expand_library_prims_for(L.trace.roots, backend);
-  for (auto& n : expanded) roots.push_back(n.get());
+  for (auto& n : L.trace.roots) roots.push_back(n.get());
   auto outs = execute_graph(roots, backend, SyncReason::Sync);
   r.outputs = static_cast<int>(outs.size());
   Device dev{Device::Type::Lazy, 0, backend};

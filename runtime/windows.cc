@@ -166,37 +166,6 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
   return input.dim() == 3 ? out.squeeze(0) : out;
 }
 
-Tensor conv2d_windows(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                      const ConvParams& p) {
-  const char* op = "conv2d";
-  const std::vector<int64_t> stride = {p.stride[0], p.stride[1]},
-                             padding = {p.padding[0], p.padding[1]},
-                             dilation = {p.dilation[0], p.dilation[1]};
-  const int64_t N = x.size(0), O = weight.size(0), Cg = weight.size(1), groups = p.groups;
-  const int64_t kh = weight.size(2), kw = weight.size(3);
-  Extent eh = pool_extent(op, x.size(2), kh, stride[0], padding[0], dilation[0], false);
-  Extent ew = pool_extent(op, x.size(3), kw, stride[1], padding[1], dilation[1], false);
-  const int64_t oh = eh.out, ow = ew.out, G = groups, Og = O / G, K = Cg * kh * kw;
-  Tensor win = windows2d(x, {kh, kw}, stride, padding, dilation, {oh, 0}, {ow, 0},
-                         0.0);  // [N,C,OH,kh,OW,kw]
-  Tensor out;
-  if (G == 1) {  // im2col rows [N*OH*OW, C*kh*kw] times weight^T [C*kh*kw, O]
-    Tensor cols = win.permute({0, 2, 4, 1, 3, 5}).reshape({N * oh * ow, K});
-    out = cols.matmul(weight.reshape({O, K}).transpose(0, 1))
-              .reshape({N, oh, ow, O})
-              .permute({0, 3, 1, 2});
-  } else {  // one GEMM per group, batched
-    Tensor cols = win.reshape({N, G, Cg, oh, kh, ow, kw})
-                      .permute({1, 0, 3, 5, 2, 4, 6})
-                      .reshape({G, N * oh * ow, K});
-    Tensor w = weight.reshape({G, Og, K}).transpose(1, 2);
-    out =
-        cols.matmul(w).reshape({G, N, oh, ow, Og}).permute({1, 0, 4, 2, 3}).reshape({N, O, oh, ow});
-  }
-  if (bias.defined()) out = out + bias.reshape({1, O, 1, 1});
-  return out;
-}
-
 Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride,
               int64_t padding, int64_t dilation, int64_t groups) {
   if (!input.defined() || (input.dim() != 2 && input.dim() != 3))

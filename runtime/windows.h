@@ -1,16 +1,15 @@
-// Convolution and pooling, built from sliding windows: a window view of a tensor made of movement
-// ops only (expand, reshape, strided slice), which lowering turns into index arithmetic. conv2d is
-// a library prim where the backend has a conv library (runtime/conv.h); elsewhere it is the window
-// view reshaped to an im2col matrix times the weight (a GEMM step: oneDNN or cuBLAS);
-// pooling is a reduction over the window axes. Their gradients come from the autograd rules of the
-// movement ops: the VJP of the window view is col2im (an expand's VJP sums the overlapping reads),
-// which fuses into one reduction kernel, so no separate backward rule is needed.
+// Pooling, built from sliding windows: a window view of a tensor made of movement ops only (expand,
+// reshape, strided slice), which lowering turns into index arithmetic; pooling is a reduction over
+// the window axes. Its gradient comes from the autograd rules of the movement ops: the VJP of the
+// window view is col2im (an expand's VJP sums the overlapping reads), which fuses into one
+// reduction kernel. conv2d / conv1d check their arguments here and trace the conv prims
+// (runtime/conv.h); lowering expands those into the same window view times the weight where the
+// backend has no convolution library (lowering/expand_conv.h).
 #pragma once
 #include <cstdint>
 #include <optional>
 #include <vector>
 
-#include "ir/conv.h"
 #include "runtime/tensor.h"
 
 namespace lt {
@@ -26,10 +25,6 @@ Tensor sliding_window(const Tensor& x, int64_t dim, int64_t kernel, int64_t stri
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
               std::vector<int64_t> stride = {1, 1}, std::vector<int64_t> padding = {0, 0},
               std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
-// The sliding-window + im2col GEMM form of conv2d over a checked 4-D input: what conv2d traces on
-// backends without a convolution library (runtime/conv.h decides).
-Tensor conv2d_windows(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                      const ConvParams& p);
 Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
               int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
 

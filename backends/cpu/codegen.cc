@@ -426,7 +426,9 @@ class KernelEmitter {
     };
     bool along_outer = false;
     for (const loop::Instr& in : k_.stages.front().body) {
-      if (in.kind == IKind::ReduceResult || in.kind == IKind::RandUniform) return false;
+      if (in.kind == IKind::ReduceResult || in.kind == IKind::RandUniform ||
+          in.kind == IKind::Position)
+        return false;
       if (in.kind != IKind::Load) continue;
       if (!in.index.affine() || stride(in.index, last_inner) == 1) return false;
       along_outer = along_outer || stride(in.index, last_outer) == 1;
@@ -558,7 +560,9 @@ class KernelEmitter {
       return false;
     if (k_.accumulates() || range_flag_) return false;
     for (const loop::Instr& in : k_.stages.front().body) {
-      if (in.kind == IKind::ReduceResult || in.kind == IKind::RandUniform) return false;
+      if (in.kind == IKind::ReduceResult || in.kind == IKind::RandUniform ||
+          in.kind == IKind::Position)
+        return false;
       if (in.kind != IKind::Load) continue;
       if (!in.index.affine()) return false;
       for (auto [i, o] : k_.inplace)
@@ -722,6 +726,9 @@ class KernelEmitter {
                       rt, in.dtype);
           break;
         }
+        case IKind::Position:
+          v = convert(b_, index(in.index), DType::Int64, in.dtype);
+          break;
         case IKind::ReduceResult:
           LT_CHECK(results_[in.arg], ErrorKind::Runtime, "internal: kernel ", k_.name,
                    " reads stage ", in.arg, " before it ran");

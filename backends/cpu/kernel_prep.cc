@@ -15,7 +15,7 @@ template <typename F>
 void for_each_index(loop::Kernel& k, F f) {
   for (auto& st : k.stages) {
     for (auto& in : st.body)
-      if (in.kind == IKind::Load || in.kind == IKind::RandUniform) f(in.index);
+      if (loop::has_index(in)) f(in.index);
     for (auto& s : st.stores) f(s.index);
   }
 }
@@ -91,6 +91,9 @@ void validate_kernel(const loop::Kernel& k) {
         case IKind::RandUniform:
           LT_CHECK(in.a >= 0 && in.b >= 0, ErrorKind::Runtime, "internal: ", where,
                    " lacks seed/offset");
+          check_index(k, in.index, nvars, where, i);
+          break;
+        case IKind::Position:
           check_index(k, in.index, nvars, where, i);
           break;
         case IKind::ReduceResult:

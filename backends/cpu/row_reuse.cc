@@ -46,6 +46,7 @@ std::vector<std::string> body_keys(const std::vector<loop::Instr>& body) {
         break;
       }
       case IKind::RandUniform:
+      case IKind::Position:
         continue;
     }
     key[i] = std::move(k);

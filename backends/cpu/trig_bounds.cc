@@ -99,6 +99,7 @@ std::vector<double> stage_bounds(const loop::Stage& st, double m) {
         v = op_bound(st, in, r);
         break;
       case loop::IKind::ReduceResult:
+      case loop::IKind::Position:
         break;
     }
     v *= rounding_margin(in.dtype);

@@ -142,7 +142,7 @@ class CudaExecutable : public Executable {
                     c.bias >= 0 ? plan.buffers[c.bias].numel : 0, plan.buffers[c.out].numel,
                     "cuda executable");
     }
-    // The runtime expands conv prims for a backend without cuDNN (runtime/conv.h).
+    // Lowering expands conv prims for a backend without cuDNN (lowering/expand_conv.h).
     if (!plan.convs.empty() && !have_dnn)
       fail(ErrorKind::NotImplemented, "not implemented: library convolution step ",
            plan.convs[0].name, " on cuda: ", cudnn_error());
@@ -585,7 +585,7 @@ class CudaBackendImpl : public CudaBackend {
 
   // cuBLAS computes float32, float64, bfloat16 and float16 matmuls when it loads; otherwise they
   // stay loop kernels. cuDNN computes convolutions of those types when it loads (LT_CUDNN=0 turns
-  // it off); otherwise the runtime expands them into GEMMs (runtime/conv.h).
+  // it off); otherwise lowering expands them into GEMMs (lowering/expand_conv.h).
   LowerOptions lower_options() const override {
     LowerOptions o;
     if (gemm_enabled() && cublas_available())

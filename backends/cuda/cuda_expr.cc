@@ -439,7 +439,7 @@ loop::Kernel with_full_strides(const loop::Kernel& src) {
   };
   for (auto& st : k.stages) {
     for (auto& in : st.body)
-      if (in.kind == IKind::Load || in.kind == IKind::RandUniform) pad(in.index);
+      if (loop::has_index(in)) pad(in.index);
     for (auto& store : st.stores) pad(store.index);
   }
   return k;

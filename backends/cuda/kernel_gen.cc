@@ -117,8 +117,7 @@ bool KernelGen::fits_32bit() const {
   };
   for (const auto& st : k_.stages) {
     for (const auto& in : st.body)
-      if ((in.kind == IKind::Load || in.kind == IKind::RandUniform) && !fits(in.index))
-        return false;
+      if (loop::has_index(in) && !fits(in.index)) return false;
     for (const auto& store : st.stores)
       if (!fits(store.index)) return false;
   }
@@ -268,6 +267,8 @@ std::string KernelGen::instr_expr(int s, int i, const Hooks& h) {
       if (in.dtype == DType::Float64) return "lt_rand_f64(" + args + ")";
       return round_to(in.dtype, "lt_rand_f32(" + args + ")");
     }
+    case IKind::Position:
+      return cast_expr(DType::Int64, in.dtype, "(long long)(" + index_expr(in.index) + ")");
     case IKind::ReduceResult: {
       const Stage& rs = k_.stages[static_cast<size_t>(in.arg)];
       return cast_expr(rs.acc_dtype, in.dtype, "r" + std::to_string(in.arg));
@@ -365,7 +366,7 @@ CudaKernelLaunch KernelGen::generate() {
     for (const auto& in : st.body) {
       uses_half_ |= is_half(in.dtype);
       uses_rand_ |= in.kind == IKind::RandUniform;
-      if (in.kind == IKind::Load || in.kind == IKind::RandUniform) {
+      if (loop::has_index(in)) {
         if (in.index.affine() && in.index.strides.size() != ext_.size())
           fail(ErrorKind::Runtime, "internal: cuda codegen: index of kernel ", k_.name, " has ",
                in.index.strides.size(), " strides for ", ext_.size(), " loop variables");

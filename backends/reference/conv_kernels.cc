@@ -1,6 +1,6 @@
 // The reference rules of the conv prims: the direct 7-deep loop over every (output point, input
 // channel, kernel tap), accumulating in double. Slow and obviously right: the oracle that oneDNN's
-// steps and the runtime's sliding-window expansion are tested against.
+// steps and lowering's sliding-window expansion (lowering/expand_conv.h) are tested against.
 #include "backends/reference/kernels.h"
 #include "ir/conv.h"
 

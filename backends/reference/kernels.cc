@@ -122,6 +122,12 @@ void eval_constant(Ctx& c) {
   fill(c, v, c.out.dtype == DType::Bool ? int64_t{v != 0} : double_to_int64(v));
 }
 
+void eval_iota(Ctx& c) {
+  const auto n = static_cast<size_t>(numel(c.out.shape));
+  c.out.i.resize(n);
+  for (size_t k = 0; k < n; ++k) c.out.i[k] = static_cast<int64_t>(k);
+}
+
 // Element i (row-major) is the shared counter-based generator at counter i.
 void eval_rand(Ctx& c) {
   const Value &seed = *c.in[0], &offset = *c.in[1];

@@ -15,6 +15,7 @@ void eval_param(Ctx& c);
 void eval_scalar(Ctx& c);
 void eval_constant(Ctx& c);
 void eval_rand(Ctx& c);
+void eval_iota(Ctx& c);
 // Reductions over attrs.ints (negative axes allowed; keepdim only changes the shape).
 void eval_reduce_sum(Ctx& c);
 void eval_reduce_prod(Ctx& c);

@@ -33,6 +33,7 @@ const std::pair<Op, EvalFn> kRules[] = {
     {Op::Scalar, eval_scalar},
     {Op::Constant, eval_constant},
     {Op::Rand, eval_rand},
+    {Op::Iota, eval_iota},
     // Selection and dtype conversion.
     {Op::Where, eval_where},
     {Op::Cast, eval_cast},

@@ -1,10 +1,11 @@
 // The attention prims through lowering without a GPU: fusion groups them into one forward step
 // (output + logsumexp) and one backward step (dq, dk, dv) over contiguous operand buffers (a
 // transposed view is copied first), plans with attention steps round-trip through the cache
-// format and corrupt ones are errors, a backend without an attention library is told so, and
-// (with the CUDA toolkit) NVRTC compiles the flash kernels for sm_90 and the module image that
-// carries them round-trips. Their numbers: tests/python/test_attention_prims.py (reference
-// interpreter) and tests/gpu/check_attention_cuda.py (the kernels on a GPU).
+// format and corrupt ones are errors, a backend without an attention library gets them expanded
+// into matmuls and softmax, and (with the CUDA toolkit) NVRTC compiles the flash kernels for sm_90
+// and the module image that carries them round-trips. Their numbers:
+// tests/python/test_attention_prims.py (reference interpreter) and
+// tests/gpu/check_attention_cuda.py (the kernels on a GPU).
 #include <gtest/gtest.h>
 
 #include "graph_util.h"
@@ -38,13 +39,13 @@ LowerOptions flash_options() {
 struct Graphs {
   NodePtr out, lse, dq, dk, dv, q_view;
 };
-Graphs attention_graph() {
+Graphs attention_graph(bool causal = true) {
   Graphs g;
   Attrs perm;
   perm.ints = {0, 2, 1, 3};
   g.q_view = make_node(Op::Permute, {param({2, 100, 3, 64})}, perm);
   NodePtr k = param({2, 3, 100, 64}), v = param({2, 3, 100, 64});
-  const Attrs a = AttentionParams{true, 0.125}.attrs();
+  const Attrs a = AttentionParams{causal, 0.125}.attrs();
   g.out = make_node(Op::Attention, {g.q_view, k, v}, a);
   g.lse = make_node(Op::AttentionLse, {g.q_view, k, v}, a);
   NodePtr dout = param({2, 3, 100, 64}), dsum = param({2, 3, 100, 1});
@@ -115,19 +116,31 @@ TEST(AttentionPlan, RoundTripsAndCorruptionIsAnError) {
     EXPECT_THROW(deserialize_plan(std::string_view(bytes).substr(0, n)), Error) << n;
 }
 
-TEST(AttentionPlan, ABackendWithoutTheLibraryIsToldSo) {
-  Graphs g = attention_graph();
-  try {
-    lower(collect_graph({g.out.get()}));
-    FAIL() << "lowered attention without a library";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("not implemented: attention in float32 with head dims 64"),
-              std::string::npos)
-        << e.what();
-  }
+// Without an attention library (or with one for other head dims), decompose expands the prims
+// into matmuls and softmax (lowering/expand_attention.h): no attention step, the causal mask from
+// iota prims (no input of the graph), and the gradients recompute P instead of reading lse (so
+// the attention_lse prim is dead code) and dsum (an input that no kernel reads).
+TEST(AttentionPlan, WithoutTheLibraryThePrimsExpand) {
   LowerOptions other_dim = flash_options();
   other_dim.attention_head_dim = 128;
-  EXPECT_THROW(lower(collect_graph({g.out.get()}), other_dim), Error);
+  for (bool causal : {false, true}) {
+    for (const LowerOptions& opts : {LowerOptions{}, other_dim}) {
+      Graphs g = attention_graph(causal);
+      const Plan p = lower(collect_graph({g.out.get(), g.dq.get(), g.dk.get(), g.dv.get()}), opts);
+      EXPECT_TRUE(p.attentions.empty());
+      int iotas = 0;
+      for (const PNode& n : p.prims.nodes) {
+        EXPECT_NE(op_info(n.op).cls, OpClass::Attention) << op_name(n.op);
+        iotas += n.op == Op::Iota;
+      }
+      EXPECT_EQ(iotas, causal ? 1 : 0);  // L == S: one iota serves both positions
+      EXPECT_EQ(p.prims.num_inputs, 5);  // q, k, v, dout, dsum: no positions
+      EXPECT_FALSE(p.kernels.empty());
+      for (const loop::Kernel& k : p.kernels)
+        for (const loop::Arg& arg : k.args)
+          EXPECT_NE(p.buffers.at(static_cast<size_t>(arg.buffer)).input, 4) << "dsum was read";
+    }
+  }
 }
 
 TEST(AttentionPrims, ShapeRuleNamesTheOpAndShapes) {

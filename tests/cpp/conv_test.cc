@@ -1,6 +1,6 @@
 // Convolution as a library prim: the shape rule and its errors, lowering to Conv plan steps (bias
 // and ReLU fused, exact step counts), the plan format, and values and gradients on eager cpu,
-// lazy:cpu (oneDNN) and float64 (the sliding-window expansion) against the reference
+// lazy:cpu (oneDNN) and float64 (lowering's sliding-window expansion) against the reference
 // interpreter's direct loops and float64 finite differences.
 #include "ir/conv.h"
 
@@ -141,9 +141,36 @@ TEST(ConvLowering, BackwardPrimsAreTheirOwnSteps) {
   EXPECT_EQ(count(p, PlanStep::Kind::Kernel), 1);  // exp(dy): an operand gets its own buffer
   EXPECT_EQ(p.convs[0].kind, ConvStep::Kind::GradInput);
   EXPECT_EQ(p.convs[1].kind, ConvStep::Kind::GradWeight);
-  // Without a conv library, lowering refuses (the runtime expands conv for such backends).
-  expect_error([&] { conv_plan({dx}, LowerOptions{}); },
-               {"conv2d_grad_input", "convolution library"});
+}
+
+// Without a conv library (or for an empty batch, which library steps skip), decompose expands the
+// three prims into the sliding-window + im2col GEMM form (lowering/expand_conv.h): no conv step,
+// no conv prim left, the padding masks from iota prims (no input of the graph).
+TEST(ConvLowering, WithoutALibraryThePrimsExpand) {
+  const ConvParams cp = params(2, 1, 1, 1);
+  Attrs gi, gw;
+  gi.ints = cp.ints({9, 9});
+  gw.ints = cp.ints({3, 3});
+  for (int64_t n : {2, 0}) {
+    NodePtr x = param({n, 3, 9, 9}), w = param({4, 3, 3, 3}), dy = param({n, 4, 5, 5});
+    NodePtr y = conv({x, w, param({4})}, cp);
+    NodePtr dx = make_node(Op::Conv2dGradInput, {dy, w}, gi);
+    NodePtr dwt = make_node(Op::Conv2dGradWeight, {x, dy}, gw);
+    for (const LowerOptions& opts : {LowerOptions{}, with_conv()}) {
+      if (n != 0 && !opts.conv_dtypes.empty()) continue;  // library steps: the tests above
+      Plan p = conv_plan({y, dx, dwt}, opts);
+      EXPECT_EQ(count(p, PlanStep::Kind::Conv), 0);
+      int iotas = 0;
+      for (const PNode& q : p.prims.nodes) {
+        EXPECT_NE(op_info(q.op).cls, OpClass::Conv) << op_name(q.op);
+        iotas += q.op == Op::Iota;
+      }
+      if (n != 0) {
+        EXPECT_GT(iotas, 0);
+      }
+      EXPECT_EQ(p.prims.num_inputs, 4);  // x, w, bias, dy
+    }
+  }
 }
 
 TEST(ConvLowering, PlanFormatRoundTripsConvStepsAndRejectsDamage) {
@@ -205,15 +232,20 @@ TEST(ConvValues, CpuAndLazyAndFloat64ExpansionMatchTheReferenceLoops) {
   }
 }
 
-TEST(ConvValues, LibraryIsUsedExactlyWhereOffered) {
-  EXPECT_TRUE(conv_library(Device::parse("lazy:reference"), DType::Float64));
-  EXPECT_FALSE(conv_library(Device::parse("lazy:cpu"), DType::Float64));  // oneDNN: float32 only
+// The prims are traced on every backend and dtype; lowering decides: a conv step exactly where the
+// backend's LowerOptions offer the dtype (oneDNN: float32 only; the reference: every float dtype).
+TEST(ConvValues, PrimsEverywhereLibraryExactlyWhereOffered) {
   const bool onednn = !get_backend("cpu").lower_options().conv_dtypes.empty();
-  EXPECT_EQ(conv_library(Device::parse("cpu"), DType::Float32), onednn);
-  Device d = Device::parse("lazy:cpu");
-  Tensor y =
-      conv2d_nchw(rnd({1, 2, 5, 5}, 1, d), rnd({3, 2, 3, 3}, 2, d), Tensor(), params(1, 0, 1, 1));
-  EXPECT_EQ(y.node()->op, onednn ? Op::Conv2d : Op::Permute);
+  for (auto [dev, t, library] : {std::tuple{"lazy:cpu", DType::Float32, onednn},
+                                 std::tuple{"lazy:cpu", DType::Float64, false},
+                                 std::tuple{"lazy:reference", DType::Float64, true}}) {
+    Device d = Device::parse(dev);
+    Tensor y = conv2d_nchw(rnd({1, 2, 5, 5}, 1, d, t), rnd({3, 2, 3, 3}, 2, d, t), Tensor(),
+                           params(1, 0, 1, 1));
+    EXPECT_EQ(y.node()->op, Op::Conv2d) << dev;
+    const Plan p = testing::plan_of({y.node()}, get_backend(d.backend_name()).lower_options());
+    EXPECT_EQ(count(p, PlanStep::Kind::Conv), library ? 1 : 0) << dev << " " << dtype_name(t);
+  }
 }
 
 // d/d(operand) of sum(op(a, b) * r) in float64 on lazy:reference, against central differences:
@@ -254,7 +286,8 @@ TEST(ConvGrad, BackwardPrimsHaveCorrectVjpsByFiniteDifferences) {
 }
 
 // A trace whose conv prims the replaying backend has no library for (float64 on the CPU: oneDNN
-// is float32 only) replays through the sliding-window expansion and matches the recorded outputs.
+// is float32 only) replays through lowering's sliding-window expansion and matches the recorded
+// outputs.
 TEST(ConvReplay, ConvPrimsReplayWhereTheBackendHasNoConvLibrary) {
   Device d = Device::parse("lazy:reference");
   const ConvParams p = params(2, 1, 1, 2);

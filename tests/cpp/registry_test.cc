@@ -95,7 +95,8 @@ Lowering kernel_form(OpClass c) {
               "fusion (KernelBuilder::emit makes the class a RandUniform: uniform [0, 1))"};
     case OpClass::Leaf:
       return {Form::NotOp, nullptr,
-              "a leaf: fusion reads its buffer (Load/LoadScalar) or bakes it (Const)"};
+              "a leaf: fusion reads its buffer (Load/LoadScalar), bakes it (Const) or computes "
+              "it where it is read (iota: Position)"};
     case OpClass::Reshape:
     case OpClass::Permute:
     case OpClass::Expand:
@@ -114,8 +115,8 @@ Lowering kernel_form(OpClass c) {
           "a library step (ConvStep: oneDNN, reference loops); the runtime expands it elsewhere"};
     case OpClass::Attention:
       return {Form::NotOp, nullptr,
-              "a library step (AttentionStep: flash kernels, reference loops); the runtime expands "
-              "it elsewhere"};
+              "a library step (AttentionStep: flash kernels, reference loops); decompose expands "
+              "it elsewhere (expand_attention.cc)"};
     case OpClass::Matmul:
     case OpClass::AxisUnary:
     case OpClass::LayerNorm:

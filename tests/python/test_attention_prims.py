@@ -1,9 +1,10 @@
 """The attention prims (attention, attention_lse, attention_grad_{q,k,v}): what
-scaled_dot_product_attention traces where the backend runs fused attention (CUDA's flash kernels;
-here the reference interpreter, whose LowerOptions list them too). Values and q/k/v gradients
-against float64 torch math and float64 finite differences; the prims in the trace; replay of such a
-trace on the CPU backend, which has no attention library (the prims expand into matmuls and
-softmax); the cases that keep the decomposition (masks, dropout); bad prim operands."""
+scaled_dot_product_attention traces on every backend without a mask or dropout; run by fused
+attention where the backend has it (CUDA's flash kernels; here the reference interpreter, whose
+LowerOptions list them too), expanded into matmuls and softmax by lowering elsewhere (the CPU).
+Values and q/k/v gradients against float64 torch math and float64 finite differences; the prims in
+the trace; one trace on the CPU and reference backends; replay of such a trace on the CPU backend;
+the cases that keep the decomposition (masks, dropout); bad prim operands."""
 import json
 
 import numpy as np
@@ -90,12 +91,6 @@ def test_trace_holds_the_prims_and_replays_on_cpu(tmp_path, rng):
         assert rep["max_abs_error"] < 1e-4
 
 
-def test_cpu_backend_keeps_the_decomposition(rng):
-    _, _, y, _ = run("causal", rng, "lazy")
-    text = lt.debug.ir_text(y)
-    assert "= softmax(" in text and "= attention" not in text
-
-
 @pytest.mark.parametrize("kw", [dict(dropout_p=0.5), dict(attn_mask="bool")])
 def test_masks_and_dropout_keep_the_decomposition(kw, rng):
     q, k, v = (lt.tensor(rng.standard_normal((2, 4, 8)).astype(np.float32), device=REF)
@@ -120,3 +115,30 @@ def test_bad_prim_operands_are_clear_errors(tmp_path, rng):
     with pytest.raises(Exception, match="attention: shapes do not match"):
         lt.debug.replay(path, backend="reference")
 
+
+
+@pytest.mark.parametrize("case", ["plain", "scale", "unbatched", "causal", "causal_long_q",
+                                  "gqa_causal"])
+def test_attention_traces_one_graph_on_every_backend(case, rng, tmp_path):
+    """Attention without an explicit mask or dropout traces the attention prims on every backend:
+    the CPU backend, which has no attention library, traces the same graph (same trace key) as the
+    reference interpreter, and lowering expands the prims into matmuls and softmax there. Values
+    and gradients of both against torch."""
+    keys = {}
+    for device in ("lazy", REF):
+        arrays, lts, y, kw = run(case, rng, device)
+        g = rng.standard_normal(tuple(y.shape))
+        y.backward(lt.tensor(g.astype(np.float32), device=device))
+        grads = [t.grad for t in lts]
+        keys[device] = lt.debug.dump(tmp_path / f"{device}.json", y, *grads, data=False)
+        ops = {n["op"] for n in json.loads((tmp_path / f"{device}.json").read_text())["nodes"]}
+        assert {"attention", "attention_grad_q", "attention_grad_k", "attention_grad_v"} <= ops
+        assert "softmax" not in ops
+        tts = [torch.tensor(a, requires_grad=True) for a in arrays]
+        yt = torch_attention(*tts, None, **kw)
+        yt.backward(torch.tensor(g))
+        np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-4, atol=1e-5)
+        for name, a, b in zip(["query", "key", "value"], grads, tts):
+            np.testing.assert_allclose(a.numpy(), b.grad.numpy(), rtol=1e-4, atol=1e-4,
+                                       err_msg=f"{device} {name}")
+    assert keys["lazy"] == keys[REF]

@@ -2,6 +2,7 @@
 loops on the reference interpreter, the sliding-window expansion elsewhere): values and gradients
 against PyTorch (torch 2.13, CPU) on random inputs for stride, padding, dilation,
 groups and bias; float64 finite differences; pinned library-call and kernel counts; bad input."""
+import json
 import os
 import pathlib
 import subprocess
@@ -79,19 +80,29 @@ def test_strides_past_the_input_give_one_output(H, W, kh, kw, stride, padding, d
     np.testing.assert_allclose(lw.grad.numpy(), tw.grad.numpy(), rtol=2e-4, atol=2e-4)
 
 
-def test_prims_are_traced_where_the_backend_has_a_conv_library():
-    """lazy:cpu and lazy:reference trace conv2d and its gradients as prims (float32 on the CPU,
-    every float dtype on the reference); float64 on the CPU is the sliding-window expansion."""
-    def traced_ops(device, dtype):
-        x = lt.zeros(1, 2, 6, 6, dtype=dtype, device=device, requires_grad=True)
-        w = lt.zeros(3, 2, 3, 3, dtype=dtype, device=device, requires_grad=True)
-        loss = F.conv2d(x, w, padding=1).sum()
+def test_prims_are_traced_on_every_backend(tmp_path):
+    """conv2d and its gradients are traced as prims on every backend and dtype, one graph (trace
+    key) for lazy:cpu and lazy:reference; lowering runs them as library steps where the backend has
+    them (oneDNN: float32 on the CPU; the reference: every float dtype) and expands them elsewhere
+    (float64 on the CPU: no conv step, loop kernels and GEMMs)."""
+    def trace(device, dtype):
+        x = lt.ones(2, 2, 6, 6, dtype=dtype, device=device, requires_grad=True)
+        w = lt.ones(3, 2, 3, 3, dtype=dtype, device=device, requires_grad=True)
+        loss = (F.conv2d(x, w, padding=1, stride=2) ** 2).sum()
         gx, gw = lt.autograd.grad([loss], [x, w])
-        return lt.debug.ir_text(gx, gw)
-    text = traced_ops("lazy:cpu", lt.float32)
-    assert ("conv2d_grad_input" in text and "conv2d_grad_weight" in text) == cpu_has_onednn()
-    assert "conv2d_grad_input" in traced_ops("lazy:reference", lt.float64)
-    assert "conv2d" not in traced_ops("lazy:cpu", lt.float64)
+        path = tmp_path / f"{device}_{dtype}.json"
+        key = lt.debug.dump(path, gx, gw, data=False)
+        assert {"conv2d", "conv2d_grad_input", "conv2d_grad_weight"} <= {
+            n["op"] for n in json.loads(path.read_text())["nodes"]}
+        lt.sync(gx, gw)
+        return key, library_steps(lt.metrics.last_graph()["grouping"])[0], gx, gw
+    for dtype in (lt.float32, lt.float64):
+        cpu, ref = trace("lazy:cpu", dtype), trace("lazy:reference", dtype)
+        assert cpu[0] == ref[0]
+        assert ref[1] == 3
+        assert cpu[1] == (3 if dtype == lt.float32 and cpu_has_onednn() else 0)
+        for a, b in zip(cpu[2:], ref[2:]):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-4)
 
 
 def finite_difference_check(fn, x, eps=1e-6, rtol=1e-5, atol=1e-7, device="lazy:reference"):
@@ -201,8 +212,9 @@ def test_bad_input_names_conv2d_and_the_shapes(call, message, device):
 
 
 def test_expansion_without_a_conv_library_matches_torch(tmp_path):
-    """LT_GEMM=0 takes oneDNN away (as on CUDA or a CPU without oneDNN): conv2d and its gradients
-    are the sliding-window expansion, and still match PyTorch."""
+    """LT_GEMM=0 takes oneDNN away (as on CUDA without cuDNN or a CPU without oneDNN): conv2d and
+    its gradients are still traced as prims, lowering expands them into the sliding-window + im2col
+    GEMM form (no conv step), and they still match PyTorch."""
     script = tmp_path / "expand.py"
     script.write_text(
         "import numpy as np, torch, lazytensor as lt\n"
@@ -213,11 +225,12 @@ def test_expansion_without_a_conv_library_matches_torch(tmp_path):
         "    l = [lt.tensor(v, device=dev, requires_grad=True) for v in a]\n"
         "    t = [torch.tensor(v, requires_grad=True) for v in a]\n"
         "    yl, yt = F.conv2d(*l, 2, 1, (1, 2), 2), torch.nn.functional.conv2d(*t, 2, 1, (1, 2), 2)\n"
-        "    assert 'conv2d' not in lt.debug.ir_text(yl) or dev == 'cpu'\n"
+        "    assert '= conv2d(' in lt.debug.ir_text(yl) or dev == 'cpu'\n"
         "    np.testing.assert_allclose(yl.detach().numpy(), yt.detach().numpy(), rtol=1e-4, atol=1e-4)\n"
         "    (yl * yl).sum().backward(); (yt * yt).sum().backward()\n"
         "    for u, v in zip(l, t):\n"
         "        np.testing.assert_allclose(u.grad.numpy(), v.grad.numpy(), rtol=2e-4, atol=2e-3)\n"
+        "    assert ': conv ' not in lt.metrics.last_graph()['grouping']\n"
         "print('ok')\n")
     env = dict(os.environ, LT_GEMM="0", LT_CACHE_DIR="off")
     env["PYTHONPATH"] = os.pathsep.join([str(pathlib.Path(lt.__file__).parent.parent), env.get("PYTHONPATH", "")])
