@@ -134,8 +134,17 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
   auto t0 = Clock::now();
   Backend& backend = get_backend(backend_name);
   Graph g = collect_graph(roots);
+  // The library choices lowering makes (LowerOptions) are part of the key: a trace is the same
+  // whatever the backend offers (conv and attention are prims everywhere), so a graph compiled
+  // with LT_FLASH_ATTENTION=0, LT_CUDNN=0 or LT_GEMM=0 must not serve a call made without.
+  const LowerOptions opts = backend.lower_options();
   Hasher kh(0x62616b);
   for (char c : backend_name) kh.add(static_cast<uint64_t>(c));
+  for (const auto* dtypes : {&opts.gemm_dtypes, &opts.conv_dtypes, &opts.attention_dtypes}) {
+    kh.add(dtypes->size());
+    for (DType t : *dtypes) kh.add(static_cast<uint64_t>(t));
+  }
+  kh.add(static_cast<uint64_t>(opts.attention_head_dim));
   Hash128 key = kh.add(g.key).digest();
   profile::record(profile::Phase::Hash, "hash", t0, Clock::now());
 
@@ -161,7 +170,7 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
       metrics::bump(metrics::Counter::DiskCacheHits);
     } else {
       auto tl = Clock::now();
-      Plan plan = lower(g, backend.lower_options());
+      Plan plan = lower(g, opts);
       profile::record(profile::Phase::Lower, key.hex().substr(0, 12), tl, Clock::now());
       auto nodes = static_cast<int64_t>(plan.prims.nodes.size());
       std::unique_ptr<Executable> exe;
