@@ -43,10 +43,9 @@ class CpuBackend : public Backend {
     return o;
   }
 
-  // Plans differ with and without library GEMMs, so the cache keeps them apart.
-  std::string cache_target() override {
-    return cpu::jit_cache_target() + (lower_options().gemm_dtypes.empty() ? "" : "+onednn");
-  }
+  // Plans with and without library GEMMs are kept apart by the graph key, which carries the
+  // LowerOptions (runtime/executor.cc).
+  std::string cache_target() override { return cpu::jit_cache_target(); }
 
   bool serialize(const Executable& exe, std::string* out) override {
     auto* cpu_exe = dynamic_cast<const cpu::CpuExecutable*>(&exe);

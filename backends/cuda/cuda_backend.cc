@@ -552,13 +552,12 @@ class CudaBackendImpl : public CudaBackend {
                                             std::move(dnn));
   }
 
-  // The code depends on the architecture compiled for, the NVRTC that compiled it (and how hard
-  // it optimized) and whether matmuls are cuBLAS steps (the library's own build is in every
-  // entry's header).
+  // The code depends on the architecture compiled for and the NVRTC that compiled it (and how
+  // hard it optimized; the library's own build is in every entry's header). Which steps are
+  // cuBLAS, cuDNN or flash kernels is in the graph key, which carries the LowerOptions
+  // (runtime/executor.cc).
   std::string cache_target() override {
-    const LowerOptions o = lower_options();
-    return target_ + " nvrtc " + nvrtc_version() + (o.gemm_dtypes.empty() ? "" : "+cublas") +
-           (o.conv_dtypes.empty() ? "" : "+cudnn") + (nvrtc_fast_compile() ? " ofc" : "") +
+    return target_ + " nvrtc " + nvrtc_version() + (nvrtc_fast_compile() ? " ofc" : "") +
            CudaCodegenOptions::from_env().tag();
   }
 
