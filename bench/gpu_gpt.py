@@ -9,9 +9,10 @@ import numpy as np
 import torch
 
 
-def _model(nn, F, d, heads, n_blocks):
-    """The same GPT-2 blocks in either framework: nn/F are torch.nn and torch.nn.functional or
-    lazytensor.nn and lazytensor.nn.functional (the APIs match)."""
+def gpt2_block(nn, F, d, heads, gelu="none"):
+    """The GPT-2 block class (pre-norm causal self-attention and MLP) in either framework: nn/F
+    are torch.nn and torch.nn.functional or lazytensor.nn and lazytensor.nn.functional (the APIs
+    match). `gelu`: F.gelu's approximate ("tanh" is GPT-2's own)."""
 
     class Block(nn.Module):
         def __init__(self):
@@ -26,7 +27,13 @@ def _model(nn, F, d, heads, n_blocks):
             q, k, v = (t.reshape(B, T, heads, C // heads).transpose(1, 2) for t in (q, k, v))
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
-            return x + self.out(F.gelu(self.fc(self.ln2(x))))
+            return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate=gelu))
+    return Block
+
+
+def _model(nn, F, d, heads, n_blocks):
+    """The same GPT-2 blocks in either framework (gpt2_block)."""
+    Block = gpt2_block(nn, F, d, heads)
     return nn.Sequential(*[Block() for _ in range(n_blocks)])
 
 

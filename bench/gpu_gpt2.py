@@ -16,6 +16,9 @@ import time
 import numpy as np
 import torch
 
+from gpu_gpt import gpt2_block
+from gpu_train_rows import time_lt_training, time_torch_training
+
 VOCAB, CTX, LAYERS, DIM, HEADS = 50304, 1024, 12, 768, 12
 
 
@@ -23,20 +26,7 @@ def _model(nn, F, vocab, ctx, layers, d, heads):
     """The same GPT-2 in either framework: nn/F are torch.nn and torch.nn.functional or
     lazytensor.nn and lazytensor.nn.functional (the APIs match)."""
 
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.c_attn, self.c_proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.c_fc, self.mlp_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            B, T, C = x.shape
-            q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
-            q, k, v = (t.reshape(B, T, heads, C // heads).transpose(1, 2) for t in (q, k, v))
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.c_proj(y.transpose(1, 2).reshape(B, T, C))
-            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+    Block = gpt2_block(nn, F, d, heads, gelu="tanh")
 
     class GPT2(nn.Module):
         def __init__(self):
@@ -102,22 +92,7 @@ def gpt2_124m_train_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats, bf16
             opt.step()
             return loss
         return step
-    m = torch_model()
-    step = torch_step(m, m)
-    want = float(step().item())  # the first step's loss
-    for _ in range(3):
-        step()
-    row["eager_ms"] = cuda_ms(step, repeats)
-    del m, step
-    torch._dynamo.reset()
-    m = torch_model()
-    cstep = torch_step(m, torch.compile(m))
-    row["compile_first_s"] = first_call_s(cstep)
-    for _ in range(3):
-        cstep()
-    row["compile_ms"] = cuda_ms(cstep, repeats)
-    del m, cstep
-    torch.cuda.empty_cache()
+    want = time_torch_training(row, torch_model, torch_step, cuda_ms, first_call_s, repeats)
     try:
         lm = _model(lt.nn, lt.nn.functional, *cfg).to("lazy:cuda")
         lm.load_state_dict({k: lt.tensor(v, device="lazy:cuda") for k, v in state.items()})
@@ -133,21 +108,7 @@ def gpt2_124m_train_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats, bf16
             loss.backward()
             lopt.step()  # ends the step on lazy (one graph)
             return loss
-        t0 = time.perf_counter()
-        first = lt_step()
-        lt.cuda.synchronize()
-        row["lt_first_s"] = time.perf_counter() - t0
-        row["lt_first_compile_ms"] = lt.metrics.last_graph()["compile_ms"]
-        row["max_abs_err_vs_torch"] = abs(float(first.item()) - want)
-        for _ in range(3):
-            lt_step()
-        row["lt_ms"] = wall_ms(lt_step, repeats)
-        row["lt_backend"] = lt.metrics.last_graph()["backend"]
-        row["lt_kernels"] = lt.metrics.last_graph()["kernels"]
-        compiled = lt.compile(lt_step)  # captured once, replayed without tracing
-        for _ in range(3):
-            compiled()
-        row["lt_compile_ms"] = wall_ms(compiled, repeats)
+        time_lt_training(lt, row, lt_step, wall_ms, repeats, want)
     except (NotImplementedError, RuntimeError, AttributeError, TypeError, ValueError, KeyError) as e:
         row["lt_error"] = str(e).splitlines()[0]
     return row

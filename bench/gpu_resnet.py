@@ -4,10 +4,10 @@ step (forward, cross_entropy, backward, update). The same weights and batch in P
 torch.compile(model) (default mode, the optimizer eager, as the issue measured it) and lazytensor
 on lazy:cuda (its own API: the step ends at the optimizer's update, one graph), plain and under
 lt.compile. Every contender timed the same way as the other rows of bench/gpu.py."""
-import time
-
 import numpy as np
 import torch
+
+from gpu_train_rows import time_lt_training, time_torch_training
 
 
 def _model(nn, F, classes=10):
@@ -74,19 +74,7 @@ def resnet18_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats):
             opt.step()
             return loss
         return step
-    m = torch_model()
-    step = torch_step(m, m)
-    want = float(torch_step(torch_model(), torch_model())().item())  # the first step's loss
-    for _ in range(3):
-        step()
-    row["eager_ms"] = cuda_ms(step, repeats)
-    torch._dynamo.reset()
-    m = torch_model()
-    cstep = torch_step(m, torch.compile(m))
-    row["compile_first_s"] = first_call_s(cstep)
-    for _ in range(3):
-        cstep()
-    row["compile_ms"] = cuda_ms(cstep, repeats)
+    want = time_torch_training(row, torch_model, torch_step, cuda_ms, first_call_s, repeats)
     try:
         lm = _model(lt.nn, lt.nn.functional).to("lazy:cuda")
         lm.load_state_dict({k: lt.tensor(v, device="lazy:cuda") for k, v in state.items()})
@@ -100,21 +88,7 @@ def resnet18_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats):
             loss.backward()
             lopt.step()  # ends the step on lazy (one graph)
             return loss
-        t0 = time.perf_counter()
-        first = lt_step()
-        lt.cuda.synchronize()
-        row["lt_first_s"] = time.perf_counter() - t0
-        row["lt_first_compile_ms"] = lt.metrics.last_graph()["compile_ms"]
-        row["max_abs_err_vs_torch"] = abs(float(first.item()) - want)
-        for _ in range(3):
-            lt_step()
-        row["lt_ms"] = wall_ms(lt_step, repeats)
-        row["lt_backend"] = lt.metrics.last_graph()["backend"]
-        row["lt_kernels"] = lt.metrics.last_graph()["kernels"]
-        compiled = lt.compile(lt_step)  # captured once, replayed without tracing
-        for _ in range(3):
-            compiled()
-        row["lt_compile_ms"] = wall_ms(compiled, repeats)
+        time_lt_training(lt, row, lt_step, wall_ms, repeats, want)
     except (NotImplementedError, RuntimeError, AttributeError, TypeError, ValueError, KeyError) as e:
         row["lt_error"] = str(e).splitlines()[0]
     return row
