@@ -89,12 +89,12 @@ void bound_inline_depth(const PrimGraph& g, FusionNodes& nodes) {
     if (depth[i] <= kMaxInlineDepth) continue;
     if (deepest >= 0 && numel(g.nodes[deepest].shape) < numel(g.nodes[i].shape) &&
         g.nodes[deepest].input_index < 0) {
-      nodes[deepest].realized = true;
+      nodes[deepest].realized = nodes[deepest].deep = true;
       depth[i] = 1;
       for (int c : g.nodes[i].inputs)
         if (c != deepest) depth[i] = std::max(depth[i], depth[c] + 1);
     } else {
-      nodes[i].realized = true, depth[i] = 0;
+      nodes[i].realized = nodes[i].deep = true, depth[i] = 0;
     }
   }
 }
@@ -108,14 +108,34 @@ void bound_inline_depth(const PrimGraph& g, FusionNodes& nodes) {
 // (another row shape, or a store in a kernel without a per-row store stage); the kernel builder
 // reports those. They are (reduction, host) pairs: realizing more nodes may give the reduction
 // another first reader.
+//
+// The same for elementwise values: a realized elementwise value (a graph output, or shared) whose
+// first reader is an elementwise kernel of its shape is computed and stored by that kernel at the
+// reader's own point. An optimizer step becomes one kernel per parameter: AdamW's new moments are
+// outputs that its parameter update reads, and were three kernels, re-reading the gradient and
+// writing then reading both moments. Values realized to bound the inline depth stay apart, and so
+// do values over a reduction computed inline (that would change the host's loops).
 void absorb_targets(const PrimGraph& g, const NoAbsorb& no_absorb, FusionNodes& nodes) {
   const int n = static_cast<int>(g.nodes.size());
   for (FusionNode& node : nodes)
     node.absorbed_into = -1, node.store_absorbed = false, node.blocks_others = false;
-  auto candidate = [&](int r) {
+  auto realized_value = [&](int r) {
     const PNode& p = g.nodes[r];
-    return nodes[r].realized && p.input_index < 0 && op_info(p.op).cls == OpClass::Reduce &&
-           nodes[r].library < 0 && numel(p.shape) > 0;
+    return nodes[r].realized && p.input_index < 0 && nodes[r].library < 0 && numel(p.shape) > 0;
+  };
+  // Elementwise values whose inline computation (down to realized nodes) holds no reduction.
+  std::vector<bool> pure(n, false);
+  for (int i = 0; i < n; ++i) {
+    const OpClass cls = op_info(g.nodes[i].op).cls;
+    bool ok = cls != OpClass::Reduce && cls != OpClass::ScatterAdd && cls != OpClass::Rand &&
+              cls != OpClass::Leaf;
+    for (int c : g.nodes[i].inputs) ok = ok && (nodes[c].realized || pure[c]);
+    pure[i] = ok;
+  }
+  auto candidate = [&](int r) {
+    if (!realized_value(r)) return false;
+    return op_info(g.nodes[r].op).cls == OpClass::Reduce ||
+           (pure[r] && is_elementwise(op_info(g.nodes[r].op).cls) && !nodes[r].deep);
   };
   // Per candidate: the kernels (by root) that read it, in root order.
   std::vector<std::vector<int>> readers(n);
@@ -141,6 +161,16 @@ void absorb_targets(const PrimGraph& g, const NoAbsorb& no_absorb, FusionNodes& 
   for (int r = n - 1; r >= 0; --r) {
     if (!candidate(r) || readers[r].empty()) continue;
     const int j = readers[r].front();
+    if (op_info(g.nodes[r].op).cls != OpClass::Reduce) {
+      // An elementwise value goes only into an elementwise kernel over its own shape.
+      const PNode& host = g.nodes[j];
+      if (!no_absorb.count({r, j}) && nodes[j].absorbed_into < 0 && nodes[j].library < 0 &&
+          is_elementwise(op_info(host.op).cls) && host.shape == g.nodes[r].shape) {
+        nodes[r].absorbed_into = j;
+        nodes[r].store_absorbed = true;
+      }
+      continue;
+    }
     const PNode& host = g.nodes[j];
     if (nodes[j].absorbed_into >= 0) nodes[j].blocks_others = true;  // r could have gone into j's
     if (no_absorb.count({r, j}) || nodes[j].absorbed_into >= 0 || nodes[j].library >= 0 ||
@@ -163,6 +193,18 @@ class PlanPass {
   // The plan (without its prims), or nullopt when the realization changed.
   std::optional<Plan> run() {
     add_buffers();
+    // Absorbed elementwise values grouped by host (a counting sort: one pass over the nodes).
+    const int n = static_cast<int>(g_.nodes.size());
+    first_absorbed_.assign(n + 1, 0);
+    for (int i = 0; i < n; ++i)
+      if (nodes_[i].absorbed_into >= 0 && op_info(g_.nodes[i].op).cls != OpClass::Reduce)
+        ++first_absorbed_[nodes_[i].absorbed_into + 1];
+    for (int i = 0; i < n; ++i) first_absorbed_[i + 1] += first_absorbed_[i];
+    absorbed_list_.assign(first_absorbed_[n], 0);
+    std::vector<int> fill(first_absorbed_.begin(), first_absorbed_.end() - 1);
+    for (int i = 0; i < n; ++i)
+      if (nodes_[i].absorbed_into >= 0 && op_info(g_.nodes[i].op).cls != OpClass::Reduce)
+        absorbed_list_[fill[nodes_[i].absorbed_into]++] = i;
     bool restart = false;
     for (int i = 0; i < static_cast<int>(g_.nodes.size()) && !restart; ++i) {
       const FusionNode& node = nodes_[i];
@@ -215,6 +257,15 @@ class PlanPass {
     }
   }
 
+  // The elementwise values absorbed into the kernel rooted at `host` (those given back since the
+  // pass began have their own kernels now).
+  std::vector<int> absorbed_values_of(int host) const {
+    std::vector<int> out;
+    for (int i = first_absorbed_[host]; i < first_absorbed_[host + 1]; ++i)
+      if (nodes_[absorbed_list_[i]].absorbed_into == host) out.push_back(absorbed_list_[i]);
+    return out;
+  }
+
   // Adds the kernel rooted at `root` (scatter_add: its two), each as it is built. Returns why
   // one was refused, or nullopt when all were added.
   std::optional<Refusal> add_kernels(int root) {
@@ -225,6 +276,12 @@ class PlanPass {
       std::optional<loop::Kernel> k =
           scatter ? kb.build_scatter(part == 0, &touched) : kb.build(&touched);
       if (!k) return kb.refusal();
+      // Every elementwise value absorbed here must be stored here: nothing else writes it.
+      for (int r : absorbed_values_of(root))
+        if (std::none_of(
+                k->stages.back().stores.begin(), k->stages.back().stores.end(),
+                [&](const loop::Store& st) { return k->args[st.arg].buffer == nodes_[r].buffer; }))
+          return Refusal{Refusal::Kind::Unabsorbable, r, root};
       grouping_ << k->name << ": outer " << shape_str(k->outer) << " inner " << shape_str(k->inner)
                 << ", " << k->stages.size() << " stage(s)"
                 << (k->accumulates() ? ", accumulating" : "") << ", nodes";
@@ -272,6 +329,7 @@ class PlanPass {
   Plan plan_;
   std::ostringstream grouping_;
   std::vector<int> unhostable_;  // found in this pass; realized together before the next
+  std::vector<int> first_absorbed_, absorbed_list_;  // absorbed_values_of's index
 };
 
 }  // namespace

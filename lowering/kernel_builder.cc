@@ -103,6 +103,10 @@ int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool c
   touched_.insert(node);
   const PNode& p = g_.nodes[node];
   const OpInfo& info = op_info(p.op);
+  // An absorbed elementwise value is computed at the root's own point of the store stage only.
+  if (absorbed_value(node) &&
+      (stage != store_stage_ || !(sym_->flatten(idx, p.shape) == store_flat_)))
+    return unabsorbable(node);
   int result;
   if (!compute_root && realized(node) && p.op != Op::Constant && p.op != Op::Iota &&
       !absorbed(node)) {
@@ -223,6 +227,7 @@ int KernelBuilder::emit(int stage, int node, const std::vector<Lin>& idx, bool c
     fail(ErrorKind::NotImplemented, "not implemented: fusion of ", info.name);
   }
   if (result == kRefused) return kRefused;  // a view of a value that cannot be computed here
+  if (absorbed_value(node)) absorbed_values_.push_back({node, result});
   if (int* seen = memo_find(node, idx))
     *seen = result;
   else
@@ -360,6 +365,8 @@ std::optional<loop::Kernel> KernelBuilder::build(std::vector<int>* touched) {
     idx = sym_->unflatten(sym_->flatten(outer_vars(), k_.outer), root.shape);
   else
     idx = outer_vars();
+  store_stage_ = si;
+  store_flat_ = sym_->flatten(idx, root.shape);
   int v = emit(si, root_, idx, /*compute_root=*/true);
   if (v == kRefused) return std::nullopt;
   v = cast_to(si, v, root.dtype);
@@ -375,6 +382,12 @@ std::optional<loop::Kernel> KernelBuilder::build(std::vector<int>* touched) {
     const int rv = cast_to(si, value, rp.dtype);
     k_.stages[si].stores.push_back({arg_for(nodes_[r].buffer, true),
                                     sym_->to_index(sym_->flatten(ri, rp.shape), k_.iexprs), rv});
+  }
+  for (auto [node, value] : absorbed_values_) {
+    const PNode& ep = g_.nodes[node];
+    k_.stages[si].stores.push_back({arg_for(nodes_[node].buffer, true),
+                                    sym_->to_index(store_flat_, k_.iexprs),
+                                    cast_to(si, value, ep.dtype)});
   }
   touched->assign(touched_.begin(), touched_.end());
   return std::move(k_);

@@ -95,6 +95,9 @@ class KernelBuilder {
   }
   bool broadcast_over_outer(const Lin& flat) const;
   bool absorbed(int node) const { return node != root_ && nodes_[node].absorbed_into == root_; }
+  bool absorbed_value(int node) const {
+    return absorbed(node) && op_info(g_.nodes[node].op).cls != OpClass::Reduce;
+  }
   bool realized(int node) const { return nodes_[node].realized; }
 
   const PrimGraph& g_;
@@ -119,6 +122,11 @@ class KernelBuilder {
       if (at == idx) return &instr;
     return nullptr;
   }
+  // The store stage and the root's flat index there, once known: an absorbed elementwise value
+  // is computed only at that point (absorb_targets in fuse.cc), and stored with the root.
+  int store_stage_ = -1;
+  Lin store_flat_;
+  std::vector<std::pair<int, int>> absorbed_values_;  // (node, instruction) in the store stage
   std::set<int> touched_;
   std::map<int, int> cost_;
 };

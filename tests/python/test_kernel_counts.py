@@ -135,3 +135,66 @@ def test_weight_gradient_gemm_writes_the_transposed_product(rng):
     assert g["grouping"].count("gemm") == 1, g["grouping"]
     np.testing.assert_allclose(w.grad.numpy(), g0.T.astype(np.float64) @ x0, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(w.numpy(), w0 - 0.5 * (g0.T.astype(np.float64) @ x0), rtol=1e-4, atol=1e-4)
+
+
+def test_adam_update_writes_the_parameter_and_both_moments_in_one_kernel(rng):
+    """AdamW's new moments are graph outputs that its parameter update reads: the update's kernel
+    computes and stores them at its own points (multi-output elementwise kernel) instead of two
+    kernels writing them and the update reading them back (4 -> 1 passes over the gradient)."""
+    shape = (300, 77)  # not a whole number of vectors
+    p0, g0, m0 = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
+    v0 = rng.random(shape).astype(np.float32)
+    p, g, m, v = (lt.tensor(a, device="lazy:cpu") for a in (p0, g0, m0, v0))
+    lt.mark_step()
+    lr, wd, b1, b2, eps, bc1, bc2 = 1e-2, 0.05, 0.9, 0.999, 1e-8, 0.271, 0.0030
+    m2 = m * b1 + g * (1 - b1)
+    v2 = v * b2 + g * g * (1 - b2)
+    p2 = p * (1 - lr * wd) - (m2 / bc1) / ((v2 / bc2).sqrt() + eps) * lr
+    lt.sync(p2, m2, v2)
+    info = lt.metrics.last_graph()
+    assert info["kernels"] == 1, info["grouping"]
+    m_want = m0.astype(np.float64) * b1 + g0 * (1 - b1)
+    v_want = v0.astype(np.float64) * b2 + g0.astype(np.float64) ** 2 * (1 - b2)
+    p_want = p0 * (1 - lr * wd) - (m_want / bc1) / (np.sqrt(v_want / bc2) + eps) * lr
+    np.testing.assert_allclose(m2.numpy(), m_want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(v2.numpy(), v_want, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(p2.numpy(), p_want, rtol=1e-5, atol=1e-6)
+
+
+def test_adamw_training_step_kernels_and_values_against_torch(rng):
+    """A Linear layer's AdamW step on lazy: per parameter one kernel for its step count and one
+    for the update with both moments (was three: each moment, then the update); parameters after
+    three steps equal torch.optim.AdamW's."""
+    torch = pytest.importorskip("torch")
+    import lazytensor.nn as nn
+    import lazytensor.optim as optim
+    w0 = rng.standard_normal((24, 48)).astype(np.float32) * 0.2
+    b0 = rng.standard_normal(24).astype(np.float32) * 0.2
+    xs = [rng.standard_normal((16, 48)).astype(np.float32) for _ in range(3)]
+    model = nn.Linear(48, 24).to("lazy:cpu")
+    with lt.no_grad():
+        model.weight.copy_(lt.tensor(w0, device="lazy:cpu"))
+        model.bias.copy_(lt.tensor(b0, device="lazy:cpu"))
+    opt = optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.05)
+    ref = torch.nn.Linear(48, 24)
+    with torch.no_grad():
+        ref.weight.copy_(torch.from_numpy(w0))
+        ref.bias.copy_(torch.from_numpy(b0))
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2, weight_decay=0.05)
+    for x in xs:
+        (model(lt.tensor(x, device="lazy:cpu")) ** 2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+        (ref(torch.from_numpy(x)) ** 2).mean().backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+    info = lt.metrics.last_graph()
+    # Forward GEMM, loss gradient, bias gradient, weight-gradient GEMM and its transpose (the
+    # weight's .grad is an output), then per parameter its step count and its update: 9 (was 13).
+    assert info["kernels"] == 9, info["grouping"]
+    updates = [l for l in info["grouping"].splitlines() if l.startswith("k") and ":sqrt" in l]
+    assert len(updates) == 2, info["grouping"]
+    for line in updates:  # parameter, exp_avg and exp_avg_sq read by the update's own kernel
+        assert line.count(":param") == 3, line
+    np.testing.assert_allclose(model.weight.numpy(), ref.weight.detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(model.bias.numpy(), ref.bias.detach().numpy(), rtol=1e-4, atol=1e-5)
