@@ -155,7 +155,8 @@ def train(device="lazy", steps=300, batch_size=16, block=64, lr=3e-3, seed=0, pl
     steps_per_s = steady_rate(steps, seconds, t_first)
     return {"device": device, "losses": losses, "val_loss": val, "sample": text_out,
             "seconds": seconds, "first_step_s": t_first, "steps_per_s": steps_per_s,
-            "graph_compiles": counters["graph_compiles"], "report": report}
+            "graph_compiles": counters["graph_compiles"], "report": report,
+            "model": model, "stoi": stoi, "itos": itos}  # for examples/python/generate.py
 
 
 def main(argv=None):
