@@ -32,7 +32,9 @@
 # JOBS (default nproc), BENCH_ARGS (extra arguments to bench/gpu.py, e.g. --quick), STAGES (default
 # "build cpp py bench"; a later call on the same machine may run e.g. STAGES="bench" alone, reusing
 # the build, to stay within a command's time limit; "profile" adds tests/gpu/profile_gpt.py, the
-# per-kernel GPU time of the GPT rows, under $OUT/profile; "rows" adds tests/gpu/profile_rows.py,
+# per-kernel GPU time of the GPT rows, under $OUT/profile; "profile_gpt2" adds
+# tests/gpu/profile_gpt2.py, the GPT-2 124M bf16 row's kernels against torch.compile's, under
+# $OUT/profile_gpt2; "rows" adds tests/gpu/profile_rows.py,
 # kernel vs host time of the one-graph rows under codegen variants).
 set -uo pipefail
 
@@ -287,6 +289,14 @@ if [ "$built" -eq 1 ] && [ -d "$BUILD/python/lazytensor" ]; then
     rc=$?
     tail -n 5 "$OUT/profile_gpt.log"
     record "profile (tests/gpu/profile_gpt.py)" "$rc"
+  fi
+  if stage profile_gpt2; then
+    # Not in the default stages: per-kernel GPU time of the GPT-2 124M bf16 training row, ours
+    # against torch.compile's, with our host breakdown and kernel grouping (profile_gpt2.py).
+    LD_PRELOAD="$TRACE_SO" timeout 420 "$PY" -u -X faulthandler tests/gpu/profile_gpt2.py --out "$OUT/profile_gpt2" >"$OUT/profile_gpt2.log" 2>&1
+    rc=$?
+    tail -n 5 "$OUT/profile_gpt2.log"
+    record "profile (tests/gpu/profile_gpt2.py)" "$rc"
   fi
 elif [ "$built" -eq 1 ]; then
   say "Python module: FAIL: not built (pybind11 missing?): ops check and benchmark NOT RUN"
