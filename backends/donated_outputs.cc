@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <cstdint>
+
 #include "backends/backend.h"
 #include "ir/error.h"
 
@@ -7,15 +10,21 @@ std::vector<int> donated_outputs(const std::vector<BufferSpec>& buffers,
                                  const std::vector<Donation>& donations,
                                  const std::vector<RunInput>& inputs, const char* who) {
   std::vector<int> into(buffers.size(), -1);
+  // The (output buffer, run input) pairs the plan allows, sorted for lookup: scanning every
+  // donation for every donated input was quadratic in a training step's hundreds of donations.
+  std::vector<uint64_t> pairs;
+  for (const Donation& d : donations)
+    if (d.output >= 0 && d.input >= 0 && d.input < static_cast<int>(buffers.size()) &&
+        buffers[d.input].kind == BufferSpec::Kind::Input && buffers[d.input].input >= 0)
+      pairs.push_back(static_cast<uint64_t>(d.output) << 32 |
+                      static_cast<uint32_t>(buffers[d.input].input));
+  std::sort(pairs.begin(), pairs.end());
   for (size_t j = 0; j < inputs.size(); ++j) {
     const int o = inputs[j].donated_output;
     if (o < 0) continue;
-    bool allowed = false;
-    for (const Donation& d : donations)
-      if (d.output == o && d.input >= 0 && d.input < static_cast<int>(buffers.size()) &&
-          buffers[d.input].kind == BufferSpec::Kind::Input &&
-          buffers[d.input].input == static_cast<int>(j))
-        allowed = true;
+    const bool allowed = j <= UINT32_MAX && std::binary_search(pairs.begin(), pairs.end(),
+                                                               static_cast<uint64_t>(o) << 32 |
+                                                                   static_cast<uint32_t>(j));
     if (!allowed)
       fail(ErrorKind::Runtime, who, ": input ", j, " is donated to buffer ", o,
            ", which the plan does not pair with it (Plan::donations)");

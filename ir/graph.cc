@@ -54,13 +54,14 @@ Graph collect_graph(const std::vector<const Node*>& roots) {
       stack.pop_back();
     }
   }
-  // Which roots are the same node matters to the executable's outputs.
-  for (size_t i = 0; i < roots.size(); ++i)
-    for (size_t j = 0; j < i; ++j)
-      if (roots[i] == roots[j]) {
-        h.add(0xa11a5ull).add(i).add(j);
-        break;
-      }
+  // Which roots are the same node matters to the executable's outputs: root i repeating root j
+  // (its first occurrence). A map, not a scan of the earlier roots: a training step has a root per
+  // parameter, gradient and optimizer state (741 for GPT-2), and the scan was quadratic.
+  if (roots.size() > 1) {
+    PtrMap<Node, size_t> first(roots.size());
+    for (size_t i = 0; i < roots.size(); ++i)
+      if (auto [j, fresh] = first.emplace(roots[i], i); !fresh) h.add(0xa11a5ull).add(i).add(*j);
+  }
   g.key = h.digest();
   t_last_nodes = seen.size();
   t_last_leaves = g.input_of.size();

@@ -49,6 +49,21 @@ void init_ops(py::module_& m) {
       py::arg("param"), py::arg("grad"), py::arg("exp_avg"), py::arg("exp_avg_sq"),
       py::arg("max_exp_avg_sq"), py::arg("step"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"),
       py::arg("eps"), py::arg("weight_decay"), py::arg("decoupled"));
+  // A parameter group's Adam updates in one call (nn/optim.h adam_update_many): lists in, the
+  // tensors updated in place as _adam_update does.
+  m.def(
+      "_adam_update_many",
+      [](std::vector<lt::Tensor> params, const std::vector<lt::Tensor>& grads,
+         std::vector<lt::Tensor> exp_avgs, std::vector<lt::Tensor> exp_avg_sqs,
+         std::vector<lt::Tensor> max_exp_avg_sqs, std::vector<lt::Tensor> steps, double lr,
+         double beta1, double beta2, double eps, double weight_decay, bool decoupled) {
+        lt::NoGradGuard no_grad;
+        lt::optim::adam_update_many(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps,
+                                    {lr, beta1, beta2, eps, weight_decay, decoupled});
+      },
+      py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"),
+      py::arg("max_exp_avg_sqs"), py::arg("steps"), py::arg("lr"), py::arg("beta1"),
+      py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"), py::arg("decoupled"));
   m.def("arange", &lt::arange, py::arg("start"), py::arg("end"), py::arg("step"), py::arg("dtype"),
         py::arg("device"));
   m.def("linspace", &lt::linspace, py::arg("start"), py::arg("end"), py::arg("steps"),

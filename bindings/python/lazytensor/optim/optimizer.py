@@ -115,6 +115,18 @@ class Optimizer:
     def _update(self, p, grad, state, group):
         raise NotImplementedError
 
+    def _update_group(self, group, params):
+        """Updates the group's parameters that have a gradient, in order (under no_grad).
+        Optimizers with a native rule for a whole group override this (Adam)."""
+        maximize = group.get("maximize", False)
+        for p in params:
+            grad = p.grad
+            if grad is None:
+                continue
+            if maximize:
+                grad = -grad
+            self._update(p, grad, self.state[p], group)
+
     def step(self, closure=None):
         for observer in _step_observers:  # before the update: it sees the settings the step uses
             observer(self)
@@ -125,14 +137,9 @@ class Optimizer:
         lazy = False
         with no_grad():
             for group in self.param_groups:
-                for p in group["params"]:
-                    lazy = lazy or p.is_lazy
-                    grad = p.grad
-                    if grad is None:
-                        continue
-                    if group.get("maximize", False):
-                        grad = -grad
-                    self._update(p, grad, self.state[p], group)
+                params = group["params"]
+                lazy = lazy or any(p.is_lazy for p in params)
+                self._update_group(group, params)
         if lazy and not _C._capture_active():
             _C.mark_step()  # the end of the training step: one graph for forward, backward, update
         return loss
