@@ -2,8 +2,8 @@
 
 #include <cmath>
 
+#include "autograd/autograd.h"
 #include "ir/error.h"
-#include "runtime/autograd.h"
 #include "runtime/ops.h"
 #include "runtime/sync.h"
 

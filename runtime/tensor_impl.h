@@ -8,11 +8,12 @@
 
 #include "backends/backend.h"
 #include "ir/node.h"
-#include "runtime/autograd.h"
 #include "runtime/device.h"
 #include "runtime/views.h"
 
 namespace lt {
+
+struct AutogradMeta;  // runtime/tape.h
 
 // A process-wide creation stamp: lt.compile's capture (capture/capture.h) tells tensors and data
 // that existed before a traced call (state it must re-read on replay) from those made during it.
@@ -74,7 +75,7 @@ std::shared_ptr<TensorImpl> make_tensor(NodePtr node, const Device& device);
 // A runtime op built from other ops (cat of N pieces was ~11 N ops, each a kernel run on an eager
 // device: 63 us for 8 small pieces against PyTorch's 1.5). Inside the outermost scope, eager
 // ops are traced like lazy ones; finish() runs the op's result as one graph. Intermediates that
-// autograd keeps are recomputed from their nodes when a VJP reads them (runtime/vjp.h Saved).
+// autograd keeps are recomputed from their nodes when a VJP reads them (runtime/saved.h).
 class EagerComposite {
  public:
   EagerComposite();
