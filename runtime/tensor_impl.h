@@ -1,4 +1,5 @@
-// TensorImpl and Storage: what a Tensor handle points to. Internal to the runtime.
+// TensorImpl: what a Tensor handle points to (its data: runtime/storage.h). Internal to the
+// runtime.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -6,28 +7,14 @@
 #include <mutex>
 #include <thread>
 
-#include "backends/backend.h"
 #include "ir/node.h"
 #include "runtime/device.h"
+#include "runtime/storage.h"
 #include "runtime/views.h"
 
 namespace lt {
 
 struct AutogradMeta;  // runtime/tape.h
-
-// A process-wide creation stamp: lt.compile's capture (capture/capture.h) tells tensors and data
-// that existed before a traced call (state it must re-read on replay) from those made during it.
-inline uint64_t next_birth() {
-  static std::atomic<uint64_t> counter{1};
-  return counter.fetch_add(1, std::memory_order_relaxed);
-}
-
-// Materialized data: a backend buffer plus the name of the backend that owns its memory.
-struct Storage : LeafData {
-  BufferPtr buffer;
-  std::string backend;
-  uint64_t birth = next_birth();
-};
 
 struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   Device device;
