@@ -133,7 +133,7 @@ test-fuzz: | deps
 # would write it, or make test fails naming the file and line. `make format` rewrites them.
 # (Outside a git checkout: the source folders' files.)
 CXX_SOURCES = $(or $(shell git ls-files '*.cc' '*.h' '*.cu' '*.c' '*.cpp' 2>/dev/null),\
-  $(shell find ir lowering backends runtime bindings tools tests bench examples include \
+  $(shell find ir lowering backends runtime autograd capture nn bindings tools tests bench examples include \
           -name '*.cc' -o -name '*.h' -o -name '*.cu' -o -name '*.c' -o -name '*.cpp' 2>/dev/null))
 test-format: | deps
 	@clang-format-14 --dry-run --Werror $(CXX_SOURCES)

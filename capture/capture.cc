@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/autograd.h"
 #include "capture/capture_internal.h"
 #include "ir/error.h"
 #include "runtime/executor.h"

@@ -15,6 +15,7 @@
 // micro-batches) each keep their own activations, as in PyTorch.
 #include <unordered_set>
 
+#include "autograd/autograd.h"
 #include "capture/capture_internal.h"
 #include "ir/error.h"
 #include "runtime/ops.h"

@@ -3,9 +3,9 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/autograd.h"
 #include "ir/error.h"
 #include "runtime/attention.h"
-#include "runtime/autograd.h"
 #include "runtime/indexing.h"
 
 namespace lt::nn {

@@ -1,9 +1,9 @@
 // Embedding, LayerNorm, BatchNorm2d and Dropout, with the functional dropout and batch_norm.
 #include <cmath>
 
+#include "autograd/autograd.h"
 #include "ir/error.h"
 #include "nn/nn.h"
-#include "runtime/autograd.h"
 #include "runtime/indexing.h"
 #include "runtime/sync.h"
 

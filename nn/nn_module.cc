@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "autograd/autograd.h"
 #include "ir/error.h"
-#include "runtime/autograd.h"
 #include "runtime/ops.h"
 #include "runtime/sync.h"
 

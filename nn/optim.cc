@@ -3,8 +3,8 @@
 #include <cmath>
 #include <tuple>
 
+#include "autograd/autograd.h"
 #include "ir/error.h"
-#include "runtime/autograd.h"
 #include "runtime/ops.h"
 #include "runtime/sync.h"
 #include "runtime/tensor_impl.h"

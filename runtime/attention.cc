@@ -6,11 +6,11 @@
 
 #include "ir/attention.h"
 #include "ir/error.h"
-#include "runtime/autograd.h"
 #include "runtime/indexing.h"
 #include "runtime/ops.h"
+#include "runtime/saved.h"
+#include "runtime/tape.h"
 #include "runtime/tensor_impl.h"
-#include "runtime/vjp.h"
 
 namespace lt {
 namespace {
@@ -58,23 +58,6 @@ struct Ctx {
   double scale = 1;
   bool need_q = false, need_k = false, need_v = false, need_mask = false;
 };
-
-// S = q @ k^T * scale with the mask applied (the forward's and, on eager devices, the backward's
-// recomputation: the same ops in the same order).
-Tensor masked_scores(const Tensor& q, const Tensor& k, const Tensor& mask, bool bool_mask,
-                     bool causal, double scale) {
-  Tensor s = q.matmul(k.transpose(-2, -1)) * scale;
-  if (causal) {
-    const int64_t l = q.size(-2), n = k.size(-2);
-    Tensor keep = le(positions(n, q.device()).reshape({1, n}),
-                     positions(l, q.device()).reshape({l, 1}));  // key j <= query i
-    s = where(keep, s, -std::numeric_limits<double>::infinity());
-  } else if (mask.defined()) {
-    s = bool_mask ? where(mask, s, -std::numeric_limits<double>::infinity())
-                  : s + cast(mask, s.dtype());
-  }
-  return s;
-}
 
 // The attention prim `op` (ir/attention.h) over `srcs`, recorded for autograd like any op (the
 // gradient prims have no gradient rule: differentiating them again fails with a clear error).
@@ -124,7 +107,7 @@ std::vector<Tensor> attention_vjp(const Ctx& c, const Tensor& g) {
   if (lazy) {
     p = c.probs.get();
   } else {  // P = exp(S - L), S recomputed
-    Tensor s = masked_scores(q, k, c.mask.get(), c.bool_mask, c.causal, c.scale);
+    Tensor s = attention_scores(q, k, c.mask.get(), c.bool_mask, c.causal, c.scale);
     p = cast((cast(s, st) - c.lse.get()).exp(), t);
   }
   Tensor keep = c.keep.get();
@@ -151,28 +134,21 @@ std::vector<Tensor> attention_vjp(const Ctx& c, const Tensor& g) {
 
 }  // namespace
 
-std::vector<Tensor> attention_prim_vjp(const VjpCtx& c, const Tensor& g) {
-  if (c.op != Op::Attention && c.op != Op::AttentionLse)
-    fail(ErrorKind::NotImplemented, "not implemented: the gradient of ", op_name(c.op),
-         " (a double backward through scaled_dot_product_attention traced as attention prims: "
-         "an explicit attn_mask traces the decomposition, which has one)");
-  const AttentionParams p = AttentionParams::from(c.op, c.attrs);
-  Tensor q = c.x(0), k = c.x(1), v = c.x(2);
-  const DType t = q.dtype(), st = stats_dtype(t);
-  Tensor s = cast(masked_scores(q, k, Tensor(), false, p.causal, p.scale), st);
-  Tensor prob = (s - logsumexp(s, {-1}, true)).exp();
-  std::vector<Tensor> r(3);
-  Tensor ds;                       // d(loss)/d(scaled scores), times the scale
-  if (c.op == Op::AttentionLse) {  // d lse / d s = P; v does not enter
-    ds = cast(prob * cast(g, st), t) * p.scale;
-  } else {
-    if (c.needs(2)) r[2] = cast(prob, t).transpose(-2, -1).matmul(g);
-    Tensor dp = cast(g.matmul(v.transpose(-2, -1)), st);
-    ds = cast(prob * (dp - (dp * prob).sum({-1}, true)), t) * p.scale;
+// The forward's scores and, on eager devices, the backward's recomputation: the same ops in the
+// same order.
+Tensor attention_scores(const Tensor& q, const Tensor& k, const Tensor& mask, bool bool_mask,
+                        bool causal, double scale) {
+  Tensor s = q.matmul(k.transpose(-2, -1)) * scale;
+  if (causal) {
+    const int64_t l = q.size(-2), n = k.size(-2);
+    Tensor keep = le(positions(n, q.device()).reshape({1, n}),
+                     positions(l, q.device()).reshape({l, 1}));  // key j <= query i
+    s = where(keep, s, -std::numeric_limits<double>::infinity());
+  } else if (mask.defined()) {
+    s = bool_mask ? where(mask, s, -std::numeric_limits<double>::infinity())
+                  : s + cast(mask, s.dtype());
   }
-  if (c.needs(0)) r[0] = ds.matmul(k);
-  if (c.needs(1)) r[1] = ds.transpose(-2, -1).matmul(q);
-  return r;
+  return s;
 }
 
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
@@ -244,7 +220,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   {
     NoGradGuard no_grad;  // the internals are one node: the rule below is their gradient
     Tensor k = repeat_heads(key, rep), v = repeat_heads(value, rep);
-    scores = masked_scores(query, k, attn_mask, c->bool_mask, is_causal, c->scale);
+    scores = attention_scores(query, k, attn_mask, c->bool_mask, is_causal, c->scale);
     probs = cast(softmax(cast(scores, st), -1), t);
     Tensor p = probs;
     if (dropout_p > 0.0) {

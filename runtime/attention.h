@@ -27,11 +27,10 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     std::optional<double> scale = std::nullopt,
                                     bool enable_gqa = false);
 
-// The VJP rule of the attention prims when one is differentiated as an op of its own (a replayed
-// trace; scaled_dot_product_attention records one node with its own rule instead): attention and
-// attention_lse by the decomposition's formulas; the gradient prims (a double backward through
-// fused attention) fail with NotImplemented.
-struct VjpCtx;
-std::vector<Tensor> attention_prim_vjp(const VjpCtx& c, const Tensor& g);
+// S = q @ k^T * scale with is_causal's lower triangle or attn_mask (bool: True kept; float:
+// added) applied, [..., L, S]: what softmax takes. Also the attention prims' own VJP rule's
+// (autograd/vjp.cc).
+Tensor attention_scores(const Tensor& q, const Tensor& k, const Tensor& mask, bool bool_mask,
+                        bool causal, double scale);
 
 }  // namespace lt

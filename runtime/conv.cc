@@ -1,10 +1,9 @@
 #include "runtime/conv.h"
 
 #include "ir/error.h"
-#include "runtime/autograd.h"
 #include "runtime/ops.h"
+#include "runtime/tape.h"
 #include "runtime/tensor_impl.h"
-#include "runtime/vjp.h"
 
 namespace lt {
 namespace {
@@ -42,37 +41,6 @@ Tensor conv2d_grad_input(const Tensor& dy, const Tensor& w, const ConvParams& p,
 Tensor conv2d_grad_weight(const Tensor& x, const Tensor& dy, const ConvParams& p, int64_t kh,
                           int64_t kw) {
   return conv_prim(Op::Conv2dGradWeight, {x, dy}, p.ints({kh, kw}));
-}
-
-std::vector<Tensor> conv2d_vjp(const VjpCtx& c, const Tensor& g) {
-  const ConvParams p = ConvParams::from(c.op, c.attrs);
-  const Shape &xs = c.inputs[0].shape(), &ws = c.inputs[1].shape();
-  std::vector<Tensor> r(c.inputs.size());
-  if (c.needs(0)) r[0] = conv2d_grad_input(g, c.x(1), p, xs[2], xs[3]);
-  if (c.needs(1)) r[1] = conv2d_grad_weight(c.x(0), g, p, ws[2], ws[3]);
-  if (c.inputs.size() == 3 && c.needs(2)) r[2] = g.sum({0, 2, 3});
-  return r;
-}
-
-// conv is bilinear, so its gradients' gradients are convolutions again: with GI and GW the two
-// backward prims, <g, GI(dy, w)> = <conv(g, w), dy> = <GW(g, dy), w>, and likewise
-// <g, GW(x, dy)> = <GI(dy, g), x> = <conv(x, g), dy>.
-std::vector<Tensor> conv2d_grad_input_vjp(const VjpCtx& c, const Tensor& g) {
-  const ConvParams p = ConvParams::from(c.op, c.attrs);
-  const Shape& ws = c.inputs[1].shape();
-  std::vector<Tensor> r(2);
-  if (c.needs(0)) r[0] = conv2d_nchw(g, c.x(1), Tensor(), p);
-  if (c.needs(1)) r[1] = conv2d_grad_weight(g, c.x(0), p, ws[2], ws[3]);
-  return r;
-}
-
-std::vector<Tensor> conv2d_grad_weight_vjp(const VjpCtx& c, const Tensor& g) {
-  const ConvParams p = ConvParams::from(c.op, c.attrs);
-  const Shape& xs = c.inputs[0].shape();
-  std::vector<Tensor> r(2);
-  if (c.needs(0)) r[0] = conv2d_grad_input(c.x(1), g, p, xs[2], xs[3]);
-  if (c.needs(1)) r[1] = conv2d_nchw(c.x(0), g, Tensor(), p);
-  return r;
 }
 
 }  // namespace lt

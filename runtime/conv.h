@@ -20,10 +20,4 @@ Tensor conv2d_grad_input(const Tensor& dy, const Tensor& w, const ConvParams& p,
 Tensor conv2d_grad_weight(const Tensor& x, const Tensor& dy, const ConvParams& p, int64_t kh,
                           int64_t kw);
 
-// VJP rules of the three conv prims (registered in runtime/vjp.cc's table).
-struct VjpCtx;
-std::vector<Tensor> conv2d_vjp(const VjpCtx& c, const Tensor& g);
-std::vector<Tensor> conv2d_grad_input_vjp(const VjpCtx& c, const Tensor& g);
-std::vector<Tensor> conv2d_grad_weight_vjp(const VjpCtx& c, const Tensor& g);
-
 }  // namespace lt

@@ -1,7 +1,7 @@
 #include "runtime/donation.h"
 
 #include "ir/ptr_map.h"
-#include "runtime/tensor_impl.h"
+#include "runtime/storage.h"
 
 namespace lt {
 

@@ -15,6 +15,8 @@
 #include "runtime/metrics_state.h"
 #include "runtime/profile.h"
 #include "runtime/storm.h"
+#include "runtime/sync.h"
+#include "runtime/tensor_impl.h"
 #include "runtime/trace_observer.h"
 
 namespace lt {

@@ -8,8 +8,8 @@
 
 #include "ir/graph.h"
 #include "runtime/donation.h"
+#include "runtime/storage.h"
 #include "runtime/tensor.h"
-#include "runtime/tensor_impl.h"
 
 namespace lt {
 

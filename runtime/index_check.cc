@@ -11,6 +11,7 @@
 #include "ir/half.h"
 #include "runtime/indexing.h"
 #include "runtime/ops.h"
+#include "runtime/tensor_impl.h"
 #include "runtime/trace_observer.h"
 
 namespace lt {

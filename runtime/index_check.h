@@ -21,9 +21,10 @@
 #include <vector>
 
 #include "runtime/tensor.h"
-#include "runtime/tensor_impl.h"
 
 namespace lt {
+
+struct Storage;
 
 // What an index check needs to describe a failure.
 struct IndexCheckSpec {

@@ -8,10 +8,10 @@
 #include <tuple>
 
 #include "ir/error.h"
-#include "runtime/autograd.h"
 #include "runtime/index_check.h"
 #include "runtime/memory_views.h"
 #include "runtime/ops.h"
+#include "runtime/tape.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/views.h"
 

@@ -6,6 +6,7 @@
 
 #include "runtime/metrics_state.h"
 #include "runtime/profile.h"
+#include "runtime/sync.h"
 
 namespace lt::metrics {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "runtime/metrics.h"
-#include "runtime/sync.h"
+#include "runtime/tensor.h"  // SyncReason
 
 namespace lt::metrics {
 

@@ -7,9 +7,9 @@
 #include <utility>
 
 #include "ir/error.h"
-#include "runtime/autograd.h"
+#include "runtime/saved.h"
+#include "runtime/tape.h"
 #include "runtime/tensor_impl.h"
-#include "runtime/vjp.h"
 
 namespace lt {
 namespace {
@@ -402,6 +402,17 @@ Tensor reshape_to(const Tensor& a, IntList shape) {
   Attrs at;
   at.ints = std::move(shape);
   return op_out(Op::Reshape, nodes(a.node()), std::move(at), d, {&a});
+}
+
+Tensor unbroadcast(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  size_t lead = g.shape().size() - shape.size();
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < g.shape().size(); ++i)
+    if (i < lead || (shape[i - lead] == 1 && g.shape()[i] != 1))
+      dims.push_back(static_cast<int64_t>(i));
+  Tensor r = dims.empty() ? g : g.sum(dims, true);
+  return reshape_to(r, shape);  // node level: a gradient is no view of the temporary sum
 }
 
 Tensor permute(const Tensor& a, std::vector<int64_t> dims) {

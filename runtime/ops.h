@@ -125,6 +125,8 @@ Tensor reshape(const Tensor& a, std::vector<int64_t> shape);
 Tensor reshape_to(const Tensor& a, IntList shape);
 Tensor permute(const Tensor& a, std::vector<int64_t> dims);
 Tensor expand(const Tensor& a, std::vector<int64_t> shape);
+// Sums `g` down to `shape` (the reverse of broadcasting): a gradient brought back to its operand.
+Tensor unbroadcast(const Tensor& g, const Shape& shape);
 Tensor matmul(const Tensor& a, const Tensor& b);
 // The Slice primitive ({start, step, size} per dim); runtime/indexing.h builds the PyTorch forms.
 Tensor slice_node(const Tensor& a, std::vector<int64_t> start_step_size);

@@ -3,10 +3,10 @@
 #include <memory>
 
 #include "ir/error.h"
-#include "runtime/autograd.h"
 #include "runtime/indexing.h"
 #include "runtime/ops.h"
-#include "runtime/vjp.h"
+#include "runtime/saved.h"
+#include "runtime/tape.h"
 
 namespace lt {
 namespace {

@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/tape.h"
 #include "runtime/tensor_impl.h"
 
 namespace lt {

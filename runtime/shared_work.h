@@ -6,7 +6,7 @@
 // no_grad and read by the next step's `loss.item()` (its update node is in the loss graph), a
 // token buffer grown by `cat` and read through a slice, a gradient read by two host reads of
 // different functions of it, and the values autograd saved for a backward still to come (a
-// `loss.item()` before `backward()`; runtime/vjp.h, Saved). Materialized at the sync, the next
+// `loss.item()` before `backward()`; runtime/saved.h). Materialized at the sync, the next
 // step starts from data, every step's graph has the same size and hash, and shared work is
 // computed once. Tensors whose graphs only read the same device data (leaves) are independent and
 // stay pending, and so do bases that only their views hold.

@@ -6,10 +6,10 @@
 
 #include "ir/error.h"
 #include "ir/half.h"
-#include "runtime/autograd.h"
 #include "runtime/ops.h"
 #include "runtime/profile.h"
 #include "runtime/sync.h"
+#include "runtime/tape.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_observer.h"
 #include "runtime/views.h"

@@ -114,7 +114,7 @@ class Tensor {
   // upwards only (a float result into an integer tensor, or a number into bool, raises).
   void assign_result(const Tensor& value, const char* op = "in-place operation");
 
-  // Autograd (runtime/autograd.h).
+  // Autograd (runtime/tape.h; the engine is autograd/autograd.h).
   bool requires_grad() const;
   Tensor& requires_grad_(bool on = true);  // leaves only
   Tensor grad() const;                     // undefined until a backward reaches this leaf

@@ -7,6 +7,7 @@
 #include "runtime/metrics_state.h"
 #include "runtime/profile.h"
 #include "runtime/sync.h"
+#include "runtime/tape.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_observer.h"
 

@@ -1,4 +1,5 @@
-// TensorImpl and Storage: what a Tensor handle points to. Internal to the runtime.
+// TensorImpl: what a Tensor handle points to (its data: runtime/storage.h). Internal to the
+// runtime.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -6,27 +7,14 @@
 #include <mutex>
 #include <thread>
 
-#include "backends/backend.h"
 #include "ir/node.h"
-#include "runtime/autograd.h"
 #include "runtime/device.h"
+#include "runtime/storage.h"
 #include "runtime/views.h"
 
 namespace lt {
 
-// A process-wide creation stamp: lt.compile's capture (capture/capture.h) tells tensors and data
-// that existed before a traced call (state it must re-read on replay) from those made during it.
-inline uint64_t next_birth() {
-  static std::atomic<uint64_t> counter{1};
-  return counter.fetch_add(1, std::memory_order_relaxed);
-}
-
-// Materialized data: a backend buffer plus the name of the backend that owns its memory.
-struct Storage : LeafData {
-  BufferPtr buffer;
-  std::string backend;
-  uint64_t birth = next_birth();
-};
+struct AutogradMeta;  // runtime/tape.h
 
 struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   Device device;
@@ -74,7 +62,7 @@ std::shared_ptr<TensorImpl> make_tensor(NodePtr node, const Device& device);
 // A runtime op built from other ops (cat of N pieces was ~11 N ops, each a kernel run on an eager
 // device: 63 us for 8 small pieces against PyTorch's 1.5). Inside the outermost scope, eager
 // ops are traced like lazy ones; finish() runs the op's result as one graph. Intermediates that
-// autograd keeps are recomputed from their nodes when a VJP reads them (runtime/vjp.h Saved).
+// autograd keeps are recomputed from their nodes when a VJP reads them (runtime/saved.h).
 class EagerComposite {
  public:
   EagerComposite();

@@ -2,9 +2,9 @@
 
 #include "ir/error.h"
 #include "ir/pool.h"
-#include "runtime/autograd.h"
 #include "runtime/indexing.h"
 #include "runtime/ops.h"
+#include "runtime/tape.h"
 #include "runtime/tensor_impl.h"
 
 namespace lt {

@@ -1,12 +1,12 @@
 // lazytensor's public C++ API. #include <lazytensor/lazytensor.h>, link lazytensor::lazytensor.
 #pragma once
+#include "autograd/autograd.h"
 #include "ir/error.h"
 #include "nn/nn.h"
 #include "nn/nn_attention.h"
 #include "nn/optim.h"
 #include "nn/safetensors.h"
 #include "runtime/attention.h"
-#include "runtime/autograd.h"
 #include "runtime/debug.h"
 #include "runtime/device.h"
 #include "runtime/indexing.h"

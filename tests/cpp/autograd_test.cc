@@ -4,7 +4,7 @@
 
 #include <functional>
 
-#include "runtime/autograd.h"
+#include "autograd/autograd.h"
 #include "test_util.h"
 
 namespace lt {
@@ -176,6 +176,17 @@ TEST_P(Grad, MovementAndMatmul) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, Grad, ::testing::Values("cpu", "lazy:cpu"));
+
+// The core reaches autograd/ only through the tape it registers at load (runtime/tape.h): a link
+// that dropped autograd/'s objects would record nothing. Here through the public API alone.
+TEST(Autograd, TapeIsRegistered) {
+  ASSERT_NE(tape(), nullptr);
+  Tensor x = full({3}, 2.0, DType::Float32, kCPU).requires_grad_();
+  Tensor y = (x * x).sum();
+  EXPECT_EQ(y.grad_fn_name(), "reduce_sum_backward");
+  y.backward();
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{4, 4, 4}));
+}
 
 TEST(Autograd, AccumulatesRetainsAndErrors) {
   Tensor x = testing::random_tensor({3}, 1, kCPU).requires_grad_();

@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <functional>
 
+#include "autograd/autograd.h"
 #include "nn/nn.h"
-#include "runtime/autograd.h"
 #include "test_util.h"
 
 namespace lt {

@@ -8,12 +8,12 @@
 
 #include <cmath>
 
+#include "autograd/autograd.h"
 #include "backends/backend.h"
 #include "graph_util.h"
 #include "ir/graph.h"
 #include "lowering/lower.h"
 #include "lowering/plan_serialize.h"
-#include "runtime/autograd.h"
 #include "runtime/conv.h"
 #include "runtime/debug.h"
 #include "runtime/metrics.h"

@@ -22,7 +22,7 @@
 //                   NotImplemented for every one. Classes that never reach a generator as an op
 //                   (leaves, movement, indexing, library steps) say in kernel_form what happens
 //                   instead.
-//   vjp             runtime/vjp.cc: every op that non_differentiable() does not exempt.
+//   vjp             autograd/vjp.cc: every op that non_differentiable() does not exempt.
 //
 // Where a stage picks the rule by the op's class alone, any op of that class "has" it, so the walk
 // also requires such a class to hold one primitive: a second one would silently run the first
@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/vjp.h"
 #include "backends/reference/reference_ops.h"
 #include "graph_util.h"
 #include "ir/error.h"
@@ -43,7 +44,6 @@
 #include "lowering/decompose.h"
 #include "lowering/loop_ir.h"
 #include "lowering/plan.h"
-#include "runtime/vjp.h"
 #ifdef LT_HAVE_LLVM
 #include "backends/cpu/cpu_backend.h"
 #endif
@@ -328,7 +328,7 @@ TEST(Registry, EveryOpHasItsRuleInEveryStage) {
     if (!non_differentiable(info.op)) {
       EXPECT_NE(vjp_rule(info.op), nullptr)
           << "op " << name
-          << " has no VJP rule (runtime/vjp.cc) and non_differentiable() does not exempt it";
+          << " has no VJP rule (autograd/vjp.cc) and non_differentiable() does not exempt it";
     }
 
     // Scalar meaning: the elementwise primitives, in the shape of their arity.

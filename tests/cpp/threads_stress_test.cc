@@ -10,7 +10,7 @@
 #include <cmath>
 #include <thread>
 
-#include "runtime/autograd.h"
+#include "autograd/autograd.h"
 #include "runtime/index_check.h"
 #include "test_util.h"
 

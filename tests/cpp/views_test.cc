@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "runtime/autograd.h"
+#include "autograd/autograd.h"
 #include "runtime/indexing.h"
 #include "runtime/ops.h"
 #include "test_util.h"

@@ -260,7 +260,7 @@ def test_lazy_conv_step_kernel_counts(rng):
     lt.mark_step()
     lt.metrics.reset()
     for _ in range(3):
-        with lt.no_grad():  # under grad mode the values autograd saves are outputs too (runtime/vjp.h)
+        with lt.no_grad():  # under grad mode the values autograd saves are outputs too (runtime/saved.h)
             y = F.max_pool2d(conv(x).relu(), 2)
         lt.mark_step()
     c = lt.metrics.counters()

@@ -1,6 +1,6 @@
 """Autograd: grad mode (`no_grad`, `enable_grad`, `set_grad_enabled`), `grad` and `backward`.
 
-The tape lives in the C++ runtime (runtime/autograd.h): an op whose operand requires grad records
+The tape lives in the C++ library (autograd/autograd.h): an op whose operand requires grad records
 its VJP rule, and the rules are tensor ops, so on "lazy" the backward pass is more IR that compiles
 into the same graph as the forward pass and the optimizer update.
 """

@@ -5,11 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "autograd/autograd.h"
 #include "bindings.h"
 #include "nn/optim.h"
 #include "nn/recurrent.h"
 #include "runtime/attention.h"
-#include "runtime/autograd.h"
 #include "runtime/index_check.h"
 #include "runtime/windows.h"
 

@@ -1,17 +1,16 @@
-// Reverse-mode autograd over runtime tensors. An op whose operand requires grad records a GradNode
-// holding its VJP rule; rules are written with tensor ops, so on the lazy device the backward pass
-// is more IR, and forward + backward + optimizer update compile into one graph at mark_step().
+// Reverse-mode autograd over runtime tensors: the tape and the engine. An op whose operand requires
+// grad reaches the tape through the core's interface (runtime/tape.h: record_op, record); the tape
+// keeps a GradNode holding the op's VJP rule (autograd/vjp.h). Rules are written with tensor ops,
+// so on the lazy device the backward pass is more IR, and forward + backward + optimizer update
+// compile into one graph at mark_step().
 #pragma once
-#include <functional>
 #include <memory>
-#include <string>
 #include <vector>
 
+#include "runtime/tape.h"
 #include "runtime/tensor.h"
 
 namespace lt {
-
-struct GradNode;
 
 // Where a gradient flows: into another node's input slot, or into a leaf's .grad.
 struct GradEdge {
@@ -19,8 +18,6 @@ struct GradEdge {
   std::shared_ptr<TensorImpl> leaf;  // set for leaves that require grad
   bool defined() const { return fn || leaf; }
 };
-
-using VjpFn = std::function<std::vector<Tensor>(const Tensor& grad_out)>;
 
 struct GradNode {
   const char* name = "";       // "MulBackward", ...: static storage (a literal, a table's)
@@ -31,29 +28,9 @@ struct GradNode {
   uint64_t seq = 0;  // creation order: a later node runs first in backward
 };
 
-struct AutogradMeta {
-  bool requires_grad = false;
-  Tensor grad;
-  std::shared_ptr<GradNode> grad_fn;
-};
-
-bool grad_enabled();
-void set_grad_enabled(bool on);
-struct NoGradGuard {
-  bool prev;
-  NoGradGuard() : prev(grad_enabled()) { set_grad_enabled(false); }
-  ~NoGradGuard() { set_grad_enabled(prev); }
-};
-struct EnableGradGuard {
-  bool prev;
-  EnableGradGuard() : prev(grad_enabled()) { set_grad_enabled(true); }
-  ~EnableGradGuard() { set_grad_enabled(prev); }
-};
-
-// Records `out = op(inputs)` when grad mode is on and some input requires grad. `name` must
-// outlive the node (a literal): a std::string per node was two of a recorded op's ~10 allocations.
-void record(const Tensor& out, const std::vector<Tensor>& inputs, const char* name, VjpFn vjp);
-bool any_requires_grad(const std::vector<Tensor>& ts);
+// The tape's record (runtime/tape.h's, past its check): a node holding `vjp`, with an edge per
+// input; nothing for a result that is not floating (argmax, comparisons).
+void record_node(const Tensor& out, const std::vector<Tensor>& inputs, const char* name, VjpFn vjp);
 
 // Gradients of `outputs` w.r.t. `inputs` (not accumulated into .grad). With stop_at_inputs, the
 // gradient of a non-leaf input is its own (what reaches it directly): the engine does not go on
@@ -69,13 +46,5 @@ void backward(const Tensor& root, const Tensor& grad_output = Tensor(), bool ret
 // entry of `grad_outputs` means "ones" for a one-element root.
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_outputs,
               bool retain_graph = false);
-
-// `value` about to overwrite t in place, joined to t's old history (with a zero gradient) when it
-// does not read t already: PyTorch's in-place backward always reaches the overwritten tensor's
-// history, so `c = x * 2; c.fill_(1)` gives x a zero gradient, not none.
-Tensor keep_overwritten_history(TensorImpl& t, const Tensor& value);
-
-// Sums `g` down to `shape` (the reverse of broadcasting).
-Tensor unbroadcast(const Tensor& g, const Shape& shape);
 
 }  // namespace lt

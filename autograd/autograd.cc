@@ -1,4 +1,4 @@
-#include "runtime/autograd.h"
+#include "autograd/autograd.h"
 
 #include <atomic>
 #include <optional>
@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/vjp.h"
 #include "ir/error.h"
 #include "ir/pool.h"
 #include "runtime/ops.h"
@@ -13,8 +14,6 @@
 
 namespace lt {
 namespace {
-// Initial-exec (see ir/pool.cc): read for every traced op.
-[[gnu::tls_model("initial-exec")]] thread_local bool t_grad_enabled = true;
 std::atomic<uint64_t> g_seq{0};
 
 AutogradMeta& meta(TensorImpl& t) {
@@ -38,18 +37,8 @@ void accumulate(Tensor& slot, const Tensor& g) {
 
 }  // namespace
 
-bool grad_enabled() { return t_grad_enabled; }
-uint64_t grad_seq_now() { return g_seq.load(); }
-void set_grad_enabled(bool on) { t_grad_enabled = on; }
-
-bool any_requires_grad(const std::vector<Tensor>& ts) {
-  for (auto& t : ts)
-    if (t.defined() && t.requires_grad()) return true;
-  return false;
-}
-
-void record(const Tensor& out, const std::vector<Tensor>& inputs, const char* name, VjpFn vjp) {
-  if (!grad_enabled() || !any_requires_grad(inputs)) return;
+void record_node(const Tensor& out, const std::vector<Tensor>& inputs, const char* name,
+                 VjpFn vjp) {
   if (!is_floating(out.dtype()))
     return;  // integer/bool results carry no gradient (argmax, comparisons)
   auto n = std::make_shared<GradNode>();
@@ -70,19 +59,10 @@ void record(const Tensor& out, const std::vector<Tensor>& inputs, const char* na
   m.grad_fn = std::move(n);
 }
 
-Tensor unbroadcast(const Tensor& g, const Shape& shape) {
-  if (g.shape() == shape) return g;
-  size_t lead = g.shape().size() - shape.size();
-  std::vector<int64_t> dims;
-  for (size_t i = 0; i < g.shape().size(); ++i)
-    if (i < lead || (shape[i - lead] == 1 && g.shape()[i] != 1))
-      dims.push_back(static_cast<int64_t>(i));
-  Tensor r = dims.empty() ? g : g.sum(dims, true);
-  return reshape_to(r, shape);  // node level: a gradient is no view of the temporary sum
-}
+namespace {
 
-Tensor keep_overwritten_history(TensorImpl& t, const Tensor& value) {
-  if (!grad_enabled() || !t.autograd || !t.autograd->grad_fn) return value;
+// The tape's keep_overwritten_history (runtime/tape.h), for a t with history.
+Tensor join_overwritten_history(TensorImpl& t, const Tensor& value) {
   const TensorImpl& v = *value.impl();
   if (v.autograd && v.autograd->grad_fn)
     for (const GradEdge& e : v.autograd->grad_fn->next)
@@ -99,8 +79,6 @@ Tensor keep_overwritten_history(TensorImpl& t, const Tensor& value) {
   if (old->pending) registry_add(old.get());
   return where(scalar_tensor(true, DType::Bool, t.device), value, Tensor(old));
 }
-
-namespace {
 
 // The engine. With `inputs` empty, gradients accumulate into leaves' .grad; otherwise they are
 // returned for `inputs` and nothing is accumulated.
@@ -214,6 +192,8 @@ std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tens
 
 }  // namespace
 
+uint64_t grad_seq_now() { return g_seq.load(); }
+
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, bool retain_graph,
                          bool allow_unused, bool stop_at_inputs) {
@@ -234,65 +214,34 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
   run(roots, grad_outputs, {}, retain_graph, true, false);
 }
 
-// --- Tensor's autograd methods ---
+namespace {
 
-bool Tensor::requires_grad() const {
-  if (!impl_) return false;
-  ensure_fresh(*impl_);
-  return impl_->autograd && impl_->autograd->requires_grad;
-}
-
-Tensor& Tensor::requires_grad_(bool on) {
-  if (!impl_) fail(ErrorKind::Runtime, "requires_grad_: undefined tensor");
-  if (impl_->autograd && impl_->autograd->grad_fn && !on)
-    fail(ErrorKind::Runtime,
-         "you can only change requires_grad flags of leaf variables. If you want to use a "
-         "computed variable in a subgraph that doesn't require differentiation use var_no_grad = "
-         "var.detach().");
-  if (on && !is_floating(dtype()))
-    fail(ErrorKind::Runtime, "only Tensors of floating point dtype can require gradients (got ",
-         dtype_name(dtype()), ")");
-  meta(*impl_).requires_grad = on;
-  return *this;
-}
-
-Tensor Tensor::grad() const { return impl_ && impl_->autograd ? impl_->autograd->grad : Tensor(); }
-void Tensor::set_grad(const Tensor& g) {
-  if (!impl_) fail(ErrorKind::Runtime, "set_grad: undefined tensor");
-  if (g.defined() && g.shape() != shape())
-    fail(ErrorKind::Runtime, "assigned grad has shape ", shape_str(g.shape()),
-         " but the tensor has shape ", shape_str(shape()));
-  meta(*impl_).grad = g;
-}
-bool Tensor::is_leaf() const {
-  if (impl_) ensure_fresh(*impl_);
-  return !(impl_ && impl_->autograd && impl_->autograd->grad_fn);
-}
-std::string Tensor::grad_fn_name() const {
-  if (impl_) ensure_fresh(*impl_);
-  return impl_ && impl_->autograd && impl_->autograd->grad_fn ? impl_->autograd->grad_fn->name : "";
-}
-void Tensor::backward(const Tensor& g, bool retain_graph) const {
-  lt::backward(*this, g, retain_graph);
-}
-
-// A tensor sharing this one's values (writes through either reach both), without its history.
-Tensor Tensor::detach() const {
-  if (!impl_) fail(ErrorKind::Runtime, "detach: undefined tensor");
-  ensure_fresh(*impl_);
-  Tensor out;
-  if (impl_->pending) {
-    auto t = make_pooled<TensorImpl>();
-    t->device = impl_->device;
-    t->dtype = impl_->dtype;
-    t->shape = impl_->shape;
-    t->pending = impl_->pending;
-    registry_add(t.get());
-    out = Tensor(t);
-  } else {
-    out = Tensor(make_data_tensor(impl_->storage, dtype(), shape(), device()));
+// The tape the core records through (runtime/tape.h), registered when the library loads: the
+// shared library holds every object of autograd/ (CMakeLists.txt), so this initializer runs in
+// every process that can trace an op.
+class Recorder final : public Tape {
+ public:
+  void record_op(Op op, const Attrs& attrs, const Tensor& out, const NodeList& operands,
+                 const std::vector<Tensor>& sources) override {
+    record_rule(op, attrs, out, operands, sources);
   }
-  return link_view(*this, out, {ViewStep::Kind::Alias});
-}
+  void record(const Tensor& out, const std::vector<Tensor>& inputs, const char* name,
+              VjpFn vjp) override {
+    record_node(out, inputs, name, std::move(vjp));
+  }
+  Tensor keep_overwritten_history(TensorImpl& t, const Tensor& value) override {
+    return join_overwritten_history(t, value);
+  }
+  void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) override {
+    lt::backward(root, grad_output, retain_graph);
+  }
+  const char* name(const GradNode& node) const override { return node.name; }
+};
 
+[[maybe_unused]] const bool g_registered = [] {
+  set_tape(new Recorder);  // never freed: a tensor may record or run backward at exit
+  return true;
+}();
+
+}  // namespace
 }  // namespace lt

@@ -1,13 +1,14 @@
-#include "runtime/vjp.h"
+#include "autograd/vjp.h"
 
 #include <cmath>
 #include <map>
 #include <numbers>
 #include <string>
 
+#include "autograd/autograd.h"
+#include "ir/attention.h"
 #include "ir/error.h"
 #include "runtime/attention.h"
-#include "runtime/autograd.h"
 #include "runtime/conv.h"
 #include "runtime/indexing.h"
 #include "runtime/ops.h"
@@ -178,6 +179,66 @@ Grads prod_vjp(const VjpCtx& c, const Tensor& g) {
   Tensor at_single_zero =
       where(logical_and(is_zero, eq(zeros_in_group, Scalar(1))), gp, Scalar(0.0));
   return {where(eq(zeros_in_group, Scalar(0)), gp / nonzero, at_single_zero)};
+}
+
+// conv2d: its two gradients are the backward prims (runtime/conv.h).
+Grads conv2d_vjp(const VjpCtx& c, const Tensor& g) {
+  const ConvParams p = ConvParams::from(c.op, c.attrs);
+  const Shape &xs = c.inputs[0].shape(), &ws = c.inputs[1].shape();
+  Grads r(c.inputs.size());
+  if (c.needs(0)) r[0] = conv2d_grad_input(g, c.x(1), p, xs[2], xs[3]);
+  if (c.needs(1)) r[1] = conv2d_grad_weight(c.x(0), g, p, ws[2], ws[3]);
+  if (c.inputs.size() == 3 && c.needs(2)) r[2] = g.sum({0, 2, 3});
+  return r;
+}
+
+// conv is bilinear, so its gradients' gradients are convolutions again: with GI and GW the two
+// backward prims, <g, GI(dy, w)> = <conv(g, w), dy> = <GW(g, dy), w>, and likewise
+// <g, GW(x, dy)> = <GI(dy, g), x> = <conv(x, g), dy>.
+Grads conv2d_grad_input_vjp(const VjpCtx& c, const Tensor& g) {
+  const ConvParams p = ConvParams::from(c.op, c.attrs);
+  const Shape& ws = c.inputs[1].shape();
+  Grads r(2);
+  if (c.needs(0)) r[0] = conv2d_nchw(g, c.x(1), Tensor(), p);
+  if (c.needs(1)) r[1] = conv2d_grad_weight(g, c.x(0), p, ws[2], ws[3]);
+  return r;
+}
+
+Grads conv2d_grad_weight_vjp(const VjpCtx& c, const Tensor& g) {
+  const ConvParams p = ConvParams::from(c.op, c.attrs);
+  const Shape& xs = c.inputs[0].shape();
+  Grads r(2);
+  if (c.needs(0)) r[0] = conv2d_grad_input(c.x(1), g, p, xs[2], xs[3]);
+  if (c.needs(1)) r[1] = conv2d_nchw(c.x(0), g, Tensor(), p);
+  return r;
+}
+
+// The attention prims differentiated as ops of their own (a replayed trace;
+// scaled_dot_product_attention records one node with its own rule instead, runtime/attention.cc):
+// attention and attention_lse by the decomposition's formulas; the gradient prims (a double
+// backward through fused attention) fail with NotImplemented.
+Grads attention_prim_vjp(const VjpCtx& c, const Tensor& g) {
+  if (c.op != Op::Attention && c.op != Op::AttentionLse)
+    fail(ErrorKind::NotImplemented, "not implemented: the gradient of ", op_name(c.op),
+         " (a double backward through scaled_dot_product_attention traced as attention prims: "
+         "an explicit attn_mask traces the decomposition, which has one)");
+  const AttentionParams p = AttentionParams::from(c.op, c.attrs);
+  Tensor q = c.x(0), k = c.x(1), v = c.x(2);
+  const DType t = q.dtype(), st = attention_stats_dtype(t);
+  Tensor s = cast(attention_scores(q, k, Tensor(), false, p.causal, p.scale), st);
+  Tensor prob = (s - logsumexp(s, {-1}, true)).exp();
+  Grads r(3);
+  Tensor ds;                       // d(loss)/d(scaled scores), times the scale
+  if (c.op == Op::AttentionLse) {  // d lse / d s = P; v does not enter
+    ds = cast(prob * cast(g, st), t) * p.scale;
+  } else {
+    if (c.needs(2)) r[2] = cast(prob, t).transpose(-2, -1).matmul(g);
+    Tensor dp = cast(g.matmul(v.transpose(-2, -1)), st);
+    ds = cast(prob * (dp - (dp * prob).sum({-1}, true)), t) * p.scale;
+  }
+  if (c.needs(0)) r[0] = ds.matmul(k);
+  if (c.needs(1)) r[1] = ds.transpose(-2, -1).matmul(q);
+  return r;
 }
 
 const std::map<Op, VjpRule>& rules() {
@@ -357,54 +418,6 @@ Grads minmax_vjp(const VjpCtx& c, const Tensor& g) {
 
 }  // namespace
 
-namespace {
-
-// A value that movement ops make from device data alone (an index reshaped and expanded for a
-// gather): free to recompute and carrying no history, so not worth a buffer of its own.
-bool moved_data(const Node* n) {
-  for (int depth = 0; depth < 8; ++depth) {
-    if (n->inputs.empty()) return true;
-    const bool movement = n->op == Op::Reshape || n->op == Op::Expand || n->op == Op::Permute ||
-                          n->op == Op::Slice || n->op == Op::Cast;
-    if (!movement || n->inputs.size() != 1) return false;
-    n = n->inputs[0].get();
-  }
-  return false;
-}
-
-}  // namespace
-
-Saved::Saved(const NodePtr& node, const Device& device, bool live) : device_(device) {
-  if (!node) return;
-  if (node->inputs.empty() || !device.is_lazy() || !live || moved_data(node.get())) {
-    leaf_ = node;
-    return;
-  }
-  value_ = make_pooled<TensorImpl>();
-  value_->device = device;
-  value_->dtype = node->dtype;
-  value_->shape = node->shape;
-  value_->pending = node;
-  registry_add(value_.get());
-}
-
-Tensor Saved::get() const {
-  if (value_) {
-    if (value_->storage)
-      return Tensor(make_data_tensor(value_->storage, value_->dtype, value_->shape, device_));
-    return Tensor(make_tensor(value_->pending, device_));
-  }
-  if (!leaf_) return Tensor();
-  if (leaf_->op == Op::Param) {
-    auto s = std::static_pointer_cast<Storage>(leaf_->data);
-    return Tensor(make_data_tensor(s, leaf_->dtype, leaf_->shape, device_));
-  }
-  return Tensor(make_tensor(leaf_, device_));
-}
-
-const Shape& Saved::shape() const { return value_ ? value_->shape : leaf_->shape; }
-DType Saved::dtype() const { return value_ ? value_->dtype : leaf_->dtype; }
-
 bool non_differentiable(Op op) {
   OpClass c = op_info(op).cls;
   // Bitwise ops take integers and bools only, which never require grad.
@@ -509,24 +522,24 @@ const char* backward_name(Op op) {
 
 }  // namespace
 
-void record_op(Op op, const Attrs& attrs, const Tensor& out, const NodeList& operands,
-               const std::vector<Tensor>& sources) {
-  if (!grad_enabled() || !any_requires_grad(sources) || non_differentiable(op)) return;
+void record_rule(Op op, const Attrs& attrs, const Tensor& out, const NodeList& operands,
+                 const std::vector<Tensor>& sources) {
+  if (non_differentiable(op)) return;
   const VjpRule* rule = vjp_rule(op);
   if (!rule) fail(ErrorKind::NotImplemented, "not implemented: the gradient of ", op_name(op));
   auto ctx = std::make_shared<VjpCtx>();
   ctx->op = op;
   ctx->attrs = attrs;
   Device dev = out.device();
-  ctx->needs_grad.reserve(sources.size());  // sized once (see record())
+  ctx->needs_grad.reserve(sources.size());  // sized once (see record_node())
   for (auto& s : sources) ctx->needs_grad.push_back(s.defined() && s.requires_grad());
   const unsigned reads = reads_of(op, ctx->needs_grad);
   ctx->inputs.reserve(operands.size());
   for (size_t i = 0; i < operands.size(); ++i)
     ctx->inputs.emplace_back(operands[i], dev, (reads >> std::min<size_t>(i, 6)) & 1u);
   ctx->output = Saved(out.node(), dev, (reads & kOut) != 0);
-  record(out, sources, backward_name(op),
-         [ctx, rule](const Tensor& g) { return (*rule)(*ctx, g); });
+  record_node(out, sources, backward_name(op),
+              [ctx, rule](const Tensor& g) { return (*rule)(*ctx, g); });
 }
 
 }  // namespace lt
