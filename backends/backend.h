@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -100,6 +101,15 @@ class Backend {
   virtual BufferPtr allocate(size_t bytes) = 0;
   virtual void copy_from_host(Buffer& dst, const void* src, size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const Buffer& src, size_t bytes) = 0;
+  // Starts copying the first `bytes` of src to the host after the work issued so far, without
+  // waiting; the function returned waits for that copy alone (not for later work) and writes the
+  // bytes to its argument. A sync's index checks are read this way on a device, so the host can
+  // trace the next step while the GPU runs this one. The default copies at once.
+  virtual std::function<void(void*)> copy_to_host_async(const Buffer& src, size_t bytes) {
+    auto copy = std::make_shared<std::vector<unsigned char>>(bytes);
+    copy_to_host(copy->data(), src, bytes);
+    return [copy](void* dst) { std::memcpy(dst, copy->data(), copy->size()); };
+  }
   virtual std::unique_ptr<Executable> compile(const Plan& plan) = 0;
   // The library steps compile() can run (lowering emits only those): GEMM dtypes for matmul.
   virtual LowerOptions lower_options() const { return {}; }

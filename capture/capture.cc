@@ -526,20 +526,15 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
       b.owner_root = static_cast<int>(j);
     }
   }
-  if (!p.unchecked.empty()) {
-    std::vector<std::shared_ptr<Storage>> earlier = std::move(p.unchecked);
-    p.unchecked.clear();
-    std::string bad = index_checks::first_failure(p.graph_checks, earlier, 0);
-    if (!bad.empty())
-      fail(ErrorKind::Index, bad, " (found when this compiled step was called again: on ",
-           p.backend, " a call's index checks are read at the next call, not waited for)");
-  }
   std::vector<std::shared_ptr<Storage>> outs;
   if (p.has_graph) {
     auto r = run_cached(p.key, p.backend, bound, p.outputs.size() + p.graph_checks.size());
     if (!r) return std::nullopt;
     outs = std::move(*r);
   }
+  // Earlier device calls' and syncs' index checks, read now that this call is queued behind them
+  // (index_checks::defer_reads); raised once this call's results are assigned.
+  std::string late = index_checks::first_unread_failure();
   rng_advance(p.rng_advance);
 
   // Write back: the same state tensors re-pointed, new gradients, fresh return tensors.
@@ -584,9 +579,10 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
     link_backward(
         p, result, [&](int j) { return Tensor(fresh_root(static_cast<size_t>(j))); }, args);
   // Indices computed in the step: raised once everything is assigned, as a sync raises them; on a
-  // device backend at the next call (Program::unchecked).
-  if (p.has_graph && !backend_host_memory(p.backend)) {
-    p.unchecked.assign(outs.begin() + static_cast<std::ptrdiff_t>(p.outputs.size()), outs.end());
+  // device backend by the next call, sync, host read or synchronize (index_checks::defer_reads).
+  if (!late.empty()) fail(ErrorKind::Index, late);
+  if (p.has_graph && !p.graph_checks.empty() && !backend_host_memory(p.backend)) {
+    index_checks::defer_reads(p.backend, p.graph_checks, outs, p.outputs.size());
     return result;
   }
   std::string bad = index_checks::first_failure(p.graph_checks, outs, p.outputs.size());

@@ -138,10 +138,6 @@ struct Program {
   // Deferred checks of indices computed in the step (without their IR): their stats are the
   // graph's outputs after `outputs`.
   std::vector<index_checks::Taken> graph_checks;
-  // On a device backend, the last replay's check stats, read when the next replay starts: reading
-  // them at once would wait for the device every call, so the host could never run ahead of the
-  // GPU (as PyTorch's device-side asserts, such an error surfaces at a later call).
-  std::vector<std::shared_ptr<Storage>> unchecked;
   // A training forward (capture/capture_backward.cc): replays give the returned tensors requiring
   // grad a node that runs their compiled backward.
   std::vector<DiffInput> diff_inputs;

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "backends/backend.h"
 #include "ir/error.h"
 #include "ir/half.h"
 #include "runtime/indexing.h"
@@ -181,6 +183,50 @@ std::string first_failure(const std::vector<Taken>& taken,
       return failure_message(t.spec, *bad, t.index_shape, t.source, true);
   }
   return {};
+}
+
+namespace {
+
+// A device sync's checks whose stats are being copied to the host (defer_reads).
+struct Unread {
+  Taken check;
+  std::function<void(void*)> wait;  // writes [max, ~min]
+};
+std::vector<Unread>& unread() {  // guarded by runtime_mutex()
+  static std::vector<Unread> u;
+  return u;
+}
+
+}  // namespace
+
+void defer_reads(const std::string& backend, std::vector<Taken> taken,
+                 const std::vector<std::shared_ptr<Storage>>& outs, size_t first) {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  Backend& be = get_backend(backend);
+  for (size_t i = 0; i < taken.size(); ++i)
+    unread().push_back({std::move(taken[i]),
+                        be.copy_to_host_async(*outs.at(first + i)->buffer, 2 * sizeof(int64_t))});
+}
+
+std::string first_unread_failure() {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  std::vector<Unread> reads = std::move(unread());
+  unread().clear();
+  std::string first;
+  for (Unread& r : reads) {
+    int64_t v[2];
+    r.wait(v);
+    if (!first.empty()) continue;
+    if (auto bad = bad_value(r.check.spec, v[0], ~v[1]))
+      first = failure_message(r.check.spec, *bad, r.check.index_shape, r.check.source, true) +
+              " (found at a later sync or read: on a device a sync's index checks are read "
+              "while the next step is traced, not waited for)";
+  }
+  return first;
+}
+
+void check_unread() {
+  if (std::string bad = first_unread_failure(); !bad.empty()) fail(ErrorKind::Index, bad);
 }
 
 void check_stored(const IndexCheckSpec& spec, const TensorImpl& index) {

@@ -14,7 +14,10 @@
 //   location. The sync's results are assigned before the error is raised (positions read through
 //   a bad index hold 0), so nothing stays half-done and the next step runs normally; a check whose
 //   result is never computed (the result tensor died pending) is dropped without raising. A
-//   captured step's graph computes them the same way, and each replay reads them again.
+//   captured step's graph computes them the same way, and each replay reads them again. On a
+//   device backend (CUDA) the sync does not wait for them: they are read, and raised, by the next
+//   sync, host read or synchronize (index_checks::defer_reads), as CUDA reports its own device
+//   asserts late; waiting made every step's tracing wait for the previous step's GPU work.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -71,6 +74,15 @@ std::vector<Taken> take_into(const std::string& backend, std::vector<const Node*
 // an empty string when every index was in range.
 std::string first_failure(const std::vector<Taken>& taken,
                           const std::vector<std::shared_ptr<Storage>>& outs, size_t first);
+// On a device backend (buffers not in host memory) a sync does not wait to read its checks:
+// defer_reads starts copying each check's stats to the host behind the graph, and the next sync
+// (after launching its own graph), a host read of tensor data or a synchronize reads them
+// (check_unread), so tracing the next step overlaps this one's GPU work. first_unread_failure
+// waits for them and returns the first failure ("" when none); check_unread raises it.
+void defer_reads(const std::string& backend, std::vector<Taken> taken,
+                 const std::vector<std::shared_ptr<Storage>>& outs, size_t first);
+std::string first_unread_failure();
+void check_unread();
 // Checks the values of a materialized index (its data in host or device memory) against spec
 // now, raising lt::Error(ErrorKind::Index) at the first bad one. Reads the storage directly: no
 // sync, and no host read that a capture would take for a data-dependent step.

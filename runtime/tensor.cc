@@ -6,6 +6,7 @@
 
 #include "ir/error.h"
 #include "ir/half.h"
+#include "runtime/index_check.h"
 #include "runtime/ops.h"
 #include "runtime/profile.h"
 #include "runtime/sync.h"
@@ -46,10 +47,12 @@ void Tensor::copy_to_host(void* dst, SyncReason reason) const {
   if (!bytes) return;
   profile::Scope transfer(profile::Phase::Transfer, "to host");
   const Storage& s = *impl_->storage;
-  if (s.buffer->on_host())
+  if (s.buffer->on_host()) {
     std::memcpy(dst, s.buffer->data(), bytes);
-  else
+  } else {
     get_backend(s.backend).copy_to_host(dst, *s.buffer, bytes);
+    index_checks::check_unread();  // the device has caught up: a bad index of a step raises here
+  }
 }
 
 double Tensor::item(SyncReason reason) const {

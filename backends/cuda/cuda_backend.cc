@@ -528,6 +528,44 @@ class CudaBackendImpl : public CudaBackend {
     d.check(d.cuMemcpyDtoH_v2(dst, cb.ptr(), bytes), "cuMemcpyDtoH");
   }
 
+  // Into pinned memory on the stream, then an event: waiting on the event waits for the runs
+  // issued before this call, not for the ones issued after (the next step).
+  std::function<void(void*)> copy_to_host_async(const Buffer& src, size_t bytes) override {
+    const CudaBuffer& cb = as_cuda(src, "cuda copy_to_host_async");
+    if (bytes > cb.bytes())
+      fail(ErrorKind::Runtime, "cuda copy_to_host_async: ", bytes, " bytes from a buffer of ",
+           cb.bytes());
+    struct Read {
+      std::shared_ptr<const CudaDevice> dev;
+      void* host = nullptr;
+      CUevent done = nullptr;
+      size_t bytes = 0;
+      ~Read() {
+        const CudaDriver& d = dev->driver();
+        dev->bind();
+        if (done) d.cuEventDestroy_v2(done);
+        if (host) d.cuMemFreeHost(host);
+      }
+    };
+    auto r = std::make_shared<Read>();
+    r->dev = dev_;
+    r->bytes = bytes;
+    dev_->bind();
+    const CudaDriver& d = dev_->driver();
+    d.check(d.cuMemAllocHost_v2(&r->host, bytes ? bytes : 1), "cuMemAllocHost");
+    d.check(d.cuEventCreate(&r->done, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    if (bytes)
+      d.check(d.cuMemcpyDtoHAsync_v2(r->host, cb.ptr(), bytes, dev_->stream()),
+              "cuMemcpyDtoHAsync");
+    d.check(d.cuEventRecord(r->done, dev_->stream()), "cuEventRecord");
+    return [r](void* dst) {
+      const CudaDriver& d = r->dev->driver();
+      r->dev->bind();
+      d.check(d.cuEventSynchronize(r->done), "cuEventSynchronize");
+      std::memcpy(dst, r->host, r->bytes);
+    };
+  }
+
   void synchronize() override { dev_->synchronize(); }
 
   BufferPtr wrap_external(void* data, size_t bytes, std::function<void()> release) override {

@@ -76,6 +76,27 @@ def late_index_error():
     return ok
 
 
+def lazy_sync_index_error():
+    """Our API on lazy:cuda: a bad embedding index computed in the graph raises IndexError by the
+    step's host read (the sync does not wait for the device to read its index checks), naming the
+    value, and the steps after it run normally."""
+    import numpy as np
+    import lazytensor as lt
+    w = lt.tensor(np.random.default_rng(0).random((10, 4)).astype(np.float32), device="lazy:cuda")
+    raised, values = [], []
+    for ids in ([1, 2, 3], [1, 12, 3], [4, 5, 6], [7, 8, 9]):
+        try:
+            idx = lt.tensor(ids, device="lazy:cuda") * 1  # computed in the graph: a deferred check
+            y = lt.nn.functional.embedding(idx, w).sum()
+            lt.mark_step()
+            values.append(y.item())
+        except IndexError as e:
+            raised.append(str(e))
+    ok = len(raised) == 1 and "12" in raised[0] and len(values) == 3
+    print(f"{'PASS' if ok else 'FAIL'} late index error on lazy:cuda syncs: {raised}", flush=True)
+    return ok
+
+
 def main():
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -107,6 +128,7 @@ def main():
             lambda m, i, t: m(i, t), torch.optim.AdamW, 2e-2, autocast=True, lr=1e-3)),
     ]
     cases.append(("late index error", late_index_error))
+    cases.append(("late index error, our API", lazy_sync_index_error))
     failures = 0
     for name, case in cases:
         try:

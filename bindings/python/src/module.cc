@@ -8,6 +8,7 @@
 #include "backends/backend.h"
 #include "bindings.h"
 #include "runtime/executor.h"
+#include "runtime/index_check.h"
 
 namespace pybind11::detail {
 
@@ -170,7 +171,11 @@ void init_sync(py::module_& m) {
   m.def("default_lazy_backend", &lt::default_lazy_backend);
   m.def("backend_available", &lt::backend_available, py::arg("name"));
   m.def(
-      "synchronize_backend", [](const std::string& name) { lt::get_backend(name).synchronize(); },
+      "synchronize_backend",
+      [](const std::string& name) {
+        lt::get_backend(name).synchronize();
+        lt::index_checks::check_unread();  // a bad index of an earlier step raises here
+      },
       py::arg("name"), py::call_guard<py::gil_scoped_release>(),
       "Waits for the backend's queued work (CUDA runs are asynchronous).");
   m.def("_clear_graph_cache", &lt::clear_graph_cache, py::call_guard<py::gil_scoped_release>(),
