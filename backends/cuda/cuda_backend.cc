@@ -479,6 +479,42 @@ class CudaExecutable : public Executable {
   }
 };
 
+// A pinned host slot and an event for Backend::copy_to_host_async, reused: a slot goes back to
+// its pool when the last reader of its copy lets go (never freed, see copy_to_host_async).
+struct ReadSlot {
+  static constexpr size_t kBytes = 64;
+  void* host = nullptr;
+  CUevent done = nullptr;
+};
+
+class ReadSlotPool : public std::enable_shared_from_this<ReadSlotPool> {
+ public:
+  std::shared_ptr<ReadSlot> take(const CudaDriver& d) {
+    ReadSlot* s = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        s = free_.back();
+        free_.pop_back();
+      }
+    }
+    if (!s) {
+      auto fresh = std::make_unique<ReadSlot>();
+      d.check(d.cuMemAllocHost_v2(&fresh->host, ReadSlot::kBytes), "cuMemAllocHost");
+      d.check(d.cuEventCreate(&fresh->done, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+      s = fresh.release();
+    }
+    return std::shared_ptr<ReadSlot>(s, [pool = shared_from_this()](ReadSlot* r) {
+      std::lock_guard<std::mutex> lock(pool->mu_);
+      pool->free_.push_back(r);
+    });
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<ReadSlot*> free_;
+};
+
 class CudaBackendImpl : public CudaBackend {
  public:
   explicit CudaBackendImpl(int ordinal)
@@ -529,40 +565,27 @@ class CudaBackendImpl : public CudaBackend {
   }
 
   // Into pinned memory on the stream, then an event: waiting on the event waits for the runs
-  // issued before this call, not for the ones issued after (the next step).
+  // issued before this call, not for the ones issued after (the next step). The pinned slots and
+  // events are pooled and never freed: cuMemFreeHost (and a first cuMemAllocHost) synchronize
+  // the device, which is what this exists to avoid.
   std::function<void(void*)> copy_to_host_async(const Buffer& src, size_t bytes) override {
     const CudaBuffer& cb = as_cuda(src, "cuda copy_to_host_async");
     if (bytes > cb.bytes())
       fail(ErrorKind::Runtime, "cuda copy_to_host_async: ", bytes, " bytes from a buffer of ",
            cb.bytes());
-    struct Read {
-      std::shared_ptr<const CudaDevice> dev;
-      void* host = nullptr;
-      CUevent done = nullptr;
-      size_t bytes = 0;
-      ~Read() {
-        const CudaDriver& d = dev->driver();
-        dev->bind();
-        if (done) d.cuEventDestroy_v2(done);
-        if (host) d.cuMemFreeHost(host);
-      }
-    };
-    auto r = std::make_shared<Read>();
-    r->dev = dev_;
-    r->bytes = bytes;
+    if (bytes > ReadSlot::kBytes) return Backend::copy_to_host_async(src, bytes);
     dev_->bind();
     const CudaDriver& d = dev_->driver();
-    d.check(d.cuMemAllocHost_v2(&r->host, bytes ? bytes : 1), "cuMemAllocHost");
-    d.check(d.cuEventCreate(&r->done, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    std::shared_ptr<ReadSlot> slot = read_slots_->take(d);
     if (bytes)
-      d.check(d.cuMemcpyDtoHAsync_v2(r->host, cb.ptr(), bytes, dev_->stream()),
+      d.check(d.cuMemcpyDtoHAsync_v2(slot->host, cb.ptr(), bytes, dev_->stream()),
               "cuMemcpyDtoHAsync");
-    d.check(d.cuEventRecord(r->done, dev_->stream()), "cuEventRecord");
-    return [r](void* dst) {
-      const CudaDriver& d = r->dev->driver();
-      r->dev->bind();
-      d.check(d.cuEventSynchronize(r->done), "cuEventSynchronize");
-      std::memcpy(dst, r->host, r->bytes);
+    d.check(d.cuEventRecord(slot->done, dev_->stream()), "cuEventRecord");
+    return [slot, bytes, dev = dev_](void* dst) {
+      const CudaDriver& d = dev->driver();
+      dev->bind();
+      d.check(d.cuEventSynchronize(slot->done), "cuEventSynchronize");
+      std::memcpy(dst, slot->host, bytes);
     };
   }
 
@@ -665,6 +688,7 @@ class CudaBackendImpl : public CudaBackend {
     return on;
   }
   std::shared_ptr<CudaDevice> dev_;
+  std::shared_ptr<ReadSlotPool> read_slots_ = std::make_shared<ReadSlotPool>();
   std::shared_ptr<CudaCachingAllocator> alloc_;
   std::string target_;
   bool cubin_ = true;
