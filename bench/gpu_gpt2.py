@@ -67,9 +67,46 @@ def _amp(lt, bf16):
             lambda: lt.autocast("lazy", dtype=lt.bfloat16))
 
 
+def torch_train_step(model, fwd, idx, tgt, pos, vocab, amp):
+    """One torch training step of the row (cross_entropy, backward, AdamW) through `fwd` (the
+    model, or torch.compile of it) under `amp`; returns the loss."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with amp():
+            loss = torch.nn.functional.cross_entropy(fwd(idx, pos).reshape(-1, vocab),
+                                                     tgt.reshape(-1))
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def lt_train_step(lt, cfg, idx_np, tgt_np, pos_np, amp, device="lazy:cuda", state=None):
+    """The same step on lazytensor's `device` with its own API (the optimizer's step ends it: one
+    graph), the weights from `state` (numpy arrays) or the model's own initialization."""
+    vocab = cfg[0]
+    m = _model(lt.nn, lt.nn.functional, *cfg).to(device)
+    if state is not None:
+        m.load_state_dict({k: lt.tensor(v, device=device) for k, v in state.items()})
+    lidx, ltgt, lpos = (lt.tensor(a, device=device) for a in (idx_np, tgt_np, pos_np))
+    opt = lt.optim.AdamW(m.parameters(), lr=1e-4, weight_decay=0.1)
+    lt.mark_step()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with amp():
+            loss = lt.nn.functional.cross_entropy(m(lidx, lpos).reshape(-1, vocab),
+                                                  ltgt.reshape(-1))
+        loss.backward()
+        opt.step()  # ends the step on lazy (one graph)
+        return loss
+    return step
+
+
 def gpt2_124m_train_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats, bf16):
     cfg, state, idx_np, tgt_np, pos_np = _setup(quick, 2 if quick else 8, 5)
-    vocab = cfg[0]
     row = {"workload": f"gpt2_124m_train_b{idx_np.shape[0]}_t{cfg[1]}_adamw" +
                        ("_bf16_autocast" if bf16 else "_fp32")}
     torch_amp, lt_amp = _amp(lt, bf16)
@@ -81,33 +118,10 @@ def gpt2_124m_train_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats, bf16
         return m
 
     def torch_step(m, fwd):
-        opt = torch.optim.AdamW(m.parameters(), lr=1e-4, weight_decay=0.1)
-
-        def step():
-            opt.zero_grad(set_to_none=True)
-            with torch_amp():
-                loss = torch.nn.functional.cross_entropy(fwd(idx, pos).reshape(-1, vocab),
-                                                         tgt.reshape(-1))
-            loss.backward()
-            opt.step()
-            return loss
-        return step
+        return torch_train_step(m, fwd, idx, tgt, pos, cfg[0], torch_amp)
     want = time_torch_training(row, torch_model, torch_step, cuda_ms, first_call_s, repeats)
     try:
-        lm = _model(lt.nn, lt.nn.functional, *cfg).to("lazy:cuda")
-        lm.load_state_dict({k: lt.tensor(v, device="lazy:cuda") for k, v in state.items()})
-        lidx, ltgt, lpos = (lt.tensor(a, device="lazy:cuda") for a in (idx_np, tgt_np, pos_np))
-        lopt = lt.optim.AdamW(lm.parameters(), lr=1e-4, weight_decay=0.1)
-        lt.mark_step()
-
-        def lt_step():
-            lopt.zero_grad(set_to_none=True)
-            with lt_amp():
-                loss = lt.nn.functional.cross_entropy(lm(lidx, lpos).reshape(-1, vocab),
-                                                      ltgt.reshape(-1))
-            loss.backward()
-            lopt.step()  # ends the step on lazy (one graph)
-            return loss
+        lt_step = lt_train_step(lt, cfg, idx_np, tgt_np, pos_np, lt_amp, state=state)
         time_lt_training(lt, row, lt_step, wall_ms, repeats, want)
     except (NotImplementedError, RuntimeError, AttributeError, TypeError, ValueError, KeyError) as e:
         row["lt_error"] = str(e).splitlines()[0]

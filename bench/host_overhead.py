@@ -42,7 +42,7 @@ import numpy as np
 import lazytensor as lt
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_gpt2 import _model  # noqa: E402  (the GPU row's model code)
+from gpu_gpt2 import lt_train_step  # noqa: E402  (the GPU row's step)
 from timing import median_ms_per_step  # noqa: E402
 
 DEVICE = "lazy:cpu"
@@ -51,24 +51,11 @@ DEVICE = "lazy:cpu"
 def make_step(vocab, ctx, layers, d, heads, batch, bf16, seed=0):
     """The lazytensor step of bench/gpu_gpt2.py's gpt2_124m_train_row on DEVICE."""
     lt.manual_seed(seed)
-    m = _model(lt.nn, lt.nn.functional, vocab, ctx, layers, d, heads).to(DEVICE)
     rng = np.random.default_rng(seed)
-    lidx, ltgt = (lt.tensor(rng.integers(0, vocab, (batch, ctx)).astype(np.int64), device=DEVICE)
-                  for _ in range(2))
-    lpos = lt.tensor(np.arange(ctx, dtype=np.int64), device=DEVICE)
-    opt = lt.optim.AdamW(m.parameters(), lr=1e-4, weight_decay=0.1)
+    idx, tgt = (rng.integers(0, vocab, (batch, ctx)).astype(np.int64) for _ in range(2))
     amp = (lambda: lt.autocast("lazy", dtype=lt.bfloat16)) if bf16 else contextlib.nullcontext
-    lt.mark_step()
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with amp():
-            loss = lt.nn.functional.cross_entropy(m(lidx, lpos).reshape(-1, vocab),
-                                                  ltgt.reshape(-1))
-        loss.backward()
-        opt.step()  # ends the step on lazy (one graph)
-        return loss
-    return step
+    return lt_train_step(lt, (vocab, ctx, layers, d, heads), idx, tgt,
+                         np.arange(ctx, dtype=np.int64), amp, device=DEVICE)
 
 
 class _Timed:

@@ -16,39 +16,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 import lazytensor as lt  # noqa: E402
-from gpu_gpt2 import _amp, _model, _setup  # noqa: E402
+from gpu_gpt2 import _amp, _model, _setup, lt_train_step, torch_train_step  # noqa: E402
 from profile_gpt import host_breakdown, kernel_table, profiled  # noqa: E402
 
 
-def torch_step_fn(cfg, state, idx, tgt, pos, amp):
+def torch_step(cfg, state, idx, tgt, pos, amp):
     m = _model(torch.nn, torch.nn.functional, *cfg).cuda()
     m.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
-    fwd = torch.compile(m)
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, weight_decay=0.1)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with amp():
-            loss = torch.nn.functional.cross_entropy(fwd(idx, pos).reshape(-1, cfg[0]), tgt.reshape(-1))
-        loss.backward()
-        opt.step()
-    return step
-
-
-def lt_step_fn(cfg, state, idx, tgt, pos, amp):
-    m = _model(lt.nn, lt.nn.functional, *cfg).to("lazy:cuda")
-    m.load_state_dict({k: lt.tensor(v, device="lazy:cuda") for k, v in state.items()})
-    lidx, ltgt, lpos = (lt.tensor(a, device="lazy:cuda") for a in (idx, tgt, pos))
-    opt = lt.optim.AdamW(m.parameters(), lr=1e-4, weight_decay=0.1)
-    lt.mark_step()
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with amp():
-            loss = lt.nn.functional.cross_entropy(m(lidx, lpos).reshape(-1, cfg[0]), ltgt.reshape(-1))
-        loss.backward()
-        opt.step()  # ends the step on lazy: one graph
-    return step
+    return torch_train_step(m, torch.compile(m), idx, tgt, pos, cfg[0], amp)
 
 
 def main():
@@ -65,9 +40,9 @@ def main():
     for bf16 in ([True, False] if args.fp32 else [True]):
         tag = "bf16 autocast" if bf16 else "fp32"
         torch_amp, lt_amp = _amp(lt, bf16)
-        prof, wall = profiled(torch_step_fn(cfg, state, idx, tgt, pos, torch_amp), args.steps)
+        prof, wall = profiled(torch_step(cfg, state, idx, tgt, pos, torch_amp), args.steps)
         report = [f"== torch.compile, {tag}: wall {wall:.3f} ms/step\n{kernel_table(prof, args.steps, args.top)}"]
-        step = lt_step_fn(cfg, state, idx_np, tgt_np, pos_np, lt_amp)
+        step = lt_train_step(lt, cfg, idx_np, tgt_np, pos_np, lt_amp, state=state)
         prof, wall = profiled(step, args.steps)
         g = lt.metrics.last_graph()
         report.append(f"== lazytensor lazy:cuda, {tag}: wall {wall:.3f} ms/step, {g['kernels']} kernels, "
