@@ -186,7 +186,8 @@ std::optional<int> SizeExpr::sign(int64_t min_value) const {
     all_neg = all_neg && t.coeff < 0;
   }
   if (!all_pos && !all_neg) return std::nullopt;
-  std::vector<int64_t> at_min(symbols().empty() ? 0 : symbols().back() + 1, min_value);
+  const std::vector<SymId> syms = symbols();  // not empty: terms_ is not
+  std::vector<int64_t> at_min(syms.back() + 1, min_value);
   const int64_t lowest = eval(at_min);  // the extreme value on the coefficients' side
   if (all_pos) return lowest > 0 ? std::optional<int>(1) : std::nullopt;
   return lowest < 0 ? std::optional<int>(-1) : std::nullopt;
