@@ -532,9 +532,6 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
     if (!r) return std::nullopt;
     outs = std::move(*r);
   }
-  // Earlier device calls' and syncs' index checks, read now that this call is queued behind them
-  // (index_checks::defer_reads); raised once this call's results are assigned.
-  std::string late = index_checks::first_unread_failure();
   rng_advance(p.rng_advance);
 
   // Write back: the same state tensors re-pointed, new gradients, fresh return tensors.
@@ -579,13 +576,8 @@ std::optional<std::vector<Tensor>> replay(Program& p, const std::vector<Tensor>&
     link_backward(
         p, result, [&](int j) { return Tensor(fresh_root(static_cast<size_t>(j))); }, args);
   // Indices computed in the step: raised once everything is assigned, as a sync raises them; on a
-  // device backend by the next call, sync, host read or synchronize (index_checks::defer_reads).
-  if (!late.empty()) fail(ErrorKind::Index, late);
-  if (p.has_graph && !p.graph_checks.empty() && !backend_host_memory(p.backend)) {
-    index_checks::defer_reads(p.backend, p.graph_checks, outs, p.outputs.size());
-    return result;
-  }
-  std::string bad = index_checks::first_failure(p.graph_checks, outs, p.outputs.size());
+  // device backend by the next call, sync, host read or synchronize (index_checks::after_run).
+  std::string bad = index_checks::after_run(p.backend, p.graph_checks, outs, p.outputs.size());
   if (!bad.empty()) fail(ErrorKind::Index, bad);
   return result;
 }

@@ -173,14 +173,23 @@ std::vector<Taken> take_into(const std::string& backend, std::vector<const Node*
   return taken;
 }
 
+namespace {
+
+// The failure a check's stats [max, ~min] show, or "" when its index was in range.
+std::string failure_of(const Taken& t, const int64_t v[2]) {
+  if (auto bad = bad_value(t.spec, v[0], ~v[1]))
+    return failure_message(t.spec, *bad, t.index_shape, t.source, true);
+  return {};
+}
+
+}  // namespace
+
 std::string first_failure(const std::vector<Taken>& taken,
                           const std::vector<std::shared_ptr<Storage>>& outs, size_t first) {
   for (size_t i = 0; i < taken.size(); ++i) {
-    const Taken& t = taken[i];
     int64_t v[2];
     read_stats(*outs.at(first + i), v);
-    if (auto bad = bad_value(t.spec, v[0], ~v[1]))
-      return failure_message(t.spec, *bad, t.index_shape, t.source, true);
+    if (std::string bad = failure_of(taken[i], v); !bad.empty()) return bad;
   }
   return {};
 }
@@ -216,13 +225,24 @@ std::string first_unread_failure() {
   for (Unread& r : reads) {
     int64_t v[2];
     r.wait(v);
-    if (!first.empty()) continue;
-    if (auto bad = bad_value(r.check.spec, v[0], ~v[1]))
-      first = failure_message(r.check.spec, *bad, r.check.index_shape, r.check.source, true) +
-              " (found at a later sync or read: on a device a sync's index checks are read "
-              "while the next step is traced, not waited for)";
+    if (first.empty()) first = failure_of(r.check, v);
   }
+  if (!first.empty())
+    first +=
+        " (found at a later sync or read: on a device a sync's index checks are read while "
+        "the next step is traced, not waited for)";
   return first;
+}
+
+std::string after_run(const std::string& backend, std::vector<Taken> checks,
+                      const std::vector<std::shared_ptr<Storage>>& outs, size_t first) {
+  std::string bad = first_unread_failure();
+  if (checks.empty()) return bad;
+  if (!backend_host_memory(backend))
+    defer_reads(backend, std::move(checks), outs, first);
+  else if (bad.empty())
+    bad = first_failure(checks, outs, first);
+  return bad;
 }
 
 void check_unread() {

@@ -74,11 +74,14 @@ std::vector<Taken> take_into(const std::string& backend, std::vector<const Node*
 // an empty string when every index was in range.
 std::string first_failure(const std::vector<Taken>& taken,
                           const std::vector<std::shared_ptr<Storage>>& outs, size_t first);
-// On a device backend (buffers not in host memory) a sync does not wait to read its checks:
-// defer_reads starts copying each check's stats to the host behind the graph, and the next sync
-// (after launching its own graph), a host read of tensor data or a synchronize reads them
-// (check_unread), so tracing the next step overlaps this one's GPU work. first_unread_failure
-// waits for them and returns the first failure ("" when none); check_unread raises it.
+// After a graph with `checks` (whose stats are outs[first...]) has been launched: the first
+// failure of earlier device syncs' checks (read now that this graph is queued behind them), else
+// of these when the backend's buffers are host memory ("" when none). On a device backend these
+// are not waited for: defer_reads starts copying their stats to the host behind the graph, and
+// the next after_run, host read of tensor data or synchronize reads them (check_unread raises
+// their first failure), so tracing the next step overlaps this one's GPU work.
+std::string after_run(const std::string& backend, std::vector<Taken> checks,
+                      const std::vector<std::shared_ptr<Storage>>& outs, size_t first);
 void defer_reads(const std::string& backend, std::vector<Taken> taken,
                  const std::vector<std::shared_ptr<Storage>>& outs, size_t first);
 std::string first_unread_failure();

@@ -2,7 +2,6 @@
 
 #include <map>
 
-#include "backends/backend.h"
 #include "ir/error.h"
 #include "runtime/executor.h"
 #include "runtime/index_check.h"
@@ -73,14 +72,8 @@ void materialize(const std::vector<std::shared_ptr<TensorImpl>>& ts, SyncReason 
       group[i]->leaf.reset();
       registry_remove(group[i]);
     }
-    // Earlier device syncs' checks: read now that this graph is queued behind them.
-    if (std::string late = index_checks::first_unread_failure(); index_error.empty())
-      index_error = std::move(late);
-    if (checks.empty()) continue;
-    if (!backend_host_memory(backend))
-      index_checks::defer_reads(backend, std::move(checks), outs, group.size());
-    else if (index_error.empty())
-      index_error = index_checks::first_failure(checks, outs, group.size());
+    std::string bad = index_checks::after_run(backend, std::move(checks), outs, group.size());
+    if (index_error.empty()) index_error = std::move(bad);
   }
   if (!index_error.empty()) fail(ErrorKind::Index, index_error);
 }
