@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <span>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "ir/error.h"
 #include "lowering/plan.h"
 
 namespace lt {
@@ -86,6 +88,15 @@ class Executable {
   // Runs the plan; returns one buffer per distinct Output buffer, indexed like Plan::buffers
   // (entries of non-output buffers, and of outputs written into a donated input, are null).
   virtual std::vector<BufferPtr> run(const std::vector<RunInput>& inputs, RunStats* stats) = 0;
+  // Runs a symbolic plan (Plan::sym, lowering/generalize.h) for the symbol values `symbols`, one
+  // per symbol. Only executables of backends whose symbolic_sizes() is true are given symbolic
+  // plans; a static plan takes no symbols.
+  virtual std::vector<BufferPtr> run_symbolic(const std::vector<RunInput>& inputs, RunStats* stats,
+                                              std::span<const int64_t> symbols) {
+    if (!symbols.empty())
+      fail(ErrorKind::NotImplemented, "not implemented: symbolic sizes on this backend");
+    return run(inputs, stats);
+  }
   virtual int num_kernels() const = 0;
   // Generated source of each kernel (LLVM IR, CUDA C), for lt.debug.kernel_sources and dumps.
   virtual std::vector<std::string> kernel_sources() const { return {}; }
@@ -111,6 +122,10 @@ class Backend {
     return [copy](void* dst) { std::memcpy(dst, copy->data(), copy->size()); };
   }
   virtual std::unique_ptr<Executable> compile(const Plan& plan) = 0;
+  // Whether compile() takes symbolic plans (Plan::sym): kernels whose sizes are read at run time,
+  // so one executable serves every binding of the plan's size symbols (issue 30). Backends
+  // without it get static plans only: the runtime pins every size for them.
+  virtual bool symbolic_sizes() const { return false; }
   // The library steps compile() can run (lowering emits only those): GEMM dtypes for matmul.
   virtual LowerOptions lower_options() const { return {}; }
   // Waits until every run and copy issued so far has finished (CUDA runs are asynchronous; host

@@ -9,6 +9,14 @@ void put_index(ByteWriter& w, const loop::Index& ix) {
   w.u64(ix.strides.size());
   for (int64_t s : ix.strides) w.i64(s);
   w.i64(ix.general);
+  w.i64(ix.offset_param);
+  w.u64(ix.stride_params.size());
+  for (int p : ix.stride_params) w.i64(p);
+}
+
+void put_params(ByteWriter& w, const std::vector<int>& params) {
+  w.u64(params.size());
+  for (int p : params) w.i64(p);
 }
 
 }  // namespace
@@ -17,6 +25,8 @@ void put_kernel(ByteWriter& w, const loop::Kernel& k) {
   w.bytes(k.name);
   put_shape(w, k.outer);
   put_shape(w, k.inner);
+  put_params(w, k.outer_params);
+  put_params(w, k.inner_params);
   w.u64(k.args.size());
   for (const auto& a : k.args) {
     w.i64(a.buffer);
@@ -24,6 +34,7 @@ void put_kernel(ByteWriter& w, const loop::Kernel& k) {
     w.i64(a.numel);
     w.u8(a.scalar);
     w.u8(a.output);
+    w.i64(a.numel_param);
   }
   w.u64(k.iexprs.size());
   for (const auto& e : k.iexprs) {
@@ -32,6 +43,7 @@ void put_kernel(ByteWriter& w, const loop::Kernel& k) {
     w.i64(e.a);
     w.i64(e.b);
     w.i64(e.hi);
+    w.i64(e.param);
   }
   w.u64(k.stages.size());
   for (const auto& st : k.stages) {
@@ -48,6 +60,8 @@ void put_kernel(ByteWriter& w, const loop::Kernel& k) {
       put_index(w, in.index);
       w.f64(in.value);
       w.i64(in.stream);
+      w.i64(in.param);
+      w.u8(in.param_reciprocal);
     }
     w.u8(static_cast<uint8_t>(st.reduce_op));
     w.i64(st.reduce_value);

@@ -27,11 +27,17 @@ namespace lt::loop {
 // result of an instruction of the stage body that evaluates the index, which lowering has already
 // clamped to [0, hi], so every address it forms is in bounds; it must precede the instruction
 // (or be in the body of the store) using the index.
+//
+// Symbolic sizes (issue 30, lowering/generalize.h): a `*param` field >= 0 names a size parameter
+// (Plan::sym.params) whose run-time value replaces the int64 beside it, which holds the value at
+// the binding the plan was instantiated for. Code generators that compile symbolic kernels
+// (Backend::symbolic_sizes) read the parameter at run time; -1 (and empty vectors) mean static.
 struct IExpr {
   enum class Kind : uint8_t { Const, Var, Add, Mul, FloorDiv, Mod, Value } kind;
   int64_t value = 0;   // Const: the constant; Var: loop variable number; Value: instruction id
   int a = -1, b = -1;  // operands (indices into Kernel::iexprs)
   int64_t hi = 0;      // Value: the largest value the instruction can hold
+  int param = -1;      // Const: a size parameter giving `value`; Value: one giving `hi`
 };
 
 // A flat element offset into a buffer: offset + sum(strides[v] * var[v]) when affine (general < 0),
@@ -40,7 +46,15 @@ struct Index {
   int64_t offset = 0;
   std::vector<int64_t> strides;  // one per loop variable (outer then inner); 0 where unused
   int general = -1;
+  int offset_param = -1;         // symbolic: the size parameter giving `offset`
+  std::vector<int> stride_params;  // symbolic: empty, or per stride its size parameter or -1
   bool affine() const { return general < 0; }
+  bool symbolic() const {
+    if (offset_param >= 0) return true;
+    for (int p : stride_params)
+      if (p >= 0) return true;
+    return false;
+  }
 };
 
 enum class IKind : uint8_t {
@@ -63,6 +77,11 @@ struct Instr {
                                // Position: the value
   double value = 0;            // Const
   int64_t stream = 0;          // RandUniform: stream id (see rand_uniform below)
+  // Const only, symbolic: `value` is size parameter `param` (converted to dtype), or its
+  // reciprocal 1/param (a mean's divisor) when param_reciprocal; computed in double, then cast,
+  // as lowering computes the static constant.
+  int param = -1;
+  bool param_reciprocal = false;
 };
 
 struct Store {
@@ -93,6 +112,7 @@ struct Arg {
   int64_t numel;
   bool scalar = false;  // a runtime 0-d scalar (read with LoadScalar)
   bool output = false;  // written by this kernel
+  int numel_param = -1;  // symbolic: the size parameter giving numel
 };
 
 struct Kernel {
@@ -105,7 +125,30 @@ struct Kernel {
   // in place, lowering/donation.h). Each such input is read only where its output is written, at
   // the same index; code generators must still not assume the two pointers are distinct.
   std::vector<std::pair<int, int>> inplace;
+  // Symbolic: empty, or per dim of outer / inner its size parameter or -1.
+  std::vector<int> outer_params, inner_params;
   int64_t outer_numel() const { return numel(outer); }
+  // Whether any field names a size parameter (the kernel must be compiled for run-time sizes).
+  bool symbolic() const {
+    auto any = [](const std::vector<int>& v) {
+      for (int p : v)
+        if (p >= 0) return true;
+      return false;
+    };
+    if (any(outer_params) || any(inner_params)) return true;
+    for (const auto& a : args)
+      if (a.numel_param >= 0) return true;
+    for (const auto& e : iexprs)
+      if (e.param >= 0) return true;
+    for (const auto& st : stages) {
+      for (const auto& in : st.body)
+        if (in.param >= 0 || in.index.symbolic()) return true;
+      for (const auto& s : st.stores)
+        if (s.index.symbolic()) return true;
+    }
+    return false;
+  }
+
   bool accumulates() const {
     for (const auto& st : stages)
       for (const auto& s : st.stores)

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "lowering/size_fields.h"
+
 namespace lt {
 
 MemoryPlan plan_memory(const Plan& plan) {
@@ -69,6 +71,18 @@ MemoryPlan plan_memory(const Plan& plan) {
   }
   for (size_t s : mp.slot_bytes) mp.temp_bytes_planned += s;
   return mp;
+}
+
+std::vector<size_t> slot_bytes_at(const Plan& plan, std::span<const int64_t> values) {
+  std::vector<size_t> bytes(plan.memory.slot_bytes.size(), 0);
+  for (size_t b = 0; b < plan.buffers.size() && b < plan.memory.slot_of.size(); ++b) {
+    const int slot = plan.memory.slot_of[b];
+    if (slot < 0) continue;
+    const size_t need =
+        static_cast<size_t>(numel_at(plan.buffers[b], values)) * dtype_size(plan.buffers[b].dtype);
+    bytes[static_cast<size_t>(slot)] = std::max(bytes[static_cast<size_t>(slot)], need);
+  }
+  return bytes;
 }
 
 }  // namespace lt

@@ -2,9 +2,11 @@
 // A Plan is device-neutral; a backend compiles it into an Executable.
 #pragma once
 #include <cstddef>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "ir/size_expr.h"
 #include "lowering/attention.h"
 #include "lowering/conv.h"
 #include "lowering/gemm.h"
@@ -17,7 +19,33 @@ struct BufferSpec {
   enum class Kind : uint8_t { Input, Scalar, Temp, Output } kind;
   DType dtype;
   int64_t numel;
-  int input = -1;  // Input/Scalar: graph input index
+  int input = -1;        // Input/Scalar: graph input index
+  int numel_param = -1;  // symbolic: the size parameter giving numel (see PlanSymbols)
+};
+
+// A library step's int64 fields that are symbolic: (field ordinal in for_each_size_field's order,
+// size parameter), see lowering/generalize.h.
+using StepSizeParams = std::vector<std::pair<int, int>>;
+
+// Symbolic sizes (issue 30): a plan lowered for one binding of size symbols s0..s{n-1} (dims of
+// the graph's inputs, runtime/dynamic.h) whose sizes are expressions of them, so one compiled plan
+// serves every binding its guards admit. params are the distinct expressions that the plan's
+// fields name by index (loop IR `*param` fields, BufferSpec::numel_param, the step and output
+// tables here); the int64 fields hold their values at the binding the plan was made for. Empty
+// (num_symbols 0) for a static plan. Built by generalize_plan (lowering/generalize.h).
+struct PlanSymbols {
+  int num_symbols = 0;
+  std::vector<SizeExpr> params;
+  std::vector<StepSizeParams> gemms, convs, attentions;  // per step of that kind
+  std::vector<std::vector<int>> output_dims;             // per graph root: per dim a param or -1
+  bool symbolic() const { return num_symbols > 0; }
+  // Every parameter's value for symbol values `symbols`.
+  std::vector<int64_t> values(std::span<const int64_t> symbols) const {
+    std::vector<int64_t> v;
+    v.reserve(params.size());
+    for (const auto& e : params) v.push_back(e.eval(symbols));
+    return v;
+  }
 };
 
 // A graph output that may be written into the memory of a graph input (both plan buffer ids, an
@@ -87,6 +115,9 @@ struct Plan {
   std::vector<Donation> donations;   // outputs that may update an input in place (find_donations)
   MemoryPlan memory;                 // derived: see complete_plan
   DistinctKernels distinct;          // derived, over `kernels`: see complete_plan
+  // Symbolic sizes; memory.slot_bytes then holds the instantiated binding's sizes, and an
+  // executable recomputes them per binding (slot_bytes_at in lowering/memory_plan.h).
+  PlanSymbols sym;
 
   // Whether the derived fields have the sizes the buffers and kernels call for: a cheap check that
   // backends make, so a plan nobody completed fails with a clear internal error.

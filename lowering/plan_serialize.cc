@@ -13,8 +13,9 @@ namespace lt {
 namespace {
 
 // Bumped whenever the layout below changes; a reader rejects other versions.
-constexpr uint32_t kPlanFormat = 6;  // 2: Gemm steps and the step order; 3: donations, inplace; 4:
-                                     // gather/scatter; 6: attention steps indices; 5: Conv steps
+constexpr uint32_t kPlanFormat = 7;  // 2: Gemm steps and the step order; 3: donations, inplace; 4:
+                                     // gather/scatter; 6: attention steps indices; 5: Conv steps;
+                                     // 7: loop IR size-parameter fields (always static here)
 
 void put_gemm(ByteWriter& w, const Gemm& g) {
   w.bytes(g.name);
@@ -171,12 +172,22 @@ struct Decoder {
     }
     return s;
   }
+  // A size-parameter field: stored plans are static (serialize_plan refuses symbolic ones).
+  int static_param() {
+    if (r.i64() != -1) r.bad("a size parameter in a stored plan");
+    return -1;
+  }
+  void static_params() {
+    if (r.count(8) != 0) r.bad("size parameters in a stored plan");
+  }
   loop::Index index(int niexprs) {
     loop::Index ix;
     ix.offset = r.i64();
     ix.strides.resize(r.count(8));
     for (auto& s : ix.strides) s = r.i64();
     ix.general = id(-1, niexprs, "iexpr");
+    static_param();
+    static_params();
     return ix;
   }
   loop::Kernel kernel(int nbuffers) {
@@ -184,6 +195,8 @@ struct Decoder {
     k.name = std::string(r.bytes());
     k.outer = shape();
     k.inner = shape();
+    static_params();
+    static_params();
     k.args.resize(r.count(19));
     for (auto& a : k.args) {
       a.buffer = id(0, nbuffers, "kernel buffer");
@@ -192,6 +205,7 @@ struct Decoder {
       if (a.numel < 0) r.bad("negative numel");
       a.scalar = flag();
       a.output = flag();
+      static_param();
     }
     const int nargs = static_cast<int>(k.args.size());
     k.iexprs.resize(r.count(25));
@@ -203,6 +217,7 @@ struct Decoder {
       e.b = id(-1, static_cast<int64_t>(i), "iexpr operand");
       e.hi = r.i64();
       if (e.kind == loop::IExpr::Kind::Value && (e.value < 0 || e.hi < 0)) r.bad("bad value index");
+      static_param();
     }
     const int niexprs = static_cast<int>(k.iexprs.size());
     k.stages.resize(r.count(18));
@@ -224,6 +239,8 @@ struct Decoder {
         in.index = index(niexprs);
         in.value = r.f64();
         in.stream = r.i64();
+        static_param();
+        if (flag()) r.bad("a size parameter in a stored plan");
       }
       const int64_t nbody = static_cast<int64_t>(st.body.size());
       st.reduce_op = op();
@@ -253,6 +270,8 @@ struct Decoder {
 }  // namespace
 
 std::string serialize_plan(const Plan& plan) {
+  LT_CHECK(!plan.sym.symbolic(), ErrorKind::NotImplemented,
+           "not implemented: storing a symbolic plan (the disk cache keeps static plans)");
   ByteWriter w;
   w.u32(kPlanFormat);
   w.u64(plan.buffers.size());
