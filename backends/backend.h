@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
-#include <span>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>

@@ -363,6 +363,83 @@ SymbolicGraph symbolic_graph(const Graph& g, std::span<const DynamicDim> dynamic
   return sg;
 }
 
+std::vector<int64_t> all_symbol_values(const SymbolicGraph& sg, std::span<const int64_t> free) {
+  const size_t n = sg.env.num_symbols();
+  LT_CHECK(free.size() == n, ErrorKind::Runtime, "symbolic shapes: ", free.size(),
+           " symbol values for ", n, " symbols");
+  std::vector<int64_t> v(free.begin(), free.end());
+  // Solutions name lower symbols only, so one pass in order settles every symbol.
+  for (size_t s = 0; s < n; ++s) {
+    SizeExpr e = sg.env.simplify(SizeExpr::symbol(static_cast<SymId>(s)));
+    if (e != SizeExpr::symbol(static_cast<SymId>(s))) v[s] = e.eval(v);
+  }
+  return v;
+}
+
+InstantiatedGraph instantiate(const Graph& g, const SymbolicGraph& sg,
+                              std::span<const int64_t> symbols) {
+  LT_CHECK(sg.shapes.size() == g.order.size(), ErrorKind::Runtime,
+           "internal: a symbolic view of another graph");
+  auto eval = [&](const SymShape& s) {
+    Shape r;
+    r.reserve(s.size());
+    for (const SizeExpr& d : s) r.push_back(d.eval(symbols));
+    return r;
+  };
+  InstantiatedGraph out;
+  out.nodes.reserve(g.order.size());
+  PtrMap<Node, int> index(g.order.size());
+  for (size_t i = 0; i < g.order.size(); ++i) {
+    const Node& n = *g.order[i];
+    index.emplace(&n, static_cast<int>(i));
+    Shape shape = eval(sg.shapes[i]);
+    NodePtr made;
+    switch (n.op) {
+      case Op::Param:
+        made = make_param(n.dtype, shape, n.data);
+        break;
+      case Op::Scalar:
+        made = std::make_shared<Node>(n);
+        break;
+      case Op::Constant:
+        made = make_constant(n.dtype, n.attrs.value, shape);
+        break;
+      case Op::Iota:
+        LT_CHECK(shape.size() == 1, ErrorKind::Runtime, "internal: iota of rank ", shape.size());
+        made = make_iota(shape[0]);
+        break;
+      default: {
+        LT_CHECK(op_info(n.op).cls != OpClass::Leaf, ErrorKind::NotImplemented,
+                 "not implemented: symbolic sizes for leaf ", op_name(n.op));
+        NodeList inputs;
+        inputs.reserve(n.inputs.size());
+        for (const auto& in : n.inputs)
+          inputs.push_back(out.nodes[static_cast<size_t>(*index.find(in.get()))]);
+        Attrs attrs = n.attrs;
+        const SymShape& sa = sg.size_attrs[i];
+        if (!sa.empty()) {
+          LT_CHECK(sa.size() == attrs.ints.size(), ErrorKind::Runtime, "internal: ", op_name(n.op),
+                   " has ", attrs.ints.size(), " size attributes, ", sa.size(), " expressions");
+          attrs.ints = IntList(eval(sa));
+        }
+        made = make_node(n.op, std::move(inputs), std::move(attrs));
+        if (made->shape != shape)
+          fail(ErrorKind::Runtime, "symbolic shapes: ", op_name(n.op), " made ",
+               shape_str(made->shape), " where its symbolic shape gives ", shape_str(shape));
+      }
+    }
+    out.nodes.push_back(std::move(made));
+  }
+  std::vector<const Node*> roots;
+  roots.reserve(g.roots.size());
+  for (const Node* r : g.roots)
+    roots.push_back(out.nodes[static_cast<size_t>(*index.find(r))].get());
+  out.graph = collect_graph(roots);
+  LT_CHECK(out.graph.order.size() == g.order.size() && out.graph.inputs.size() == g.inputs.size(),
+           ErrorKind::Runtime, "internal: an instantiated graph of another structure");
+  return out;
+}
+
 std::string describe(const SymbolicGraph& sg) {
   std::string s;
   for (size_t i = 0; i < sg.symbol_dims.size(); ++i)

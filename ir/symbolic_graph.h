@@ -57,6 +57,23 @@ struct SymbolicGraph {
 // number of inputs can differ between traces of a call site). A dim of size 0 or 1 stays static.
 SymbolicGraph symbolic_graph(const Graph& g, std::span<const DynamicDim> dynamic);
 
+// Every symbol's value, solved ones (ShapeEnv::simplify) included, from the free symbols' values
+// `free` (indexed by SymId; entries of solved symbols are ignored).
+std::vector<int64_t> all_symbol_values(const SymbolicGraph& sg, std::span<const int64_t> free);
+
+// The program of g traced at other sizes: every node rebuilt with its shape and size attributes
+// evaluated at symbol values `symbols` (all_symbol_values), through make_node, so each op's shape
+// rule checks it. Graph::order corresponds node for node to g's, and Param leaves keep their
+// data (inputs deduplicate alike); nothing reads that data. Lowering this graph shows what
+// lowering does at those sizes (lowering/generalize.h). Throws lt::Error when an op rejects the
+// sizes (the symbolic view then does not describe the program there).
+struct InstantiatedGraph {
+  std::vector<NodePtr> nodes;  // owns graph's nodes
+  Graph graph;
+};
+InstantiatedGraph instantiate(const Graph& g, const SymbolicGraph& sg,
+                              std::span<const int64_t> symbols);
+
 // "s0 = input 0 dim 1 (37)", one line per symbol, then the guards: for LT_DEBUG and errors.
 std::string describe(const SymbolicGraph& sg);
 

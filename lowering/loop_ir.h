@@ -46,7 +46,7 @@ struct Index {
   int64_t offset = 0;
   std::vector<int64_t> strides;  // one per loop variable (outer then inner); 0 where unused
   int general = -1;
-  int offset_param = -1;         // symbolic: the size parameter giving `offset`
+  int offset_param = -1;           // symbolic: the size parameter giving `offset`
   std::vector<int> stride_params;  // symbolic: empty, or per stride its size parameter or -1
   bool affine() const { return general < 0; }
   bool symbolic() const {
@@ -110,8 +110,8 @@ struct Arg {
   int buffer;  // Plan buffer id
   DType dtype;
   int64_t numel;
-  bool scalar = false;  // a runtime 0-d scalar (read with LoadScalar)
-  bool output = false;  // written by this kernel
+  bool scalar = false;   // a runtime 0-d scalar (read with LoadScalar)
+  bool output = false;   // written by this kernel
   int numel_param = -1;  // symbolic: the size parameter giving numel
 };
 

@@ -38,7 +38,16 @@ struct PlanSymbols {
   std::vector<SizeExpr> params;
   std::vector<StepSizeParams> gemms, convs, attentions;  // per step of that kind
   std::vector<std::vector<int>> output_dims;             // per graph root: per dim a param or -1
+  // Per symbol, the values [lo, hi] the plan was checked for (lowering/generalize.h): a binding
+  // outside them needs another compile.
+  std::vector<std::pair<int64_t, int64_t>> ranges;
   bool symbolic() const { return num_symbols > 0; }
+  bool in_range(std::span<const int64_t> symbols) const {
+    if (symbols.size() != ranges.size()) return false;
+    for (size_t i = 0; i < ranges.size(); ++i)
+      if (symbols[i] < ranges[i].first || symbols[i] > ranges[i].second) return false;
+    return true;
+  }
   // Every parameter's value for symbol values `symbols`.
   std::vector<int64_t> values(std::span<const int64_t> symbols) const {
     std::vector<int64_t> v;

@@ -15,7 +15,8 @@ namespace lt {
 
 template <class F>
 void for_each_size_field(Gemm& g, F&& f) {
-  for (int64_t* v : {&g.M, &g.N, &g.K, &g.a_offset, &g.a_rs, &g.a_cs, &g.b_offset, &g.b_rs, &g.b_cs})
+  for (int64_t* v :
+       {&g.M, &g.N, &g.K, &g.a_offset, &g.a_rs, &g.a_cs, &g.b_offset, &g.b_rs, &g.b_cs})
     f(*v);
   for (auto* list : {&g.batch, &g.a_batch_stride, &g.b_batch_stride})
     for (int64_t& v : *list) f(v);

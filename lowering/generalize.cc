@@ -1,0 +1,622 @@
+#include "lowering/generalize.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "ir/error.h"
+#include "lowering/complete_plan.h"
+#include "lowering/lower.h"
+#include "lowering/plan_serialize.h"
+#include "lowering/size_fields.h"
+
+namespace lt {
+namespace {
+
+// The degree of the fitted polynomials in each symbol, and so the fitting probes per symbol.
+constexpr int kFitPoints = 3;
+// Free symbols generalize_plan handles: the fitting grid has kFitPoints^n probes.
+constexpr size_t kMaxFreeSymbols = 2;
+
+// Why a plan does not generalize: thrown inside this file, caught by generalize_plan.
+struct NotGeneral {
+  std::string why;
+};
+
+// ----- the fields of a plan, in one order --------------------------------------------------------
+
+// Library steps' size parameters, one slot per size field (for_each_size_field's order), while a
+// plan is walked; PlanSymbols keeps only the used ones (StepSizeParams).
+struct StepSlots {
+  std::vector<std::vector<int>> gemms, convs, attentions;
+};
+
+template <class Step>
+std::vector<std::vector<int>> dense_slots(std::vector<Step>& steps,
+                                          const std::vector<StepSizeParams>& sparse) {
+  std::vector<std::vector<int>> out(steps.size());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    int n = 0;
+    for_each_size_field(steps[i], [&](int64_t&) { ++n; });
+    out[i].assign(static_cast<size_t>(n), -1);
+    if (i < sparse.size())
+      for (auto [field, param] : sparse[i]) out[i].at(static_cast<size_t>(field)) = param;
+  }
+  return out;
+}
+
+std::vector<StepSizeParams> sparse_slots(const std::vector<std::vector<int>>& dense) {
+  std::vector<StepSizeParams> out(dense.size());
+  for (size_t i = 0; i < dense.size(); ++i)
+    for (size_t f = 0; f < dense[i].size(); ++f)
+      if (dense[i][f] >= 0) out[i].push_back({static_cast<int>(f), dense[i][f]});
+  return out;
+}
+
+// Gives every loop IR parameter list its full length (-1 entries), so a walk can point at a slot
+// for every field; strip_params undoes it where nothing is symbolic.
+void expand_params(Plan& p) {
+  auto index = [](loop::Index& ix) { ix.stride_params.resize(ix.strides.size(), -1); };
+  for (auto& k : p.kernels) {
+    k.outer_params.resize(k.outer.size(), -1);
+    k.inner_params.resize(k.inner.size(), -1);
+    for (auto& st : k.stages) {
+      for (auto& in : st.body) index(in.index);
+      for (auto& s : st.stores) index(s.index);
+    }
+  }
+  p.sym.output_dims.resize(p.output_shapes.size());
+  for (size_t r = 0; r < p.output_shapes.size(); ++r)
+    p.sym.output_dims[r].resize(p.output_shapes[r].size(), -1);
+}
+
+void strip_params(Plan& p) {
+  auto strip = [](std::vector<int>& v) {
+    if (std::all_of(v.begin(), v.end(), [](int x) { return x < 0; })) v.clear();
+  };
+  for (auto& k : p.kernels) {
+    strip(k.outer_params);
+    strip(k.inner_params);
+    for (auto& st : k.stages) {
+      for (auto& in : st.body) strip(in.index.stride_params);
+      for (auto& s : st.stores) strip(s.index.stride_params);
+    }
+  }
+}
+
+uint64_t str_token(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return h;
+}
+
+// Walks every field of a plan (expand_params applied) in one fixed order. V has
+//   size(int64_t& value, int* param, const char* what)  a number; param: where a size parameter
+//                                                        for it goes, null where none can
+//   real(double& value, int* param, bool* reciprocal)   a floating constant (param may be null)
+//   token(uint64_t)                                     structure: must be equal between probes
+template <class V>
+class Walk {
+ public:
+  Walk(Plan& p, StepSlots& slots, V& v) : p_(p), slots_(slots), v_(v) {}
+
+  void run() {
+    tok(p_.buffers.size());
+    for (auto& b : p_.buffers) {
+      tok(static_cast<uint64_t>(b.kind), static_cast<uint64_t>(b.dtype), b.input);
+      v_.size(b.numel, &b.numel_param, "a buffer size");
+    }
+    tok(p_.kernels.size());
+    for (auto& k : p_.kernels) kernel(k);
+    tok(p_.gemms.size());
+    for (size_t i = 0; i < p_.gemms.size(); ++i) {
+      Gemm& g = p_.gemms[i];
+      tok(str_token(g.name), static_cast<uint64_t>(g.dtype), g.a, g.b, g.out);
+      tok(g.batch.size(), g.a_batch_stride.size(), g.b_batch_stride.size());
+      fields(g, slots_.gemms[i], "a matrix product's size");
+    }
+    tok(p_.convs.size());
+    for (size_t i = 0; i < p_.convs.size(); ++i) {
+      ConvStep& c = p_.convs[i];
+      tok(str_token(c.name), static_cast<uint64_t>(c.kind), static_cast<uint64_t>(c.dtype), c.a,
+          c.b, c.bias, c.out, c.relu);
+      tok(c.x.size(), c.w.size(), c.y.size());
+      for (int64_t v : c.params.ints()) tok(static_cast<uint64_t>(v));
+      fields(c, slots_.convs[i], "a convolution's size");
+    }
+    tok(p_.attentions.size());
+    for (size_t i = 0; i < p_.attentions.size(); ++i) {
+      AttentionStep& a = p_.attentions[i];
+      tok(str_token(a.name), static_cast<uint64_t>(a.kind), static_cast<uint64_t>(a.dtype),
+          a.causal);
+      for (int b : {a.q, a.k, a.v, a.out, a.lse, a.dout, a.dsum, a.dq, a.dk, a.dv}) tok(b);
+      v_.real(a.scale, nullptr, nullptr);
+      fields(a, slots_.attentions[i], "an attention's size");
+    }
+    tok(p_.steps.size());
+    for (const auto& st : p_.steps) tok(static_cast<uint64_t>(st.kind), st.index);
+    tok(p_.output_buffers.size());
+    for (int b : p_.output_buffers) tok(b);
+    tok(p_.output_shapes.size());
+    for (size_t r = 0; r < p_.output_shapes.size(); ++r) {
+      tok(p_.output_shapes[r].size());
+      for (size_t d = 0; d < p_.output_shapes[r].size(); ++d)
+        v_.size(p_.output_shapes[r][d], &p_.sym.output_dims[r][d], "an output's size");
+    }
+    tok(p_.donations.size());
+    for (const auto& d : p_.donations) tok(d.output, d.input);
+  }
+
+ private:
+  template <class... T>
+  void tok(T... t) {
+    (v_.token(static_cast<uint64_t>(t)), ...);
+  }
+
+  template <class Step>
+  void fields(Step& s, std::vector<int>& slots, const char* what) {
+    size_t f = 0;
+    for_each_size_field(s, [&](int64_t& v) { v_.size(v, &slots.at(f++), what); });
+  }
+
+  void index(loop::Index& ix) {
+    v_.size(ix.offset, &ix.offset_param, "an index offset");
+    tok(ix.strides.size(), ix.general);
+    for (size_t i = 0; i < ix.strides.size(); ++i)
+      v_.size(ix.strides[i], &ix.stride_params[i], "an index stride");
+  }
+
+  void kernel(loop::Kernel& k) {
+    tok(str_token(k.name), k.outer.size(), k.inner.size());
+    for (size_t d = 0; d < k.outer.size(); ++d)
+      v_.size(k.outer[d], &k.outer_params[d], "an extent");
+    for (size_t d = 0; d < k.inner.size(); ++d)
+      v_.size(k.inner[d], &k.inner_params[d], "an extent");
+    tok(k.args.size());
+    for (auto& a : k.args) {
+      tok(a.buffer, static_cast<uint64_t>(a.dtype), a.scalar, a.output);
+      v_.size(a.numel, &a.numel_param, "an argument's size");
+    }
+    tok(k.iexprs.size());
+    for (auto& e : k.iexprs) {
+      using K = loop::IExpr::Kind;
+      tok(static_cast<uint64_t>(e.kind), e.a, e.b);
+      if (e.kind == K::Const)
+        v_.size(e.value, &e.param, "an index constant");
+      else
+        tok(static_cast<uint64_t>(e.value));
+      if (e.kind == K::Value)
+        v_.size(e.hi, &e.param, "an index bound");
+      else
+        tok(static_cast<uint64_t>(e.hi));
+    }
+    tok(k.stages.size());
+    for (auto& st : k.stages) {
+      tok(static_cast<uint64_t>(st.kind), static_cast<uint64_t>(st.reduce_op), st.reduce_value,
+          static_cast<uint64_t>(st.acc_dtype));
+      tok(st.body.size());
+      for (auto& in : st.body) {
+        tok(static_cast<uint64_t>(in.kind), static_cast<uint64_t>(in.op),
+            static_cast<uint64_t>(in.dtype), in.a, in.b, in.c, in.arg);
+        index(in.index);
+        if (in.kind == loop::IKind::Const)
+          v_.real(in.value, &in.param, &in.param_reciprocal);
+        else
+          v_.real(in.value, nullptr, nullptr);
+        v_.size(in.stream, nullptr, "a random stream");
+      }
+      tok(st.stores.size());
+      for (auto& s : st.stores) {
+        tok(s.arg, s.value, s.accumulate);
+        index(s.index);
+      }
+    }
+    tok(k.inplace.size());
+    for (auto [a, b] : k.inplace) tok(a, b);
+  }
+
+  Plan& p_;
+  StepSlots& slots_;
+  V& v_;
+};
+
+template <class V>
+void walk(Plan& p, StepSlots& slots, V& v) {
+  Walk<V>(p, slots, v).run();
+}
+
+StepSlots slots_for(Plan& p) {
+  return {dense_slots(p.gemms, p.sym.gemms), dense_slots(p.convs, p.sym.convs),
+          dense_slots(p.attentions, p.sym.attentions)};
+}
+
+// What a walk of one probe's plan sees.
+struct Observed {
+  std::vector<int64_t> sizes;
+  std::vector<const char*> size_what;
+  std::vector<bool> size_slot;
+  std::vector<double> reals;
+  std::vector<bool> real_slot;
+  std::vector<uint64_t> tokens;
+  void size(int64_t& v, int* param, const char* what) {
+    sizes.push_back(v);
+    size_what.push_back(what);
+    size_slot.push_back(param != nullptr);
+  }
+  void real(double& v, int* param, bool*) {
+    reals.push_back(v);
+    real_slot.push_back(param != nullptr);
+  }
+  void token(uint64_t t) { tokens.push_back(t); }
+};
+
+// ----- polynomial fitting
+// -------------------------------------------------------------------------
+
+// Integer p(x) = c0 + c1*x + c2*x^2 through three points, by divided differences: for an integer
+// polynomial every divided difference is an integer, so an inexact division means none fits.
+std::optional<std::vector<__int128>> fit_quadratic(const int64_t* x, const __int128* y) {
+  auto div = [](__int128 a, __int128 b) -> std::optional<__int128> {
+    if (b == 0 || a % b != 0) return std::nullopt;
+    return a / b;
+  };
+  auto d01 = div(y[1] - y[0], x[1] - x[0]), d12 = div(y[2] - y[1], x[2] - x[1]);
+  if (!d01 || !d12) return std::nullopt;
+  auto a2 = div(*d12 - *d01, x[2] - x[0]);
+  if (!a2) return std::nullopt;
+  // y0 + d01*(s - x0) + a2*(s - x0)*(s - x1) in powers of s.
+  const __int128 x0 = x[0], x1 = x[1];
+  return std::vector<__int128>{y[0] - *d01 * x0 + *a2 * x0 * x1, *d01 - *a2 * (x0 + x1), *a2};
+}
+
+// The probes: a grid of kFitPoints values per free symbol (the fit), then checking points.
+struct Probes {
+  std::vector<SymId> free;                 // the free symbols, ascending
+  std::vector<std::vector<int64_t>> axis;  // per free symbol: its kFitPoints grid values
+  std::vector<std::vector<int64_t>> at;    // per probe: every symbol's value (all_symbol_values)
+  size_t grid = 0;                         // probes [0, grid) are the grid, row-major over free
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // per symbol
+};
+
+bool is_prime(int64_t n) {
+  if (n < 2) return false;
+  for (int64_t d = 2; d * d <= n; ++d)
+    if (n % d == 0) return false;
+  return true;
+}
+int64_t prime_at_most(int64_t n) {
+  while (n > 2 && !is_prime(n)) --n;
+  return std::max<int64_t>(n, 2);
+}
+int64_t prime_at_least(int64_t n) {
+  while (!is_prime(n)) ++n;
+  return n;
+}
+
+// Per free symbol: fit points lo < mid < hi and checking points between them; lo is the prime at
+// or below the current value and hi the prime at or above `widen` times it (at least 64).
+Probes choose_probes(const SymbolicGraph& sg, const std::vector<SymId>& free, int64_t widen) {
+  Probes p;
+  p.free = free;
+  const size_t n = sg.env.num_symbols();
+  std::vector<std::vector<int64_t>> checks;  // per free symbol: two checking values
+  for (SymId s : free) {
+    const int64_t h = sg.env.hints()[s];
+    const int64_t lo = prime_at_most(h);
+    const int64_t hi = prime_at_least(std::max<int64_t>(widen * h, 64));
+    const auto mid = prime_at_least(
+        std::max<int64_t>(lo + 1, static_cast<int64_t>(std::sqrt(double(lo) * double(hi)))));
+    if (!(mid < hi)) throw NotGeneral{"no room for probes"};
+    p.axis.push_back({lo, mid, hi});
+    int64_t c1 = prime_at_least(lo + (mid - lo) / 2 + 1), c2 = prime_at_least(mid + (hi - mid) / 2);
+    if (c1 >= mid) c1 = prime_at_least(lo + 1);
+    if (c2 >= hi || c2 == mid) c2 = prime_at_least(mid + 1);
+    checks.push_back({c1, c2});
+  }
+  auto add = [&](const std::vector<int64_t>& free_values) {
+    std::vector<int64_t> v(sg.env.hints().begin(), sg.env.hints().end());
+    for (size_t i = 0; i < free.size(); ++i) v[free[i]] = free_values[i];
+    v = all_symbol_values(sg, v);
+    if (!sg.env.guards_hold(v)) throw NotGeneral{"a probe breaks a guard of the symbolic shapes"};
+    p.at.push_back(std::move(v));
+  };
+  // The grid, row-major (the last free symbol fastest).
+  std::vector<size_t> ix(free.size(), 0);
+  for (;;) {
+    std::vector<int64_t> v;
+    for (size_t i = 0; i < free.size(); ++i) v.push_back(p.axis[i][ix[i]]);
+    add(v);
+    size_t d = free.size();
+    while (d > 0 && ++ix[d - 1] == static_cast<size_t>(kFitPoints)) ix[--d] = 0;
+    if (d == 0) break;
+  }
+  p.grid = p.at.size();
+  // Checking points off the grid: each uses every symbol's checking values, in turn.
+  for (size_t c = 0; c < 2; ++c) {
+    std::vector<int64_t> v;
+    for (size_t i = 0; i < free.size(); ++i) v.push_back(checks[i][(c + i) % 2]);
+    add(v);
+  }
+  p.ranges.assign(n, {ShapeEnv::kMinSymbolValue, INT64_MAX});
+  for (size_t i = 0; i < free.size(); ++i) p.ranges[free[i]] = {p.axis[i][0], p.axis[i].back()};
+  return p;
+}
+
+// The polynomial over the free symbols whose values at the grid probes are y (row-major), with
+// integer coefficients of degree < kFitPoints in each symbol; nullopt when there is none.
+std::optional<SizeExpr> fit(const Probes& p, const std::vector<__int128>& y) {
+  // Fit along the last free symbol for every point of the others, then along the one before, ...:
+  // coeffs[j] holds, per grid point of the symbols not yet fitted, the polynomial's part
+  // multiplying the monomial j of the fitted ones.
+  std::vector<std::vector<__int128>> coeffs{y};  // monomial index -> values over remaining grid
+  std::vector<std::vector<int>> powers{{}};      // per monomial: powers of the fitted symbols
+  for (size_t d = p.free.size(); d-- > 0;) {
+    std::vector<std::vector<__int128>> next;
+    std::vector<std::vector<int>> next_powers;
+    for (size_t m = 0; m < coeffs.size(); ++m) {
+      const auto& vals = coeffs[m];
+      const size_t groups = vals.size() / kFitPoints;
+      std::vector<std::vector<__int128>> by_power(kFitPoints, std::vector<__int128>(groups));
+      for (size_t g = 0; g < groups; ++g) {
+        auto c = fit_quadratic(p.axis[d].data(), &vals[g * kFitPoints]);
+        if (!c) return std::nullopt;
+        for (int k = 0; k < kFitPoints; ++k) by_power[k][g] = (*c)[k];
+      }
+      for (int k = 0; k < kFitPoints; ++k) {
+        next.push_back(std::move(by_power[k]));
+        std::vector<int> pw = powers[m];
+        pw.insert(pw.begin(), k);
+        next_powers.push_back(std::move(pw));
+      }
+    }
+    coeffs = std::move(next);
+    powers = std::move(next_powers);
+  }
+  SizeExpr e = 0;
+  for (size_t m = 0; m < coeffs.size(); ++m) {
+    const __int128 c = coeffs[m].at(0);
+    if (c == 0) continue;
+    if (c > INT64_MAX || c < INT64_MIN) return std::nullopt;
+    SizeExpr term = static_cast<int64_t>(c);
+    for (size_t i = 0; i < p.free.size(); ++i)
+      for (int k = 0; k < powers[m][i]; ++k) term = term * SizeExpr::symbol(p.free[i]);
+    e = e + term;
+  }
+  return e;
+}
+
+// A fitted size at every probe, checking points included: whether the expression gives them.
+bool holds(const SizeExpr& e, const Probes& p, const std::vector<__int128>& y) {
+  for (size_t k = 0; k < p.at.size(); ++k)
+    if (static_cast<__int128>(e.eval(p.at[k])) != y[k]) return false;
+  return true;
+}
+
+// ----- generalizing
+// -------------------------------------------------------------------------------
+
+struct Assigned {
+  std::vector<int> size_param;  // per size field: its parameter, or -1 (the same at every probe)
+  std::vector<int> real_param;
+  std::vector<bool> real_reciprocal;
+  std::vector<SizeExpr> params;
+};
+
+std::string probe_str(const Probes& p, size_t k) {
+  std::string s;
+  for (size_t i = 0; i < p.free.size(); ++i)
+    s += (i ? ", s" : "s") + std::to_string(p.free[i]) + "=" + std::to_string(p.at[k][p.free[i]]);
+  return s;
+}
+
+Assigned assign_params(const std::vector<Observed>& obs, const Probes& p) {
+  Assigned a;
+  std::map<std::string, int> interned;  // canonical text -> param
+  auto intern = [&](const SizeExpr& e) {
+    auto [it, fresh] = interned.emplace(e.str(), static_cast<int>(a.params.size()));
+    if (fresh) a.params.push_back(e);
+    return it->second;
+  };
+  const Observed& base = obs[0];
+  for (size_t k = 1; k < obs.size(); ++k)
+    if (obs[k].tokens != base.tokens || obs[k].sizes.size() != base.sizes.size() ||
+        obs[k].reals.size() != base.reals.size())
+      throw NotGeneral{"the plans at " + probe_str(p, 0) + " and " + probe_str(p, k) +
+                       " differ in structure"};
+  std::vector<__int128> y(obs.size());
+  a.size_param.assign(base.sizes.size(), -1);
+  for (size_t j = 0; j < base.sizes.size(); ++j) {
+    bool same = true;
+    for (size_t k = 0; k < obs.size(); ++k) {
+      y[k] = obs[k].sizes[j];
+      same = same && obs[k].sizes[j] == base.sizes[j];
+    }
+    if (same) continue;
+    const std::string what = base.size_what[j];
+    if (!base.size_slot[j]) throw NotGeneral{what + " changes with the sizes"};
+    auto e = fit(p, std::vector<__int128>(y.begin(), y.begin() + static_cast<long>(p.grid)));
+    if (!e || !holds(*e, p, y)) throw NotGeneral{what + " is no polynomial of the sizes"};
+    a.size_param[j] = intern(*e);
+  }
+  a.real_param.assign(base.reals.size(), -1);
+  a.real_reciprocal.assign(base.reals.size(), false);
+  for (size_t j = 0; j < base.reals.size(); ++j) {
+    bool same = true;
+    for (size_t k = 0; k < obs.size(); ++k)
+      same = same &&
+             std::bit_cast<uint64_t>(obs[k].reals[j]) == std::bit_cast<uint64_t>(base.reals[j]);
+    if (same) continue;
+    if (!base.real_slot[j]) throw NotGeneral{"a floating constant changes with the sizes"};
+    // An integer (a count as a float), or the reciprocal of one (a mean's 1/n), exactly.
+    for (bool reciprocal : {false, true}) {
+      bool integral = true;
+      for (size_t k = 0; k < obs.size() && integral; ++k) {
+        const double v = obs[k].reals[j];
+        const double n = reciprocal ? std::nearbyint(1.0 / v) : v;
+        integral = std::isfinite(n) && n == std::nearbyint(n) && std::fabs(n) < 0x1p53 &&
+                   (reciprocal ? 1.0 / n : n) == v;
+        y[k] = static_cast<__int128>(n);
+      }
+      if (!integral) continue;
+      auto e = fit(p, std::vector<__int128>(y.begin(), y.begin() + static_cast<long>(p.grid)));
+      if (!e || !holds(*e, p, y)) continue;
+      a.real_param[j] = intern(*e);
+      a.real_reciprocal[j] = reciprocal;
+      break;
+    }
+    if (a.real_param[j] < 0) throw NotGeneral{"a floating constant is no function of the sizes"};
+  }
+  return a;
+}
+
+// Sets the walked plan's parameter slots from `a` and its numbers to their values at `values`.
+struct Apply {
+  const Assigned& a;
+  std::span<const int64_t> values;  // per parameter
+  size_t si = 0, ri = 0;
+  void size(int64_t& v, int* param, const char*) {
+    const int pa = a.size_param[si++];
+    if (pa < 0) return;
+    *param = pa;
+    v = values[static_cast<size_t>(pa)];
+  }
+  void real(double& v, int* param, bool* reciprocal) {
+    const int pa = a.real_param[ri];
+    const bool rc = a.real_reciprocal[ri++];
+    if (pa < 0) return;
+    *param = pa;
+    *reciprocal = rc;
+    const auto n = static_cast<double>(values[static_cast<size_t>(pa)]);
+    v = rc ? 1.0 / n : n;
+  }
+  void token(uint64_t) {}
+};
+
+// Evaluates a symbolic plan's parameter slots at `values` and clears them.
+struct Evaluate {
+  std::span<const int64_t> values;
+  void size(int64_t& v, int* param, const char*) {
+    if (!param || *param < 0) return;
+    v = values[static_cast<size_t>(*param)];
+    *param = -1;
+  }
+  void real(double& v, int* param, bool* reciprocal) {
+    if (!param || *param < 0) return;
+    const auto n = static_cast<double>(values[static_cast<size_t>(*param)]);
+    v = *reciprocal ? 1.0 / n : n;
+    *param = -1;
+    *reciprocal = false;
+  }
+  void token(uint64_t) {}
+};
+
+std::string plan_bytes(Plan p) {
+  p.grouping.clear();
+  return serialize_plan(p);
+}
+
+GeneralizedPlan try_generalize(const Graph& g, const SymbolicGraph& sg, const LowerOptions& opts,
+                               const std::vector<SymId>& free, int64_t widen, int* lowerings) {
+  const Probes probes = choose_probes(sg, free, widen);
+  std::vector<Plan> plans;
+  std::vector<Observed> obs;
+  for (size_t k = 0; k < probes.at.size(); ++k) {
+    InstantiatedGraph ig = instantiate(g, sg, probes.at[k]);
+    ++*lowerings;
+    plans.push_back(lower(ig.graph, opts));
+    Plan copy = plans.back();
+    expand_params(copy);
+    StepSlots slots = slots_for(copy);
+    obs.emplace_back();
+    walk(copy, slots, obs.back());
+  }
+  const Assigned a = assign_params(obs, probes);
+  if (a.params.empty()) throw NotGeneral{"no number of the plan changes with the sizes"};
+
+  Plan sym = plans[0];
+  expand_params(sym);
+  StepSlots slots = slots_for(sym);
+  std::vector<int64_t> at_hints;
+  const std::vector<int64_t> hints =
+      all_symbol_values(sg, std::vector<int64_t>(sg.env.hints().begin(), sg.env.hints().end()));
+  for (const SizeExpr& e : a.params) at_hints.push_back(e.eval(hints));
+  Apply apply{a, at_hints};
+  walk(sym, slots, apply);
+  strip_params(sym);
+  sym.sym.num_symbols = static_cast<int>(sg.env.num_symbols());
+  sym.sym.params = a.params;
+  sym.sym.gemms = sparse_slots(slots.gemms);
+  sym.sym.convs = sparse_slots(slots.convs);
+  sym.sym.attentions = sparse_slots(slots.attentions);
+  bool any_output = false;
+  for (auto& dims : sym.sym.output_dims)
+    any_output = any_output || std::any_of(dims.begin(), dims.end(), [](int x) { return x >= 0; });
+  if (!any_output) sym.sym.output_dims.clear();
+  sym.sym.ranges = probes.ranges;
+  sym.grouping = "symbolic plan (lowered at " + probe_str(probes, 0) + ")\n" + sym.grouping;
+  complete_plan(sym);
+  // The symbolic plan must be, at every probe, exactly what lowering made there: nothing that
+  // changes with the sizes was left out.
+  for (size_t k = 0; k < probes.at.size(); ++k)
+    if (plan_bytes(instantiate_plan(sym, probes.at[k])) != plan_bytes(plans[k]))
+      throw NotGeneral{"the symbolic plan at " + probe_str(probes, k) +
+                       " is not the plan lowered there"};
+  GeneralizedPlan out;
+  out.plan = std::move(sym);
+  return out;
+}
+
+}  // namespace
+
+Plan instantiate_plan(const Plan& plan, std::span<const int64_t> symbols) {
+  Plan p = plan;
+  if (!plan.sym.symbolic()) return p;
+  LT_CHECK(symbols.size() == static_cast<size_t>(plan.sym.num_symbols), ErrorKind::Runtime,
+           "instantiate_plan: ", symbols.size(), " symbol values for ", plan.sym.num_symbols,
+           " symbols");
+  const std::vector<int64_t> values = plan.sym.values(symbols);
+  expand_params(p);
+  StepSlots slots = slots_for(p);
+  Evaluate ev{values};
+  walk(p, slots, ev);
+  strip_params(p);
+  p.sym = {};
+  complete_plan(p);
+  return p;
+}
+
+GeneralizedPlan generalize_plan(const Graph& g, const SymbolicGraph& sg, const LowerOptions& opts) {
+  GeneralizedPlan out;
+  std::vector<SymId> free;
+  for (SymId s = 0; s < sg.env.num_symbols(); ++s)
+    if (sg.env.simplify(SizeExpr::symbol(s)) == SizeExpr::symbol(s)) free.push_back(s);
+  if (free.empty()) {
+    out.why_not = "no free size symbol";
+    return out;
+  }
+  if (free.size() > kMaxFreeSymbols) {
+    out.why_not = "more than " + std::to_string(kMaxFreeSymbols) + " free size symbols";
+    return out;
+  }
+  // A wide range first (a context that grows for hundreds of tokens needs few compiles); a
+  // threshold crossed inside it (a reduction long enough to split) makes the plans differ, and a
+  // narrower range may still hold.
+  for (int64_t widen : {16, 4}) {
+    try {
+      GeneralizedPlan r = try_generalize(g, sg, opts, free, widen, &out.lowerings);
+      r.lowerings = out.lowerings;
+      return r;
+    } catch (const NotGeneral& e) {
+      out.why_not = e.why;
+    } catch (const Error& e) {
+      out.why_not = std::string("lowering at probe sizes failed: ") + e.what();
+    }
+  }
+  return out;
+}
+
+}  // namespace lt

@@ -1,0 +1,186 @@
+// Issue 30's symbolic plans (lowering/generalize.h): a GPT block's training graph (layer norm,
+// causal attention through reshapes and transposes, GELU, logits, cross-entropy, gradients)
+// lowered once symbolically in its sequence length (and batch) is, at other sizes, the plan that
+// lowering makes there: byte for byte at primes of its range, and in every value it computes at
+// composite sizes (where lowering may fold an index differently), run on the CPU backend.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "backends/backend.h"
+#include "ir/symbolic_graph.h"
+#include "lowering/generalize.h"
+#include "lowering/lower.h"
+#include "lowering/plan_serialize.h"
+#include "runtime/storage.h"
+#include "symbolic_util.h"
+
+namespace lt::generalize_test {
+namespace {
+
+using namespace symbolic_test;  // NOLINT(google-build-using-namespace): the shared programs
+
+// Every symbol's value with the free ones (in order) given: the rest are solved for.
+std::vector<int64_t> values_at(const SymbolicGraph& sg, std::vector<int64_t> free) {
+  std::vector<int64_t> v(sg.env.num_symbols(), 0);
+  size_t next = 0;
+  for (SymId s = 0; s < v.size(); ++s)
+    if (sg.env.simplify(SizeExpr::symbol(s)) == SizeExpr::symbol(s)) v[s] = free.at(next++);
+  EXPECT_EQ(next, free.size());
+  return all_symbol_values(sg, v);
+}
+
+std::string bytes_of(Plan p) {
+  p.grouping.clear();
+  return serialize_plan(p);
+}
+
+// The CPU backend's library steps, so the plans hold GEMM steps as the runtime's would.
+LowerOptions cpu_options() { return get_backend("cpu").lower_options(); }
+
+std::vector<RunInput> inputs_of(const Graph& g) {
+  std::vector<RunInput> in(g.inputs.size());
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const Node* n = g.inputs[i];
+    if (n->op == Op::Scalar) {
+      in[i].scalar = n->scalar;
+      in[i].scalar_i = n->scalar_i;
+    } else {
+      in[i].buffer = static_cast<const Storage*>(n->data.get())->buffer.get();
+    }
+  }
+  return in;
+}
+
+// Runs two static plans of one graph on the CPU backend and compares every output.
+void expect_same_values(const Plan& a, const Plan& b, const Graph& g, const std::string& what) {
+  Backend& cpu = get_backend("cpu");
+  const auto in = inputs_of(g);
+  auto out_a = cpu.compile(a)->run(in, nullptr);
+  auto out_b = cpu.compile(b)->run(in, nullptr);
+  ASSERT_EQ(a.output_buffers.size(), b.output_buffers.size());
+  for (size_t r = 0; r < a.output_buffers.size(); ++r) {
+    const BufferSpec& sa = a.buffers[a.output_buffers[r]];
+    const BufferSpec& sb = b.buffers[b.output_buffers[r]];
+    ASSERT_EQ(sa.numel, sb.numel) << what << " root " << r;
+    ASSERT_EQ(sa.dtype, DType::Float32);
+    const auto* x = static_cast<const float*>(out_a[a.output_buffers[r]]->data());
+    const auto* y = static_cast<const float*>(out_b[b.output_buffers[r]]->data());
+    for (int64_t i = 0; i < sa.numel; ++i)
+      ASSERT_NEAR(x[i], y[i], 1e-5 * (1 + std::fabs(y[i])))
+          << what << " root " << r << " [" << i << "]";
+  }
+}
+
+TEST(GeneralizePlan, GptBlockOverItsSequenceLength) {
+  const Block at37 = gpt_block(2, 37, 1);
+  const SymbolicGraph sg = sym_of(at37);
+  const auto t0 = std::chrono::steady_clock::now();
+  GeneralizedPlan gp = generalize_plan(at37.traced.graph, sg, cpu_options());
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(gp.plan) << gp.why_not;
+  const Plan& sym = *gp.plan;
+  EXPECT_EQ(gp.lowerings, 5);  // a grid of 3 and 2 checking probes
+  EXPECT_TRUE(sym.sym.symbolic());
+  EXPECT_FALSE(sym.sym.params.empty());
+  ASSERT_EQ(sym.sym.ranges.size(), sg.env.num_symbols());
+  EXPECT_LE(sym.sym.ranges[0].first, 37);
+  EXPECT_GE(sym.sym.ranges[0].second, 16 * 37);
+  std::printf("generalized in %.1f ms (%d lowerings), %zu size parameters, range [%lld, %lld]\n",
+              ms, gp.lowerings, sym.sym.params.size(),
+              static_cast<long long>(sym.sym.ranges[0].first),
+              static_cast<long long>(sym.sym.ranges[0].second));
+  // At the hints the symbolic plan is the static plan.
+  EXPECT_EQ(bytes_of(instantiate_plan(sym, values_at(sg, {37}))),
+            bytes_of(lower(at37.traced.graph, cpu_options())));
+  bool any_symbolic_kernel = false;
+  for (const auto& k : sym.kernels) any_symbolic_kernel = any_symbolic_kernel || k.symbolic();
+  EXPECT_TRUE(any_symbolic_kernel);
+
+  // Primes in range: the plan lowering makes there, byte for byte.
+  for (int64_t T : {41, 101, 307}) {
+    const Block b = gpt_block(2, T, 3);
+    EXPECT_EQ(bytes_of(instantiate_plan(sym, values_at(sg, {T}))),
+              bytes_of(lower(b.traced.graph, cpu_options())))
+        << "T " << T;
+  }
+  // Composite sizes (lowering may fold their indices otherwise): the same values.
+  for (int64_t T : {40, 64, 96}) {
+    const Block b = gpt_block(2, T, 4);
+    expect_same_values(instantiate_plan(sym, values_at(sg, {T})),
+                       lower(b.traced.graph, cpu_options()), b.traced.graph,
+                       "T " + std::to_string(T));
+  }
+}
+
+TEST(GeneralizePlan, BatchAndLengthTogether) {
+  const Block at = gpt_block(5, 29, 1);  // B 3 would be 3*C/32: a guard pins it
+  const SymbolicGraph sg = sym_of(at, /*batch_dynamic=*/true);
+  GeneralizedPlan gp = generalize_plan(at.traced.graph, sg, cpu_options());
+  ASSERT_TRUE(gp.plan) << gp.why_not << "\n" << describe(sg);
+  // A 3 x 3 grid and 2 checking probes; at 16x the sizes a reduction over B*T rows is long enough
+  // to split (lowering/split_reduce.h), so the first, wider range does not hold and a narrower one
+  // is tried.
+  EXPECT_TRUE(gp.lowerings == 11 || gp.lowerings == 22) << gp.lowerings;
+  std::printf("B, T: %d lowerings, ranges [%lld, %lld] x [%lld, %lld]\n", gp.lowerings,
+              static_cast<long long>(gp.plan->sym.ranges[0].first),
+              static_cast<long long>(gp.plan->sym.ranges[0].second),
+              static_cast<long long>(gp.plan->sym.ranges[1].first),
+              static_cast<long long>(gp.plan->sym.ranges[1].second));
+  for (auto [B, T] : {std::pair<int64_t, int64_t>{5, 31}, {7, 53}, {3, 131}}) {
+    const Block b = gpt_block(B, T, 5);
+    EXPECT_EQ(bytes_of(instantiate_plan(*gp.plan, values_at(sg, {B, T}))),
+              bytes_of(lower(b.traced.graph, cpu_options())))
+        << "B " << B << " T " << T;
+  }
+  const Block b = gpt_block(4, 30, 6);
+  expect_same_values(instantiate_plan(*gp.plan, values_at(sg, {4, 30})),
+                     lower(b.traced.graph, cpu_options()), b.traced.graph, "B 4 T 30");
+}
+
+// A mean along a dynamic dim divides by its size: a constant 1/n of the plan that becomes the
+// reciprocal of a size parameter.
+TEST(GeneralizePlan, AMeanDividesByASizeParameter) {
+  auto traced_mean = [](int64_t n) {
+    Tensor x = leaf({n, 6}, 11, false);
+    Traced t = collect({(x * x).mean({0}), x.sum()});
+    return std::make_pair(t, input_of(t, x));
+  };
+  auto [at, x_input] = traced_mean(23);
+  const std::vector<DynamicDim> dyn = {{x_input, 0}};
+  const SymbolicGraph sg = symbolic_graph(at.graph, dyn);
+  GeneralizedPlan gp = generalize_plan(at.graph, sg, cpu_options());
+  ASSERT_TRUE(gp.plan) << gp.why_not;
+  bool reciprocal = false;
+  for (const auto& k : gp.plan->kernels)
+    for (const auto& st : k.stages)
+      for (const auto& in : st.body) reciprocal = reciprocal || in.param_reciprocal;
+  EXPECT_TRUE(reciprocal);
+  for (int64_t n : {29, 30, 200}) {
+    auto [other, unused] = traced_mean(n);
+    expect_same_values(instantiate_plan(*gp.plan, values_at(sg, {n})),
+                       lower(other.graph, cpu_options()), other.graph, "n " + std::to_string(n));
+  }
+}
+
+TEST(GeneralizePlan, SaysWhyNot) {
+  // Every input dim static: nothing to generalize.
+  const Block at = gpt_block(2, 37, 1);
+  GeneralizedPlan none =
+      generalize_plan(at.traced.graph, symbolic_graph(at.traced.graph, {}), cpu_options());
+  EXPECT_FALSE(none.plan);
+  EXPECT_EQ(none.why_not, "no free size symbol");
+  EXPECT_EQ(none.lowerings, 0);
+}
+
+TEST(GeneralizePlan, InstantiatingAStaticPlanChangesNothing) {
+  const Block at = gpt_block(2, 9, 1);
+  Plan p = lower(at.traced.graph, cpu_options());
+  EXPECT_EQ(bytes_of(instantiate_plan(p, {})), bytes_of(p));
+}
+
+}  // namespace
+}  // namespace lt::generalize_test
