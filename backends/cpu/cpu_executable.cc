@@ -389,7 +389,14 @@ std::vector<BufferPtr> CpuExecutable::run_with(const std::vector<RunInput>& inpu
     slot_bufs[s] = std::make_shared<HostBuffer>(slot_bytes[s]);
   std::vector<void*> data(nb, nullptr);
   std::vector<uint64_t> slots(nb, 0);  // 8-byte, 8-aligned homes of scalar inputs
-  const std::vector<int> donated = donated_outputs(buffers_, donations_, inputs, "cpu executable");
+  // A donated input must hold its output at this binding: the check sees this binding's sizes.
+  std::vector<BufferSpec> sized;
+  if (!values.empty()) {
+    sized = buffers_;
+    for (size_t b = 0; b < nb; ++b) sized[b].numel = numels[b];
+  }
+  const std::vector<int> donated =
+      donated_outputs(values.empty() ? buffers_ : sized, donations_, inputs, "cpu executable");
   for (size_t b = 0; b < nb; ++b) {
     const BufferSpec& spec = buffers_[b];
     const size_t bytes = static_cast<size_t>(numels[b]) * dtype_size(spec.dtype);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cpu/kernel_prep.h"
 #include "cpu_codegen_util.h"
 #include "ir/size_expr.h"
 
@@ -159,6 +160,98 @@ TEST(CpuSymbolic, ElementwiseContiguous) {
     for (int64_t i = 0; i < z[0] * 7; ++i)
       ASSERT_EQ(out[0][i], in[0][i] * in[1][i] + in[0][i]) << i;
   });
+}
+
+// out = x + b over [s0, s1, 3] with b [3] broadcast: the first two dims merge into one of
+// s0*s1, a product no plan parameter holds (the CPU backend adds it), the last stays apart.
+TEST(CpuSymbolic, MergedExtentNotAParameter) {
+  Builder build = [](std::span<const int64_t> z, bool sym) {
+    const int64_t n = z[0], m = z[1];
+    SymPlan pb(sym, 2);
+    int x = pb.buf(K::Input, F, n * m * 3, s0 * s1 * 3), b = pb.buf(K::Input, F, 3, 3);
+    int o = pb.buf(K::Output, F, n * m * 3, s0 * s1 * 3);
+    const int rs = pb.P(s1 * 3);
+    Body e(StageKind::MapOuter);
+    int v = e.op(Op::Sub, F, e.load(F, 0, pb.idx({3 * m, 3, 1}, {rs, -1, -1})),
+                 e.load(F, 1, aff({0, 0, 1})));
+    e.store(2, pb.idx({3 * m, 3, 1}, {rs, -1, -1}), v);
+    pb.kernel({n, m, 3}, {}, {pb.sarg(x), pb.sarg(b), pb.sarg(o, true)}, {e.st});
+    pb.dims({pb.P(s0), pb.P(s1), -1}, {});
+    return pb.finish();
+  };
+  Inputs inputs = [](std::span<const int64_t> z) {
+    return std::vector<std::vector<float>>{randn(z[0] * z[1] * 3, 15), randn(3, 16)};
+  };
+  const std::vector<std::vector<int64_t>> bindings = {{4, 5}, {2, 2}, {3, 37}, {37, 3}, {128, 129}};
+  check_bindings(build, inputs, {2}, bindings, [](auto z, const auto& in, const auto& out) {
+    for (int64_t i = 0; i < z[0] * z[1] * 3; ++i)
+      ASSERT_EQ(out[0][i], in[0][i] - in[1][i % 3]) << i;
+  });
+}
+
+// merge_dims on symbolic kernels: dims merge where the strides agree as polynomials, the merged
+// extent names an equal parameter or one appended to the list; dims that do not walk
+// contiguously at every binding stay apart.
+TEST(CpuSymbolic, MergeDimsSymbolic) {
+  auto kernel = [](std::vector<int64_t> strides, std::vector<int> stride_ps) {
+    loop::Kernel k;
+    k.name = "m";
+    k.outer = {4, 5, 3};
+    k.outer_params = {0, 1, -1};
+    k.args = {{0, F, 60}, {1, F, 60, false, true}};
+    Body b(StageKind::MapOuter);
+    Index ix = aff(strides);
+    ix.stride_params = stride_ps;
+    b.store(1, ix, b.load(F, 0, ix));
+    k.stages = {b.st};
+    return k;
+  };
+  // Contiguous [s0, s1, 3] (row stride 3*s1 = parameter 2): one dim of 3*s0*s1 (parameter 3).
+  std::vector<SizeExpr> params = {s0, s1, s1 * 3, s0 * s1 * 3};
+  loop::Kernel m = cpu::merge_dims(kernel({15, 3, 1}, {2, -1, -1}), &params);
+  ASSERT_EQ(m.outer.size(), 1u);
+  EXPECT_EQ(m.outer[0], 60);
+  EXPECT_EQ(m.outer_params, std::vector<int>{3});
+  EXPECT_EQ(params.size(), 5u);  // s0*s1 on the way, appended
+  EXPECT_TRUE(params[4] == s0 * s1);
+  // A row stride that is not 3*s1 at every binding (s1 + 10, equal at the hint s1 = 5): the
+  // first dim stays apart, the last two merge into 3*s1.
+  params = {s0, s1, s1 + 10};
+  m = cpu::merge_dims(kernel({15, 3, 1}, {2, -1, -1}), &params);
+  ASSERT_EQ(m.outer.size(), 2u);
+  EXPECT_EQ(m.outer_params, (std::vector<int>{0, 3}));
+  ASSERT_EQ(params.size(), 4u);
+  EXPECT_TRUE(params[3] == s1 * 3);
+  // A static row stride of 15 (3 * the hint): not contiguous at other bindings, no merge there.
+  params = {s0, s1};
+  m = cpu::merge_dims(kernel({15, 3, 1}, {-1, -1, -1}), &params);
+  EXPECT_EQ(m.outer.size(), 2u);
+  // Without the parameter list nothing symbolic merges (not even [s1, 3]).
+  m = cpu::merge_dims(kernel({15, 3, 1}, {2, -1, -1}));
+  EXPECT_EQ(m.outer.size(), 3u);
+}
+
+// An input donated to its output (updated in place): the donated buffer must hold the output at
+// the binding run, not at the plan's.
+TEST(CpuSymbolic, DonationPerBinding) {
+  SymPlan pb(true, 1);
+  int x = pb.buf(K::Input, F, 8, s0), o = pb.buf(K::Output, F, 8, s0);
+  Body b(StageKind::MapOuter);
+  b.store(1, aff({1}), b.op(Op::Add, F, b.load(F, 0, aff({1})), b.cnst(F, 1)));
+  pb.kernel({8}, {}, {pb.sarg(x), pb.sarg(o, true)}, {b.st});
+  pb.dims({pb.P(s0)}, {});
+  pb.p.kernels.back().inplace = {{0, 1}};
+  pb.p.donations = {{o, x}};
+  auto exe = cpu_backend().compile(pb.finish());
+  auto xv = randn(37, 17);
+  auto xb = host(xv);
+  RunInput in{xb.get()};
+  in.donated_output = o;
+  auto out = exe->run_symbolic({in}, nullptr, std::vector<int64_t>{37});
+  EXPECT_EQ(out[o], nullptr);  // written into the input
+  auto got = read<float>(xb, 37);
+  for (int i = 0; i < 37; ++i) EXPECT_EQ(got[i], xv[i] + 1) << i;
+  EXPECT_THROW(exe->run_symbolic({in}, nullptr, std::vector<int64_t>{38}), Error);
 }
 
 // out[r, c] = a[r, c] + b[c] for a [s0, 5] (a static last dim: rows split at run time) and for a
