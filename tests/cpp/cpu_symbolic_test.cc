@@ -358,34 +358,38 @@ TEST(CpuSymbolic, RowReductions) {
       /*ulp=*/64);  // a runtime row length may sum in another order than the static one
 }
 
-// softmax over rows of x [R, s0]: Reduce max, Reduce sum(exp(x - max)), MapInner store (the
-// exp is kept in a scratch row up to 16,384 columns; 20,000 takes the path that recomputes it).
+// softmax over rows of x [6, s0]: Reduce max, Reduce sum(exp(x - max)), MapInner store.
+constexpr int64_t kSoftmaxRows = 6;
+Plan softmax_plan(std::span<const int64_t> z, bool sym) {
+  constexpr int64_t R = kSoftmaxRows;
+  const int64_t n = z[0];
+  SymPlan pb(sym, 1);
+  int x = pb.buf(K::Input, F, R * n, s0 * R), o = pb.buf(K::Output, F, R * n, s0 * R);
+  const int rs = pb.P(s0);
+  Body mx(StageKind::Reduce), sm(StageKind::Reduce), out(StageKind::MapInner);
+  Stage st0 = mx.reduce(Op::ReduceMax, F, mx.load(F, 0, pb.idx({n, 1}, {rs, -1})));
+  int e = sm.op(Op::Exp, F,
+                sm.op(Op::Sub, F, sm.load(F, 0, pb.idx({n, 1}, {rs, -1})), sm.result(F, 0)));
+  Stage st1 = sm.reduce(Op::ReduceSum, F, e);
+  int e2 = out.op(Op::Exp, F,
+                  out.op(Op::Sub, F, out.load(F, 0, pb.idx({n, 1}, {rs, -1})), out.result(F, 0)));
+  out.store(1, pb.idx({n, 1}, {rs, -1}), out.op(Op::Div, F, e2, out.result(F, 1)));
+  pb.kernel({R}, {n}, {pb.sarg(x), pb.sarg(o, true)}, {st0, st1, out.st});
+  pb.dims({-1}, {pb.P(s0)});
+  return pb.finish();
+}
+
+// The softmax for many row lengths (the exp is kept in a scratch row up to 16,384 columns;
+// 20,000 takes the path that recomputes it).
 TEST(CpuSymbolic, SoftmaxRows) {
-  constexpr int64_t R = 6;
-  Builder build = [](std::span<const int64_t> z, bool sym) {
-    const int64_t n = z[0];
-    SymPlan pb(sym, 1);
-    int x = pb.buf(K::Input, F, R * n, s0 * R), o = pb.buf(K::Output, F, R * n, s0 * R);
-    const int rs = pb.P(s0);
-    Body mx(StageKind::Reduce), sm(StageKind::Reduce), out(StageKind::MapInner);
-    Stage st0 = mx.reduce(Op::ReduceMax, F, mx.load(F, 0, pb.idx({n, 1}, {rs, -1})));
-    int e = sm.op(Op::Exp, F,
-                  sm.op(Op::Sub, F, sm.load(F, 0, pb.idx({n, 1}, {rs, -1})), sm.result(F, 0)));
-    Stage st1 = sm.reduce(Op::ReduceSum, F, e);
-    int e2 = out.op(Op::Exp, F,
-                    out.op(Op::Sub, F, out.load(F, 0, pb.idx({n, 1}, {rs, -1})), out.result(F, 0)));
-    out.store(1, pb.idx({n, 1}, {rs, -1}), out.op(Op::Div, F, e2, out.result(F, 1)));
-    pb.kernel({R}, {n}, {pb.sarg(x), pb.sarg(o, true)}, {st0, st1, out.st});
-    pb.dims({-1}, {pb.P(s0)});
-    return pb.finish();
-  };
+  constexpr int64_t R = kSoftmaxRows;
   Inputs inputs = [](std::span<const int64_t> z) {
     return std::vector<std::vector<float>>{randn(z[0] * R, 7, 3.f)};
   };
   auto bindings = kBindings1;
   bindings.push_back({20000});
   check_bindings(
-      build, inputs, {1}, bindings,
+      softmax_plan, inputs, {1}, bindings,
       [](auto z, const auto& in, const auto& out) {
         const int64_t n = z[0];
         for (int64_t r = 0; r < R; ++r) {
@@ -398,6 +402,54 @@ TEST(CpuSymbolic, SoftmaxRows) {
         }
       },
       /*ulp=*/64);
+}
+
+// The softmax compiled at a hint whose output is large enough for a streaming body (4 MiB,
+// streaming_stores.h), run at smaller and larger sizes.
+TEST(CpuSymbolic, SoftmaxRowsStreamingHint) {
+  Plan sp = softmax_plan(std::vector<int64_t>{180000}, true);
+  auto exe = cpu_backend().compile(sp);
+  ASSERT_NE(exe->kernel_sources().at(0).find("stream"), std::string::npos);  // the premise
+  for (int64_t n : {37, 4099, 180001}) {
+    SCOPED_TRACE(n);
+    auto xv = randn(static_cast<size_t>(n * kSoftmaxRows), 18, 3.f);
+    auto xb = host(xv);
+    auto a = read<float>(exe->run_symbolic({{xb.get()}}, nullptr, std::vector<int64_t>{n})[1],
+                         static_cast<size_t>(n * kSoftmaxRows));
+    auto b = read<float>(cpu_backend()
+                             .compile(softmax_plan(std::vector<int64_t>{n}, false))
+                             ->run({{xb.get()}}, nullptr)[1],
+                         static_cast<size_t>(n * kSoftmaxRows));
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_LE(ulps(a[i], b[i], true), 64) << i;
+  }
+}
+
+// A float32 sin gets a fast body (inline sin, rerun with libm when an argument is out of its
+// range, codegen.cc); both bodies read the sizes: out = sin(x) * s0 + x over [s0, 3].
+TEST(CpuSymbolic, FastTrigBody) {
+  Builder build = [](std::span<const int64_t> z, bool sym) {
+    const int64_t n = z[0];
+    SymPlan pb(sym, 1);
+    int x = pb.buf(K::Input, F, n * 3, s0 * 3), o = pb.buf(K::Output, F, n * 3, s0 * 3);
+    Body b(StageKind::MapOuter);
+    int lx = b.load(F, 0, aff({3, 1}));
+    int v =
+        b.op(Op::Mul, F, b.op(Op::Sin, F, lx), sym_const(b, F, static_cast<double>(n), pb.P(s0)));
+    b.store(1, aff({3, 1}), b.op(Op::Add, F, v, lx));
+    pb.kernel({n, 3}, {}, {pb.sarg(x), pb.sarg(o, true)}, {b.st});
+    pb.dims({pb.P(s0), -1}, {});
+    return pb.finish();
+  };
+  Inputs inputs = [](std::span<const int64_t> z) {
+    auto v = randn(z[0] * 3, 19, 10.f);
+    if (z[0] == 37) v[5] = 3e5f;  // beyond the inline sin's range: the libm rerun
+    return std::vector<std::vector<float>>{v};
+  };
+  check_bindings(build, inputs, {1}, kBindings1, [](auto z, const auto& in, const auto& out) {
+    for (int64_t i = 0; i < z[0] * 3; ++i)
+      expect_close(out[0][i], std::sin(double{in[0][i]}) * z[0] + in[0][i], 1e-5 * z[0],
+                   std::to_string(i));
+  });
 }
 
 // mean over rows of x [s0, s1] as sum * (1/s1) (a reciprocal size constant), plus s0 as a
