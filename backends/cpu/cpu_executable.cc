@@ -62,6 +62,10 @@ DistinctKernels join_merged(const DistinctKernels& exact, const std::vector<loop
   return joined;
 }
 
+// Primitives kept per symbolic library step; past this many distinct instantiations the step's
+// map starts afresh (oneDNN keeps its own cache of primitives behind them).
+constexpr size_t kMaxBindingsPerStep = 64;
+
 // The step's size fields (size_fields.h), the key of its primitive per binding.
 template <class Step>
 std::vector<int64_t> size_key(Step s) {
@@ -349,8 +353,10 @@ std::shared_ptr<const OnednnGemm> CpuExecutable::gemm_at(BoundGemm& g,
   std::vector<int64_t> key = size_key(at);
   std::lock_guard<std::mutex> lock(steps_mutex_);
   auto it = g.per_binding.find(key);
-  if (it == g.per_binding.end())
+  if (it == g.per_binding.end()) {
+    if (g.per_binding.size() >= kMaxBindingsPerStep) g.per_binding.clear();
     it = g.per_binding.emplace(std::move(key), std::make_shared<const OnednnGemm>(at)).first;
+  }
   return it->second;
 }
 
@@ -364,8 +370,10 @@ std::shared_ptr<const OnednnConv> CpuExecutable::conv_at(BoundConv& c,
   std::vector<int64_t> key = size_key(at);
   std::lock_guard<std::mutex> lock(steps_mutex_);
   auto it = c.per_binding.find(key);
-  if (it == c.per_binding.end())
+  if (it == c.per_binding.end()) {
+    if (c.per_binding.size() >= kMaxBindingsPerStep) c.per_binding.clear();
     it = c.per_binding.emplace(std::move(key), std::make_shared<const OnednnConv>(at)).first;
+  }
   return it->second;
 }
 
@@ -381,9 +389,11 @@ std::vector<BufferPtr> CpuExecutable::run_with(const std::vector<RunInput>& inpu
              "cpu executable: the size symbols' values give buffer ", b, " ", numels[b],
              " elements");
   }
-  // Temporaries with disjoint lifetimes share one allocation (lowering/memory_plan.h).
-  const std::vector<size_t> slot_bytes =
-      values.empty() ? memory_.slot_bytes : slot_bytes_at(layout_, values);
+  // Temporaries with disjoint lifetimes share one allocation (lowering/memory_plan.h), sized for
+  // this binding.
+  std::vector<size_t> slot_bytes_here;
+  if (!values.empty()) slot_bytes_here = slot_bytes_at(layout_, values);
+  const std::vector<size_t>& slot_bytes = values.empty() ? memory_.slot_bytes : slot_bytes_here;
   std::vector<BufferPtr> slot_bufs(slot_bytes.size());
   for (size_t s = 0; s < slot_bufs.size(); ++s)
     slot_bufs[s] = std::make_shared<HostBuffer>(slot_bytes[s]);
@@ -391,12 +401,14 @@ std::vector<BufferPtr> CpuExecutable::run_with(const std::vector<RunInput>& inpu
   std::vector<uint64_t> slots(nb, 0);  // 8-byte, 8-aligned homes of scalar inputs
   // A donated input must hold its output at this binding: the check sees this binding's sizes.
   std::vector<BufferSpec> sized;
-  if (!values.empty()) {
+  const bool donating = std::any_of(inputs.begin(), inputs.end(),
+                                    [](const RunInput& in) { return in.donated_output >= 0; });
+  if (!values.empty() && donating) {
     sized = buffers_;
     for (size_t b = 0; b < nb; ++b) sized[b].numel = numels[b];
   }
   const std::vector<int> donated =
-      donated_outputs(values.empty() ? buffers_ : sized, donations_, inputs, "cpu executable");
+      donated_outputs(sized.empty() ? buffers_ : sized, donations_, inputs, "cpu executable");
   for (size_t b = 0; b < nb; ++b) {
     const BufferSpec& spec = buffers_[b];
     const size_t bytes = static_cast<size_t>(numels[b]) * dtype_size(spec.dtype);
