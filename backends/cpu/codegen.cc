@@ -40,7 +40,7 @@ constexpr int64_t kMaxReuseRow = 16384;
 class KernelEmitter {
  public:
   KernelEmitter(llvm::Module& m, const loop::Kernel& k)
-      : m_(m), k_(k), ctx_(m.getContext()), b_(ctx_) {}
+      : m_(m), k_(k), ctx_(m.getContext()), b_(ctx_), sym_(k.symbolic()) {}
 
   // A kernel with in-place pairs (lowering/donation.h) gets two bodies: one for distinct buffers
   // (no noalias on the paired args, so LLVM guards its vector loop with overlap checks) and one
@@ -54,7 +54,7 @@ class KernelEmitter {
   // Where trig_bounds.h can bound the arguments by the loads they come from, the fast body
   // reports the largest load instead, checked against the matching threshold.
   void emit(const std::string& name) {
-    reuse_ = find_row_reuse(k_, kMaxReuseRow);
+    reuse_ = find_row_reuse(k_, kMaxReuseRow, /*any_row=*/inner_symbolic());
     llvm::Function* apart = emit_body_function(name + ".body", /*aliased=*/false);
     llvm::Function* same =
         k_.inplace.empty() ? nullptr : emit_body_function(name + ".inplace", true);
@@ -79,15 +79,78 @@ class KernelEmitter {
   llvm::Type* i64() { return b_.getInt64Ty(); }
   Value* c64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
 
+  // Symbolic sizes (loop_ir.h): a size parameter's value, loaded once in the body's entry block
+  // from the parameter array (the body's last argument), an invariant load.
+  Value* param(int p) {
+    LT_CHECK(values_ && p >= 0, ErrorKind::Runtime, "internal: kernel ", k_.name,
+             " reads size parameter ", p, " without a parameter array");
+    if (static_cast<size_t>(p) >= param_vals_.size())
+      param_vals_.resize(static_cast<size_t>(p) + 1, nullptr);
+    Value*& v = param_vals_[static_cast<size_t>(p)];
+    if (!v) {
+      llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+      llvm::LoadInst* ld =
+          entry.CreateLoad(i64(), entry.CreateConstInBoundsGEP1_64(i64(), values_, p),
+                           llvm::Twine("size") + llvm::Twine(p));
+      ld->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(ctx_, {}));
+      v = ld;
+    }
+    return v;
+  }
+
+  // Loop variable v's extent: its size parameter (or -1), its value at the plan's binding, and
+  // the value this run has.
+  int extent_param(size_t v) const {
+    const size_t no = k_.outer.size();
+    const std::vector<int>& ps = v < no ? k_.outer_params : k_.inner_params;
+    const size_t d = v < no ? v : v - no;
+    return d < ps.size() ? ps[d] : -1;
+  }
+  int64_t extent_hint(size_t v) const {
+    const size_t no = k_.outer.size();
+    return v < no ? k_.outer[v] : k_.inner[v - no];
+  }
+  Value* extent(size_t v) {
+    const int p = extent_param(v);
+    return p >= 0 ? param(p) : c64(extent_hint(v));
+  }
+  // The extent is e at every binding.
+  bool static_extent_is(size_t v, int64_t e) const {
+    return extent_param(v) < 0 && extent_hint(v) == e;
+  }
+  bool inner_symbolic() const {
+    for (size_t d = 0; d < k_.inner.size(); ++d)
+      if (extent_param(k_.outer.size() + d) >= 0) return true;
+    return false;
+  }
+  // Some inner (outer) dim has extent 0 at every binding: nothing to loop.
+  bool inner_static_empty() const {
+    for (size_t d = 0; d < k_.inner.size(); ++d)
+      if (static_extent_is(k_.outer.size() + d, 0)) return true;
+    return false;
+  }
+  bool outer_static_empty() const {
+    for (size_t d = 0; d < k_.outer.size(); ++d)
+      if (static_extent_is(d, 0)) return true;
+    return false;
+  }
+  Value* inner_numel_value() {
+    Value* n = c64(1);
+    for (size_t d = 0; d < k_.inner.size(); ++d)
+      n = b_.CreateMul(n, extent(k_.outer.size() + d), "", true, true);
+    return n;
+  }
+
   // The flat position of the current inner point in a contiguous row (row scratch index).
   Value* inner_flat() {
     Value* pos = c64(0);
-    int64_t stride = 1;
+    Value* stride = c64(1);
     for (size_t d = k_.inner.size(); d-- > 0;) {
-      Value* v = vars_[k_.outer.size() + d];
-      pos = b_.CreateAdd(pos, stride == 1 ? v : b_.CreateMul(v, c64(stride), "", true, true), "",
-                         true, true);
-      stride *= k_.inner[d];
+      const size_t v = k_.outer.size() + d;
+      Value* iv = vars_[v];
+      const bool unit = d + 1 == k_.inner.size();
+      pos = b_.CreateAdd(pos, unit ? iv : b_.CreateMul(iv, stride, "", true, true), "", true, true);
+      stride = b_.CreateMul(stride, extent(v), "", true, true);
     }
     return pos;
   }
@@ -102,7 +165,10 @@ class KernelEmitter {
   // The row scratch element for the current inner point; the array is made in the body's entry
   // block on first use, of the value's own type.
   Value* row_scratch_ptr(llvm::Type* t) {
-    if (!row_scratch_) row_scratch_ = entry_alloca(t, numel(k_.inner), "row_scratch");
+    // A symbolic row: room for the longest row that reuses (the body checks the row's length).
+    if (!row_scratch_)
+      row_scratch_ =
+          entry_alloca(t, inner_symbolic() ? kMaxReuseRow : numel(k_.inner), "row_scratch");
     LT_CHECK(row_scratch_->getAllocatedType() == t, ErrorKind::Runtime,
              "internal: row reuse type mismatch in ", k_.name);
     return b_.CreateGEP(t, row_scratch_, inner_flat());
@@ -151,6 +217,7 @@ class KernelEmitter {
     std::vector<llvm::Type*> params(nargs, b_.getPtrTy());
     params.push_back(i64());
     params.push_back(i64());
+    if (sym_) params.push_back(b_.getPtrTy());  // the size parameters' values
     auto* fty =
         llvm::FunctionType::get(fast_trig ? b_.getInt32Ty() : b_.getVoidTy(), params, false);
     fn_ = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, m_);
@@ -183,6 +250,15 @@ class KernelEmitter {
       if (read_through[i] >= 0) args_[i] = fn_->getArg(static_cast<unsigned>(read_through[i]));
     Value* begin = fn_->getArg(static_cast<unsigned>(nargs));
     Value* end = fn_->getArg(static_cast<unsigned>(nargs + 1));
+    values_ = nullptr;
+    param_vals_.clear();
+    if (sym_) {
+      const unsigned a = static_cast<unsigned>(nargs + 2);
+      fn_->addParamAttr(a, llvm::Attribute::NoAlias);
+      fn_->addParamAttr(a, llvm::Attribute::NoCapture);
+      fn_->addParamAttr(a, llvm::Attribute::ReadOnly);
+      values_ = fn_->getArg(a);
+    }
 
     BasicBlock* entry = BasicBlock::Create(ctx_, "entry", fn_);
     b_.SetInsertPoint(entry);
@@ -201,7 +277,30 @@ class KernelEmitter {
       range_flag_ = b_.CreateAlloca(b_.getInt32Ty(), nullptr, "trig_range");
       b_.CreateStore(b_.getInt32(0), range_flag_);
     }
-    if (k_.outer_numel() > 0) emit_outer(begin, end);
+    if (sym_ ? !outer_static_empty() : k_.outer_numel() > 0) {
+      if (reuse_.stage >= 0 && inner_symbolic()) {
+        // A symbolic row reuses values only when it fits the scratch row; else, as a static row
+        // that long, it computes them again.
+        Value* fits = b_.CreateICmpULE(inner_numel_value(), c64(kMaxReuseRow));
+        BasicBlock* with = BasicBlock::Create(ctx_, "reuse", fn_);
+        BasicBlock* without = BasicBlock::Create(ctx_, "no_reuse", fn_);
+        BasicBlock* done = BasicBlock::Create(ctx_, "body.end");
+        b_.CreateCondBr(fits, with, without);
+        b_.SetInsertPoint(with);
+        emit_outer(begin, end);
+        b_.CreateBr(done);
+        b_.SetInsertPoint(without);
+        const RowReuse keep = reuse_;
+        reuse_ = RowReuse{};
+        emit_outer(begin, end);
+        reuse_ = keep;
+        b_.CreateBr(done);
+        done->insertInto(fn_);
+        b_.SetInsertPoint(done);
+      } else {
+        emit_outer(begin, end);
+      }
+    }
     if (fast_trig)
       b_.CreateRet(b_.CreateLoad(b_.getInt32Ty(), range_flag_));
     else
@@ -257,6 +356,11 @@ class KernelEmitter {
     }
     call_args.push_back(fn->getArg(1));
     call_args.push_back(fn->getArg(2));
+    // Symbolic: args[k.args.size()] points at every size parameter's value (cpu_executable.h).
+    if (sym_) {
+      Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getPtrTy(), fn->getArg(0), k_.args.size());
+      call_args.push_back(b_.CreateLoad(b_.getPtrTy(), slot, "sizes"));
+    }
     // Distinct buffers: fast(range), and apart(range) again if it saw a sin/cos argument out of
     // its range; or plain apart(range). The rerun is only sound when no paired input shares its
     // output's buffer (the fast pass would have overwritten it), so with some pairs shared and
@@ -387,7 +491,7 @@ class KernelEmitter {
     for (size_t d = n; d-- > 0;) {
       Value* id = rem;
       if (d > 0) {
-        Value* e = c64(k_.outer[d]);
+        Value* e = extent(d);
         id = b_.CreateURem(rem, e);
         rem = b_.CreateUDiv(rem, e);
       }
@@ -396,7 +500,7 @@ class KernelEmitter {
       else
         vars_[d] = id;
     }
-    Value* avail = b_.CreateSub(c64(k_.outer[n - 1]), last);
+    Value* avail = b_.CreateSub(extent(n - 1), last);
     Value* len = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, avail, b_.CreateSub(end, pos));
     segment(last, len);
     Value* next = b_.CreateAdd(pos, len);
@@ -414,14 +518,17 @@ class KernelEmitter {
   // block. Later stages may only be per-output (MapOuter): they run per block lane at the end.
   bool column_reduction() const {
     const size_t n = k_.outer.size(), m = k_.inner.size();
-    if (n == 0 || m == 0 || numel(k_.inner) == 0 || k_.outer[n - 1] < 2 || range_flag_ ||
-        k_.accumulates())
+    // (A symbolic last outer dim is taken to be long: the choice is for speed, either is right.)
+    if (n == 0 || m == 0 || inner_static_empty() ||
+        (extent_param(n - 1) < 0 && k_.outer[n - 1] < 2) || range_flag_ || k_.accumulates())
       return false;  // an empty inner space: the plain path stores the identity
     if (k_.stages.front().kind != StageKind::Reduce) return false;
     for (size_t s = 1; s < k_.stages.size(); ++s)
       if (k_.stages[s].kind != StageKind::MapOuter) return false;
     const size_t last_outer = n - 1, last_inner = n + m - 1;
-    auto stride = [](const loop::Index& ix, size_t v) {
+    // A symbolic stride counts as unknown (-1): not 1 at every binding.
+    auto stride = [](const loop::Index& ix, size_t v) -> int64_t {
+      if (v < ix.stride_params.size() && ix.stride_params[v] >= 0) return -1;
       return v < ix.strides.size() ? ix.strides[v] : 0;
     };
     bool along_outer = false;
@@ -471,13 +578,13 @@ class KernelEmitter {
       return;
     }
     const size_t v = k_.outer.size() + level;
-    const int64_t e = k_.inner[level];
-    if (e == 1) {
+    if (static_extent_is(v, 1)) {
       vars_[v] = c64(0);
       emit_inner_nest(level + 1, body);
       return;
     }
-    emit_loop(c64(0), c64(e), true, [&](Value* iv) {
+    // A static extent is nonzero here (callers skip empty inner spaces); a symbolic one may be 0.
+    emit_loop(c64(0), extent(v), extent_param(v) < 0, [&](Value* iv) {
       vars_[v] = iv;
       emit_inner_nest(level + 1, body);
     });
@@ -510,7 +617,7 @@ class KernelEmitter {
   // Stage s's reduction over the current row, left in its accumulator.
   void reduce_row(size_t s) {
     reset_acc(s);
-    if (numel(k_.inner) > 0) emit_inner_nest(0, [&] { accumulate(s); });
+    if (!inner_static_empty()) emit_inner_nest(0, [&] { accumulate(s); });
   }
 
   Value* load_acc(size_t s) {
@@ -521,7 +628,7 @@ class KernelEmitter {
   // The stages from `first` on at the current outer point; `in_last_loop` (may be null) is emitted
   // inside the inner loop of the last stage, after its stores.
   void emit_stages(size_t first, const std::function<void()>& in_last_loop) {
-    const bool inner_empty = numel(k_.inner) == 0;  // an inner dim of extent 0: nothing to loop
+    const bool inner_empty = inner_static_empty();  // an inner dim of extent 0: nothing to loop
     for (size_t s = first; s < k_.stages.size(); ++s) {
       const loop::Stage& st = k_.stages[s];
       switch (st.kind) {
@@ -554,7 +661,11 @@ class KernelEmitter {
   // row's loads would share a pointer with this row's stores), nor with accumulating stores or in
   // a fast_trig body.
   bool pipelines_rows() const {
-    if (k_.outer.size() != 1 || k_.inner.size() != 1 || k_.inner[0] < kPipelineMinRow) return false;
+    // A symbolic row is taken to be long (pipelining is right for every length, and only fast
+    // for long rows).
+    if (k_.outer.size() != 1 || k_.inner.size() != 1 ||
+        (extent_param(1) < 0 && k_.inner[0] < kPipelineMinRow))
+      return false;
     if (k_.stages.size() < 2 || k_.stages.front().kind != StageKind::Reduce ||
         k_.stages.back().kind != StageKind::MapInner)
       return false;
@@ -609,7 +720,7 @@ class KernelEmitter {
     Value* r = nullptr;
     switch (e.kind) {
       case K::Const:
-        r = c64(e.value);
+        r = e.param >= 0 ? param(e.param) : c64(e.value);
         break;
       case K::Var:
         r = vars_[e.value];
@@ -629,11 +740,17 @@ class KernelEmitter {
       case K::FloorDiv:
       case K::Mod: {
         const loop::IExpr& d = k_.iexprs[e.b];
-        LT_CHECK(d.kind != K::Const || d.value > 0, ErrorKind::Runtime, "internal: kernel ",
-                 k_.name, " divides an index by ", d.value);
+        const bool static_divisor = d.kind == K::Const && d.param < 0;
+        LT_CHECK(!static_divisor || d.value > 0, ErrorKind::Runtime, "internal: kernel ", k_.name,
+                 " divides an index by ", d.value);
+        Value* divisor = iexpr(e.b);
+        // A run-time divisor is a size, nonzero wherever the index is evaluated (its dim is not
+        // empty); umax keeps a 0 from faulting anyway (loop-invariant, hoisted).
+        if (sym_ && !static_divisor)
+          divisor = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umax, divisor, c64(1));
         // Index values are non-negative, so unsigned division is floor division.
-        r = e.kind == K::FloorDiv ? b_.CreateUDiv(iexpr(e.a), iexpr(e.b))
-                                  : b_.CreateURem(iexpr(e.a), iexpr(e.b));
+        r = e.kind == K::FloorDiv ? b_.CreateUDiv(iexpr(e.a), divisor)
+                                  : b_.CreateURem(iexpr(e.a), divisor);
         break;
       }
     }
@@ -643,12 +760,15 @@ class KernelEmitter {
 
   Value* index(const loop::Index& ix) {
     if (!ix.affine()) return iexpr(ix.general);
-    Value* r = c64(ix.offset);
+    Value* r = ix.offset_param >= 0 ? param(ix.offset_param) : c64(ix.offset);
     for (size_t v = 0; v < ix.strides.size(); ++v) {
+      const int p = v < ix.stride_params.size() ? ix.stride_params[v] : -1;
       const int64_t s = ix.strides[v];
-      if (s == 0) continue;
+      if (p < 0 && s == 0) continue;
       // nsw only: the sum fits in int64, but a (future) negative stride would break nuw.
-      Value* term = s == 1 ? vars_[v] : b_.CreateMul(vars_[v], c64(s), "", false, true);
+      Value* term = p >= 0   ? b_.CreateMul(vars_[v], param(p), "", false, true)
+                    : s == 1 ? vars_[v]
+                             : b_.CreateMul(vars_[v], c64(s), "", false, true);
       r = b_.CreateAdd(r, term, "", false, true);
     }
     return r;
@@ -696,7 +816,16 @@ class KernelEmitter {
           if (track_loads && trig_bound_.tracked[stage][i]) emit_trig_track(b_, v, range_flag_);
           break;
         case IKind::Const:
-          v = make_constant(ctx_, in.dtype, in.value);
+          if (in.param >= 0) {
+            // A size parameter (or its reciprocal) in float64, then converted to the dtype, as
+            // lowering computes the static constant and make_constant converts it.
+            Value* d = b_.CreateSIToFP(param(in.param), b_.getDoubleTy());
+            if (in.param_reciprocal)
+              d = b_.CreateFDiv(llvm::ConstantFP::get(b_.getDoubleTy(), 1.0), d);
+            v = convert(b_, d, DType::Float64, in.dtype);
+          } else {
+            v = make_constant(ctx_, in.dtype, in.value);
+          }
           break;
         case IKind::Op: {
           if (in.op == Op::Where) {
@@ -774,6 +903,11 @@ class KernelEmitter {
   TrigLoadBound trig_bound_;                 // of this kernel, when it has a fast_trig body
   std::vector<bool> streamed_;               // per arg: streamed in the streaming body
   int interleave_ = kInterleave;
+  // Symbolic sizes: whether the kernel reads any, the body's parameter array argument and the
+  // parameters loaded from it so far.
+  bool sym_ = false;
+  Value* values_ = nullptr;
+  std::vector<Value*> param_vals_;
 };
 
 }  // namespace

@@ -2,7 +2,10 @@
 //   void <name>(void** args, int64_t begin, int64_t end)
 // which computes the outer points [begin, end) of the kernel's row-major flattened outer space
 // (an empty outer space is one point, [0, 1)). args[i] points at the data of Kernel::args[i]
-// (for a scalar arg: an 8-byte slot holding the value in the arg's dtype).
+// (for a scalar arg: an 8-byte slot holding the value in the arg's dtype). A symbolic kernel
+// (loop::Kernel::symbolic) also reads args[args.size()]: the int64 values of the size parameters
+// its fields name (cpu_executable.h), loaded once per call; its loops, strides, offsets and
+// constants use them where the fields are annotated, and constants elsewhere.
 //
 // Loop nest per call: rows of the flattened range (the outer index is split into its dims once
 // per row with constant div/mod), then a loop along the innermost outer dim; per outer point the

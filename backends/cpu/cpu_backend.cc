@@ -34,6 +34,10 @@ class CpuBackend : public Backend {
     return std::make_unique<cpu::CpuExecutable>(plan);
   }
 
+  // Symbolic kernels read their sizes from a parameter array, library steps are instantiated per
+  // binding (cpu_executable.h).
+  bool symbolic_sizes() const override { return true; }
+
   // float32 matmuls and convolutions go to oneDNN; float64 (which oneDNN lacks) and other dtypes
   // stay loop kernels.
   LowerOptions lower_options() const override {
@@ -49,7 +53,7 @@ class CpuBackend : public Backend {
 
   bool serialize(const Executable& exe, std::string* out) override {
     auto* cpu_exe = dynamic_cast<const cpu::CpuExecutable*>(&exe);
-    if (!cpu_exe) return false;
+    if (!cpu_exe || cpu_exe->symbolic()) return false;  // symbolic plans are not stored
     *out = cpu_exe->serialize();
     return true;
   }

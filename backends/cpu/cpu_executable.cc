@@ -18,6 +18,8 @@
 #include "ir/error.h"
 #include "ir/half.h"
 #include "lowering/kernel_code.h"
+#include "lowering/memory_plan.h"
+#include "lowering/size_fields.h"
 
 namespace lt::cpu {
 namespace {
@@ -60,6 +62,46 @@ DistinctKernels join_merged(const DistinctKernels& exact, const std::vector<loop
   return joined;
 }
 
+// Primitives kept per symbolic library step; past this many distinct instantiations the step's
+// map starts afresh (oneDNN keeps its own cache of primitives behind them).
+constexpr size_t kMaxBindingsPerStep = 64;
+
+// The step's size fields (size_fields.h), the key of its primitive per binding.
+template <class Step>
+std::vector<int64_t> size_key(Step s) {
+  std::vector<int64_t> key;
+  for_each_size_field(s, [&](int64_t& v) { key.push_back(v); });
+  return key;
+}
+
+// a * b, or an lt::Error naming `what` when it does not fit int64 (a binding too large).
+int64_t checked_mul(int64_t a, int64_t b, const char* what) {
+  int64_t r = 0;
+  LT_CHECK(!__builtin_mul_overflow(a, b, &r), ErrorKind::Value,
+           "cpu executable: the size symbols' values make ", what, " overflow int64");
+  return r;
+}
+
+// The product of a symbolic kernel's extents at this binding (static ones from `ext`).
+int64_t extent_product(const std::vector<int>& params, const std::vector<int64_t>& ext,
+                       std::span<const int64_t> values, const std::string& kernel) {
+  int64_t n = 1;
+  for (size_t d = 0; d < ext.size(); ++d) {
+    const int64_t e = params[d] >= 0 ? values[static_cast<size_t>(params[d])] : ext[d];
+    LT_CHECK(e >= 0, ErrorKind::Value, "cpu executable: the size symbols' values give kernel ",
+             kernel, " a loop of extent ", e);
+    n = checked_mul(n, e, "a loop's size");
+  }
+  return n;
+}
+
+// A symbolic step's (field ordinal, size parameter) pairs name parameters the plan has.
+void check_step_params(const StepSizeParams& sizes, size_t nparams, const std::string& step) {
+  for (auto [field, p] : sizes)
+    LT_CHECK(field >= 0 && p >= 0 && static_cast<size_t>(p) < nparams, ErrorKind::Runtime,
+             "internal: step ", step, " names size parameter ", p, " of ", nparams);
+}
+
 // The plan's memory plan, computed by lowering (lowering/complete_plan.h).
 const MemoryPlan& memory_of(const Plan& plan) {
   LT_CHECK(plan.is_completed(), ErrorKind::Runtime,
@@ -75,7 +117,8 @@ std::vector<loop::Kernel> CpuExecutable::prepare(const Plan& plan) {
     const loop::Kernel& k = plan.kernels[i];
     validate_kernel(k);
     check_kernel_args(k, buffers_);
-    loop::Kernel merged = merge_dims(k);
+    validate_kernel_params(k, sym_.params.size());
+    loop::Kernel merged = merge_dims(k, &params_);
     CompiledKernel ck;
     ck.name = "lt_k";
     ck.name += std::to_string(i);
@@ -87,6 +130,15 @@ std::vector<loop::Kernel> CpuExecutable::prepare(const Plan& plan) {
     // into one element, and a serial loop needs no atomics (LLVM has none for float16/bfloat16)
     // and sums in a fixed order, so results do not vary from run to run.
     ck.serial = k.accumulates();
+    ck.symbolic = merged.symbolic();
+    if (ck.symbolic) {
+      ck.outer_ext.assign(merged.outer.begin(), merged.outer.end());
+      ck.inner_ext.assign(merged.inner.begin(), merged.inner.end());
+      ck.outer_params = merged.outer_params;
+      ck.inner_params = merged.inner_params;
+      ck.outer_params.resize(merged.outer.size(), -1);
+      ck.inner_params.resize(merged.inner.size(), -1);
+    }
     kernels_.push_back(std::move(ck));
     merged_kernels.push_back(std::move(merged));
   }
@@ -94,7 +146,11 @@ std::vector<loop::Kernel> CpuExecutable::prepare(const Plan& plan) {
 }
 
 void CpuExecutable::prepare_gemms(const Plan& plan) {
-  for (const Gemm& g : plan.gemms) {
+  LT_CHECK((plan.sym.gemms.empty() || plan.sym.gemms.size() == plan.gemms.size()) &&
+               (plan.sym.convs.empty() || plan.sym.convs.size() == plan.convs.size()),
+           ErrorKind::Runtime, "internal: a plan's symbolic step tables do not match its steps");
+  for (size_t i = 0; i < plan.gemms.size(); ++i) {
+    const Gemm& g = plan.gemms[i];
     for (int buf : {g.a, g.b, g.out})
       LT_CHECK(buf >= 0 && buf < static_cast<int>(buffers_.size()) &&
                    buffers_[buf].dtype == g.dtype && buffers_[buf].kind != BufferSpec::Kind::Scalar,
@@ -104,9 +160,15 @@ void CpuExecutable::prepare_gemms(const Plan& plan) {
              ErrorKind::Runtime, "internal: gemm ", g.name, " writes input buffer ", g.out);
     validate_gemm(g, buffers_[g.a].numel, buffers_[g.b].numel, buffers_[g.out].numel,
                   "cpu executable");
-    gemms_.push_back({g.a, g.b, g.out, OnednnGemm(g)});
+    BoundGemm bg{
+        g.a,     g.b, g.out, g, i < plan.sym.gemms.size() ? plan.sym.gemms[i] : StepSizeParams{},
+        nullptr, {}};
+    check_step_params(bg.sizes, sym_.params.size(), g.name);
+    if (bg.sizes.empty()) bg.op = std::make_shared<const OnednnGemm>(g);  // else per binding
+    gemms_.push_back(std::move(bg));
   }
-  for (const ConvStep& c : plan.convs) {
+  for (size_t i = 0; i < plan.convs.size(); ++i) {
+    const ConvStep& c = plan.convs[i];
     for (int buf : {c.a, c.b, c.bias, c.out})
       LT_CHECK(
           (buf == -1 && c.bias == -1 && c.a != -1 && c.b != -1 && c.out != -1) ||
@@ -119,7 +181,12 @@ void CpuExecutable::prepare_gemms(const Plan& plan) {
     validate_conv(c, buffers_[c.a].numel, buffers_[c.b].numel,
                   c.bias >= 0 ? buffers_[c.bias].numel : 0, buffers_[c.out].numel,
                   "cpu executable");
-    convs_.push_back({c.a, c.b, c.bias, c.out, OnednnConv(c)});
+    BoundConv bc{c.a,     c.b, c.bias,
+                 c.out,   c,   i < plan.sym.convs.size() ? plan.sym.convs[i] : StepSizeParams{},
+                 nullptr, {}};
+    check_step_params(bc.sizes, sym_.params.size(), c.name);
+    if (bc.sizes.empty()) bc.op = std::make_shared<const OnednnConv>(c);
+    convs_.push_back(std::move(bc));
   }
   steps_ = plan.ordered_steps();
   for (const PlanStep& st : steps_)
@@ -139,8 +206,27 @@ void CpuExecutable::bind(std::unique_ptr<JitCode> code) {
   for (size_t i = 0; i < kernels_.size(); ++i) kernels_[i].fn = code_->functions()[i];
 }
 
+void CpuExecutable::keep_symbols(const Plan& plan) {
+  if (!plan.sym.symbolic()) {
+    LT_CHECK(plan.sym.params.empty(), ErrorKind::Runtime,
+             "internal: a plan without size symbols has size parameters");
+    for (const auto& b : plan.buffers)
+      LT_CHECK(b.numel_param < 0, ErrorKind::Runtime,
+               "internal: a plan without size symbols has a symbolic buffer");
+    return;
+  }
+  sym_ = plan.sym;
+  params_ = plan.sym.params;
+  layout_.buffers = plan.buffers;
+  layout_.memory = plan.memory;
+  for (const auto& b : plan.buffers)
+    LT_CHECK(b.numel_param < static_cast<int>(params_.size()), ErrorKind::Runtime,
+             "internal: a buffer names size parameter ", b.numel_param, " of ", params_.size());
+}
+
 CpuExecutable::CpuExecutable(const Plan& plan)
     : buffers_(plan.buffers), donations_(plan.donations), memory_(memory_of(plan)) {
+  keep_symbols(plan);
   prepare_gemms(plan);
   if (plan.kernels.empty()) return;
   std::vector<loop::Kernel> merged = prepare(plan);
@@ -202,6 +288,10 @@ constexpr uint32_t kCachedFormat = 2;  // 2: several object files
 
 CpuExecutable::CpuExecutable(const Plan& plan, std::string_view cached)
     : buffers_(plan.buffers), donations_(plan.donations), memory_(memory_of(plan)) {
+  // Symbolic plans are not stored (serialize refuses them): their kernels' parameter list grows
+  // with the merged dims, which this constructor would have to reproduce exactly.
+  LT_CHECK(!plan.sym.symbolic(), ErrorKind::Runtime,
+           "cached cpu code: a symbolic plan is never cached");
   ByteReader r(cached, "cached cpu code");
   uint32_t format = r.u32();
   if (format != kCachedFormat) r.bad("format " + std::to_string(format));
@@ -222,6 +312,8 @@ CpuExecutable::CpuExecutable(const Plan& plan, std::string_view cached)
 }
 
 std::string CpuExecutable::serialize() const {
+  LT_CHECK(!sym_.symbolic(), ErrorKind::Runtime,
+           "internal: cpu executable of a symbolic plan asked to serialize");
   ByteWriter w;
   w.u32(kCachedFormat);
   w.u64(kernels_.size());
@@ -233,18 +325,93 @@ std::string CpuExecutable::serialize() const {
 }
 
 std::vector<BufferPtr> CpuExecutable::run(const std::vector<RunInput>& inputs, RunStats* stats) {
+  LT_CHECK(!sym_.symbolic(), ErrorKind::Value, "cpu executable: the plan has ", sym_.num_symbols,
+           " size symbols; run it with their values (run_symbolic)");
+  return run_with(inputs, stats, {});
+}
+
+std::vector<BufferPtr> CpuExecutable::run_symbolic(const std::vector<RunInput>& inputs,
+                                                   RunStats* stats,
+                                                   std::span<const int64_t> symbols) {
+  LT_CHECK(symbols.size() == static_cast<size_t>(sym_.num_symbols), ErrorKind::Value,
+           "cpu executable: the plan has ", sym_.num_symbols, " size symbols, got ", symbols.size(),
+           " values");
+  if (!sym_.symbolic()) return run_with(inputs, stats, {});
+  // The plan's parameters, then the merged extents (merge_dims): PlanSymbols::values' order.
+  std::vector<int64_t> values;
+  values.reserve(params_.size());
+  for (const SizeExpr& e : params_) values.push_back(e.eval(symbols));
+  return run_with(inputs, stats, values);
+}
+
+std::shared_ptr<const OnednnGemm> CpuExecutable::gemm_at(BoundGemm& g,
+                                                         std::span<const int64_t> values) {
+  if (g.sizes.empty()) return g.op;
+  const Gemm at = with_sizes(g.step, g.sizes, values);
+  validate_gemm(at, numel_at(buffers_[g.a], values), numel_at(buffers_[g.b], values),
+                numel_at(buffers_[g.out], values), "cpu executable");
+  std::vector<int64_t> key = size_key(at);
+  std::lock_guard<std::mutex> lock(steps_mutex_);
+  auto it = g.per_binding.find(key);
+  if (it == g.per_binding.end()) {
+    if (g.per_binding.size() >= kMaxBindingsPerStep) g.per_binding.clear();
+    it = g.per_binding.emplace(std::move(key), std::make_shared<const OnednnGemm>(at)).first;
+  }
+  return it->second;
+}
+
+std::shared_ptr<const OnednnConv> CpuExecutable::conv_at(BoundConv& c,
+                                                         std::span<const int64_t> values) {
+  if (c.sizes.empty()) return c.op;
+  const ConvStep at = with_sizes(c.step, c.sizes, values);
+  validate_conv(at, numel_at(buffers_[c.a], values), numel_at(buffers_[c.b], values),
+                c.bias >= 0 ? numel_at(buffers_[c.bias], values) : 0,
+                numel_at(buffers_[c.out], values), "cpu executable");
+  std::vector<int64_t> key = size_key(at);
+  std::lock_guard<std::mutex> lock(steps_mutex_);
+  auto it = c.per_binding.find(key);
+  if (it == c.per_binding.end()) {
+    if (c.per_binding.size() >= kMaxBindingsPerStep) c.per_binding.clear();
+    it = c.per_binding.emplace(std::move(key), std::make_shared<const OnednnConv>(at)).first;
+  }
+  return it->second;
+}
+
+std::vector<BufferPtr> CpuExecutable::run_with(const std::vector<RunInput>& inputs, RunStats* stats,
+                                               std::span<const int64_t> values) {
   const size_t nb = buffers_.size();
   std::vector<BufferPtr> owned(nb);
-  // Temporaries with disjoint lifetimes share one allocation (lowering/memory_plan.h).
-  std::vector<BufferPtr> slot_bufs(memory_.slot_bytes.size());
+  // Per buffer its element count at this binding.
+  std::vector<int64_t> numels(nb);
+  for (size_t b = 0; b < nb; ++b) {
+    numels[b] = values.empty() ? buffers_[b].numel : numel_at(buffers_[b], values);
+    LT_CHECK(numels[b] >= 0 && numels[b] <= (INT64_MAX >> 4), ErrorKind::Value,
+             "cpu executable: the size symbols' values give buffer ", b, " ", numels[b],
+             " elements");
+  }
+  // Temporaries with disjoint lifetimes share one allocation (lowering/memory_plan.h), sized for
+  // this binding.
+  std::vector<size_t> slot_bytes_here;
+  if (!values.empty()) slot_bytes_here = slot_bytes_at(layout_, values);
+  const std::vector<size_t>& slot_bytes = values.empty() ? memory_.slot_bytes : slot_bytes_here;
+  std::vector<BufferPtr> slot_bufs(slot_bytes.size());
   for (size_t s = 0; s < slot_bufs.size(); ++s)
-    slot_bufs[s] = std::make_shared<HostBuffer>(memory_.slot_bytes[s]);
+    slot_bufs[s] = std::make_shared<HostBuffer>(slot_bytes[s]);
   std::vector<void*> data(nb, nullptr);
   std::vector<uint64_t> slots(nb, 0);  // 8-byte, 8-aligned homes of scalar inputs
-  const std::vector<int> donated = donated_outputs(buffers_, donations_, inputs, "cpu executable");
+  // A donated input must hold its output at this binding: the check sees this binding's sizes.
+  std::vector<BufferSpec> sized;
+  const bool donating = std::any_of(inputs.begin(), inputs.end(),
+                                    [](const RunInput& in) { return in.donated_output >= 0; });
+  if (!values.empty() && donating) {
+    sized = buffers_;
+    for (size_t b = 0; b < nb; ++b) sized[b].numel = numels[b];
+  }
+  const std::vector<int> donated =
+      donated_outputs(sized.empty() ? buffers_ : sized, donations_, inputs, "cpu executable");
   for (size_t b = 0; b < nb; ++b) {
     const BufferSpec& spec = buffers_[b];
-    const size_t bytes = static_cast<size_t>(spec.numel) * dtype_size(spec.dtype);
+    const size_t bytes = static_cast<size_t>(numels[b]) * dtype_size(spec.dtype);
     switch (spec.kind) {
       case BufferSpec::Kind::Input:
       case BufferSpec::Kind::Scalar: {
@@ -266,7 +433,7 @@ std::vector<BufferPtr> CpuExecutable::run(const std::vector<RunInput>& inputs, R
                  " is not in host memory");
         LT_CHECK(in.buffer->bytes() >= bytes, ErrorKind::Value, "cpu executable: input ",
                  spec.input, " has ", in.buffer->bytes(), " bytes, expected ", bytes, " (",
-                 spec.numel, " x ", dtype_name(spec.dtype), ")");
+                 numels[b], " x ", dtype_name(spec.dtype), ")");
         data[b] = in.buffer->data();
         break;
       }
@@ -297,24 +464,33 @@ std::vector<BufferPtr> CpuExecutable::run(const std::vector<RunInput>& inputs, R
     const auto t0 =
         timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (step.kind == PlanStep::Kind::Gemm) {
-      const BoundGemm& g = gemms_[step.index];
-      g.op.run(data[g.a], data[g.b], data[g.out]);
+      BoundGemm& g = gemms_[step.index];
+      gemm_at(g, values)->run(data[g.a], data[g.b], data[g.out]);
       if (timed) stats->on_kernel("gemm", t0, std::chrono::steady_clock::now());
       continue;
     }
     if (step.kind == PlanStep::Kind::Conv) {
-      const BoundConv& c = convs_[step.index];
-      c.op.run(data[c.a], data[c.b], c.bias >= 0 ? data[c.bias] : nullptr, data[c.out]);
+      BoundConv& c = convs_[step.index];
+      conv_at(c, values)->run(data[c.a], data[c.b], c.bias >= 0 ? data[c.bias] : nullptr,
+                              data[c.out]);
       if (timed) stats->on_kernel("conv", t0, std::chrono::steady_clock::now());
       continue;
     }
     const CompiledKernel& k = kernels_[step.index];
     args.clear();
     for (int b : k.arg_buffers) args.push_back(data[b]);
-    const int64_t n = k.outer_numel;
-    const int64_t per_point = std::max<int64_t>(1, k.inner_numel);
+    int64_t n = k.outer_numel, inner = k.inner_numel;
+    if (k.symbolic) {
+      // The parameter array (read-only to the kernel) and this binding's loop sizes.
+      args.push_back(const_cast<int64_t*>(values.data()));
+      n = extent_product(k.outer_params, k.outer_ext, values, k.name);
+      inner = extent_product(k.inner_params, k.inner_ext, values, k.name);
+    }
+    const int64_t per_point = std::max<int64_t>(1, inner);
     if (n <= 0) continue;
-    if (n < 2 || n * per_point < kParallelWork || k.serial) {
+    int64_t work = 0;
+    if (__builtin_mul_overflow(n, per_point, &work)) work = INT64_MAX;
+    if (n < 2 || work < kParallelWork || k.serial) {
       k.fn(args.data(), 0, n);
     } else {
       void** a = args.data();

@@ -1,8 +1,18 @@
 // A Plan compiled for the host CPU: one JIT-compiled function per kernel, run in plan order on
 // the thread pool, and oneDNN matmuls and convolutions for its Gemm and Conv steps. Internal to
 // backends/cpu.
+//
+// Symbolic plans (Plan::sym, issue 30) compile once and run for any binding of their size symbols
+// (run_symbolic). A symbolic kernel's function is called with one more entry in its argument
+// array: args[k.args.size()] points at the int64 value of every size parameter, in
+// PlanSymbols::params order, followed by the products that merging dims added (merge_dims in
+// kernel_prep.h); its code reads every annotated size from there. Library steps are instantiated
+// per binding (with_sizes) and their primitives kept per distinct instantiation.
 #pragma once
+#include <map>
 #include <memory>
+#include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +40,9 @@ class CpuExecutable : public Executable {
   // The object code and kernel sources, for the disk cache.
   std::string serialize() const;
   std::vector<BufferPtr> run(const std::vector<RunInput>& inputs, RunStats* stats) override;
+  std::vector<BufferPtr> run_symbolic(const std::vector<RunInput>& inputs, RunStats* stats,
+                                      std::span<const int64_t> symbols) override;
+  bool symbolic() const { return sym_.symbolic(); }
   int num_kernels() const override {
     return static_cast<int>(kernels_.size() + gemms_.size() + convs_.size());
   }
@@ -44,22 +57,41 @@ class CpuExecutable : public Executable {
     int64_t inner_numel = 1;
     int64_t inner_contiguous = 1;  // chunk alignment along the outer range (whole vectors)
     bool serial = false;           // accumulating stores (scatter_add): one thread
+    bool symbolic = false;         // reads size parameters (gets the parameter array)
+    // Symbolic: the merged kernel's outer and inner dims' size parameters (-1: static, then
+    // outer_ext / inner_ext hold the extent).
+    std::vector<int> outer_params, inner_params;
+    std::vector<int64_t> outer_ext, inner_ext;
     KernelFn fn = nullptr;
   };
   std::vector<BufferSpec> buffers_;
   std::vector<Donation> donations_;  // outputs a run may write into an input's memory
   MemoryPlan memory_;                // which temporaries share an allocation
   std::vector<CompiledKernel> kernels_;
+  // A library step: the static one's primitive, or per binding of a symbolic one (keyed by its
+  // instantiated size fields, size_fields.h) the primitive made for it.
   struct BoundGemm {
     int a, b, out;  // plan buffers
-    OnednnGemm op;
+    Gemm step;
+    StepSizeParams sizes;  // symbolic fields (empty: static)
+    std::shared_ptr<const OnednnGemm> op;
+    std::map<std::vector<int64_t>, std::shared_ptr<const OnednnGemm>> per_binding;
   };
   std::vector<BoundGemm> gemms_;
   struct BoundConv {
     int a, b, bias, out;  // plan buffers (bias -1: none)
-    OnednnConv op;
+    ConvStep step;
+    StepSizeParams sizes;
+    std::shared_ptr<const OnednnConv> op;
+    std::map<std::vector<int64_t>, std::shared_ptr<const OnednnConv>> per_binding;
   };
   std::vector<BoundConv> convs_;
+  std::mutex steps_mutex_;  // guards per_binding (runs may come from several threads)
+  // Symbolic sizes: the plan's symbols, its parameters followed by those merge_dims added, and
+  // the plan's buffers and memory plan (for slot_bytes_at). Empty for a static plan.
+  PlanSymbols sym_;
+  std::vector<SizeExpr> params_;
+  Plan layout_;
   std::vector<PlanStep> steps_;
   std::vector<std::string> sources_;
   std::vector<std::string> objects_;  // the linked object files, kept for serialize()
@@ -71,6 +103,14 @@ class CpuExecutable : public Executable {
   // Validates the plan's gemms and convs and creates their primitives; records the step order.
   void prepare_gemms(const Plan& plan);
   void bind(std::unique_ptr<JitCode> code);
+  // Keeps the plan's size symbols (checks a static plan names none).
+  void keep_symbols(const Plan& plan);
+  // The run for parameter values `values` (empty for a static plan).
+  std::vector<BufferPtr> run_with(const std::vector<RunInput>& inputs, RunStats* stats,
+                                  std::span<const int64_t> values);
+  // The primitives for this binding of a symbolic step (made on first use).
+  std::shared_ptr<const OnednnGemm> gemm_at(BoundGemm& g, std::span<const int64_t> values);
+  std::shared_ptr<const OnednnConv> conv_at(BoundConv& c, std::span<const int64_t> values);
 };
 
 }  // namespace lt::cpu

@@ -1,5 +1,6 @@
 #include "backends/cpu/kernel_prep.h"
 
+#include <optional>
 #include <string>
 
 #include "ir/error.h"
@@ -124,12 +125,53 @@ void validate_kernel(const loop::Kernel& k) {
   }
 }
 
-loop::Kernel merge_dims(const loop::Kernel& src) {
+void validate_kernel_params(const loop::Kernel& k, size_t nparams) {
+  auto check = [&](int p, const char* what) {
+    LT_CHECK(p >= -1 && p < static_cast<int64_t>(nparams), ErrorKind::Runtime, "internal: ", what,
+             " of kernel ", k.name, " names size parameter ", p, " of ", nparams);
+  };
+  LT_CHECK(k.outer_params.empty() || k.outer_params.size() == k.outer.size(), ErrorKind::Runtime,
+           "internal: kernel ", k.name, " has ", k.outer_params.size(),
+           " outer size parameters for ", k.outer.size(), " dims");
+  LT_CHECK(k.inner_params.empty() || k.inner_params.size() == k.inner.size(), ErrorKind::Runtime,
+           "internal: kernel ", k.name, " has ", k.inner_params.size(),
+           " inner size parameters for ", k.inner.size(), " dims");
+  for (int p : k.outer_params) check(p, "an outer extent");
+  for (int p : k.inner_params) check(p, "an inner extent");
+  for (const auto& a : k.args) check(a.numel_param, "an argument's size");
+  for (const auto& e : k.iexprs) check(e.param, "an index constant");
+  auto check_index = [&](const Index& ix) {
+    check(ix.offset_param, "an index offset");
+    LT_CHECK(ix.stride_params.empty() || ix.stride_params.size() == ix.strides.size(),
+             ErrorKind::Runtime, "internal: an index of kernel ", k.name, " has ",
+             ix.stride_params.size(), " stride parameters for ", ix.strides.size(), " strides");
+    for (int p : ix.stride_params) check(p, "an index stride");
+  };
+  for (const auto& st : k.stages) {
+    for (const auto& in : st.body) {
+      check(in.param, "a constant");
+      LT_CHECK(in.param < 0 || in.kind == IKind::Const, ErrorKind::Runtime, "internal: kernel ",
+               k.name, " names a size parameter on an instruction that is not a constant");
+      if (loop::has_index(in)) check_index(in.index);
+    }
+    for (const auto& s : st.stores) check_index(s.index);
+  }
+}
+
+loop::Kernel merge_dims(const loop::Kernel& src, std::vector<SizeExpr>* params) {
   loop::Kernel k = src;
+  const bool sym = k.symbolic();
   const int nouter = static_cast<int>(k.outer.size());
   IntList ext = k.outer;
   ext.insert(ext.end(), k.inner.begin(), k.inner.end());
   const int nvars = static_cast<int>(ext.size());
+  // Per loop variable: the size parameter of its extent, or -1.
+  std::vector<int> ep(static_cast<size_t>(nvars), -1);
+  for (int v = 0; v < nvars; ++v) {
+    const auto& ps = v < nouter ? k.outer_params : k.inner_params;
+    const size_t d = static_cast<size_t>(v < nouter ? v : v - nouter);
+    if (d < ps.size()) ep[static_cast<size_t>(v)] = ps[d];
+  }
   std::vector<int> group(nvars), orig(nvars);
   std::vector<bool> pinned(nvars, false);
   for (int v = 0; v < nvars; ++v) group[v] = v < nouter ? 0 : 1, orig[v] = v;
@@ -139,16 +181,55 @@ loop::Kernel merge_dims(const loop::Kernel& src) {
   for_each_index(k, [&](Index& ix) {
     if (ix.affine()) {
       ix.strides.resize(nvars, 0);
+      if (sym) ix.stride_params.resize(static_cast<size_t>(nvars), -1);
       affine.push_back(&ix);
     } else {
       ix.strides.clear();
+      ix.stride_params.clear();
     }
   });
+  // Symbolic sizes as polynomials: an extent, an index's stride.
+  auto param_expr = [&](int p, int64_t v) -> std::optional<SizeExpr> {
+    if (p < 0) return SizeExpr(v);
+    if (!params || p >= static_cast<int>(params->size())) return std::nullopt;
+    return (*params)[static_cast<size_t>(p)];
+  };
+  auto stride_param = [](const Index* ix, size_t v) {
+    return v < ix->stride_params.size() ? ix->stride_params[v] : -1;
+  };
+  // Extent 1 whatever the binding (a symbolic extent is not assumed to be 1 anywhere).
+  auto one = [&](size_t v) { return ep[v] < 0 && ext[v] == 1; };
   for (size_t d = 0; d + 1 < ext.size();) {
     bool ok = group[d] == group[d + 1] && !pinned[d] && !pinned[d + 1];
+    const bool sym_pair = ep[d] >= 0 || ep[d + 1] >= 0;
     for (size_t i = 0; ok && i < affine.size(); ++i) {
       const auto& s = affine[i]->strides;
-      ok = ext[d] == 1 || ext[d + 1] == 1 || s[d] == s[d + 1] * ext[d + 1];
+      if (one(d) || one(d + 1)) continue;
+      if (!sym_pair && stride_param(affine[i], d) < 0 && stride_param(affine[i], d + 1) < 0) {
+        ok = s[d] == s[d + 1] * ext[d + 1];
+        continue;
+      }
+      auto outer_s = param_expr(stride_param(affine[i], d), s[d]);
+      auto inner_s = param_expr(stride_param(affine[i], d + 1), s[d + 1]);
+      auto inner_e = param_expr(ep[d + 1], ext[d + 1]);
+      ok = outer_s && inner_s && inner_e && *outer_s == *inner_s * *inner_e;
+    }
+    // The merged extent must be a size parameter (or a constant) when either one is symbolic.
+    int merged_param = -1;
+    if (ok && sym_pair) {
+      auto a = param_expr(ep[d], ext[d]), b = param_expr(ep[d + 1], ext[d + 1]);
+      ok = a && b;
+      if (ok) {
+        const SizeExpr prod = *a * *b;
+        if (!prod.is_const()) {
+          for (size_t p = 0; p < params->size() && merged_param < 0; ++p)
+            if ((*params)[p] == prod) merged_param = static_cast<int>(p);
+          if (merged_param < 0) {
+            params->push_back(prod);
+            merged_param = static_cast<int>(params->size()) - 1;
+          }
+        }
+      }
     }
     if (!ok) {
       ++d;
@@ -158,11 +239,18 @@ loop::Kernel merge_dims(const loop::Kernel& src) {
     // the inner dim has extent 1, the outer one's).
     for (Index* ix : affine) {
       auto& s = ix->strides;
-      s[d] = ext[d + 1] == 1 ? s[d] : s[d + 1];
+      s[d] = one(d + 1) ? s[d] : s[d + 1];
       s.erase(s.begin() + static_cast<std::ptrdiff_t>(d) + 1);
+      auto& sp = ix->stride_params;
+      if (!sp.empty()) {
+        sp[d] = one(d + 1) ? sp[d] : sp[d + 1];
+        sp.erase(sp.begin() + static_cast<std::ptrdiff_t>(d) + 1);
+      }
     }
     ext[d] *= ext[d + 1];
+    ep[d] = merged_param;
     ext.erase(ext.begin() + static_cast<std::ptrdiff_t>(d) + 1);
+    ep.erase(ep.begin() + static_cast<std::ptrdiff_t>(d) + 1);
     group.erase(group.begin() + static_cast<std::ptrdiff_t>(d) + 1);
     pinned.erase(pinned.begin() + static_cast<std::ptrdiff_t>(d) + 1);
     orig[d] = -1;
@@ -175,7 +263,14 @@ loop::Kernel merge_dims(const loop::Kernel& src) {
     if (e.kind == loop::IExpr::Kind::Var) e.value = renum[e.value];
   k.outer.clear();
   k.inner.clear();
-  for (size_t v = 0; v < ext.size(); ++v) (group[v] == 0 ? k.outer : k.inner).push_back(ext[v]);
+  k.outer_params.clear();
+  k.inner_params.clear();
+  bool any_param = false;
+  for (int p : ep) any_param = any_param || p >= 0;
+  for (size_t v = 0; v < ext.size(); ++v) {
+    (group[v] == 0 ? k.outer : k.inner).push_back(ext[v]);
+    if (any_param) (group[v] == 0 ? k.outer_params : k.inner_params).push_back(ep[v]);
+  }
   return k;
 }
 

@@ -28,6 +28,11 @@ std::vector<std::string> body_keys(const std::vector<loop::Instr>& body) {
         if (!in.index.affine()) continue;
         k += std::to_string(in.arg) + "@" + std::to_string(in.index.offset);
         for (int64_t st : in.index.strides) k += "," + std::to_string(st);
+        // Symbolic sizes: equal hints are not equal sizes, so the parameters are part of the key.
+        if (in.index.symbolic()) {
+          k += "#" + std::to_string(in.index.offset_param);
+          for (int p : in.index.stride_params) k += "," + std::to_string(p);
+        }
         break;
       case IKind::LoadScalar:
       case IKind::ReduceResult:
@@ -37,6 +42,7 @@ std::vector<std::string> body_keys(const std::vector<loop::Instr>& body) {
         char buf[32];
         std::snprintf(buf, sizeof buf, "%a", in.value);
         k += buf;
+        if (in.param >= 0) k += "#" + std::to_string(in.param) + (in.param_reciprocal ? "r" : "");
         break;
       }
       case IKind::Op: {
@@ -60,11 +66,11 @@ bool costly(Op op) { return op_info(op).cost >= OpCost::Transcendental; }
 
 }  // namespace
 
-RowReuse find_row_reuse(const loop::Kernel& k, int64_t max_row) {
+RowReuse find_row_reuse(const loop::Kernel& k, int64_t max_row, bool any_row) {
   RowReuse r;
   const int64_t row = numel(k.inner);
-  if (k.stages.size() < 2 || k.stages.back().kind != StageKind::MapInner || row < 1 ||
-      row > max_row)
+  if (k.stages.size() < 2 || k.stages.back().kind != StageKind::MapInner ||
+      (!any_row && (row < 1 || row > max_row)))
     return r;
   const auto& body = k.stages.back().body;
   const std::vector<std::string> keys = body_keys(body);

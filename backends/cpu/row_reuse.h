@@ -19,6 +19,8 @@ struct RowReuse {
 
 // The largest costly value (a Transcendental or Trig op of ir/ops.h in its subtree) of the last
 // stage that an earlier Reduce stage computes too, for rows of at most max_row elements.
-RowReuse find_row_reuse(const loop::Kernel& k, int64_t max_row);
+// any_row: whatever the row's length (a symbolic row, whose length is known at run time only:
+// the code generator then checks it against max_row per call).
+RowReuse find_row_reuse(const loop::Kernel& k, int64_t max_row, bool any_row = false);
 
 }  // namespace lt::cpu

@@ -90,7 +90,8 @@ std::vector<double> stage_bounds(const loop::Stage& st, double m) {
         if (trackable(in.dtype)) v = m;
         break;
       case loop::IKind::Const:
-        v = std::fabs(in.value);
+        // A size parameter's value is known at run time only (its hint bounds nothing).
+        if (in.param < 0) v = std::fabs(in.value);
         break;
       case loop::IKind::RandUniform:
         v = 1.0;
