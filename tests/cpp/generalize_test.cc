@@ -14,6 +14,7 @@
 #include "lowering/generalize.h"
 #include "lowering/lower.h"
 #include "lowering/plan_serialize.h"
+#include "lowering/size_fields.h"
 #include "runtime/storage.h"
 #include "symbolic_util.h"
 
@@ -54,17 +55,20 @@ std::vector<RunInput> inputs_of(const Graph& g) {
   return in;
 }
 
-// Runs two static plans of one graph on the CPU backend and compares every output.
-void expect_same_values(const Plan& a, const Plan& b, const Graph& g, const std::string& what) {
+// Runs plan a (static, or symbolic through the executable `a_exe` at `symbols`) and static plan
+// b of one graph on the CPU backend and compares every output.
+void expect_same_values(const Plan& a, const Plan& b, const Graph& g, const std::string& what,
+                        Executable* a_exe = nullptr, std::span<const int64_t> symbols = {}) {
   Backend& cpu = get_backend("cpu");
   const auto in = inputs_of(g);
-  auto out_a = cpu.compile(a)->run(in, nullptr);
+  auto out_a = a_exe ? a_exe->run_symbolic(in, nullptr, symbols) : cpu.compile(a)->run(in, nullptr);
   auto out_b = cpu.compile(b)->run(in, nullptr);
   ASSERT_EQ(a.output_buffers.size(), b.output_buffers.size());
   for (size_t r = 0; r < a.output_buffers.size(); ++r) {
     const BufferSpec& sa = a.buffers[a.output_buffers[r]];
     const BufferSpec& sb = b.buffers[b.output_buffers[r]];
-    ASSERT_EQ(sa.numel, sb.numel) << what << " root " << r;
+    const int64_t na = a_exe ? numel_at(sa, a.sym.values(symbols)) : sa.numel;
+    ASSERT_EQ(na, sb.numel) << what << " root " << r;
     ASSERT_EQ(sa.dtype, DType::Float32);
     const auto* x = static_cast<const float*>(out_a[a.output_buffers[r]]->data());
     const auto* y = static_cast<const float*>(out_b[b.output_buffers[r]]->data());
@@ -114,6 +118,15 @@ TEST(GeneralizePlan, GptBlockOverItsSequenceLength) {
                        lower(b.traced.graph, cpu_options()), b.traced.graph,
                        "T " + std::to_string(T));
   }
+  // One CPU executable of the symbolic plan, run at many lengths (its range's ends, primes,
+  // composites), gives what each length's own static compile gives.
+  auto exe = get_backend("cpu").compile(sym);
+  for (int64_t T : {37, 38, 40, 41, 64, 97, 200, 593}) {
+    const Block b = gpt_block(2, T, 5);
+    const std::vector<int64_t> symbols = values_at(sg, {T});
+    expect_same_values(sym, lower(b.traced.graph, cpu_options()), b.traced.graph,
+                       "symbolic executable at T " + std::to_string(T), exe.get(), symbols);
+  }
 }
 
 TEST(GeneralizePlan, BatchAndLengthTogether) {
@@ -139,6 +152,14 @@ TEST(GeneralizePlan, BatchAndLengthTogether) {
   const Block b = gpt_block(4, 30, 6);
   expect_same_values(instantiate_plan(*gp.plan, values_at(sg, {4, 30})),
                      lower(b.traced.graph, cpu_options()), b.traced.graph, "B 4 T 30");
+  auto exe = get_backend("cpu").compile(*gp.plan);
+  for (auto [B2, T2] : {std::pair<int64_t, int64_t>{5, 29}, {6, 44}, {67, 127}, {8, 30}}) {
+    const Block c = gpt_block(B2, T2, 7);
+    expect_same_values(
+        *gp.plan, lower(c.traced.graph, cpu_options()), c.traced.graph,
+        "symbolic executable at B " + std::to_string(B2) + " T " + std::to_string(T2), exe.get(),
+        values_at(sg, {B2, T2}));
+  }
 }
 
 // A mean along a dynamic dim divides by its size: a constant 1/n of the plan that becomes the
