@@ -12,6 +12,33 @@ namespace {
 // x[:, :-2]) rather than as a constant.
 constexpr int64_t kSliceEndSlack = 2;
 
+// The program apart from sizes: per node its op, dtypes, flags, its attributes that are no sizes
+// (all of attrs.ints where size_attrs[i] is empty), its scalar attribute and operand positions;
+// per leaf its input number; the roots.
+Hash128 structure_hash(const Graph& g, const std::vector<SymShape>& size_attrs) {
+  PtrMap<Node, int> index(g.order.size());
+  Hasher h(0x737472);
+  for (size_t i = 0; i < g.order.size(); ++i) {
+    const Node& n = *g.order[i];
+    index.emplace(&n, static_cast<int>(i));
+    h.add(static_cast<uint64_t>(n.op) | static_cast<uint64_t>(n.dtype) << 8 |
+          static_cast<uint64_t>(n.attrs.dtype) << 16 |
+          static_cast<uint64_t>(n.attrs.keepdim) << 24);
+    h.add(n.shape.size());
+    if (size_attrs[i].empty()) {
+      h.add(n.attrs.ints.size());
+      for (int64_t v : n.attrs.ints) h.add(static_cast<uint64_t>(v));
+    } else {
+      h.add(n.attrs.ints.size() | (1ull << 40));
+    }
+    h.add_double(n.attrs.value).add(static_cast<uint64_t>(n.attrs.stream));
+    for (const auto& in : n.inputs) h.add(static_cast<uint64_t>(*index.find(in.get())));
+    if (const int* input = g.input_of.find(&n)) h.add(0x1ea7ull ^ (uint64_t(*input) << 8));
+  }
+  for (const Node* r : g.roots) h.add(static_cast<uint64_t>(*index.find(r)));
+  return h.digest();
+}
+
 class Analysis {
  public:
   Analysis(const Graph& g, SymbolicGraph& sg) : g_(g), sg_(sg) {}
@@ -157,6 +184,13 @@ class Analysis {
         out[j0] = product;
         continue;
       }
+      // A group the expressions cannot split (a symbolic width into heads of a constant size):
+      // its symbols are pinned to their values, the other groups stay symbolic.
+      auto pin_group = [&] {
+        for (const SizeExpr& e : group) sg_.env.eq(e, sg_.env.hint(e));
+        for (size_t k = j0; k < j; ++k) out[k] = t[k];
+        sg_.pinned_by.emplace_back(op_name(n.op));
+      };
       for (size_t k = j0; k < j; ++k) {
         if (t[k] == 1) {
           out[k] = 1;
@@ -178,9 +212,9 @@ class Analysis {
             placed = true;
             break;
           }
-        if (!placed) return pinned(n);
+        if (!placed) break;
       }
-      if (!(product.is_const() && product.const_term() == 1)) return pinned(n);
+      if (!(product.is_const() && product.const_term() == 1)) pin_group();
     }
     return out;
   }
@@ -323,6 +357,7 @@ class Analysis {
   // attributes and operand positions; per leaf its input number; the roots and their repeats; and
   // which symbols the inputs' dims are (two bindings with another duck-sizing pattern differ).
   Hash128 key() const {
+    sg_.structure = structure_hash(g_, sg_.size_attrs);
     Hasher h(0x5359);
     for (size_t i = 0; i < g_.order.size(); ++i) {
       const Node& n = *g_.order[i];
@@ -361,6 +396,36 @@ SymbolicGraph symbolic_graph(const Graph& g, std::span<const DynamicDim> dynamic
   SymbolicGraph sg;
   Analysis(g, sg).run(dynamic);
   return sg;
+}
+
+std::optional<std::vector<int64_t>> bind_to(const SymbolicGraph& ref, const Graph& g) {
+  if (ref.shapes.size() != g.order.size() || structure_hash(g, ref.size_attrs) != ref.structure)
+    return std::nullopt;
+  const size_t n = ref.env.num_symbols();
+  std::vector<int64_t> free(n, ShapeEnv::kMinSymbolValue);
+  for (size_t s = 0; s < n && s < ref.symbol_dims.size(); ++s) {
+    const DynamicDim& d = ref.symbol_dims[s];
+    if (d.input < 0 || d.input >= static_cast<int>(g.inputs.size()) ||
+        d.dim >= static_cast<int>(g.inputs[d.input]->shape.size()))
+      return std::nullopt;
+    free[s] = g.inputs[d.input]->shape[d.dim];
+    if (free[s] < ShapeEnv::kMinSymbolValue) return std::nullopt;
+  }
+  std::vector<int64_t> v = all_symbol_values(ref, free);
+  if (!ref.env.guards_hold(v)) return std::nullopt;
+  auto same = [&](const SymShape& e, const IntList& actual) {
+    if (e.size() != actual.size()) return false;
+    for (size_t d = 0; d < e.size(); ++d)
+      if (e[d].eval(v) != actual[d]) return false;
+    return true;
+  };
+  for (size_t i = 0; i < g.order.size(); ++i) {
+    const Node& node = *g.order[i];
+    if (!same(ref.shapes[i], node.shape)) return std::nullopt;
+    if (!ref.size_attrs[i].empty() && !same(ref.size_attrs[i], node.attrs.ints))
+      return std::nullopt;
+  }
+  return v;
 }
 
 std::vector<int64_t> all_symbol_values(const SymbolicGraph& sg, std::span<const int64_t> free) {

@@ -20,6 +20,7 @@
 // cannot settle are taken on this trace's values and recorded as guards (ShapeEnv), which a later
 // binding must satisfy to reuse what was compiled here.
 #pragma once
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -50,12 +51,23 @@ struct SymbolicGraph {
   // values by guards. Op names, for LT_DEBUG and tests.
   std::vector<std::string> pinned_by;
   Hash128 key;  // Graph::key's counterpart: the same for one program at every binding
+  // The program apart from every size: ops, dtypes, attributes that are no sizes, operands,
+  // inputs and roots (bind_to compares it).
+  Hash128 structure;
   bool symbolic() const { return env.num_symbols() > 0; }
 };
 
 // The symbolic view of g with the given input dims dynamic (out-of-range ones are ignored: the
 // number of inputs can differ between traces of a call site). A dim of size 0 or 1 stays static.
 SymbolicGraph symbolic_graph(const Graph& g, std::span<const DynamicDim> dynamic);
+
+// The symbol values at which `ref` (the symbolic view of another trace) describes g exactly: g is
+// the same program (ref.structure), each symbol's input dim holds one size throughout, and every
+// node's shape and size attributes are ref's expressions at those values, with ref's guards
+// holding. nullopt otherwise. A trace whose own symbolic view guessed differently (a length that
+// equals a model width makes a slice bound look like the length) is still served by what was
+// compiled for ref.
+std::optional<std::vector<int64_t>> bind_to(const SymbolicGraph& ref, const Graph& g);
 
 // Every symbol's value, solved ones (ShapeEnv::simplify) included, from the free symbols' values
 // `free` (indexed by SymId; entries of solved symbols are ignored).

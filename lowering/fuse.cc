@@ -8,6 +8,7 @@
 #include "ir/error.h"
 #include "lowering/kernel_builder.h"
 #include "lowering/library_match.h"
+#include "lowering/size_choices.h"
 
 namespace lt {
 namespace {
@@ -64,8 +65,8 @@ void realize_shared_wide_values(const PrimGraph& g, FusionNodes& nodes) {
     const int64_t size = numel(p.shape);
     for (int c : p.inputs)
       for (int b : loads[c])
-        if (mine.size() < kMaxSharedLoads && 2 * numel(g.nodes[b].shape) > size &&
-            std::find(mine.begin(), mine.end(), b) == mine.end())
+        if (mine.size() < kMaxSharedLoads && std::find(mine.begin(), mine.end(), b) == mine.end() &&
+            size_choice(2 * numel(g.nodes[b].shape) > size))
           mine.push_back(b);
     if (nodes[i].users >= 2 && mine.size() >= kMaxSharedLoads) {
       nodes[i].realized = true;
@@ -87,8 +88,8 @@ void bound_inline_depth(const PrimGraph& g, FusionNodes& nodes) {
     for (int c : g.nodes[i].inputs)
       if (depth[c] + 1 > depth[i]) depth[i] = depth[c] + 1, deepest = c;
     if (depth[i] <= kMaxInlineDepth) continue;
-    if (deepest >= 0 && numel(g.nodes[deepest].shape) < numel(g.nodes[i].shape) &&
-        g.nodes[deepest].input_index < 0) {
+    if (deepest >= 0 && g.nodes[deepest].input_index < 0 &&
+        size_choice(numel(g.nodes[deepest].shape) < numel(g.nodes[i].shape))) {
       nodes[deepest].realized = nodes[deepest].deep = true;
       depth[i] = 1;
       for (int c : g.nodes[i].inputs)

@@ -12,6 +12,7 @@
 #include "lowering/complete_plan.h"
 #include "lowering/lower.h"
 #include "lowering/plan_serialize.h"
+#include "lowering/size_choices.h"
 #include "lowering/size_fields.h"
 
 namespace lt {
@@ -297,32 +298,39 @@ int64_t prime_at_least(int64_t n) {
   return n;
 }
 
-// Per free symbol: fit points lo < mid < hi and checking points between them; lo is the prime at
-// or below the current value and hi the prime at or above `widen` times it (at least 64).
-Probes choose_probes(const SymbolicGraph& sg, const std::vector<SymId>& free, int64_t widen) {
+// Every symbol's value with the free ones at `free_values` and the rest at the hints, solved
+// symbols following; throws NotGeneral when they break a guard of the symbolic shapes.
+std::vector<int64_t> binding(const SymbolicGraph& sg, const std::vector<SymId>& free,
+                             const std::vector<int64_t>& free_values) {
+  std::vector<int64_t> v(sg.env.hints().begin(), sg.env.hints().end());
+  for (size_t i = 0; i < free.size(); ++i) v[free[i]] = free_values[i];
+  v = all_symbol_values(sg, v);
+  if (!sg.env.guards_hold(v)) throw NotGeneral{"a probe breaks a guard of the symbolic shapes"};
+  return v;
+}
+
+// Per free symbol, in its range [lo, hi] (primes): fit points lo < mid < hi and a checking point
+// on each side of mid.
+Probes choose_probes(const SymbolicGraph& sg, const std::vector<SymId>& free,
+                     const std::vector<std::pair<int64_t, int64_t>>& range) {
   Probes p;
   p.free = free;
   const size_t n = sg.env.num_symbols();
   std::vector<std::vector<int64_t>> checks;  // per free symbol: two checking values
-  for (SymId s : free) {
-    const int64_t h = sg.env.hints()[s];
-    const int64_t lo = prime_at_most(h);
-    const int64_t hi = prime_at_least(std::max<int64_t>(widen * h, 64));
-    const auto mid = prime_at_least(
+  for (size_t i = 0; i < free.size(); ++i) {
+    const auto [lo, hi] = range[i];
+    const int64_t mid = prime_at_least(
         std::max<int64_t>(lo + 1, static_cast<int64_t>(std::sqrt(double(lo) * double(hi)))));
-    if (!(mid < hi)) throw NotGeneral{"no room for probes"};
+    const int64_t c1 = prime_at_least(lo + (mid - lo) / 2 + 1);
+    const int64_t c2 = prime_at_least(mid + (hi - mid) / 2 + 1);
+    if (!(mid < hi && c1 < mid && c2 < hi))
+      throw NotGeneral{"the range [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                       "] is too narrow for the probes"};
     p.axis.push_back({lo, mid, hi});
-    int64_t c1 = prime_at_least(lo + (mid - lo) / 2 + 1), c2 = prime_at_least(mid + (hi - mid) / 2);
-    if (c1 >= mid) c1 = prime_at_least(lo + 1);
-    if (c2 >= hi || c2 == mid) c2 = prime_at_least(mid + 1);
     checks.push_back({c1, c2});
   }
   auto add = [&](const std::vector<int64_t>& free_values) {
-    std::vector<int64_t> v(sg.env.hints().begin(), sg.env.hints().end());
-    for (size_t i = 0; i < free.size(); ++i) v[free[i]] = free_values[i];
-    v = all_symbol_values(sg, v);
-    if (!sg.env.guards_hold(v)) throw NotGeneral{"a probe breaks a guard of the symbolic shapes"};
-    p.at.push_back(std::move(v));
+    p.at.push_back(binding(sg, free, free_values));
   };
   // The grid, row-major (the last free symbol fastest).
   std::vector<size_t> ix(free.size(), 0);
@@ -519,20 +527,55 @@ std::string plan_bytes(Plan p) {
   return serialize_plan(p);
 }
 
-GeneralizedPlan try_generalize(const Graph& g, const SymbolicGraph& sg, const LowerOptions& opts,
-                               const std::vector<SymId>& free, int64_t widen, int* lowerings) {
-  const Probes probes = choose_probes(sg, free, widen);
-  std::vector<Plan> plans;
-  std::vector<Observed> obs;
-  for (size_t k = 0; k < probes.at.size(); ++k) {
-    InstantiatedGraph ig = instantiate(g, sg, probes.at[k]);
-    ++*lowerings;
-    plans.push_back(lower(ig.graph, opts));
-    Plan copy = plans.back();
+// The program lowered at bindings of its symbols, each once, with what a walk of the plan sees.
+class Lowerings {
+ public:
+  // Lowers g at its own sizes first, recording the size choices every probe then replays.
+  Lowerings(const Graph& g, const SymbolicGraph& sg, const LowerOptions& opts)
+      : g_(g), sg_(sg), opts_(opts) {
+    SizeChoiceRecording rec;
+    lower(g_, opts_);
+    choices_ = rec.choices();
+  }
+  struct At {
+    Plan plan;
+    Observed seen;
+  };
+  const At& at(const std::vector<int64_t>& symbols) {
+    auto it = done_.find(symbols);
+    if (it != done_.end()) return it->second;
+    InstantiatedGraph ig = instantiate(g_, sg_, symbols);
+    At r;
+    {
+      SizeChoiceReplay replay(choices_);
+      r.plan = lower(ig.graph, opts_);
+    }
+    Plan copy = r.plan;
     expand_params(copy);
     StepSlots slots = slots_for(copy);
-    obs.emplace_back();
-    walk(copy, slots, obs.back());
+    walk(copy, slots, r.seen);
+    return done_.emplace(symbols, std::move(r)).first->second;
+  }
+  int count() const { return static_cast<int>(done_.size()) + 1; }
+
+ private:
+  std::vector<bool> choices_;
+  const Graph& g_;
+  const SymbolicGraph& sg_;
+  const LowerOptions& opts_;
+  std::map<std::vector<int64_t>, At> done_;
+};
+
+GeneralizedPlan try_generalize(Lowerings& lw, const SymbolicGraph& sg,
+                               const std::vector<SymId>& free,
+                               const std::vector<std::pair<int64_t, int64_t>>& range) {
+  const Probes probes = choose_probes(sg, free, range);
+  std::vector<Plan> plans;
+  std::vector<Observed> obs;
+  for (const auto& at : probes.at) {
+    const Lowerings::At& r = lw.at(at);
+    plans.push_back(r.plan);
+    obs.push_back(r.seen);
   }
   const Assigned a = assign_params(obs, probes);
   if (a.params.empty()) throw NotGeneral{"no number of the plan changes with the sizes"};
@@ -602,20 +645,63 @@ GeneralizedPlan generalize_plan(const Graph& g, const SymbolicGraph& sg, const L
     out.why_not = "more than " + std::to_string(kMaxFreeSymbols) + " free size symbols";
     return out;
   }
-  // A wide range first (a context that grows for hundreds of tokens needs few compiles); a
-  // threshold crossed inside it (a reduction long enough to split) makes the plans differ, and a
-  // narrower range may still hold.
-  for (int64_t widen : {16, 4}) {
-    try {
-      GeneralizedPlan r = try_generalize(g, sg, opts, free, widen, &out.lowerings);
-      r.lowerings = out.lowerings;
+  // A wide range (a context that grows for hundreds of tokens needs few compiles). A threshold
+  // inside it (a reduction long enough to split, a table small enough to count as a broadcast
+  // read) makes the plans at its ends differ: with one symbol, bisection over primes finds where,
+  // and the range keeps the side of the current size; with two, a narrower range is tried.
+  Lowerings lw(g, sg, opts);
+  try {
+    if (free.size() == 1) {
+      const int64_t h = sg.env.hints()[free[0]];
+      int64_t lo = prime_at_most(h), hi = prime_at_least(std::max<int64_t>(16 * h, 64));
+      auto tokens = [&](int64_t v) -> const std::vector<uint64_t>& {
+        return lw.at(binding(sg, free, {v})).seen.tokens;
+      };
+      while (tokens(lo) != tokens(hi)) {
+        int64_t a = lo, b = hi;  // structure at a is lo's, at b it is not
+        for (;;) {
+          int64_t m = prime_at_least((a + b) / 2);
+          if (m >= b) m = prime_at_most((a + b) / 2);
+          if (m <= a) break;
+          (tokens(m) == tokens(lo) ? a : b) = m;
+        }
+        if (h <= a)
+          hi = a;
+        else if (h >= b)
+          lo = b;
+        else
+          throw NotGeneral{"the plan changes between sizes " + std::to_string(a) + " and " +
+                           std::to_string(b) + ", around this one"};
+        out.narrowed = "the plans at " + std::to_string(a) + " and " + std::to_string(b) +
+                       " differ in structure";
+      }
+      GeneralizedPlan r = try_generalize(lw, sg, free, {{lo, hi}});
+      r.narrowed = out.narrowed;
+      r.lowerings = lw.count();
       return r;
-    } catch (const NotGeneral& e) {
-      out.why_not = e.why;
-    } catch (const Error& e) {
-      out.why_not = std::string("lowering at probe sizes failed: ") + e.what();
     }
+    for (int64_t widen : {16, 4}) {
+      try {
+        std::vector<std::pair<int64_t, int64_t>> range;
+        for (SymId s : free) {
+          const int64_t h = sg.env.hints()[s];
+          range.push_back({prime_at_most(h), prime_at_least(std::max<int64_t>(widen * h, 64))});
+        }
+        GeneralizedPlan r = try_generalize(lw, sg, free, range);
+        r.lowerings = lw.count();
+        r.narrowed = out.narrowed;
+        return r;
+      } catch (const NotGeneral& e) {
+        out.narrowed = e.why;
+        out.why_not = e.why;
+      }
+    }
+  } catch (const NotGeneral& e) {
+    out.why_not = e.why;
+  } catch (const Error& e) {
+    out.why_not = std::string("lowering at probe sizes failed: ") + e.what();
   }
+  out.lowerings = lw.count();
   return out;
 }
 

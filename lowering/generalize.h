@@ -36,6 +36,7 @@ struct GeneralizedPlan {
   std::optional<Plan> plan;  // symbolic, its numbers at sg's hints; empty when not generalizable
   std::string why_not;       // why there is no plan (LT_DEBUG), e.g. "kernel k3_sum: a size ..."
   int lowerings = 0;         // how many times the program was lowered
+  std::string narrowed;      // why a wider range was given up, when it was (LT_DEBUG)
 };
 
 // A symbolic, completed plan for g whose size symbols are sg's (at least one free symbol), or why

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "lowering/size_choices.h"
+
 namespace lt {
 namespace {
 
@@ -88,7 +90,9 @@ PrimGraph split_wide_reductions(const PrimGraph& g) {
       int64_t run = 1;
       while (d1 < in.size() && red[d1]) run *= in[d1++];
       int64_t chunks = 1;
-      if (outputs < kManyOutputs && reduced >= kMinReduced && d0 < in.size())
+      // Symbolic lowering keeps reductions whole (lowering/size_choices.h).
+      if (!size_choices_active() && outputs < kManyOutputs && reduced >= kMinReduced &&
+          d0 < in.size())
         chunks = largest_divisor_upto(
             run, std::min(std::max<int64_t>(2, kTargetRows / outputs), run / kMinChunkLen));
       // Last, as it walks the graph: only for a reduction that would be split.

@@ -11,10 +11,12 @@
 #include "lowering/lower.h"
 #include "runtime/debug_level.h"
 #include "runtime/disk_cache.h"
+#include "runtime/dynamic_shapes.h"
 #include "runtime/graph_cache.h"
 #include "runtime/metrics_state.h"
 #include "runtime/profile.h"
 #include "runtime/storm.h"
+#include "runtime/symbolic_compile.h"
 #include "runtime/sync.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/trace_observer.h"
@@ -165,24 +167,24 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
     for (DType t : *dtypes) kh.add(static_cast<uint64_t>(t));
   }
   kh.add(static_cast<uint64_t>(opts.attention_head_dim));
+  const Hash128 prefix = Hasher(kh).digest();
   Hash128 key = kh.add(g.key).digest();
   profile::record(profile::Phase::Hash, "hash", t0, Clock::now());
 
   CachedGraph* entry = cache().find(key);
-  const bool hit = entry != nullptr;
+  // Not cached at these sizes: a symbolic compile may serve them (issue 30), found or made now.
+  std::optional<SymbolicRun> sym;
+  if (!entry && reason != SyncReason::Eager) {
+    sym = symbolic_entry(g, backend, opts, prefix, cache(), current_source());
+    if (sym) entry = sym->entry;
+  }
+  const bool hit = entry != nullptr && !(sym && sym->compiled);
   const char* source = hit ? "memory" : "compiled";  // CONTRACT.md's last_graph()["cache"]
-  double compile_ms = 0;
-  if (!hit) {
+  double compile_ms = sym ? sym->compile_ms : 0;
+  if (!entry) {
     auto tc = Clock::now();
     auto make_entry = [](const Plan& plan, std::unique_ptr<Executable> exe, int64_t nodes) {
-      auto cg = std::make_unique<CachedGraph>();
-      cg->exe = std::move(exe);
-      cg->output_buffers = plan.output_buffers;
-      for (int b : plan.output_buffers) cg->output_kinds.push_back(plan.buffers[b].kind);
-      cg->nodes = nodes;
-      cg->grouping = plan.grouping;
-      cg->donations = donation_candidates(plan);
-      return cg;
+      return make_cached_graph(plan, std::move(exe), nodes);
     };
     if (auto loaded = disk_cache::load(backend, key)) {
       entry = cache().insert(key, make_entry(loaded->plan, std::move(loaded->exe), loaded->nodes));
@@ -204,12 +206,12 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
       metrics::bump(metrics::Counter::KernelsCompiled, entry->exe->num_kernels());
     }
     compile_ms = ms_since(tc);
-    if (reason != SyncReason::Eager)
-      if (auto warning = note_compile(current_source(), g); warning && debug_level() > 0)
-        std::fprintf(stderr, "[lazytensor] warning: %s\n", warning->c_str());
-  } else {
-    metrics::bump(metrics::Counter::GraphCacheHits);
+    if (reason != SyncReason::Eager) note_static_compile(current_source(), g);
   }
+  if (!hit && reason != SyncReason::Eager)
+    if (auto warning = note_compile(current_source(), g); warning && debug_level() > 0)
+      std::fprintf(stderr, "[lazytensor] warning: %s\n", warning->c_str());
+  if (hit) metrics::bump(metrics::Counter::GraphCacheHits);
 
   std::vector<RunInput> inputs(g.inputs.size());
   for (size_t i = 0; i < g.inputs.size(); ++i) {
@@ -244,7 +246,8 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
     stats.on_kernel = [](const std::string& name, Clock::time_point s, Clock::time_point e) {
       profile::record(profile::Phase::Kernel, name, s, e);
     };
-  std::vector<BufferPtr> outs = entry->exe->run(inputs, &stats);
+  std::vector<BufferPtr> outs = sym ? entry->exe->run_symbolic(inputs, &stats, sym->symbols)
+                                    : entry->exe->run(inputs, &stats);
   double run_ms = ms_since(tr);
   profile::record(profile::Phase::Run, key.hex().substr(0, 12), tr, Clock::now());
   metrics::bump(metrics::Counter::KernelLaunches, stats.kernel_launches);
@@ -277,6 +280,7 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
     info.run_ms = run_ms;
     info.backend = backend_name;
     info.grouping = entry->grouping;
+    if (sym) info.symbolic_dims = sym->dims;
     if (debug_level() > 0)
       std::fprintf(stderr,
                    "[lazytensor] sync %s: graph %s backend=%s nodes=%lld kernels=%lld %s "
@@ -299,7 +303,7 @@ std::optional<std::vector<std::shared_ptr<Storage>>> run_cached(
     size_t roots) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   CachedGraph* entry = cache().find(key);
-  if (!entry) return std::nullopt;
+  if (!entry || entry->symbolic) return std::nullopt;
   Backend& backend = get_backend(backend_name);
   metrics::bump(metrics::Counter::GraphCacheHits);
   std::vector<RunInput> run(inputs.size());

@@ -7,6 +7,7 @@
 
 #include "backends/backend.h"
 #include "ir/hash.h"
+#include "ir/symbolic_graph.h"
 #include "runtime/donation.h"
 
 namespace lt {
@@ -19,6 +20,10 @@ struct CachedGraph {
   int64_t nodes = 0;                         // prim nodes after lowering
   std::string grouping;
   std::vector<std::string> sources;
+  // A symbolic compile (runtime/symbolic_compile.h): runs take the symbols' values, and replays by
+  // key (lt.compile) do not use it. symbol_dims: per symbol, the input dim it stands for.
+  bool symbolic = false;
+  std::vector<DynamicDim> symbol_dims;
 };
 
 class GraphCache {

@@ -13,13 +13,14 @@ namespace {
 // donated_buffers counts graph outputs written in place into a donated input's buffer (one per
 // output per run); donated_bytes is their size: memory those runs did not allocate.
 // cuda_graph_launches counts runs whose kernels went to the GPU as one CUDA graph launch
-// (backends/cuda/cuda_graph.h); kernel_launches still counts those kernels.
-const char* kCounterNames[] = {"traced_ops",         "syncs",
-                               "graph_compiles",     "graph_cache_hits",
-                               "disk_cache_hits",    "kernels_compiled",
-                               "kernel_launches",    "fallbacks",
-                               "donated_buffers",    "donated_bytes",
-                               "cuda_graph_launches"};
+// (backends/cuda/cuda_graph.h); kernel_launches still counts those kernels. symbolic_compiles
+// counts the graph_compiles whose sizes are symbolic (runtime/symbolic_compile.h).
+const char* kCounterNames[] = {"traced_ops",          "syncs",
+                               "graph_compiles",      "graph_cache_hits",
+                               "disk_cache_hits",     "kernels_compiled",
+                               "kernel_launches",     "fallbacks",
+                               "donated_buffers",     "donated_bytes",
+                               "cuda_graph_launches", "symbolic_compiles"};
 static_assert(std::size(kCounterNames) == static_cast<size_t>(Counter::kCount));
 constexpr int kReasons = static_cast<int>(SyncReason::ControlFlow) + 1;
 std::array<std::atomic<int64_t>, static_cast<size_t>(Counter::kCount)> g_counters{};

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace lt::metrics {
 
@@ -16,6 +17,12 @@ struct GraphInfo {
   double compile_ms = 0, run_ms = 0;
   std::string backend;
   std::string grouping;  // kernel grouping (LT_DEBUG=2)
+  // The graph's symbolic input dims (issue 30) as (input, dim), each with its size in this run.
+  struct SymbolicDim {
+    int input, dim;
+    int64_t size;
+  };
+  std::vector<SymbolicDim> symbolic_dims;
 };
 GraphInfo last_graph();
 std::string report();

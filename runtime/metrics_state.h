@@ -20,6 +20,7 @@ enum class Counter {
   DonatedBuffers,
   DonatedBytes,
   CudaGraphLaunches,
+  SymbolicCompiles,
   kCount
 };
 void bump(Counter c, int64_t by = 1);

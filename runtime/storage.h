@@ -23,6 +23,8 @@ struct Storage : LeafData {
   BufferPtr buffer;
   std::string backend;
   uint64_t birth = next_birth();
+  // Bit d: dim d was marked dynamic (lt.mark_dynamic, runtime/dynamic_shapes.h).
+  uint64_t dynamic_dims = 0;
 };
 
 }  // namespace lt

@@ -37,7 +37,7 @@ from ._functions import *  # noqa: F401,F403  (lt.exp, lt.sum, lt.where, ...)
 from ._sampling import multinomial, randperm
 from ._tensor_new import roll
 from . import backends, cuda, metrics, return_types
-from ._sync import mark_step, set_lazy_backend, sync
+from ._sync import mark_dynamic, mark_step, set_lazy_backend, sync
 from . import autograd, debug
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from . import nn, optim

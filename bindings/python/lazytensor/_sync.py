@@ -19,6 +19,15 @@ def sync(*tensors):
     _C.sync(list(tensors), _C.SyncReason.sync)
 
 
+def mark_dynamic(tensor, dim):
+    """Makes dimension `dim` of `tensor` symbolic in every graph it enters (as torch._dynamo's
+    mark_dynamic): one compiled graph serves every size of it, on backends with symbolic sizes
+    (the CPU backend). Sizes 0 and 1 stay static. A pending tensor is materialized first."""
+    if not isinstance(tensor, _C.Tensor):
+        raise TypeError(f"mark_dynamic(): expected a Tensor, got {type(tensor).__name__}")
+    _C.mark_dynamic(tensor, int(dim))
+
+
 def set_lazy_backend(name):
     """Sets the backend of plain "lazy" ("cpu", "cuda" or "reference"); LT_LAZY_BACKEND wins."""
     _C.set_lazy_backend(name)

@@ -22,6 +22,15 @@ void init_metrics(py::module_& m) {
     d["outputs"] = g.outputs;
     d["backend"] = g.backend;
     d["grouping"] = g.grouping;
+    py::list dims;
+    for (const auto& sd : g.symbolic_dims) {
+      py::dict e;
+      e["input"] = sd.input;
+      e["dim"] = sd.dim;
+      e["size"] = sd.size;
+      dims.append(e);
+    }
+    d["symbolic_dims"] = dims;
     return d;
   });
   mm.def("timings", [] {

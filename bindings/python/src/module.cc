@@ -7,8 +7,10 @@
 
 #include "backends/backend.h"
 #include "bindings.h"
+#include "runtime/dynamic_shapes.h"
 #include "runtime/executor.h"
 #include "runtime/index_check.h"
+#include "runtime/tensor_impl.h"
 
 namespace pybind11::detail {
 
@@ -150,6 +152,25 @@ void init_sync(py::module_& m) {
   m.def("sync", &lt::sync, py::arg("tensors"), py::arg("reason") = SyncReason::Sync,
         py::call_guard<PinSource, py::gil_scoped_release>(),
         "Materializes these tensors and what they depend on; other pending tensors stay pending.");
+  // lt.mark_dynamic: the dim of the tensor's data is symbolic in every graph it enters (issue 30).
+  m.def(
+      "mark_dynamic",
+      [](const Tensor& t, int64_t dim) {
+        const int64_t rank = static_cast<int64_t>(t.shape().size());
+        if (dim < -rank || dim >= rank)
+          throw py::index_error("mark_dynamic: dim " + std::to_string(dim) +
+                                " out of range for a tensor of shape " + shape_str(t.shape()));
+        if (dim < 0) dim += rank;
+        if (!t.device().is_lazy())
+          throw py::value_error("mark_dynamic: the tensor is on " + t.device().str() +
+                                "; only lazy tensors enter graphs");
+        if (t.is_pending()) lt::sync({t}, SyncReason::Sync);
+        std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+        const auto& s = t.impl()->storage;
+        if (!s) throw py::value_error("mark_dynamic: the tensor has no data");
+        lt::mark_dynamic(*s, static_cast<int>(dim));
+      },
+      py::arg("tensor"), py::arg("dim"), py::call_guard<PinSource>());
   m.def("pending_tensor_count", &lt::pending_tensor_count,
         "Number of live lazy tensors with pending IR.");
   m.def("manual_seed", &lt::manual_seed, py::arg("seed"));
