@@ -12,10 +12,24 @@ namespace {
 // x[:, :-2]) rather than as a constant.
 constexpr int64_t kSliceEndSlack = 2;
 
+// Whether node n's attrs.ints are sizes: what Analysis::shape_of reads as size attributes.
+bool has_size_attrs(const Node& n) {
+  switch (op_info(n.op).cls) {
+    case OpClass::Reshape:
+    case OpClass::Expand:
+    case OpClass::Slice:
+    case OpClass::Rand:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // The program apart from sizes: per node its op, dtypes, flags, its attributes that are no sizes
-// (all of attrs.ints where size_attrs[i] is empty), its scalar attribute and operand positions;
-// per leaf its input number; the roots.
-Hash128 structure_hash(const Graph& g, const std::vector<SymShape>& size_attrs) {
+// (all of attrs.ints where size_attrs[i] is empty, or for ops without size attributes when
+// size_attrs is null), its scalar attribute and operand positions; per leaf its input number; the
+// roots.
+Hash128 structure_hash(const Graph& g, const std::vector<SymShape>* size_attrs) {
   PtrMap<Node, int> index(g.order.size());
   Hasher h(0x737472);
   for (size_t i = 0; i < g.order.size(); ++i) {
@@ -25,7 +39,7 @@ Hash128 structure_hash(const Graph& g, const std::vector<SymShape>& size_attrs) 
           static_cast<uint64_t>(n.attrs.dtype) << 16 |
           static_cast<uint64_t>(n.attrs.keepdim) << 24);
     h.add(n.shape.size());
-    if (size_attrs[i].empty()) {
+    if (size_attrs ? (*size_attrs)[i].empty() : !has_size_attrs(n)) {
       h.add(n.attrs.ints.size());
       for (int64_t v : n.attrs.ints) h.add(static_cast<uint64_t>(v));
     } else {
@@ -357,7 +371,7 @@ class Analysis {
   // attributes and operand positions; per leaf its input number; the roots and their repeats; and
   // which symbols the inputs' dims are (two bindings with another duck-sizing pattern differ).
   Hash128 key() const {
-    sg_.structure = structure_hash(g_, sg_.size_attrs);
+    sg_.structure = structure_hash(g_, &sg_.size_attrs);
     Hasher h(0x5359);
     for (size_t i = 0; i < g_.order.size(); ++i) {
       const Node& n = *g_.order[i];
@@ -398,8 +412,10 @@ SymbolicGraph symbolic_graph(const Graph& g, std::span<const DynamicDim> dynamic
   return sg;
 }
 
+Hash128 program_structure(const Graph& g) { return structure_hash(g, nullptr); }
+
 std::optional<std::vector<int64_t>> bind_to(const SymbolicGraph& ref, const Graph& g) {
-  if (ref.shapes.size() != g.order.size() || structure_hash(g, ref.size_attrs) != ref.structure)
+  if (ref.shapes.size() != g.order.size() || structure_hash(g, &ref.size_attrs) != ref.structure)
     return std::nullopt;
   const size_t n = ref.env.num_symbols();
   std::vector<int64_t> free(n, ShapeEnv::kMinSymbolValue);

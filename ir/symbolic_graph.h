@@ -61,6 +61,11 @@ struct SymbolicGraph {
 // number of inputs can differ between traces of a call site). A dim of size 0 or 1 stays static.
 SymbolicGraph symbolic_graph(const Graph& g, std::span<const DynamicDim> dynamic);
 
+// g's program apart from its sizes (SymbolicGraph::structure computed without a symbolic view:
+// the attributes of reshapes, expands, slices and random tensors count as sizes). Cheap (one
+// pass): what runtime/dynamic_shapes.h tells programs at one call site apart by.
+Hash128 program_structure(const Graph& g);
+
 // The symbol values at which `ref` (the symbolic view of another trace) describes g exactly: g is
 // the same program (ref.structure), each symbol's input dim holds one size throughout, and every
 // node's shape and size attributes are ref's expressions at those values, with ref's guards

@@ -653,7 +653,9 @@ GeneralizedPlan generalize_plan(const Graph& g, const SymbolicGraph& sg, const L
   try {
     if (free.size() == 1) {
       const int64_t h = sg.env.hints()[free[0]];
-      int64_t lo = prime_at_most(h), hi = prime_at_least(std::max<int64_t>(16 * h, 64));
+      // Both ways: lengths drawn at random (variable-length batches) fall on either side.
+      int64_t lo = prime_at_most(std::max<int64_t>(h / 16, std::min<int64_t>(h, 3)));
+      int64_t hi = prime_at_least(std::max<int64_t>(16 * h, 64));
       auto tokens = [&](int64_t v) -> const std::vector<uint64_t>& {
         return lw.at(binding(sg, free, {v})).seen.tokens;
       };

@@ -10,17 +10,22 @@
 namespace lt {
 namespace {
 
-// What a call site compiled last, and the dims found to change there.
+// Per call site and program there (its structure apart from sizes): the last static compile's
+// input shapes, and the dims found to change.
 struct Site {
   bool compiled = false;
-  std::vector<Shape> shapes;  // the last static compile's input shapes
-  Hash128 program;            // its key with every input dim symbolic: the program, sizes apart
+  std::vector<Shape> shapes;
   std::set<DynamicDim> dims;  // dynamic from now on
 };
 
-std::map<int32_t, Site>& sites() {
-  static std::map<int32_t, Site> s;
+std::map<std::pair<int32_t, std::pair<uint64_t, uint64_t>>, Site>& sites() {
+  static std::map<std::pair<int32_t, std::pair<uint64_t, uint64_t>>, Site> s;
   return s;
+}
+
+Site& site_of(int32_t site, const Graph& g) {
+  const Hash128 p = program_structure(g);
+  return sites()[{site, {p.lo, p.hi}}];
 }
 
 std::vector<Shape> input_shapes(const Graph& g) {
@@ -28,16 +33,6 @@ std::vector<Shape> input_shapes(const Graph& g) {
   s.reserve(g.inputs.size());
   for (const Node* n : g.inputs) s.push_back(n->shape);
   return s;
-}
-
-// The graph's key with every input dim symbolic: equal for two traces of one program at other
-// sizes (unless sizes coincide differently: duck sizing, ir/symbolic_graph.h).
-Hash128 program_key(const Graph& g) {
-  std::vector<DynamicDim> all;
-  for (size_t i = 0; i < g.inputs.size(); ++i)
-    for (size_t d = 0; d < g.inputs[i]->shape.size(); ++d)
-      all.push_back({static_cast<int>(i), static_cast<int>(d)});
-  return symbolic_graph(g, all).key;
 }
 
 std::string site_str(int32_t site) {
@@ -72,7 +67,7 @@ DynamicChoice dynamic_dims(int32_t site, const Graph& g) {
   }
   if (!dims.empty()) c.why = "marked dynamic";
   if (automatic_dynamic()) {
-    Site& st = sites()[site];
+    Site& st = site_of(site, g);
     for (const DynamicDim& d : st.dims)
       if (d.input < static_cast<int>(g.inputs.size()) &&
           d.dim < static_cast<int>(g.inputs[d.input]->shape.size()))
@@ -97,7 +92,7 @@ DynamicChoice dynamic_dims(int32_t site, const Graph& g) {
                  std::to_string(now[d]);
         }
       }
-      if (!changed.empty() && program_key(g) == st.program) {
+      if (!changed.empty()) {
         for (const DynamicDim& d : changed) {
           st.dims.insert(d);
           dims.insert(d);
@@ -110,12 +105,13 @@ DynamicChoice dynamic_dims(int32_t site, const Graph& g) {
   return c;
 }
 
+void forget_dynamic_dims() { sites().clear(); }
+
 void note_static_compile(int32_t site, const Graph& g) {
   if (!automatic_dynamic()) return;
-  Site& st = sites()[site];
+  Site& st = site_of(site, g);
   st.compiled = true;
   st.shapes = input_shapes(g);
-  st.program = program_key(g);
 }
 
 }  // namespace lt

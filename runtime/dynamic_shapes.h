@@ -16,6 +16,12 @@ namespace lt {
 
 struct Storage;
 
+// A symbolic input dim of a run and its size there (lt.metrics.last_graph()["symbolic_dims"]).
+struct SymbolicDimSize {
+  int input, dim;
+  int64_t size;
+};
+
 // Marks dim `dim` of the data in `s` dynamic: every graph it enters as an input has that dim
 // symbolic (unless its size is 0 or 1, which stay static as in torch).
 void mark_dynamic(Storage& s, int dim);
@@ -30,6 +36,9 @@ DynamicChoice dynamic_dims(int32_t site, const Graph& g);
 // Records that g was compiled statically at `site` (its sizes are what a later graph is compared
 // with).
 void note_static_compile(int32_t site, const Graph& g);
+
+// Forgets what call sites compiled and which dims they made dynamic (with the graph cache).
+void forget_dynamic_dims();
 
 // Whether automatic dynamic shapes are on (LT_DYNAMIC is not 0).
 bool automatic_dynamic();

@@ -107,6 +107,8 @@ std::vector<std::string> last_kernel_sources() {
 void clear_graph_cache() {
   std::lock_guard<std::recursive_mutex> g(runtime_mutex());
   cache().clear();
+  forget_symbolic_compiles();
+  forget_dynamic_dims();
 }
 
 size_t graph_cache_size() {
@@ -177,6 +179,11 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
   if (!entry && reason != SyncReason::Eager) {
     sym = symbolic_entry(g, backend, opts, prefix, cache(), current_source());
     if (sym) entry = sym->entry;
+    if (sym && sym->compiled) {
+      metrics::bump(metrics::Counter::GraphCompiles);
+      metrics::bump(metrics::Counter::SymbolicCompiles);
+      metrics::bump(metrics::Counter::KernelsCompiled, entry->exe->num_kernels());
+    }
   }
   const bool hit = entry != nullptr && !(sym && sym->compiled);
   const char* source = hit ? "memory" : "compiled";  // CONTRACT.md's last_graph()["cache"]
@@ -254,7 +261,7 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
   metrics::bump(metrics::Counter::CudaGraphLaunches, stats.graph_launches);
   metrics::record_sync(reason);
 
-  g_last_key = key;
+  g_last_key = sym ? sym->cache_key : key;
   std::vector<std::shared_ptr<Storage>> result = make_outputs(
       *entry, outs, backend, backend_name, roots.size(),
       [&](int b) {

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/dynamic_shapes.h"
+
 namespace lt::metrics {
 
 std::map<std::string, int64_t> counters();         // traced_ops, syncs, graph_compiles, ...
@@ -17,12 +19,8 @@ struct GraphInfo {
   double compile_ms = 0, run_ms = 0;
   std::string backend;
   std::string grouping;  // kernel grouping (LT_DEBUG=2)
-  // The graph's symbolic input dims (issue 30) as (input, dim), each with its size in this run.
-  struct SymbolicDim {
-    int input, dim;
-    int64_t size;
-  };
-  std::vector<SymbolicDim> symbolic_dims;
+  // The graph's symbolic input dims (issue 30), each with its size in this run.
+  std::vector<SymbolicDimSize> symbolic_dims;
 };
 GraphInfo last_graph();
 std::string report();

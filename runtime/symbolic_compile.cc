@@ -9,7 +9,6 @@
 #include "lowering/generalize.h"
 #include "runtime/debug_level.h"
 #include "runtime/dynamic_shapes.h"
-#include "runtime/metrics_state.h"
 #include "runtime/profile.h"
 
 namespace lt {
@@ -53,19 +52,22 @@ std::unordered_map<int32_t, SiteRef>& site_refs() {
   return r;
 }
 
-// A cached compile under skey that serves `symbols`, or null.
+// A cached compile under skey that serves `symbols` (and its cache key), or null.
 CachedGraph* find_variant(GraphCache& cache, const Hash128& skey,
-                          const std::vector<int64_t>& symbols) {
+                          const std::vector<int64_t>& symbols, Hash128* cache_key) {
   auto it = keys().find(skey);
   if (it == keys().end()) return nullptr;
   for (const Variant& v : it->second.variants)
     if (v.serves(symbols))
-      if (CachedGraph* e = cache.find(v.cache_key)) return e;
+      if (CachedGraph* e = cache.find(v.cache_key)) {
+        *cache_key = v.cache_key;
+        return e;
+      }
   return nullptr;
 }
 
-std::vector<metrics::GraphInfo::SymbolicDim> dims_of(const SymbolicGraph& sg, const Graph& g) {
-  std::vector<metrics::GraphInfo::SymbolicDim> dims;
+std::vector<SymbolicDimSize> dims_of(const SymbolicGraph& sg, const Graph& g) {
+  std::vector<SymbolicDimSize> dims;
   for (const DynamicDim& d : sg.symbol_dims)
     dims.push_back({d.input, d.dim, g.inputs[d.input]->shape[d.dim]});
   return dims;
@@ -76,6 +78,11 @@ void debug(const std::string& msg) {
 }
 
 }  // namespace
+
+void forget_symbolic_compiles() {
+  keys().clear();
+  site_refs().clear();
+}
 
 std::unique_ptr<CachedGraph> make_cached_graph(const Plan& plan, std::unique_ptr<Executable> exe,
                                                int64_t nodes) {
@@ -107,7 +114,7 @@ std::optional<SymbolicRun> symbolic_entry(const Graph& g, Backend& backend,
   SymbolicRun run;
   run.dims = dims_of(sg, g);
   run.symbols = symbols;
-  if ((run.entry = find_variant(cache, skey, symbols))) {
+  if ((run.entry = find_variant(cache, skey, symbols, &run.cache_key))) {
     if (site_refs().count(site) == 0 || site_refs()[site].skey != skey)
       site_refs()[site] = {sg, skey};
     return run;
@@ -115,7 +122,7 @@ std::optional<SymbolicRun> symbolic_entry(const Graph& g, Backend& backend,
   // What this site ran symbolically before may describe this trace too.
   if (auto ref = site_refs().find(site); ref != site_refs().end() && ref->second.skey != skey)
     if (auto values = bind_to(ref->second.sg, g))
-      if ((run.entry = find_variant(cache, ref->second.skey, *values))) {
+      if ((run.entry = find_variant(cache, ref->second.skey, *values, &run.cache_key))) {
         run.symbols = *values;
         run.dims = dims_of(ref->second.sg, g);
         return run;
@@ -141,12 +148,10 @@ std::optional<SymbolicRun> symbolic_entry(const Graph& g, Backend& backend,
   v.ranges = gp.plan->sym.ranges;
   const int64_t nodes = static_cast<int64_t>(gp.plan->prims.nodes.size());
   run.entry = cache.insert(v.cache_key, make_cached_graph(*gp.plan, std::move(exe), nodes));
+  run.cache_key = v.cache_key;
   run.entry->symbol_dims = sg.symbol_dims;
   run.compiled = true;
   run.compile_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  metrics::bump(metrics::Counter::GraphCompiles);
-  metrics::bump(metrics::Counter::SymbolicCompiles);
-  metrics::bump(metrics::Counter::KernelsCompiled, run.entry->exe->num_kernels());
   if (debug_level() > 0) {
     std::string ranges;
     for (size_t i = 0; i < v.ranges.size(); ++i)

@@ -14,16 +14,17 @@
 #include "backends/backend.h"
 #include "ir/graph.h"
 #include "ir/hash.h"
+#include "runtime/dynamic_shapes.h"
 #include "runtime/graph_cache.h"
-#include "runtime/metrics.h"
 
 namespace lt {
 
 struct SymbolicRun {
   CachedGraph* entry;
+  Hash128 cache_key;  // the entry's key in the graph cache
   std::vector<int64_t> symbols;  // this trace's value of each symbol
-  std::vector<metrics::GraphInfo::SymbolicDim> dims;
-  bool compiled = false;  // compiled now (else found in the cache)
+  std::vector<SymbolicDimSize> dims;
+  bool compiled = false;  // compiled now (else found in the cache): counted by the caller
   double compile_ms = 0;
 };
 
@@ -34,6 +35,9 @@ struct SymbolicRun {
 std::optional<SymbolicRun> symbolic_entry(const Graph& g, Backend& backend,
                                           const LowerOptions& opts, const Hash128& prefix,
                                           GraphCache& cache, int32_t site);
+
+// Forgets the symbolic keys' compiles and failures (with the graph cache, which holds them).
+void forget_symbolic_compiles();
 
 // A cache entry for a compiled plan (static or symbolic).
 std::unique_ptr<CachedGraph> make_cached_graph(const Plan& plan, std::unique_ptr<Executable> exe,

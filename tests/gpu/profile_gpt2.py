@@ -8,6 +8,7 @@ lazytensor's host breakdown and its kernel grouping (to map kernel names to IR n
 """
 import argparse
 import os
+import re
 import sys
 
 import torch
@@ -53,6 +54,14 @@ def main():
             f.write("\n".join(report) + "\n")
         with open(os.path.join(args.out, f"gpt2_grouping_{name}.txt"), "w") as f:
             f.write(g.get("grouping", ""))
+        # The CUDA source of the loop kernels in the table, in its order: what to look at next.
+        table = kernel_table(prof, args.steps, args.top)
+        names = list(dict.fromkeys(re.findall(r"\b(k\d+_\w+)", table)))
+        sources = lt.debug.kernel_sources()
+        with open(os.path.join(args.out, f"gpt2_top_kernels_{name}.cu"), "w") as f:
+            for kn in names:
+                src = next((x for x in sources if re.search(r"\b" + kn + r"\b", x)), None)
+                f.write(f"// ===== {kn}\n{src or '// (source not found)'}\n")
         print(*report, sep="\n", flush=True)
 
 

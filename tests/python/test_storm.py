@@ -16,9 +16,10 @@ for batch in range(1, 15):
 
 
 def test_changing_batch_size_warns_once_naming_the_input_and_the_line(tmp_path):
+    # With automatic dynamic shapes off (LT_DYNAMIC=0), as when a program does not generalize.
     script = tmp_path / "storm.py"
     script.write_text(SCRIPT)
-    env = dict(os.environ, LT_DEBUG="1", LT_CACHE_DIR="off")
+    env = dict(os.environ, LT_DEBUG="1", LT_CACHE_DIR="off", LT_DYNAMIC="0")
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     warnings = [l for l in r.stderr.splitlines() if "recompilation storm" in l]
@@ -30,6 +31,20 @@ def test_changing_batch_size_warns_once_naming_the_input_and_the_line(tmp_path):
     # a graph of its own too, so all nine sizes 1..9 were seen when the ninth graph warned).
     assert "dim 0 keeps changing (9 sizes: 1, 2, 3, ..., 9)" in w, w
     assert "dim 1 keeps" not in w, w
+
+
+def test_changing_batch_size_compiles_once_symbolically_instead(tmp_path):
+    # Automatic dynamic shapes (issue 30): batch 1 compiles statically; batch 2 differs from it in
+    # the batch dim alone, so it compiles with that dim symbolic, which serves every later batch.
+    script = tmp_path / "storm.py"
+    script.write_text(SCRIPT + "print(lt.metrics.counters()['graph_compiles'], "
+                      "lt.metrics.counters()['symbolic_compiles'])\n")
+    env = dict(os.environ, LT_DEBUG="1", LT_CACHE_DIR="off")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "recompilation storm" not in r.stderr
+    assert "dynamic shapes: input 0 dim 0 changed from" in r.stderr
+    assert r.stdout.split()[-2:] == ["2", "1"], r.stdout
 
 
 def test_fixed_shapes_never_warn(tmp_path):

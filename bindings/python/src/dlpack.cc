@@ -79,6 +79,7 @@ std::shared_ptr<Storage> host_storage(const Tensor& t, const char* what) {
                            ": only host tensors can be shared; this one is on " + t.device().str() +
                            " (call .cpu() first)");
   if (t.is_pending()) {
+    PinSource pin;  // the sync's call site, read while the GIL is held
     py::gil_scoped_release nogil;
     sync({t}, SyncReason::Numpy);
   }
@@ -119,6 +120,7 @@ constexpr int64_t kLegacyDefaultStream = 1;
 std::shared_ptr<Storage> cuda_storage(const Tensor& t, const char* what,
                                       const py::object& stream = py::none()) {
   if (t.is_pending()) {
+    PinSource pin;  // the sync's call site, read while the GIL is held
     py::gil_scoped_release nogil;
     sync({t}, SyncReason::Numpy);
   }
@@ -126,6 +128,7 @@ std::shared_ptr<Storage> cuda_storage(const Tensor& t, const char* what,
   if (!s || !s->buffer || s->buffer->on_host())
     throw py::buffer_error(std::string(what) + ": the tensor's data is not in device memory");
   if (!stream.is_none() && stream.cast<int64_t>() == kLegacyDefaultStream) return s;
+  PinSource pin;  // the sync's call site, read while the GIL is held
   py::gil_scoped_release nogil;
   get_backend(s->backend).synchronize();
   return s;
@@ -344,6 +347,7 @@ void init_dlpack(py::module_& m) {
           "data_ptr",
           [](const Tensor& t) -> uintptr_t {
             if (t.is_pending()) {
+              PinSource pin;  // the sync's call site, read while the GIL is held
               py::gil_scoped_release nogil;
               sync({t}, SyncReason::Numpy);
             }

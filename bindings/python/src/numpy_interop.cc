@@ -14,6 +14,7 @@ namespace {
 // Reads the whole tensor into host memory in its own dtype (a sync point for pending tensors).
 std::vector<unsigned char> host_bytes(const Tensor& t, SyncReason reason) {
   std::vector<unsigned char> raw(static_cast<size_t>(t.numel()) * dtype_size(t.dtype()));
+  PinSource pin;  // the sync's call site, read while the GIL is held
   py::gil_scoped_release nogil;
   t.copy_to_host(raw.data(), reason);
   return raw;
@@ -56,6 +57,7 @@ py::array to_numpy(const Tensor& t, SyncReason reason, bool upcast_bfloat16) {
   py::array out(numpy_dtype(t.dtype()), shape);
   void* dst = out.mutable_data();
   {
+    PinSource pin;  // the sync's call site, read while the GIL is held
     py::gil_scoped_release nogil;
     t.copy_to_host(dst, reason);
   }
@@ -68,6 +70,7 @@ py::object item(const Tensor& t, SyncReason reason) {
          " elements cannot be converted to Scalar (shape ", shape_str(t.shape()), ")");
   alignas(8) unsigned char raw[8] = {};
   {
+    PinSource pin;  // the sync's call site, read while the GIL is held
     py::gil_scoped_release nogil;
     t.copy_to_host(raw, reason);
   }

@@ -128,7 +128,7 @@ void init_tensor(py::module_& m) {
           "_cast", [](const Tensor& t, DType d) { return cast(t, d); }, py::arg("dtype"))
       .def(
           "_to_device", [](const Tensor& t, const Device& d) { return t.to(d); }, py::arg("device"),
-          py::call_guard<py::gil_scoped_release>())  // may sync
+          py::call_guard<PinSource, py::gil_scoped_release>())  // may sync
       .def("_assign", &Tensor::assign, py::arg("value"))
       .def(
           "_assign_result", [](Tensor& t, const Tensor& v) { t.assign_result(v); },
