@@ -8,7 +8,9 @@
 
 #ifdef LT_HAVE_CUDA
 
+#include <cstdio>
 #include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -58,6 +60,11 @@ std::vector<Case> cases() {
       {"two kernels",
        [](std::span<const int64_t> z, bool sym) { return two_kernels_plan(z[0], sym); }, 1},
       {"tail", [](std::span<const int64_t> z, bool sym) { return tail_plan(z[0], sym); }, 1},
+      {"column sums", column_sum_plan, 1},
+      {"wide rows",
+       [](std::span<const int64_t> z, bool sym) { return centered_rows_plan(z, sym, 4096); }, 1},
+      {"short rows",
+       [](std::span<const int64_t> z, bool sym) { return centered_rows_plan(z, sym, 9); }, 1},
   };
 }
 
@@ -156,6 +163,17 @@ TEST(CudaSymbolicCodegen, ChoicesHoldAtEveryBinding) {
   const CudaModuleSource ew = generate_cuda(elementwise_plan(five, true).kernels);
   EXPECT_TRUE(ew.kernels[0].vectorized);
   EXPECT_NE(ew.source.find("float4"), std::string::npos);
+  // Where only the outer space is symbolic the row's own choices stand: columns in tiles, a wide
+  // static row a block per row with vectors and the row in registers, a short one a thread per
+  // row.
+  EXPECT_EQ(generate_cuda(column_sum_plan(five, true).kernels).kernels[0].mode,
+            CudaKernelMode::Tile);
+  const CudaModuleSource wide = generate_cuda(centered_rows_plan(five, true, 4096).kernels);
+  EXPECT_EQ(wide.kernels[0].mode, CudaKernelMode::Block);
+  EXPECT_NE(wide.source.find("lt_ld4<"), std::string::npos);
+  EXPECT_NE(wide.source.find("row cached in registers"), std::string::npos);
+  EXPECT_EQ(generate_cuda(centered_rows_plan(five, true, 9).kernels).kernels[0].mode,
+            CudaKernelMode::Thread);
   // A symbolic offset is not known to be a multiple of 4: no vector load at it.
   const CudaModuleSource off = generate_cuda(offset_plan(n4096, true).kernels);
   EXPECT_EQ(off.source.find("reinterpret_cast<const float4*>(a0 + "), std::string::npos);
@@ -220,8 +238,17 @@ TEST(CudaSymbolicCodegen, GptBlockTrainingPlanCompiles) {
     }
     EXPECT_GT(symbolic, 0);
     const CudaModuleSource m = generate_cuda(distinct);
-    for (size_t i = 0; i < distinct.size(); ++i)
+    std::map<std::string, int> modes;  // of the symbolic kernels, for the log
+    for (size_t i = 0; i < distinct.size(); ++i) {
       EXPECT_EQ(m.kernels[i].size_params.empty(), !distinct[i].symbolic()) << distinct[i].name;
+      if (distinct[i].symbolic())
+        ++modes[std::string(cuda_kernel_mode_name(m.kernels[i].mode)) +
+                (m.kernels[i].vectorized ? " (vector)" : "")];
+    }
+    std::printf("C %lld: %zu distinct kernels, %d symbolic:", static_cast<long long>(C),
+                distinct.size(), symbolic);
+    for (const auto& [mode, n] : modes) std::printf(" %s %d,", mode.c_str(), n);
+    std::printf("\n");
     nvrtc_ok(m.source, "gpt block");
   }
 }

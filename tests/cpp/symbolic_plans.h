@@ -293,6 +293,39 @@ inline Plan gemm_plan(std::span<const int64_t> z, bool sym) {
   return pb.finish();
 }
 
+// Column sums of x [s0, 2048] (buffer 1 [2048]): rows down a symbolic inner dim, contiguous along
+// the outer one (the tile-of-columns mode on CUDA).
+inline constexpr int64_t kColumns = 2048;
+inline Plan column_sum_plan(std::span<const int64_t> z, bool sym) {
+  const int64_t n = z[0];
+  SymPlan pb(sym, 1);
+  int x = pb.buf(K::Input, F, n * kColumns, s0 * kColumns);
+  int o = pb.buf(K::Output, F, kColumns, kColumns);
+  Body r(StageKind::Reduce), ep(StageKind::MapOuter);
+  Stage st0 = r.reduce(Op::ReduceSum, F, r.load(F, 0, aff({1, kColumns})));
+  ep.store(1, aff({1, 0}), ep.result(F, 0));
+  pb.kernel({kColumns}, {n}, {pb.sarg(x), pb.sarg(o, true)}, {st0, ep.st});
+  pb.dims({-1}, {pb.P(s0)});
+  return pb.finish();
+}
+
+// out (buffer 1) = x - rowmean(x) over s0 rows of `width` (a static row: 4096 is a block per row
+// with vector accesses and the row in registers on CUDA, 9 a thread per row), with 1/width a
+// static constant.
+inline Plan centered_rows_plan(std::span<const int64_t> z, bool sym, int64_t width) {
+  const int64_t n = z[0];
+  SymPlan pb(sym, 1);
+  int x = pb.buf(K::Input, F, n * width, s0 * width);
+  int o = pb.buf(K::Output, F, n * width, s0 * width);
+  Body r(StageKind::Reduce), out(StageKind::MapInner);
+  Stage st0 = r.reduce(Op::ReduceSum, F, r.load(F, 0, aff({width, 1})));
+  int mean = out.op(Op::Mul, F, out.result(F, 0), out.cnst(F, 1.0 / static_cast<double>(width)));
+  out.store(1, aff({width, 1}), out.op(Op::Sub, F, out.load(F, 0, aff({width, 1})), mean));
+  pb.kernel({n}, {width}, {pb.sarg(x), pb.sarg(o, true)}, {st0, out.st});
+  pb.dims({pb.P(s0)}, {-1});
+  return pb.finish();
+}
+
 // Two kernels over one temporary: t = 3 * x over [4*s0], then out (buffer 1) = t - rowsum(t) over
 // rows of t [4, s0] (a Reduce and a MapInner stage).
 inline Plan two_kernels_plan(int64_t n, bool sym) {

@@ -221,6 +221,44 @@ TEST_F(CudaSymbolic, SoftmaxRows) {
   }
 }
 
+// Column sums down s0 rows (tiles of columns).
+TEST_F(CudaSymbolic, ColumnSums) {
+  constexpr int64_t W = symbolic_plans::kColumns;
+  check_bindings(
+      symbolic_plans::column_sum_plan, [](auto z) { return Floats{randf(z[0] * W, 20)}; }, {1}, {5},
+      kBindings1,
+      [](auto z, const Floats& in, const Floats& out) {
+        for (int64_t c = 0; c < W; ++c) {
+          double sum = 0;
+          for (int64_t r = 0; r < z[0]; ++r) sum += in[0][r * W + c];
+          expect_close(out[0][c], sum, 1e-5 * std::sqrt(double(z[0])), std::to_string(c));
+        }
+      },
+      /*ulp=*/1 << 12);
+}
+
+// x - rowmean(x) over s0 rows of a static width: 4096 (a block per row, vector accesses, the row
+// kept in registers) and 9 (a thread per row).
+TEST_F(CudaSymbolic, CenteredStaticRows) {
+  for (int64_t w : {int64_t{4096}, int64_t{9}}) {
+    SCOPED_TRACE("width " + std::to_string(w));
+    check_bindings([w](std::span<const int64_t> z,
+                       bool sym) { return symbolic_plans::centered_rows_plan(z, sym, w); },
+                   [w](auto z) { return Floats{randf(z[0] * w, 21)}; }, {1}, {5}, kBindings1,
+                   [w](auto z, const Floats& in, const Floats& out) {
+                     for (int64_t r = 0; r<z[0]; r += z[0]> 200 ? 41 : 1) {
+                       double sum = 0;
+                       for (int64_t c = 0; c < w; ++c) sum += in[0][r * w + c];
+                       const double mean = sum * static_cast<float>(1.0 / static_cast<double>(w));
+                       for (int64_t c = 0; c < w; ++c)
+                         expect_close(out[0][r * w + c], in[0][r * w + c] - mean, 1e-5,
+                                      std::to_string(r) + "," + std::to_string(c));
+                     }
+                   },
+                   /*ulp=*/0);  // static rows: the same code path as the static compile
+  }
+}
+
 TEST_F(CudaSymbolic, SinTimesASize) {
   check_bindings(
       symbolic_plans::sin_scaled_plan, [](auto z) { return Floats{randf(z[0] * 3, 19, 10.f)}; },
