@@ -223,9 +223,18 @@ TEST(CudaSymbolicCodegen, GptBlockTrainingPlanCompiles) {
   for (int64_t C : {32, 128}) {
     SCOPED_TRACE("C " + std::to_string(C));
     const Block at = gpt_block(2, 37, 1, C, C / 64 ? C / 64 : 4);
-    GeneralizedPlan gp = generalize_plan(at.traced.graph, sym_of(at), o);
+    GeneralizedPlan gp = generalize_plan(at.traced.graph, sym_of(at), o);  // over T
     ASSERT_TRUE(gp.plan) << gp.why_not;
     const Plan& p = *gp.plan;
+    // The lengths tests/gpu/cuda_symbolic_gpu_test.cc runs this plan at are in its range.
+    const SymbolicGraph sg = sym_of(at);
+    for (int64_t T : {37, 38, 40, 41, 64, 97, 130, 200, 300, 593}) {
+      if (C == 128 && T > 300) continue;
+      std::vector<int64_t> v(sg.env.num_symbols(), 0);
+      for (SymId s = 0; s < v.size(); ++s)
+        if (sg.env.simplify(SizeExpr::symbol(s)) == SizeExpr::symbol(s)) v[s] = T;
+      EXPECT_TRUE(p.sym.in_range(all_symbol_values(sg, v))) << "T " << T;
+    }
     EXPECT_FALSE(p.gemms.empty());
     if (C == 128) {
       EXPECT_FALSE(p.attentions.empty());
