@@ -411,6 +411,30 @@ TEST_F(CudaSymbolic, BadBindingsAreErrors) {
   EXPECT_THROW(st->run_symbolic(in, nullptr, std::vector<int64_t>{10}), Error);
 }
 
+// An input donated to its output (updated in place): the donated buffer must hold the output at
+// the binding run, not at the plan's.
+TEST_F(CudaSymbolic, DonationPerBinding) {
+  using namespace symbolic_plans;  // NOLINT: the plan builders
+  SymPlan pb(true, 1);
+  int x = pb.buf(K::Input, F, 8, s0), o = pb.buf(K::Output, F, 8, s0);
+  Body b(StageKind::MapOuter);
+  b.store(1, aff({1}), b.op(Op::Add, F, b.load(F, 0, aff({1})), b.cnst(F, 1)));
+  pb.kernel({8}, {}, {pb.sarg(x), pb.sarg(o, true)}, {b.st});
+  pb.dims({pb.P(s0)}, {});
+  pb.p.kernels.back().inplace = {{0, 1}};
+  pb.p.donations = {{o, x}};
+  auto exe = backend_->compile(pb.finish());
+  auto xv = randf(37, 17);
+  BufferPtr xb = upload(xv);
+  RunInput in{xb.get()};
+  in.donated_output = o;
+  auto out = exe->run_symbolic({in}, nullptr, std::vector<int64_t>{37});
+  EXPECT_EQ(out[o], nullptr);  // written into the input
+  auto got = download(xb, 37);
+  for (int i = 0; i < 37; ++i) EXPECT_EQ(got[i], xv[i] + 1) << i;
+  EXPECT_THROW(exe->run_symbolic({in}, nullptr, std::vector<int64_t>{38}), Error);
+}
+
 // ---- a GPT block's training plan, symbolic in its sequence length ----
 
 // Every symbol's value with the free ones (in order) given: the rest are solved for.
