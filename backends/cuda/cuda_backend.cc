@@ -4,7 +4,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <map>
 #include <mutex>
+#include <span>
 
 #include "backends/cuda/cublas_gemm.h"
 #include "backends/cuda/cuda_codegen.h"
@@ -16,6 +18,8 @@
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/nvrtc_worker.h"
 #include "ir/error.h"
+#include "lowering/memory_plan.h"
+#include "lowering/size_fields.h"
 
 namespace lt {
 
@@ -49,7 +53,34 @@ const CudaBuffer& as_cuda(const Buffer& b, const char* what) {
   return *c;
 }
 
+// Bindings of a symbolic plan whose library steps and graphs an executable keeps; past this many
+// it drops them all and starts afresh.
+constexpr size_t kMaxBindings = 16;
+
 class CudaExecutable : public Executable {
+ private:
+  // Per gemm: device and host copies of its pointer arrays (cublas_gemm.h), when it needs them.
+  struct GemmArrays {
+    std::shared_ptr<CudaBuffer> device;
+    std::vector<uint64_t> host;
+  };
+  // The library steps of one binding of the size symbols, at its sizes, and its CUDA graph: a
+  // static plan has one (static_); a symbolic plan one per binding run (bound_), made on first
+  // use. A captured graph holds one binding's grids, sizes and library calls, so each binding
+  // warms up and captures its own (kCudaGraphWarmupRuns plain runs first); its GEMM steps are
+  // the graph's keys (CudaLaunchStep::gemm), which is why a binding's steps and graph live and
+  // go together.
+  struct Bound {
+    std::vector<int64_t> values;  // the size parameters' values (empty: static)
+    std::vector<Gemm> gemms;
+    std::vector<GemmArrays> gemm_arrays;
+    std::vector<std::unique_ptr<CudnnConv>> convs;  // descriptors and algorithms
+    std::vector<AttentionStep> attentions;
+    int64_t runs = 0;  // from the (kCudaGraphWarmupRuns + 1)-th on, launches replay graph
+    std::unique_ptr<CudaGraphReplay> graph;
+    int slow_replays = 0;  // the graph's keep-or-drop rule (cuda_graph.h)
+  };
+
  public:
   // `module` is compile_cuda_module(plan) of this process or of the one that wrote a cache entry;
   // either way the image is only loaded here.
@@ -62,13 +93,23 @@ class CudaExecutable : public Executable {
         kernels_(plan.kernels),
         gemms_(plan.gemms),
         attentions_(plan.attentions),
+        conv_steps_(plan.convs),
         steps_(plan.ordered_steps()),
         blas_(std::move(blas)),
+        dnn_(std::move(dnn)),
         donations_(plan.donations),
         memory_(plan.memory),
         module_image_(std::move(module)) {
-    check_plan(plan, blas_ != nullptr, dnn != nullptr);
-    for (const ConvStep& c : plan.convs) convs_.push_back(std::make_unique<CudnnConv>(dnn, c));
+    check_plan(plan, blas_ != nullptr, dnn_ != nullptr);
+    keep_symbols(plan);
+    if (!sym_.symbolic()) {
+      // The static plan's library steps, bound once.
+      static_.gemms = gemms_;
+      static_.gemm_arrays.resize(gemms_.size());
+      static_.attentions = attentions_;
+      for (const ConvStep& c : plan.convs)
+        static_.convs.push_back(std::make_unique<CudnnConv>(dnn_, c));
+    }
     const size_t launches = kernels_.size() + flash_attention_launches(plan);
     if (module_image_.launches.size() != launches)
       fail(ErrorKind::Runtime, "internal: cuda module with ", module_image_.launches.size(),
@@ -156,14 +197,7 @@ class CudaExecutable : public Executable {
     }
     for (const AttentionStep& a : plan.attentions) {
       validate_attention(a, numels, dtypes, "cuda executable");
-      if (!flash_attention_supports(a.dtype, a.E, a.Ev))
-        fail(ErrorKind::NotImplemented, "not implemented: attention ", a.name, " in ",
-             dtype_name(a.dtype), " with head dims ", a.E, " and ", a.Ev,
-             " on cuda (float32, bfloat16 or float16 with 64 only)");
-      if (flash_blocks(a.batch, std::max(a.L, a.S)) > INT32_MAX || a.L > INT32_MAX / 64 ||
-          a.S > INT32_MAX / 64)
-        fail(ErrorKind::NotImplemented, "not implemented: attention ", a.name, " of batch ",
-             a.batch, ", L ", a.L, ", S ", a.S, " on cuda (too large for one grid)");
+      check_attention(a);
     }
     for (const PlanStep& st : plan.ordered_steps()) {
       const size_t count = st.kind == PlanStep::Kind::Gemm        ? plan.gemms.size()
@@ -185,20 +219,33 @@ class CudaExecutable : public Executable {
       }
   }
 
+  // What the flash kernels take (at each binding, for a symbolic attention step).
+  static void check_attention(const AttentionStep& a) {
+    if (!flash_attention_supports(a.dtype, a.E, a.Ev))
+      fail(ErrorKind::NotImplemented, "not implemented: attention ", a.name, " in ",
+           dtype_name(a.dtype), " with head dims ", a.E, " and ", a.Ev,
+           " on cuda (float32, bfloat16 or float16 with 64 only)");
+    if (flash_blocks(a.batch, std::max(a.L, a.S)) > INT32_MAX || a.L > INT32_MAX / 64 ||
+        a.S > INT32_MAX / 64)
+      fail(ErrorKind::NotImplemented, "not implemented: attention ", a.name, " of batch ", a.batch,
+           ", L ", a.L, ", S ", a.S, " on cuda (too large for one grid)");
+  }
+
   ~CudaExecutable() override {
     const CudaDriver& d = dev_->driver();
-    if (!d.cuCtxSetCurrent || (modules_.empty() && !graph_)) return;
+    if (!d.cuCtxSetCurrent || (modules_.empty() && !static_.graph && bound_.empty())) return;
     try {
       dev_->bind();
       d.cuStreamSynchronize(dev_->stream());  // its kernels may still be running
-      graph_.reset();                         // its kernel nodes name the module's functions
+      static_.graph.reset();                  // its kernel nodes name the module's functions
+      bound_.clear();
       for (CUmodule mod : modules_) d.cuModuleUnload(mod);
     } catch (...) {
     }
   }
 
   int num_kernels() const override {
-    size_t n = kernels_.size() + gemms_.size() + convs_.size();
+    size_t n = kernels_.size() + gemms_.size() + conv_steps_.size();
     for (const AttentionStep& a : attentions_)
       n += a.kind == AttentionStep::Kind::Forward ? 1 : (a.dq >= 0) + (a.dk >= 0 || a.dv >= 0);
     return static_cast<int>(n);
@@ -206,20 +253,60 @@ class CudaExecutable : public Executable {
   std::vector<std::string> kernel_sources() const override { return {module_image_.source}; }
   const CudaModuleImage& module_image() const { return module_image_; }
 
+  bool symbolic() const { return sym_.symbolic(); }
+
   std::vector<BufferPtr> run(const std::vector<RunInput>& inputs, RunStats* stats) override {
+    LT_CHECK(!sym_.symbolic(), ErrorKind::Value, "cuda executable: the plan has ", sym_.num_symbols,
+             " size symbols; run it with their values (run_symbolic)");
+    return run_with(inputs, stats, {});
+  }
+
+  std::vector<BufferPtr> run_symbolic(const std::vector<RunInput>& inputs, RunStats* stats,
+                                      std::span<const int64_t> symbols) override {
+    LT_CHECK(symbols.size() == static_cast<size_t>(sym_.num_symbols), ErrorKind::Value,
+             "cuda executable: the plan has ", sym_.num_symbols, " size symbols, got ",
+             symbols.size(), " values");
+    if (!sym_.symbolic()) return run_with(inputs, stats, {});
+    return run_with(inputs, stats, symbols);
+  }
+
+ private:
+  // The run for symbol values `symbols` (empty for a static plan).
+  std::vector<BufferPtr> run_with(const std::vector<RunInput>& inputs, RunStats* stats,
+                                  std::span<const int64_t> symbols) {
     dev_->bind();
+    const bool sym = !symbols.empty();
+    // Symbolic: every size parameter's value at this binding, each buffer's element count, the
+    // slots' sizes (lowering/memory_plan.h's slot_bytes_at).
+    std::vector<int64_t> values;
+    if (sym) values = sym_.values(symbols);
+    std::vector<int64_t> numels(buffers_.size());
+    for (size_t b = 0; b < buffers_.size(); ++b) {
+      numels[b] = sym ? numel_at(buffers_[b], values) : buffers_[b].numel;
+      LT_CHECK(numels[b] >= 0 && numels[b] <= (INT64_MAX >> 4), ErrorKind::Value,
+               "cuda executable: the size symbols' values give buffer ", b, " ", numels[b],
+               " elements");
+    }
+    std::vector<size_t> slot_bytes_here;
+    if (sym) slot_bytes_here = slot_bytes_at(layout_, values);
+    const std::vector<size_t>& slot_bytes = sym ? slot_bytes_here : memory_.slot_bytes;
     // Bind every plan buffer: inputs from the caller, temps and outputs from the allocator.
     std::vector<BufferPtr> owned(buffers_.size());
     std::vector<CUdeviceptr> ptrs(buffers_.size(), 0);
+    // A donated input must hold its output at this binding: the check sees this binding's sizes.
+    std::vector<BufferSpec> sized;
+    if (sym) {
+      sized = buffers_;
+      for (size_t b = 0; b < sized.size(); ++b) sized[b].numel = numels[b];
+    }
     const std::vector<int> donated =
-        donated_outputs(buffers_, donations_, inputs, "cuda executable");
-    std::vector<std::shared_ptr<CudaBuffer>> slot_bufs(memory_.slot_bytes.size());
+        donated_outputs(sym ? sized : buffers_, donations_, inputs, "cuda executable");
+    std::vector<std::shared_ptr<CudaBuffer>> slot_bufs(slot_bytes.size());
     for (size_t s = 0; s < slot_bufs.size(); ++s)
-      slot_bufs[s] =
-          std::make_shared<CudaBuffer>(alloc_, std::max<size_t>(memory_.slot_bytes[s], 1));
+      slot_bufs[s] = std::make_shared<CudaBuffer>(alloc_, std::max<size_t>(slot_bytes[s], 1));
     for (size_t b = 0; b < buffers_.size(); ++b) {
       const BufferSpec& spec = buffers_[b];
-      const size_t bytes = static_cast<size_t>(spec.numel) * dtype_size(spec.dtype);
+      const size_t bytes = static_cast<size_t>(numels[b]) * dtype_size(spec.dtype);
       switch (spec.kind) {
         case BufferSpec::Kind::Input: {
           if (spec.input < 0 || spec.input >= static_cast<int>(inputs.size()) ||
@@ -229,7 +316,7 @@ class CudaExecutable : public Executable {
           const CudaBuffer& cb = as_cuda(*inputs[spec.input].buffer, "cuda executable input");
           if (cb.bytes() < bytes)
             fail(ErrorKind::Runtime, "cuda executable: input ", spec.input, " holds ", cb.bytes(),
-                 " bytes, expected ", bytes, " (", spec.numel, " x ", dtype_name(spec.dtype), ")");
+                 " bytes, expected ", bytes, " (", numels[b], " x ", dtype_name(spec.dtype), ")");
           ptrs[b] = cb.ptr();
           break;
         }
@@ -261,19 +348,20 @@ class CudaExecutable : public Executable {
     {
       std::lock_guard<std::mutex> lock(
           launch_mu_);  // the pointer arrays' host staging is per executable
-      std::vector<CudaLaunchStep> steps = resolve_steps(inputs, ptrs);
+      Bound& bound = sym ? bound_at(symbols, values, numels) : static_;
+      std::vector<CudaLaunchStep> steps = resolve_steps(inputs, ptrs, bound);
       // Profiling times each launch, so it launches plainly.
       const bool profiled = stats && stats->on_kernel;
       const bool graph = graphs_ && !profiled && steps.size() >= kCudaGraphMinSteps &&
-                         ++runs_ > kCudaGraphWarmupRuns;
-      if (graph && !graph_) graph_ = std::make_unique<CudaGraphReplay>(dev_, blas_);
+                         ++bound.runs > kCudaGraphWarmupRuns;
+      if (graph && !bound.graph) bound.graph = std::make_unique<CudaGraphReplay>(dev_, blas_);
       int recaptured = 0;
-      if (graph && graph_->launch(steps, &recaptured)) {
+      if (graph && bound.graph->launch(steps, &recaptured)) {
         if (stats) {
           stats->kernel_launches += static_cast<int>(steps.size());
           ++stats->graph_launches;
         }
-        if (!graphs_always_) judge_replay(recaptured, steps.size());
+        if (!graphs_always_) judge_replay(bound, recaptured, steps.size());
       } else {
         launch_cuda_steps(*dev_, blas_.get(), steps, stats);
       }
@@ -287,30 +375,29 @@ class CudaExecutable : public Executable {
     return out;  // temps return to the cache here
   }
 
- private:
-  // This run's steps in plan order with their addresses and scalar values.
+  // This run's steps in plan order with their addresses, scalar values and (symbolic) sizes.
   std::vector<CudaLaunchStep> resolve_steps(const std::vector<RunInput>& inputs,
-                                            const std::vector<CUdeviceptr>& ptrs) {
+                                            const std::vector<CUdeviceptr>& ptrs, Bound& bound) {
     std::vector<CudaLaunchStep> out;
     out.reserve(steps_.size());
     for (const PlanStep& step : steps_) {
       if (step.kind == PlanStep::Kind::Attention) {
-        add_attention_launches(attentions_[static_cast<size_t>(step.index)], ptrs, out);
+        add_attention_launches(bound.attentions[static_cast<size_t>(step.index)], ptrs, out);
         continue;
       }
       if (step.kind == PlanStep::Kind::Conv) {
-        out.push_back(conv_launch(*convs_[static_cast<size_t>(step.index)], ptrs));
+        out.push_back(conv_launch(*bound.convs[static_cast<size_t>(step.index)], ptrs));
         continue;
       }
       if (step.kind == PlanStep::Kind::Gemm) {
-        const Gemm& g = gemms_[static_cast<size_t>(step.index)];
+        const Gemm& g = bound.gemms[static_cast<size_t>(step.index)];
         CudaLaunchStep s;
         s.name = g.name;
         s.gemm = &g;
         s.tf32 = matmul_allow_tf32();  // a captured CUDA graph is rebuilt when the setting changes
         s.a = ptrs[g.a], s.b = ptrs[g.b], s.out = ptrs[g.out];
         if (const size_t bytes = CublasHandle::pointer_array_bytes(g)) {
-          GemmArrays& ga = gemm_arrays_[static_cast<size_t>(step.index)];
+          GemmArrays& ga = bound.gemm_arrays[static_cast<size_t>(step.index)];
           if (!ga.device)
             ga.device = std::make_shared<CudaBuffer>(alloc_, bytes);  // kept with the executable
           s.arrays = {ga.device->ptr(), &ga.host};
@@ -320,15 +407,35 @@ class CudaExecutable : public Executable {
       }
       const size_t k = static_cast<size_t>(step.index);
       const CudaKernelLaunch& l = module_image_.launches[k];
-      if (l.max_blocks <= 0) continue;
       const loop::Kernel& kern = kernels_[k];
+      // A symbolic kernel's grid follows this binding's outer extent (cuda_codegen.h).
+      int64_t blocks = l.max_blocks;
+      if (!l.size_params.empty()) {
+        int64_t outer = 1;
+        for (size_t d = 0; d < kern.outer.size(); ++d) {
+          const int p = d < kern.outer_params.size() ? kern.outer_params[d] : -1;
+          const int64_t e = p >= 0 ? bound.values[static_cast<size_t>(p)] : kern.outer[d];
+          LT_CHECK(e >= 0, ErrorKind::Value,
+                   "cuda executable: the size symbols' values give kernel ", kern.name,
+                   " a loop of extent ", e);
+          LT_CHECK(!__builtin_mul_overflow(outer, e, &outer), ErrorKind::Value,
+                   "cuda executable: the size symbols' values make kernel ", kern.name,
+                   "'s loop overflow int64");
+        }
+        for (size_t d = 0; d < kern.inner_params.size(); ++d)
+          LT_CHECK(kern.inner_params[d] < 0 || bound.values[kern.inner_params[d]] >= 0,
+                   ErrorKind::Value, "cuda executable: the size symbols' values give kernel ",
+                   kern.name, " a negative row length");
+        blocks = cuda_launch_blocks(l, outer);
+      }
+      if (blocks <= 0) continue;
       CudaLaunchStep s;
       s.name = kern.name;
       s.fn = functions_[k];
       const int64_t cap =
           static_cast<int64_t>(dev_->sm_count()) * std::max(1, 2048 / l.threads) * 4;
-      s.grid = static_cast<unsigned>(
-          std::clamp<int64_t>(l.max_blocks, 1, std::min<int64_t>(cap, 1 << 30)));
+      s.grid =
+          static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, std::min<int64_t>(cap, 1 << 30)));
       s.threads = static_cast<unsigned>(l.threads);
       // One 8-byte slot per parameter: device pointers, and scalars by value (double / long long).
       s.slots.assign(kern.args.size(), 0);
@@ -348,6 +455,13 @@ class CudaExecutable : public Executable {
           CUdeviceptr p = ptrs[static_cast<size_t>(arg.buffer)];
           std::memcpy(&s.slots[a], &p, sizeof p);
         }
+      }
+      // Symbolic: the size parameters the kernel takes, by value after its arguments.
+      for (int p : l.size_params) {
+        const long long v = bound.values.at(static_cast<size_t>(p));
+        uint64_t slot = 0;
+        std::memcpy(&slot, &v, sizeof v);
+        s.slots.push_back(slot);
       }
       out.push_back(std::move(s));
     }
@@ -444,15 +558,16 @@ class CudaExecutable : public Executable {
   std::vector<loop::Kernel> kernels_;
   std::vector<Gemm> gemms_;
   std::vector<AttentionStep> attentions_;
+  std::vector<ConvStep> conv_steps_;
   std::vector<PlanStep> steps_;
   std::shared_ptr<const CublasHandle> blas_;
-  // Per gemm: device and host copies of its pointer arrays (cublas_gemm.h), when it needs them.
-  struct GemmArrays {
-    std::shared_ptr<CudaBuffer> device;
-    std::vector<uint64_t> host;
-  };
-  std::vector<GemmArrays> gemm_arrays_ = std::vector<GemmArrays>(gemms_.size());
-  std::vector<std::unique_ptr<CudnnConv>> convs_;  // per conv step: descriptors and algorithms
+  std::shared_ptr<const CudnnHandle> dnn_;
+  Bound static_;
+  std::map<std::vector<int64_t>, std::unique_ptr<Bound>> bound_;  // keyed by the symbols' values
+  // Symbolic sizes: the plan's symbols and parameters, and its buffers and memory plan (for
+  // slot_bytes_at). Empty for a static plan.
+  PlanSymbols sym_;
+  Plan layout_;
   std::shared_ptr<CudaBuffer> workspace_;  // shared by the conv steps, kept with the executable
   std::mutex launch_mu_;
   std::vector<Donation> donations_;  // outputs a run may write into an input's memory
@@ -460,22 +575,107 @@ class CudaExecutable : public Executable {
   CudaModuleImage module_image_;     // kept for the disk cache (serialize)
   std::vector<CUmodule> modules_;    // one per NVRTC program
   std::vector<CUfunction> functions_;
-  // Runs so far; from the (kCudaGraphWarmupRuns + 1)-th on, launches replay graph_, created then
+  // Whether launches may replay a binding's graph (Bound::graph), created after its warm-up runs
   // (never with LT_CUDA_GRAPHS=0, a driver without graphs, or fewer than kCudaGraphMinSteps steps).
   bool graphs_ = false;
-  int64_t runs_ = 0;
-  std::unique_ptr<CudaGraphReplay> graph_;
   // The graph's keep-or-drop rule (cuda_graph.h): replays in a row that cost more than plain
   // launches would have.
   const bool graphs_always_ = cuda_graphs_always();
-  int slow_replays_ = 0;
 
-  void judge_replay(int recaptured, size_t steps) {
+  void judge_replay(Bound& b, int recaptured, size_t steps) {
     const bool slow = static_cast<size_t>(recaptured) * kCudaGraphRecaptureCost > steps;
-    slow_replays_ = slow ? slow_replays_ + 1 : 0;
-    if (slow_replays_ < kCudaGraphSlowReplays) return;
+    b.slow_replays = slow ? b.slow_replays + 1 : 0;
+    if (b.slow_replays < kCudaGraphSlowReplays) return;
     graphs_ = false;  // plain launches from now on; the graph goes when its launches complete
-    graph_.reset();
+    b.graph.reset();
+  }
+
+  // Keeps the plan's size symbols; checks that every size parameter a kernel launch, buffer or
+  // library step names is one of the plan's (a static plan names none).
+  void keep_symbols(const Plan& plan) {
+    if (!plan.sym.symbolic()) {
+      LT_CHECK(plan.sym.params.empty(), ErrorKind::Runtime,
+               "internal: a plan without size symbols has size parameters");
+      for (const auto& b : plan.buffers)
+        LT_CHECK(b.numel_param < 0, ErrorKind::Runtime,
+                 "internal: a plan without size symbols has a symbolic buffer");
+      for (const auto& k : plan.kernels)
+        LT_CHECK(!k.symbolic(), ErrorKind::Runtime, "internal: kernel ", k.name,
+                 " of a plan without size symbols names size parameters");
+      return;
+    }
+    sym_ = plan.sym;
+    layout_.buffers = plan.buffers;
+    layout_.memory = plan.memory;
+    const int np = static_cast<int>(sym_.params.size());
+    auto ok = [np](int p) { return p >= -1 && p < np; };
+    for (const auto& b : plan.buffers)
+      LT_CHECK(ok(b.numel_param), ErrorKind::Runtime, "internal: a buffer names size parameter ",
+               b.numel_param, " of ", np);
+    for (const auto& k : plan.kernels) {
+      for (const auto* list : {&k.outer_params, &k.inner_params})
+        for (int p : *list)
+          LT_CHECK(ok(p), ErrorKind::Runtime, "internal: kernel ", k.name, " names size parameter ",
+                   p, " of ", np);
+      LT_CHECK(k.outer_params.empty() || k.outer_params.size() == k.outer.size(),
+               ErrorKind::Runtime, "internal: kernel ", k.name, " has ", k.outer_params.size(),
+               " outer size parameters for ", k.outer.size(), " dims");
+      LT_CHECK(k.inner_params.empty() || k.inner_params.size() == k.inner.size(),
+               ErrorKind::Runtime, "internal: kernel ", k.name, " has ", k.inner_params.size(),
+               " inner size parameters for ", k.inner.size(), " dims");
+    }
+    for (const auto& l : module_image_.launches)
+      for (int p : l.size_params)
+        LT_CHECK(p >= 0 && p < np, ErrorKind::Runtime, "internal: cuda kernel ", l.name,
+                 " takes size parameter ", p, " of ", np);
+    LT_CHECK(sym_.gemms.size() == plan.gemms.size() && sym_.convs.size() == plan.convs.size() &&
+                 sym_.attentions.size() == plan.attentions.size(),
+             ErrorKind::Runtime, "internal: a plan's symbolic step tables do not match its steps");
+    for (const auto* table : {&sym_.gemms, &sym_.convs, &sym_.attentions})
+      for (const StepSizeParams& sizes : *table)
+        for (auto [field, p] : sizes)
+          LT_CHECK(field >= 0 && p >= 0 && p < np, ErrorKind::Runtime,
+                   "internal: a library step names size parameter ", p, " of ", np);
+  }
+
+  // The library steps for this binding (made on first use, checked against this binding's
+  // buffer sizes). Called under launch_mu_.
+  Bound& bound_at(std::span<const int64_t> symbols, const std::vector<int64_t>& values,
+                  const std::vector<int64_t>& numels) {
+    std::vector<int64_t> key(symbols.begin(), symbols.end());
+    auto it = bound_.find(key);
+    if (it != bound_.end()) return *it->second;
+    if (bound_.size() >= kMaxBindings) {
+      // Their graphs and library steps may still be in use by launched work.
+      dev_->synchronize();
+      bound_.clear();
+    }
+    auto b = std::make_unique<Bound>();
+    b->values = values;
+    auto n = [&](int buf) { return numels[static_cast<size_t>(buf)]; };
+    for (size_t i = 0; i < gemms_.size(); ++i) {
+      Gemm g = with_sizes(gemms_[i], sym_.gemms[i], values);
+      validate_gemm(g, n(g.a), n(g.b), n(g.out), "cuda executable");
+      b->gemms.push_back(std::move(g));
+    }
+    b->gemm_arrays.resize(gemms_.size());
+    for (size_t i = 0; i < conv_steps_.size(); ++i) {
+      ConvStep c = with_sizes(conv_steps_[i], sym_.convs[i], values);
+      validate_conv(c, n(c.a), n(c.b), c.bias >= 0 ? n(c.bias) : 0, n(c.out), "cuda executable");
+      b->convs.push_back(std::make_unique<CudnnConv>(dnn_, c));
+    }
+    std::vector<int64_t> sized(numels);
+    for (size_t i = 0; i < buffers_.size(); ++i)
+      if (buffers_[i].kind == BufferSpec::Kind::Scalar) sized[i] = -1;
+    std::vector<DType> dtypes;
+    for (const BufferSpec& spec : buffers_) dtypes.push_back(spec.dtype);
+    for (size_t i = 0; i < attentions_.size(); ++i) {
+      AttentionStep a = with_sizes(attentions_[i], sym_.attentions[i], values);
+      validate_attention(a, sized, dtypes, "cuda executable");
+      check_attention(a);
+      b->attentions.push_back(std::move(a));
+    }
+    return *bound_.emplace(std::move(key), std::move(b)).first->second;
   }
 };
 
@@ -613,6 +813,10 @@ class CudaBackendImpl : public CudaBackend {
                                             std::move(dnn));
   }
 
+  // Symbolic plans (issue 30): kernels read their sizes at run time (cuda_codegen.h), library
+  // steps are instantiated per binding (CudaExecutable::run_symbolic).
+  bool symbolic_sizes() const override { return true; }
+
   // The code depends on the architecture compiled for and the NVRTC that compiled it (and how
   // hard it optimized; the library's own build is in every entry's header). Which steps are
   // cuBLAS, cuDNN or flash kernels is in the graph key, which carries the LowerOptions
@@ -624,7 +828,8 @@ class CudaBackendImpl : public CudaBackend {
 
   bool serialize(const Executable& exe, std::string* out) override {
     auto* cuda_exe = dynamic_cast<const CudaExecutable*>(&exe);
-    if (!cuda_exe) return false;
+    // A symbolic executable is not stored: compiling one is the point where its sizes are free.
+    if (!cuda_exe || cuda_exe->symbolic()) return false;
     *out = encode_cuda_module(cuda_exe->module_image());
     return true;
   }
@@ -632,6 +837,8 @@ class CudaBackendImpl : public CudaBackend {
   // Loads the image an earlier process compiled (cuModuleLoadData); runs neither code generation
   // nor NVRTC. Bytes that do not fit throw, and the runtime compiles afresh.
   std::unique_ptr<Executable> load(const Plan& plan, std::string_view bytes) override {
+    LT_CHECK(!plan.sym.symbolic(), ErrorKind::Runtime,
+             "cached cuda code: a symbolic plan is never cached");
     CudaExecutable::check_plan(plan, true, true);
     CudaModuleImage m =
         decode_cuda_module(bytes, plan.kernels.size() + flash_attention_launches(plan), target_);

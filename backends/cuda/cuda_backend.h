@@ -3,6 +3,13 @@
 // 4th run on as one CUDA graph, cuda_graph.h); memory from a caching allocator. The compiled
 // module goes into the on-disk cache (cuda_module_image.h). The driver is loaded with dlopen, so
 // this library links and loads without a GPU.
+//
+// Symbolic plans (Plan::sym, issue 30; symbolic_sizes() is true): compiled once, run at any
+// binding of their size symbols with run_symbolic. Kernels take their size parameters by value
+// (cuda_codegen.h); per binding the executable sizes buffers and temporary slots, checks inputs,
+// computes grids, and instantiates its cuBLAS, cuDNN and flash attention steps (with_sizes), kept
+// with that binding's CUDA graph (cuda_graph.h). Symbolic executables are not written to the
+// disk cache (serialize() is false for them).
 #pragma once
 #include <functional>
 #include <memory>

@@ -10,6 +10,7 @@
 #endif
 #include "backends/cuda/cuda_codegen.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <sstream>
@@ -48,6 +49,26 @@ int64_t cuda_point_cost(const loop::Kernel& k) {
       }
     }
   return cost;
+}
+
+int64_t cuda_launch_blocks(const CudaKernelLaunch& l, int64_t outer_n) {
+  if (outer_n <= 0) return 0;
+  const int64_t threads = std::max(l.threads, 32);
+  switch (l.mode) {
+    case CudaKernelMode::Elementwise: {
+      const int64_t work = std::max<int64_t>(l.vectorized ? outer_n / 4 : outer_n, 1);
+      return (work + threads - 1) / threads;
+    }
+    case CudaKernelMode::Thread:
+      return (outer_n + threads - 1) / threads;
+    case CudaKernelMode::Warp:
+      return (outer_n + threads / 32 - 1) / (threads / 32);
+    case CudaKernelMode::Tile:
+      return (outer_n + 31) / 32;
+    case CudaKernelMode::Block:
+      return outer_n;
+  }
+  return outer_n;
 }
 
 const char* cuda_kernel_mode_name(CudaKernelMode m) {

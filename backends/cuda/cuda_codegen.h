@@ -32,13 +32,30 @@ enum class CudaKernelMode : uint8_t { Elementwise, Thread, Warp, Block, Tile };
 
 // How one generated kernel is launched. The kernel is grid-stride, so any grid from 1 to
 // `max_blocks` is correct; the backend caps it by the device's size.
+//
+// Symbolic sizes (issue 30, lowering/generalize.h): a symbolic kernel (loop::Kernel::symbolic)
+// takes, after its buffer and scalar arguments, one `const long long p<i>` by value for each
+// size parameter i (an index into Plan::sym.params) that its fields name, in ascending order:
+// size_params. The launcher passes each parameter's value at the binding run (PlanSymbols::
+// values), one 8-byte slot each, and computes the grid from this binding's outer extent
+// (cuda_launch_blocks); max_blocks then only describes the binding the plan was made for. The
+// kernel reads every annotated field from those parameters (extents, strides, offsets, index
+// and instruction constants; static fields stay literals) and indexes in 64 bits. No choice in
+// its code rests on the hint's sizes: modes, vector accesses and register caching are chosen on
+// what holds at every binding (kernel_gen_rows.cc, kernel_gen_elementwise.cc). A static kernel
+// has no size_params and its code is what it was before symbolic sizes.
 struct CudaKernelLaunch {
   std::string name;  // the extern "C" symbol
   CudaKernelMode mode;
-  int threads;              // block size (a multiple of 32)
-  int64_t max_blocks;       // blocks that still get work; 0 when the kernel has nothing to do
-  bool vectorized = false;  // Elementwise: a vector path (4 points per thread) exists
+  int threads;                   // block size (a multiple of 32)
+  int64_t max_blocks;            // blocks that still get work; 0 when the kernel has nothing to do
+  bool vectorized = false;       // Elementwise: a vector path (4 points per thread) exists
+  std::vector<int> size_params;  // symbolic: the size parameters passed after the arguments
 };
+
+// The blocks that still get work when the kernel's flattened outer space has `outer_n` points
+// (max_blocks for that size; 0 when it is empty).
+int64_t cuda_launch_blocks(const CudaKernelLaunch& l, int64_t outer_n);
 
 struct CudaModuleSource {
   std::string source;                     // the whole translation unit

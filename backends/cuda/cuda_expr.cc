@@ -436,6 +436,12 @@ loop::Kernel with_full_strides(const loop::Kernel& src) {
       fail(ErrorKind::Runtime, "internal: cuda codegen: an index of kernel ", k.name, " has ",
            ix.strides.size(), " strides for ", nvars, " loop variables");
     ix.strides.resize(nvars, 0);
+    if (!ix.stride_params.empty()) {
+      if (ix.stride_params.size() > nvars)
+        fail(ErrorKind::Runtime, "internal: cuda codegen: an index of kernel ", k.name, " has ",
+             ix.stride_params.size(), " stride parameters for ", nvars, " loop variables");
+      ix.stride_params.resize(nvars, -1);
+    }
   };
   for (auto& st : k.stages) {
     for (auto& in : st.body)

@@ -42,7 +42,8 @@ std::string reduce_combine(Op op, DType t, const std::string& acc, const std::st
 
 // A C identifier made of s.
 std::string sanitize(const std::string& s);
-// The kernel with every affine index given one stride per loop variable.
+// The kernel with every affine index given one stride (and, where it has any, one stride
+// parameter) per loop variable.
 loop::Kernel with_full_strides(const loop::Kernel& src);
 
 }  // namespace lt::cudagen

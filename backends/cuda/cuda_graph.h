@@ -22,6 +22,12 @@
 // launches of all its steps would have cost less (a recapture counted as kCudaGraphRecaptureCost
 // launches, a lower bound); LT_CUDA_GRAPHS=always keeps graphs regardless. A rule on counts, not
 // on measured times, so it decides the same way on every run.
+//
+// Symbolic plans (issue 30): a graph bakes one binding's grids, size parameters and library calls,
+// so an executable of a symbolic plan keeps one graph per binding of its size symbols, with that
+// binding's library steps, each warming up on its own (kCudaGraphWarmupRuns plain runs, then
+// replays); a binding that comes back replays its graph. At most 16 bindings are kept; the 17th
+// drops them all (cuda_backend.cc, kMaxBindings).
 #pragma once
 #include <cuda.h>
 

@@ -32,7 +32,7 @@ std::string KernelGen::iexpr(int id) const {
   const IExpr& e = k_.iexprs.at(static_cast<size_t>(id));
   switch (e.kind) {
     case IExpr::Kind::Const:
-      return ilit(e.value);
+      return e.param >= 0 ? pname(e.param) : ilit(e.value);
     case IExpr::Kind::Var:
       return "i" + std::to_string(e.value);
     case IExpr::Kind::Value:
@@ -54,13 +54,64 @@ std::string KernelGen::index_expr(const Index& ix) const {
   std::string s;
   for (size_t v = 0; v < ix.strides.size(); ++v) {
     int64_t st = ix.strides[v];
-    if (!st || ext_.at(v) <= 1) continue;
+    const int sp = stride_param(ix, v);
+    if ((sp < 0 && !st) || unit_ext(v)) continue;
     std::string term = "i" + std::to_string(v);
-    if (st != 1) term += " * " + ilit(st);
+    if (sp >= 0)
+      term += " * " + pname(sp);
+    else if (st != 1)
+      term += " * " + ilit(st);
     s += (s.empty() ? "" : " + ") + term;
   }
-  if (ix.offset || s.empty()) s += (s.empty() ? "" : " + ") + ilit(ix.offset);
+  if (ix.offset_param >= 0)
+    s += (s.empty() ? "" : " + ") + pname(ix.offset_param);
+  else if (ix.offset || s.empty())
+    s += (s.empty() ? "" : " + ") + ilit(ix.offset);
   return s;
+}
+
+std::string KernelGen::ext_str(size_t v) const {
+  const int p = ext_param(v);
+  return p >= 0 ? pname(p) : ilit(ext_.at(v));
+}
+
+// The static extents' product as one literal, times each symbolic extent.
+std::string KernelGen::extent_product(int first, int count) const {
+  int64_t coef = 1;
+  std::string syms;
+  for (int v = first; v < first + count; ++v) {
+    const int p = ext_param(static_cast<size_t>(v));
+    if (p >= 0)
+      syms += " * " + pname(p);
+    else
+      coef *= ext_[static_cast<size_t>(v)];
+  }
+  if (syms.empty()) return ilit(coef);
+  return "(" + ilit(coef) + syms + ")";
+}
+
+bool KernelGen::outer_static() const {
+  for (int v = 0; v < nouter_; ++v)
+    if (ext_param(static_cast<size_t>(v)) >= 0) return false;
+  return true;
+}
+
+bool KernelGen::inner_static() const {
+  for (int v = nouter_; v < nouter_ + ninner_; ++v)
+    if (ext_param(static_cast<size_t>(v)) >= 0) return false;
+  return true;
+}
+
+// A shape for the kernel's header comment: symbolic extents by their parameter, so a symbolic
+// kernel's text holds no size of the binding it was generated at.
+std::string KernelGen::shape_comment(int first, int count) const {
+  std::string s = "[";
+  for (int v = first; v < first + count; ++v) {
+    if (v > first) s += ", ";
+    const int p = ext_param(static_cast<size_t>(v));
+    s += p >= 0 ? pname(p) : std::to_string(ext_[static_cast<size_t>(v)]);
+  }
+  return s + "]";
 }
 
 Interval KernelGen::range(int id) const {
@@ -98,6 +149,8 @@ Interval KernelGen::range(int id) const {
 }
 
 bool KernelGen::fits_32bit() const {
+  // Symbolic sizes have no bound at compile time: 64-bit indices.
+  if (sym_) return false;
   constexpr double kLimit = 2147483647.0;  // 2^31 - 1
   if (double(outer_n_) * double(inner_n_) >= kLimit) return false;
   for (const auto& a : k_.args)
@@ -136,23 +189,33 @@ void KernelGen::collect_iexpr_vars(int id, std::set<int>& used) const {
 void KernelGen::collect_vars(const Index& ix, std::set<int>& used) const {
   if (!ix.affine()) return collect_iexpr_vars(ix.general, used);
   for (size_t v = 0; v < ix.strides.size(); ++v)
-    if (ix.strides[v] && ext_.at(v) > 1) used.insert(static_cast<int>(v));
+    if ((ix.strides[v] || stride_param(ix, v) >= 0) && !unit_ext(v))
+      used.insert(static_cast<int>(v));
 }
 
 // Declares loop variables first..first+count-1 (those used) from a flat row-major index.
 void KernelGen::decompose(const std::string& flat, int first, int count) {
-  int64_t below = 1;  // product of the extents after the current dim
+  int64_t below = 1;       // product of the extents after the current dim: the static ones,
+  std::string below_syms;  // times the symbolic ones
   std::vector<std::string> lines;
   for (int d = first + count - 1; d >= first; --d) {
-    int64_t ext = ext_[static_cast<size_t>(d)];
+    const size_t v = static_cast<size_t>(d);
+    int64_t ext = ext_[v];
     if (used_vars_.count(d)) {
       std::string e = flat;
-      if (below != 1) e = "(" + e + " / " + ilit(below) + ")";
-      if (d != first) e += " % " + ilit(ext);
-      if (ext <= 1) e = ilit(0);
+      if (!below_syms.empty())
+        e = "(" + e + " / (" + ilit(below) + below_syms + "))";
+      else if (below != 1)
+        e = "(" + e + " / " + ilit(below) + ")";
+      if (d != first) e += " % " + ext_str(v);
+      if (unit_ext(v)) e = ilit(0);
       lines.push_back("const " + itype_ + " i" + std::to_string(d) + " = " + e + ";");
     }
-    below *= std::max<int64_t>(ext, 1);
+    // A symbolic extent is nonzero wherever an index is decomposed (an empty dim has no points).
+    if (ext_param(v) >= 0)
+      below_syms += " * " + pname(ext_param(v));
+    else
+      below *= std::max<int64_t>(ext, 1);
   }
   for (auto it = lines.rbegin(); it != lines.rend(); ++it) line(*it);
 }
@@ -211,8 +274,32 @@ std::string KernelGen::instr_expr(int s, int i, const Hooks& h) {
         e = in.kind == IKind::LoadScalar ? p + "[0]" : p + "[" + index_expr(in.index) + "]";
       return cast_expr(arg.dtype, in.dtype, from_storage(arg.dtype, e));
     }
-    case IKind::Const:
-      return literal(in.dtype, in.value);
+    case IKind::Const: {
+      if (in.param < 0) return literal(in.dtype, in.value);
+      // A size parameter (or its reciprocal) in double, then converted to the dtype as literal()
+      // converts the static constant lowering computed the same way.
+      const std::string d = in.param_reciprocal ? "(1.0 / (double)" + pname(in.param) + ")"
+                                                : "(double)" + pname(in.param);
+      switch (in.dtype) {
+        case DType::Bool:
+          return "(" + d + " != 0.0)";
+        case DType::UInt8:
+          return "(unsigned char)(long long)" + d;
+        case DType::Int8:
+          return "(signed char)(long long)" + d;
+        case DType::Int32:
+          return "(int)(long long)" + d;
+        case DType::Int64:
+          return "(long long)" + d;
+        case DType::Float16:
+        case DType::BFloat16:
+        case DType::Float32:
+          return round_to(in.dtype, "(float)" + d);
+        case DType::Float64:
+          return d;
+      }
+      return d;
+    }
     case IKind::Op: {
       if (in.a < 0)
         fail(ErrorKind::Runtime, "internal: cuda codegen: ", op_name(in.op), " without operands");
@@ -336,6 +423,8 @@ void KernelGen::emit_signature(int threads) {
                   : "* a")
           << j;
   }
+  // Symbolic sizes: each size parameter the kernel reads, by value (cuda_codegen.h).
+  for (int p : params_) sig << ", const long long " << pname(p);
   sig << ")";
   open(sig.str());
 }
@@ -360,6 +449,32 @@ CudaKernelLaunch KernelGen::generate() {
   ext_.insert(ext_.end(), k_.inner.begin(), k_.inner.end());
   outer_n_ = numel(k_.outer);
   inner_n_ = numel(k_.inner);
+  sym_ = k_.symbolic();
+  if (sym_) {
+    ep_.assign(ext_.size(), -1);
+    for (size_t d = 0; d < k_.outer_params.size() && d < k_.outer.size(); ++d)
+      ep_[d] = k_.outer_params[d];
+    for (size_t d = 0; d < k_.inner_params.size() && d < k_.inner.size(); ++d)
+      ep_[k_.outer.size() + d] = k_.inner_params[d];
+    std::set<int> ps;
+    for (int p : ep_) ps.insert(p);
+    for (const auto& e : k_.iexprs)
+      if (e.kind == IExpr::Kind::Const) ps.insert(e.param);
+    auto index_params = [&](const Index& ix) {
+      if (!ix.affine()) return;
+      ps.insert(ix.offset_param);
+      for (int p : ix.stride_params) ps.insert(p);
+    };
+    for (const auto& st : k_.stages) {
+      for (const auto& in : st.body) {
+        if (in.kind == IKind::Const) ps.insert(in.param);
+        if (loop::has_index(in)) index_params(in.index);
+      }
+      for (const auto& store : st.stores) index_params(store.index);
+    }
+    ps.erase(-1);
+    params_.assign(ps.begin(), ps.end());
+  }
   for (const auto& a : k_.args) uses_half_ |= is_half(a.dtype);
   for (const auto& st : k_.stages) {
     uses_half_ |= is_half(st.acc_dtype) && st.kind == StageKind::Reduce;
@@ -383,6 +498,7 @@ CudaKernelLaunch KernelGen::generate() {
   i32_ = fits_32bit();
   itype_ = i32_ ? "unsigned" : "long long";
   CudaKernelLaunch launch{name_, CudaKernelMode::Elementwise, 256, 0};
+  launch.size_params = params_;
   bool rows = std::any_of(k_.stages.begin(), k_.stages.end(),
                           [](const Stage& s) { return s.kind != StageKind::MapOuter; });
   if (rows) {

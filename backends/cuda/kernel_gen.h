@@ -46,6 +46,23 @@ class KernelGen {
 
   // Index arithmetic.
   std::string ilit(int64_t v) const;
+  // Symbolic sizes (loop_ir.h): the kernel parameter holding size parameter p ("p3"), loop
+  // variable v's extent as C (its parameter, or a literal), whether v's extent is <= 1 at every
+  // binding (static and <= 1; a symbolic extent is never assumed small), the product of the
+  // outer (inner) extents as C, and whether every inner extent is static.
+  static std::string pname(int p) { return "p" + std::to_string(p); }
+  int ext_param(size_t v) const { return v < ep_.size() ? ep_[v] : -1; }
+  std::string ext_str(size_t v) const;
+  bool unit_ext(size_t v) const { return ext_param(v) < 0 && ext_.at(v) <= 1; }
+  std::string extent_product(int first, int count) const;
+  std::string outer_expr() const { return extent_product(0, nouter_); }
+  std::string inner_expr() const { return extent_product(nouter_, ninner_); }
+  bool outer_static() const;
+  bool inner_static() const;
+  static int stride_param(const Index& ix, size_t v) {
+    return v < ix.stride_params.size() ? ix.stride_params[v] : -1;
+  }
+  std::string shape_comment(int first, int count) const;
   std::string index_expr(const Index& ix) const;
   std::string iexpr(int id) const;
   Interval range(int id) const;
@@ -70,6 +87,7 @@ class KernelGen {
   void gen_rows(CudaKernelLaunch& launch);
   void choose_row_mode(CudaKernelLaunch& launch) const;
   bool flat_access(const Index& ix) const;
+  bool flat_access_symbolic(const Index& ix) const;
   bool row_flat_access(const Index& ix) const;
   std::string all_aligned(const std::set<int>& args) const;
 
@@ -84,6 +102,12 @@ class KernelGen {
   int nouter_ = 0, ninner_ = 0;
   int64_t outer_n_ = 1, inner_n_ = 1;
   std::set<int> used_vars_;
+  // Symbolic sizes: whether the kernel reads any (then indices are int64 and every annotated
+  // size is the kernel parameter pname(p)), per loop variable its extent's parameter or -1, and
+  // the parameters the kernel takes (ascending).
+  bool sym_ = false;
+  std::vector<int> ep_;
+  std::vector<int> params_;
   bool uses_half_ = false, uses_rand_ = false;
 };
 

@@ -16,6 +16,7 @@ namespace lt::cudagen {
 // An access of the elementwise space at exactly offset + flat outer index (row-major), offset a
 // multiple of 4: the 4 points of a vector lane are 4 consecutive, aligned elements.
 bool KernelGen::flat_access(const Index& ix) const {
+  if (sym_) return flat_access_symbolic(ix);
   if (!ix.affine() || ix.offset % 4 != 0 || ix.offset < 0) return false;
   int64_t want = 1;
   for (int d = static_cast<int>(ext_.size()) - 1; d >= 0; --d) {
@@ -26,6 +27,44 @@ bool KernelGen::flat_access(const Index& ix) const {
     }
     if (ext_[static_cast<size_t>(d)] > 1 && st != want) return false;
     want *= ext_[static_cast<size_t>(d)];
+  }
+  return true;
+}
+
+// flat_access at every binding of a symbolic kernel: the offset is static, and each stride is
+// the product of the extents after its dim, decided on the parameters (a stride equal to that
+// product only at the hint does not count). The product is tracked as a static factor times at
+// most one parameter; anything longer is taken as not flat.
+bool KernelGen::flat_access_symbolic(const Index& ix) const {
+  if (!ix.affine() || ix.offset_param >= 0 || ix.offset % 4 != 0 || ix.offset < 0) return false;
+  int64_t want = 1;     // the stride a flat access has at the current dim: want,
+  int want_param = -1;  // times this parameter (when >= 0)
+  for (int d = static_cast<int>(ext_.size()) - 1; d >= 0; --d) {
+    const size_t v = static_cast<size_t>(d);
+    const int64_t st = v < ix.strides.size() ? ix.strides[v] : 0;
+    const int sp = stride_param(ix, v);
+    if (unit_ext(v)) continue;
+    if (d >= nouter_) {
+      if (st || sp >= 0) return false;
+      continue;
+    }
+    const bool match = want_param >= 0 ? (sp == want_param && want == 1) : (sp < 0 && st == want);
+    if (!match) return false;
+    if (ext_param(v) >= 0) {
+      if (want_param >= 0 || want != 1) {
+        // want becomes a product the parameters do not name: no earlier dim can match it.
+        for (int e = d - 1; e >= 0; --e)
+          if (!unit_ext(static_cast<size_t>(e))) return false;
+        return true;
+      }
+      want_param = ext_param(v);
+    } else if (want_param >= 0) {
+      for (int e = d - 1; e >= 0; --e)
+        if (!unit_ext(static_cast<size_t>(e))) return false;
+      return true;
+    } else {
+      want *= ext_[v];
+    }
   }
   return true;
 }
@@ -42,7 +81,8 @@ void KernelGen::gen_elementwise(CudaKernelLaunch& launch) {
   std::map<std::pair<int, int>, std::string> vec_load;  // (stage, instr) -> vector variable
   std::map<int, std::string> vec_store;                 // arg -> vector variable
   std::set<int> aligned_args;
-  if (n >= 4 && cuda_point_cost(k_) <= kVectorPointCostLimit) {
+  // (A symbolic outer space may hold any number of points: the tail loop takes the rest.)
+  if ((n >= 4 || !outer_static()) && cuda_point_cost(k_) <= kVectorPointCostLimit) {
     for (size_t s = 0; s < k_.stages.size(); ++s) {
       const Stage& st = k_.stages[s];
       std::string pre = k_.stages.size() == 1 ? "" : "s" + std::to_string(s) + "_";
@@ -71,12 +111,13 @@ void KernelGen::gen_elementwise(CudaKernelLaunch& launch) {
   int64_t work = launch.vectorized ? n / 4 : n;
   launch.max_blocks = (std::max<int64_t>(work, n > 0 ? 1 : 0) + threads - 1) / threads;
 
-  os_ << "// " << k_.name << ": elementwise over outer " << shape_str(k_.outer)
+  os_ << "// " << k_.name << ": elementwise over outer "
+      << (sym_ ? shape_comment(0, nouter_) : shape_str(k_.outer))
       << ", one thread per point, grid-stride"
       << (launch.vectorized ? "; 4 points per thread with vector accesses" : "") << "\n";
   emit_signature(threads);
   const std::string T = itype_;
-  line("const " + T + " n = " + ilit(n) + ";");
+  line("const " + T + " n = " + (sym_ ? outer_expr() : ilit(n)) + ";");
   line("const " + T + " stride = (" + T + ")gridDim.x * " + ilit(threads) + ";");
   line("const " + T + " tid = (" + T + ")blockIdx.x * " + ilit(threads) + " + threadIdx.x;");
   Hooks scalar_hooks;

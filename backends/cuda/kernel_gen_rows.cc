@@ -19,15 +19,21 @@ namespace lt::cudagen {
 // An access of a row kernel at (any outer part with strides and offset multiples of 4) + the flat
 // row-major index of the inner space: 4 consecutive points of a row are 4 consecutive elements,
 // aligned as the buffer is (a vector access in gen_rows).
+//
+// Symbolic kernels: only with static inner extents (gen_rows checks) and a static offset; an outer
+// stride that is a size parameter may not be a multiple of 4 at every binding, so it is not flat.
 bool KernelGen::row_flat_access(const Index& ix) const {
   if (!ix.affine() || ix.offset % 4 != 0 || ix.offset < 0) return false;
+  if (ix.offset_param >= 0) return false;
   int64_t want = 1;
   for (int d = static_cast<int>(ext_.size()) - 1; d >= 0; --d) {
     const int64_t st =
         d < static_cast<int>(ix.strides.size()) ? ix.strides[static_cast<size_t>(d)] : 0;
     const int64_t e = ext_[static_cast<size_t>(d)];
+    if (stride_param(ix, static_cast<size_t>(d)) >= 0 && !unit_ext(static_cast<size_t>(d)))
+      return false;
     if (d < nouter_) {
-      if (e > 1 && st % 4 != 0) return false;
+      if (!unit_ext(static_cast<size_t>(d)) && st % 4 != 0) return false;
       continue;
     }
     if (e > 1 && st != want) return false;
@@ -36,17 +42,27 @@ bool KernelGen::row_flat_access(const Index& ix) const {
   return true;
 }
 
+// Symbolic kernels: the mode is chosen on what holds at every binding, never on the hint's
+// sizes. A symbolic extent counts as varying, a symbolic stride as not 1, a symbolic outer
+// space as large; a symbolic inner space takes the warp-per-row mode (correct for any row, and
+// near the best for rows up to a few thousand points), never the thread-per-row mode that a
+// short hint would pick. Every mode loops over any row length and any number of rows.
 void KernelGen::choose_row_mode(CudaKernelLaunch& launch) const {
   // The last loop variables that actually vary, to judge which way the loads are contiguous.
   int last_inner = -1, last_outer = -1;
   for (int v = 0; v < nouter_ + ninner_; ++v)
-    if (ext_[static_cast<size_t>(v)] > 1) (v < nouter_ ? last_outer : last_inner) = v;
+    if (ext_[static_cast<size_t>(v)] > 1 || ext_param(static_cast<size_t>(v)) >= 0)
+      (v < nouter_ ? last_outer : last_inner) = v;
   bool inner_contig = false, outer_contig = false;
   for (const auto& st : k_.stages) {
     if (st.kind == StageKind::MapOuter) continue;
     for (const auto& in : st.body) {
       if (in.kind != IKind::Load || !in.index.affine()) continue;
-      auto stride = [&](int v) { return v < 0 ? 0 : in.index.strides.at(static_cast<size_t>(v)); };
+      auto stride = [&](int v) -> int64_t {
+        if (v < 0) return 0;
+        if (stride_param(in.index, static_cast<size_t>(v)) >= 0) return -1;
+        return in.index.strides.at(static_cast<size_t>(v));
+      };
       if (stride(last_inner) == 1)
         inner_contig = true;
       else if (stride(last_outer) == 1)
@@ -54,6 +70,25 @@ void KernelGen::choose_row_mode(CudaKernelLaunch& launch) const {
     }
   }
   launch.threads = 256;
+  if (sym_) {
+    const bool outer_large = !outer_static() || outer_n_ >= 1024;
+    if (inner_static() && inner_n_ <= 16) {
+      launch.mode = CudaKernelMode::Thread;
+    } else if (!inner_contig && outer_contig && outer_large) {
+      launch.mode = CudaKernelMode::Tile;
+    } else if (!inner_static() || inner_n_ <= 256 || (inner_n_ <= 1024 && outer_large)) {
+      launch.mode = CudaKernelMode::Warp;
+    } else {
+      launch.mode = CudaKernelMode::Block;
+      launch.threads = (inner_n_ >= 16384 && outer_static() && outer_n_ < 256) ? 1024
+                       : inner_n_ >= 8192                                      ? 512
+                                                                               : 256;
+      if (opt_.block_threads > 0)
+        launch.threads = std::clamp(opt_.block_threads / 32 * 32, 32, 1024);
+    }
+    launch.max_blocks = cuda_launch_blocks(launch, outer_n_);
+    return;
+  }
   if (inner_n_ <= 16) {
     // Tiny rows: a thread loops over its row.
     launch.mode = CudaKernelMode::Thread;
@@ -89,7 +124,8 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
   std::map<std::pair<int, int>, std::string> vload;  // (stage, instr) -> vector variable
   std::map<const loop::Store*, std::string> vstore;  // store -> vector variable
   std::set<int> vector_args;                         // the args those access
-  if (opt_.row_vectors && row_modes && inner_n_ % 4 == 0) {
+  // A symbolic row: only when its length is static (a multiple of 4 at every binding).
+  if (opt_.row_vectors && row_modes && inner_n_ % 4 == 0 && inner_static()) {
     for (size_t s = 0; s < k_.stages.size(); ++s) {
       const Stage& st = k_.stages[s];
       if (st.kind == StageKind::MapOuter) continue;
@@ -143,8 +179,9 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
                     : mode == CudaKernelMode::Tile
                         ? "32 outer points per block, 8 warps split the inner space"
                         : "one thread per outer point";
-  os_ << "// " << k_.name << ": outer " << shape_str(k_.outer) << " x inner " << shape_str(k_.inner)
-      << ", " << how << ", " << k_.stages.size() << " stage(s)"
+  os_ << "// " << k_.name << ": outer " << (sym_ ? shape_comment(0, nouter_) : shape_str(k_.outer))
+      << " x inner " << (sym_ ? shape_comment(nouter_, ninner_) : shape_str(k_.inner)) << ", "
+      << how << ", " << k_.stages.size() << " stage(s)"
       << (vec ? ", 4 points per thread with vector accesses" : "")
       << (unrolled ? ", row cached in registers" : "") << "\n";
   emit_signature(threads);
@@ -155,34 +192,38 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
     line("const bool al = " + all_aligned(vector_args) + ";");
   }
   std::string red_start, red_step;
+  // The number of rows, and of a thread's units of a row: run-time values where symbolic.
+  const std::string rows_n = sym_ ? outer_expr() : ilit(outer_n_);
+  const std::string chunks_n = sym_ && !vec ? inner_expr() : ilit(chunks);
   switch (mode) {
     case CudaKernelMode::Block:
-      open("for (" + T + " row = (" + T + ")blockIdx.x; row < " + ilit(outer_n_) + "; row += (" +
-           T + ")gridDim.x)");
+      open("for (" + T + " row = (" + T + ")blockIdx.x; row < " + rows_n + "; row += (" + T +
+           ")gridDim.x)");
       red_start = "(" + T + ")threadIdx.x";
       red_step = ilit(threads);
       break;
     case CudaKernelMode::Warp:
       line("const " + T + " lane = threadIdx.x & 31u;");
       open("for (" + T + " row = (" + T + ")blockIdx.x * " + ilit(threads / 32) +
-           " + (threadIdx.x >> 5); row < " + ilit(outer_n_) + "; row += (" + T + ")gridDim.x * " +
+           " + (threadIdx.x >> 5); row < " + rows_n + "; row += (" + T + ")gridDim.x * " +
            ilit(threads / 32) + ")");
       red_start = "lane";
       red_step = ilit(32);
       break;
     case CudaKernelMode::Tile:
       line("const " + T + " warp = threadIdx.x >> 5;");
-      open("for (" + T + " tile = (" + T + ")blockIdx.x; tile < " + ilit((outer_n_ + 31) / 32) +
-           "; tile += (" + T + ")gridDim.x)");
+      open("for (" + T + " tile = (" + T + ")blockIdx.x; tile < " +
+           (sym_ ? "(" + rows_n + " + 31LL) / 32LL" : ilit((outer_n_ + 31) / 32)) + "; tile += (" +
+           T + ")gridDim.x)");
       line("const " + T + " row = tile * 32u + (threadIdx.x & 31u);");
-      line("const bool active = row < " + ilit(outer_n_) + ";");
+      line("const bool active = row < " + rows_n + ";");
       red_start = "warp";
       red_step = ilit(threads / 32);
       break;
     default:
       open("for (" + T + " row = (" + T + ")blockIdx.x * " + ilit(threads) +
-           " + threadIdx.x; row < " + ilit(outer_n_) + "; row += (" + T + ")gridDim.x * " +
-           ilit(threads) + ")");
+           " + threadIdx.x; row < " + rows_n + "; row += (" + T + ")gridDim.x * " + ilit(threads) +
+           ")");
       red_start = ilit(0);
       red_step = ilit(1);
       break;
@@ -207,7 +248,7 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
       line("const " + T + " " + unit + " = " + red_start + " + (" + T + ")k * " + red_step + ";");
       open("if (" + unit + " < " + ilit(chunks) + ")");
     } else {
-      std::string cond = unit + " < " + ilit(chunks);
+      std::string cond = unit + " < " + chunks_n;
       if (mode == CudaKernelMode::Tile) cond = "active && " + cond;
       open("for (" + T + " " + unit + " = " + red_start + "; " + cond + "; " + unit +
            " += " + red_step + ")");

@@ -44,8 +44,10 @@ struct Block {
   int x_input, target_input;
 };
 
-inline Block gpt_block(int64_t B, int64_t T, uint32_t seed) {
-  const int64_t C = 32, H = 4, V = 11;
+// C channels in H heads (the default head dim 8 is expanded into matmuls and a softmax on every
+// backend; C = 128, H = 2 gives the head dim 64 of the CUDA backend's flash attention).
+inline Block gpt_block(int64_t B, int64_t T, uint32_t seed, int64_t C = 32, int64_t H = 4) {
+  const int64_t V = 11;
   Tensor x = leaf({B, T, C}, seed), wqkv = leaf({3 * C, C}, seed + 1),
          wout = leaf({V, C}, seed + 2);
   std::vector<int64_t> labels(B * T);
