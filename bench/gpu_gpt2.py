@@ -172,6 +172,8 @@ def gpt2_124m_infer_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats, bf16
             lt_run()
         row["lt_ms"] = wall_ms(lt_run, repeats)
         row["lt_kernels"] = lt.metrics.last_graph()["kernels"]
+        # Runs so far whose kernels went to the GPU as one CUDA graph (0: every launch plain).
+        row["lt_cuda_graph_launches"] = lt.metrics.counters().get("cuda_graph_launches", 0)
         compiled = lt.compile(lt_run)
         for _ in range(3):
             compiled()

@@ -44,6 +44,16 @@ CudaBuffer::~CudaBuffer() {
 
 namespace {
 
+// LT_CUDA_KEEP_TEMPS=1 (read once): static plans keep their temporaries' memory between runs.
+bool keep_temps() {
+  static const bool on = [] {
+    const char* e = std::getenv("LT_CUDA_KEEP_TEMPS");
+    return e && std::string(e) == "1";
+  }();
+  return on;
+}
+
+
 const CudaBuffer& as_cuda(const Buffer& b, const char* what) {
   auto* c = dynamic_cast<const CudaBuffer*>(&b);
   if (!c)
@@ -301,9 +311,18 @@ class CudaExecutable : public Executable {
     }
     const std::vector<int> donated =
         donated_outputs(sym ? sized : buffers_, donations_, inputs, "cuda executable");
+    // LT_CUDA_KEEP_TEMPS=1: a static plan's temporaries keep their memory from run to run, so
+    // the GEMMs of a replayed CUDA graph see the same addresses and need no recapture (held as
+    // torch's CUDA graphs hold their private pool); otherwise they come from the allocator each run.
+    const bool keep = !sym && keep_temps();
     std::vector<std::shared_ptr<CudaBuffer>> slot_bufs(slot_bytes.size());
-    for (size_t s = 0; s < slot_bufs.size(); ++s)
-      slot_bufs[s] = std::make_shared<CudaBuffer>(alloc_, std::max<size_t>(slot_bytes[s], 1));
+    if (keep && kept_slots_.size() == slot_bytes.size()) {
+      slot_bufs = kept_slots_;
+    } else {
+      for (size_t s = 0; s < slot_bufs.size(); ++s)
+        slot_bufs[s] = std::make_shared<CudaBuffer>(alloc_, std::max<size_t>(slot_bytes[s], 1));
+      if (keep) kept_slots_ = slot_bufs;
+    }
     for (size_t b = 0; b < buffers_.size(); ++b) {
       const BufferSpec& spec = buffers_[b];
       const size_t bytes = static_cast<size_t>(numels[b]) * dtype_size(spec.dtype);
@@ -572,6 +591,7 @@ class CudaExecutable : public Executable {
   std::mutex launch_mu_;
   std::vector<Donation> donations_;  // outputs a run may write into an input's memory
   MemoryPlan memory_;                // which temporaries share an allocation
+  std::vector<std::shared_ptr<CudaBuffer>> kept_slots_;  // LT_CUDA_KEEP_TEMPS=1 (run_with)
   CudaModuleImage module_image_;     // kept for the disk cache (serialize)
   std::vector<CUmodule> modules_;    // one per NVRTC program
   std::vector<CUfunction> functions_;

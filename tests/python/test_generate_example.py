@@ -77,6 +77,7 @@ def test_kv_cache_tokens_equal_growing_context_tokens_on_lazy_and_cpu(gen, train
 
 
 def test_generate_command_line(gen, capsys):
+    lt._C._clear_graph_cache()  # compile afresh, and forget what call sites learned before
     assert gen.main(["--tokens", "6", "--steps", "20"]) == 0
     out = capsys.readouterr().out
     assert "lazy, KV cache: 2 graphs" in out and "lazy, growing context: 2 graphs (1 with the length symbolic)" in out
