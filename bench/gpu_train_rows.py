@@ -50,6 +50,8 @@ def time_lt_training(lt, row, lt_step, wall_ms, repeats, want):
     row["lt_ms"] = wall_ms(lt_step, repeats)
     row["lt_backend"] = lt.metrics.last_graph()["backend"]
     row["lt_kernels"] = lt.metrics.last_graph()["kernels"]
+    # Runs so far whose kernels went to the GPU as one CUDA graph (0: every launch plain).
+    row["lt_cuda_graph_launches"] = lt.metrics.counters().get("cuda_graph_launches", 0)
     compiled = lt.compile(lt_step)
     for _ in range(3):
         compiled()
