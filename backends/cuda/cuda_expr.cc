@@ -106,16 +106,17 @@ std::string round_to(DType t, const std::string& e) {
 bool half_opmath() {
   static const bool on = [] {
     const char* e = std::getenv("LT_CUDA_HALF_OPMATH");
-    return e && std::string(e) == "1";
+    return !(e && std::string(e) == "0");
   }();
   return on;
 }
 
 namespace {
 
-// An elementwise op's float16/bfloat16 result: rounded to its type, as every op of PyTorch's eager
-// mode; with LT_CUDA_HALF_OPMATH=1 kept in float32 inside the kernel (rounded where it is stored
-// or cast), as torch.compile's generated kernels compute, at a fraction of the instructions.
+// An elementwise op's float16/bfloat16 result: kept in float32 inside the kernel (rounded where it
+// is stored or cast), as torch.compile's generated kernels compute, at a fraction of the
+// instructions (the GPT-2 bf16 step's GELU kernels: 27.6 vs 30.9 ms a step on the H200);
+// LT_CUDA_HALF_OPMATH=0 rounds it to its type after every op, as PyTorch's eager mode.
 std::string round_op(DType t, const std::string& e) { return half_opmath() ? e : round_to(t, e); }
 
 }  // namespace

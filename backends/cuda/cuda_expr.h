@@ -17,7 +17,7 @@ bool is_half(DType t);
 
 // Rounds a float32 expression to t's precision (a no-op for other types).
 std::string round_to(DType t, const std::string& e);
-// LT_CUDA_HALF_OPMATH=1: float16/bfloat16 op results stay float32 inside a kernel (op_expr).
+// float16/bfloat16 op results stay float32 inside a kernel (op_expr) unless LT_CUDA_HALF_OPMATH=0.
 bool half_opmath();
 // A memory element of type t as a register value, and back.
 std::string from_storage(DType t, const std::string& e);
