@@ -160,11 +160,19 @@ void CpuExecutable::prepare_gemms(const Plan& plan) {
              ErrorKind::Runtime, "internal: gemm ", g.name, " writes input buffer ", g.out);
     validate_gemm(g, buffers_[g.a].numel, buffers_[g.b].numel, buffers_[g.out].numel,
                   "cpu executable");
-    BoundGemm bg{
-        g.a,     g.b, g.out, g, i < plan.sym.gemms.size() ? plan.sym.gemms[i] : StepSizeParams{},
-        nullptr, {}};
+    BoundGemm bg{g.a,
+                 g.b,
+                 g.out,
+                 g,
+                 i < plan.sym.gemms.size() ? plan.sym.gemms[i] : StepSizeParams{},
+                 nullptr,
+                 nullptr,
+                 {}};
     check_step_params(bg.sizes, sym_.params.size(), g.name);
-    if (bg.sizes.empty()) bg.op = std::make_shared<const OnednnGemm>(g);  // else per binding
+    if (bg.sizes.empty())
+      bg.op = std::make_shared<const OnednnGemm>(g);
+    else
+      bg.rt = std::make_shared<const OnednnSymbolicGemm>(g, bg.sizes);
     gemms_.push_back(std::move(bg));
   }
   for (size_t i = 0; i < plan.convs.size(); ++i) {
@@ -344,12 +352,20 @@ std::vector<BufferPtr> CpuExecutable::run_symbolic(const std::vector<RunInput>& 
   return run_with(inputs, stats, values);
 }
 
-std::shared_ptr<const OnednnGemm> CpuExecutable::gemm_at(BoundGemm& g,
-                                                         std::span<const int64_t> values) {
-  if (g.sizes.empty()) return g.op;
+void CpuExecutable::run_gemm(BoundGemm& g, std::span<const int64_t> values,
+                             const std::vector<void*>& data) {
+  if (g.sizes.empty()) {
+    g.op->run(data[g.a], data[g.b], data[g.out]);
+    return;
+  }
   const Gemm at = with_sizes(g.step, g.sizes, values);
   validate_gemm(at, numel_at(buffers_[g.a], values), numel_at(buffers_[g.b], values),
                 numel_at(buffers_[g.out], values), "cpu executable");
+  if (g.rt->run(at, data[g.a], data[g.b], data[g.out])) return;
+  gemm_at(g, at)->run(data[g.a], data[g.b], data[g.out]);
+}
+
+std::shared_ptr<const OnednnGemm> CpuExecutable::gemm_at(BoundGemm& g, const Gemm& at) {
   std::vector<int64_t> key = size_key(at);
   std::lock_guard<std::mutex> lock(steps_mutex_);
   auto it = g.per_binding.find(key);
@@ -465,7 +481,7 @@ std::vector<BufferPtr> CpuExecutable::run_with(const std::vector<RunInput>& inpu
         timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (step.kind == PlanStep::Kind::Gemm) {
       BoundGemm& g = gemms_[step.index];
-      gemm_at(g, values)->run(data[g.a], data[g.b], data[g.out]);
+      run_gemm(g, values, data);
       if (timed) stats->on_kernel("gemm", t0, std::chrono::steady_clock::now());
       continue;
     }

@@ -7,7 +7,9 @@
 // array: args[k.args.size()] points at the int64 value of every size parameter, in
 // PlanSymbols::params order, followed by the products that merging dims added (merge_dims in
 // kernel_prep.h); its code reads every annotated size from there. Library steps are instantiated
-// per binding (with_sizes) and their primitives kept per distinct instantiation.
+// per binding (with_sizes); a Gemm step runs through oneDNN primitives with runtime dims
+// (OnednnSymbolicGemm), made once per step, other steps through primitives kept per distinct
+// instantiation.
 #pragma once
 #include <map>
 #include <memory>
@@ -68,13 +70,15 @@ class CpuExecutable : public Executable {
   std::vector<Donation> donations_;  // outputs a run may write into an input's memory
   MemoryPlan memory_;                // which temporaries share an allocation
   std::vector<CompiledKernel> kernels_;
-  // A library step: the static one's primitive, or per binding of a symbolic one (keyed by its
-  // instantiated size fields, size_fields.h) the primitive made for it.
+  // A library step: the static one's primitive; a symbolic one's runtime-dims primitives (rt),
+  // and where oneDNN has none for its layout, per binding (keyed by its instantiated size fields,
+  // size_fields.h) the primitive made for it.
   struct BoundGemm {
     int a, b, out;  // plan buffers
     Gemm step;
     StepSizeParams sizes;  // symbolic fields (empty: static)
     std::shared_ptr<const OnednnGemm> op;
+    std::shared_ptr<const OnednnSymbolicGemm> rt;
     std::map<std::vector<int64_t>, std::shared_ptr<const OnednnGemm>> per_binding;
   };
   std::vector<BoundGemm> gemms_;
@@ -108,8 +112,10 @@ class CpuExecutable : public Executable {
   // The run for parameter values `values` (empty for a static plan).
   std::vector<BufferPtr> run_with(const std::vector<RunInput>& inputs, RunStats* stats,
                                   std::span<const int64_t> values);
+  // Runs gemm step g at parameter values `values` (empty for a static plan).
+  void run_gemm(BoundGemm& g, std::span<const int64_t> values, const std::vector<void*>& data);
   // The primitives for this binding of a symbolic step (made on first use).
-  std::shared_ptr<const OnednnGemm> gemm_at(BoundGemm& g, std::span<const int64_t> values);
+  std::shared_ptr<const OnednnGemm> gemm_at(BoundGemm& g, const Gemm& at);
   std::shared_ptr<const OnednnConv> conv_at(BoundConv& c, std::span<const int64_t> values);
 };
 

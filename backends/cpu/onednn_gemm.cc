@@ -10,6 +10,7 @@
 #include "backends/cpu/small_gemm.h"
 #include "backends/cpu/transpose.h"
 #include "ir/error.h"
+#include "lowering/size_fields.h"
 
 namespace lt::cpu {
 
@@ -52,6 +53,50 @@ dnnl::memory::desc out_desc(const Gemm& g) {
   dims st(d.size());
   int64_t s = 1;
   for (size_t i = d.size(); i-- > 0;) st[i] = s, s *= d[i];
+  return dnnl::memory::desc(d, dnnl::memory::data_type::f32, st);
+}
+
+// Runtime-dims forms of operand_desc and out_desc: every dim or stride that a field marked in
+// `m` (1: symbolic, as OnednnSymbolicGemm::mask_) feeds is DNNL_RUNTIME_DIM_VAL; the others are
+// g's values, which every binding of the variant shares.
+constexpr int64_t kRuntime = DNNL_RUNTIME_DIM_VAL;
+
+dnnl::memory::desc operand_desc_rt(const Gemm& g, const Gemm& m, bool is_a) {
+  const int64_t rows = is_a ? g.M : g.K, cols = is_a ? g.K : g.N;
+  const int64_t rs = is_a ? g.a_rs : g.b_rs, cs = is_a ? g.a_cs : g.b_cs;
+  const auto& bs = is_a ? g.a_batch_stride : g.b_batch_stride;
+  const bool m_rows = is_a ? m.M : m.K, m_cols = is_a ? m.K : m.N;
+  const bool m_rs = is_a ? m.a_rs : m.b_rs, m_cs = is_a ? m.a_cs : m.b_cs;
+  const auto& mbs = is_a ? m.a_batch_stride : m.b_batch_stride;
+  bool m_span = m_rows || m_cols || m_rs || m_cs;  // the span's stride (broadcast dims)
+  for (size_t i = 0; i < g.batch.size(); ++i) m_span = m_span || m.batch[i] || mbs[i];
+  const int64_t inner = m_span ? kRuntime : span(rows, cols, rs, cs, g.batch, bs);
+  dims d, st;
+  for (size_t i = 0; i < g.batch.size(); ++i) {
+    d.push_back(bs[i] ? (m.batch[i] ? kRuntime : g.batch[i]) : 1);
+    st.push_back(bs[i] ? (mbs[i] ? kRuntime : bs[i]) : inner);
+  }
+  d.push_back(m_rows ? kRuntime : rows), d.push_back(m_cols ? kRuntime : cols);
+  st.push_back(m_rs ? kRuntime : rs), st.push_back(m_cs ? kRuntime : cs);
+  if (d.size() == 2) d.insert(d.begin(), 1), st.insert(st.begin(), inner);
+  return dnnl::memory::desc(d, dnnl::memory::data_type::f32, st);
+}
+
+dnnl::memory::desc out_desc_rt(const Gemm& g, const Gemm& m) {
+  dims d(g.batch.begin(), g.batch.end());
+  std::vector<bool> rt(m.batch.begin(), m.batch.end());
+  if (d.empty()) d.push_back(1), rt.push_back(false);
+  d.push_back(g.M), d.push_back(g.N);
+  rt.push_back(m.M != 0), rt.push_back(m.N != 0);
+  dims st(d.size());
+  int64_t s = 1;
+  bool s_rt = false;  // the stride multiplies a runtime extent
+  for (size_t i = d.size(); i-- > 0;) {
+    st[i] = s_rt ? kRuntime : s;
+    s *= d[i];
+    s_rt = s_rt || rt[i];
+    if (rt[i]) d[i] = kRuntime;
+  }
   return dnnl::memory::desc(d, dnnl::memory::data_type::f32, st);
 }
 
@@ -105,14 +150,84 @@ void pack(const float* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
 }  // namespace
 
 struct OnednnGemm::Impl {
-  dnnl::memory::desc a, b, c;
+  dnnl::memory::desc a, b, c;  // with runtime dims (rt): the actual ones are made per run
   dnnl::matmul prim;
   bool transpose_b = false;  // run on B's transposed copy (transpose_b_first)
   bool pack = false;         // run on contiguous copies of A and B (packed())
   bool serial = false;       // created and run on one OpenMP thread (serial())
+  bool rt = false;           // some dims or strides are runtime (OnednnSymbolicGemm)
 };
 
+namespace {
+
+// The primitives of every OnednnGemm and OnednnSymbolicGemm of the process, keyed by everything
+// a primitive depends on (offsets are applied to the pointers instead).
+struct PrimitiveCache {
+  std::mutex mu;
+  std::map<std::vector<int64_t>, std::shared_ptr<const OnednnGemm::Impl>> map;
+};
+
+PrimitiveCache& primitive_cache() {
+  static PrimitiveCache cache;
+  return cache;
+}
+
+dnnl::matmul make_matmul(const OnednnGemm::Impl& impl) {
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(impl.a, impl.b, impl.c), onednn_engine());
+  return dnnl::matmul(pd);
+}
+
+// Runs `impl` for product g on operands pa, pb (offsets applied); blocks until done.
+void execute(const OnednnGemm::Impl& impl, const Gemm& g, char* pa, char* pb, void* out) {
+  dnnl::stream& stream = onednn_stream();
+  if (impl.pack) {
+    // Per thread: executables on several threads may run this Gemm at once.
+    thread_local std::vector<float> scratch_a, scratch_b;
+    pack(reinterpret_cast<const float*>(pa), g.M, g.K, g.a_rs, g.a_cs, g.batch, g.a_batch_stride,
+         scratch_a);
+    pack(reinterpret_cast<const float*>(pb), g.K, g.N, g.b_rs, g.b_cs, g.batch, g.b_batch_stride,
+         scratch_b);
+    pa = reinterpret_cast<char*>(scratch_a.data());
+    pb = reinterpret_cast<char*>(scratch_b.data());
+  }
+  if (impl.transpose_b) {
+    // Per thread: executables on several threads may run this Gemm at once.
+    thread_local std::vector<float> scratch;
+    scratch.resize(static_cast<size_t>(g.K * g.N));
+    transpose_f32(reinterpret_cast<const float*>(pb), g.b_rs, g.K, g.N, scratch.data());
+    pb = reinterpret_cast<char*>(scratch.data());
+  }
+  const dnnl::engine& eng = onednn_engine();
+  std::optional<OpenmpSerial> one_thread;
+  if (impl.serial) one_thread.emplace();
+  if (impl.rt) {
+    // This binding's descriptors (the primitive's static entries match them).
+    dnnl::memory::desc bd;
+    if (impl.transpose_b) {
+      Gemm bt = g;
+      bt.b_rs = 1, bt.b_cs = g.K;
+      bd = operand_desc(bt, false);
+    } else {
+      bd = operand_desc(g, false);
+    }
+    dnnl::memory ma(operand_desc(g, true), eng, pa), mb(bd, eng, pb), mc(out_desc(g), eng, out);
+    impl.prim.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+  } else {
+    dnnl::memory ma(impl.a, eng, pa), mb(impl.b, eng, pb), mc(impl.c, eng, out);
+    impl.prim.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+  }
+  stream.wait();
+}
+
+}  // namespace
+
 bool onednn_gemm_available() { return true; }
+
+size_t onednn_gemm_primitives() {
+  PrimitiveCache& cache = primitive_cache();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  return cache.map.size();
+}
 
 OnednnGemm::OnednnGemm(const Gemm& g) : g_(g) {
   if (g.dtype != DType::Float32)
@@ -123,10 +238,9 @@ OnednnGemm::OnednnGemm(const Gemm& g) : g_(g) {
   std::vector<int64_t> key = {g.M, g.N, g.K, g.a_rs, g.a_cs, g.b_rs, g.b_cs};
   for (size_t i = 0; i < g.batch.size(); ++i)
     key.insert(key.end(), {g.batch[i], g.a_batch_stride[i], g.b_batch_stride[i]});
-  static std::mutex mu;
-  static std::map<std::vector<int64_t>, std::shared_ptr<const Impl>> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& slot = cache[key];
+  PrimitiveCache& cache = primitive_cache();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  auto& slot = cache.map[key];
   if (!slot) {
     auto impl = std::make_shared<Impl>();
     impl->serial = serial(g);
@@ -139,13 +253,8 @@ OnednnGemm::OnednnGemm(const Gemm& g) : g_(g) {
     if (impl->transpose_b) bt.b_rs = 1, bt.b_cs = g.K;  // the copy: [N, K] contiguous
     impl->b = operand_desc(bt, false);
     impl->c = out_desc(g);
-    auto make = [&] {
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(impl->a, impl->b, impl->c),
-                                      onednn_engine());
-      impl->prim = dnnl::matmul(pd);
-    };
     try {
-      make();
+      impl->prim = make_matmul(*impl);
     } catch (const dnnl::error&) {
       // A layout oneDNN has no descriptor for (a batch dim that both operands broadcast: a
       // product of expanded tensors): the same product over contiguous copies.
@@ -155,8 +264,9 @@ OnednnGemm::OnednnGemm(const Gemm& g) : g_(g) {
       impl->transpose_b = false;
       impl->pack = true;
       try {
-        make();
+        impl->prim = make_matmul(*impl);
       } catch (const dnnl::error& e) {
+        cache.map.erase(key);
         fail(ErrorKind::NotImplemented, "not implemented: gemm ", g.name, " (M=", g.M, " N=", g.N,
              " K=", g.K, ") on cpu: oneDNN: ", e.what());
       }
@@ -167,7 +277,6 @@ OnednnGemm::OnednnGemm(const Gemm& g) : g_(g) {
 }
 
 void OnednnGemm::run(const void* a, const void* b, void* out) const {
-  dnnl::stream& stream = onednn_stream();
   const size_t es = dtype_size(g_.dtype);
   auto* pa = const_cast<char*>(static_cast<const char*>(a)) + g_.a_offset * es;
   auto* pb = const_cast<char*>(static_cast<const char*>(b)) + g_.b_offset * es;
@@ -176,29 +285,87 @@ void OnednnGemm::run(const void* a, const void* b, void* out) const {
                static_cast<float*>(out));
     return;
   }
-  if (impl_->pack) {
-    // Per thread: executables on several threads may run this Gemm at once.
-    thread_local std::vector<float> scratch_a, scratch_b;
-    pack(reinterpret_cast<const float*>(pa), g_.M, g_.K, g_.a_rs, g_.a_cs, g_.batch,
-         g_.a_batch_stride, scratch_a);
-    pack(reinterpret_cast<const float*>(pb), g_.K, g_.N, g_.b_rs, g_.b_cs, g_.batch,
-         g_.b_batch_stride, scratch_b);
-    pa = reinterpret_cast<char*>(scratch_a.data());
-    pb = reinterpret_cast<char*>(scratch_b.data());
+  execute(*impl_, g_, pa, pb, out);
+}
+
+OnednnSymbolicGemm::OnednnSymbolicGemm(const Gemm& g, const StepSizeParams& sizes) : mask_(g) {
+  usable_ = g.dtype == DType::Float32;
+  int ordinal = 0;
+  size_t next = 0;
+  for_each_size_field(mask_, [&](int64_t& v) {
+    const bool sym = next < sizes.size() && sizes[next].first == ordinal;
+    if (sym) ++next;
+    v = sym ? 1 : 0;
+    ++ordinal;
+  });
+}
+
+bool OnednnSymbolicGemm::run(const Gemm& at, const void* a, const void* b, void* out) const {
+  if (!usable_ || at.batch.size() > 30) return false;  // (the variant's bits below)
+  auto* pa = const_cast<char*>(static_cast<const char*>(a)) + at.a_offset * sizeof(float);
+  auto* pb = const_cast<char*>(static_cast<const char*>(b)) + at.b_offset * sizeof(float);
+  if (small_gemm_fits(at)) {
+    small_gemm(at, reinterpret_cast<const float*>(pa), reinterpret_cast<const float*>(pb),
+               static_cast<float*>(out));
+    return true;
   }
-  if (impl_->transpose_b) {
-    // Per thread: executables on several threads may run this Gemm at once.
-    thread_local std::vector<float> scratch;
-    scratch.resize(static_cast<size_t>(g_.K * g_.N));
-    transpose_f32(reinterpret_cast<const float*>(pb), g_.b_rs, g_.K, g_.N, scratch.data());
-    pb = reinterpret_cast<char*>(scratch.data());
+  // The variant: what this binding's sizes decide beyond the runtime dims.
+  const bool one_thread = serial(at), tb = transpose_b_first(at);
+  uint64_t variant = uint64_t{one_thread} | uint64_t{tb} << 1;
+  for (size_t i = 0; i < at.batch.size(); ++i)
+    variant |= uint64_t{at.a_batch_stride[i] == 0} << (2 + 2 * i) |
+               uint64_t{at.b_batch_stride[i] == 0} << (3 + 2 * i);
+  std::shared_ptr<const OnednnGemm::Impl> impl;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = variants_.find(variant);
+    if (it == variants_.end()) {
+      // The shared cache's key: a runtime marker, the variant, and the static fields (offsets,
+      // applied to the pointers, and symbolic fields left out).
+      std::vector<int64_t> key = {-1, static_cast<int64_t>(variant),
+                                  static_cast<int64_t>(at.batch.size())};
+      Gemm g = at, m = mask_;
+      std::vector<int64_t> flags;
+      for_each_size_field(m, [&](int64_t& v) { flags.push_back(v); });
+      size_t f = 0;
+      for_each_size_field(g, [&](int64_t& v) {
+        const bool offset = f == 3 || f == 6;
+        key.push_back(flags[f] || offset ? INT64_MIN : v);
+        ++f;
+      });
+      PrimitiveCache& cache = primitive_cache();
+      std::lock_guard<std::mutex> cache_lock(cache.mu);
+      auto slot = cache.map.find(key);
+      std::shared_ptr<const OnednnGemm::Impl> made;
+      if (slot != cache.map.end()) {
+        made = slot->second;
+      } else {
+        auto p = std::make_shared<OnednnGemm::Impl>();
+        p->rt = true;
+        p->serial = one_thread;
+        p->transpose_b = tb;
+        std::optional<OpenmpSerial> serial_scope;
+        if (one_thread) serial_scope.emplace();
+        p->a = operand_desc_rt(g, m, true);
+        Gemm bt = g, bm = m;
+        if (tb) bt.b_rs = 1, bt.b_cs = g.K, bm.b_rs = 0, bm.b_cs = m.K;
+        p->b = operand_desc_rt(bt, bm, false);
+        p->c = out_desc_rt(g, m);
+        try {
+          p->prim = make_matmul(*p);
+          made = std::move(p);
+          cache.map.emplace(std::move(key), made);
+        } catch (const dnnl::error&) {
+          // No runtime-dims matmul for this layout: null, so the caller instantiates per binding.
+        }
+      }
+      it = variants_.emplace(variant, std::move(made)).first;
+    }
+    impl = it->second;
   }
-  const dnnl::engine& eng = onednn_engine();
-  std::optional<OpenmpSerial> one_thread;
-  if (impl_->serial) one_thread.emplace();
-  dnnl::memory ma(impl_->a, eng, pa), mb(impl_->b, eng, pb), mc(impl_->c, eng, out);
-  impl_->prim.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
-  stream.wait();
+  if (!impl) return false;
+  execute(*impl, at, pa, pb, out);
+  return true;
 }
 
 #else  // !LT_HAVE_ONEDNN
@@ -214,9 +381,16 @@ OnednnGemm::OnednnGemm(const Gemm& g) : g_(g) {
 
 void OnednnGemm::run(const void*, const void*, void*) const {}
 
+size_t onednn_gemm_primitives() { return 0; }
+
+OnednnSymbolicGemm::OnednnSymbolicGemm(const Gemm& g, const StepSizeParams&) : mask_(g) {}
+
+bool OnednnSymbolicGemm::run(const Gemm&, const void*, const void*, void*) const { return false; }
+
 #endif
 
 OnednnGemm::~OnednnGemm() = default;
 OnednnGemm::OnednnGemm(OnednnGemm&&) noexcept = default;
+OnednnSymbolicGemm::~OnednnSymbolicGemm() = default;
 
 }  // namespace lt::cpu

@@ -2,14 +2,23 @@
 // once per distinct (dtype, shapes, strides) and shared by every executable that needs them.
 // Products small enough for backends/cpu/small_gemm.h run as its loop instead (no primitive).
 #pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "lowering/gemm.h"
+#include "lowering/plan.h"
 
 namespace lt::cpu {
 
 // Whether this build has oneDNN, so lowering may emit float32 Gemm steps for the CPU.
 bool onednn_gemm_available();
+
+// How many matmul primitives the process-wide cache behind OnednnGemm and OnednnSymbolicGemm
+// holds (tests: a symbolic step's primitives do not multiply with its bindings).
+size_t onednn_gemm_primitives();
 
 class OnednnGemm {
  public:
@@ -20,10 +29,38 @@ class OnednnGemm {
   // Buffers as the plan binds them (offsets are applied here); blocks until done.
   void run(const void* a, const void* b, void* out) const;
 
- private:
   struct Impl;
+
+ private:
   std::shared_ptr<const Impl> impl_;
   Gemm g_;
+};
+
+// A symbolic Gemm step (issue 30) run at any binding of its size symbols through primitives whose
+// symbolic fields (M, N, K, strides, batch extents) are oneDNN runtime dims, so a new binding
+// creates no primitive. The decisions that depend on sizes are made per binding: the small_gemm
+// loop for a small product, one thread for a modest one, B's transposed copy. Each such variant
+// gets its primitive on first use (at most a few per step); they live in OnednnGemm's shared cache,
+// keyed by the step's static fields and which fields are runtime.
+class OnednnSymbolicGemm {
+ public:
+  // g: the step at the binding its plan was made for; sizes: its symbolic fields (ordinals of
+  // for_each_size_field). Creates no primitive yet.
+  OnednnSymbolicGemm(const Gemm& g, const StepSizeParams& sizes);
+  ~OnednnSymbolicGemm();
+  // Runs the step instantiated at one binding (with_sizes, validated) on buffers as the plan binds
+  // them; blocks until done. Returns false, having run nothing, when oneDNN has no runtime-dims
+  // matmul for this layout (or the dtype is not float32): the caller then runs a per-binding
+  // OnednnGemm instead.
+  bool run(const Gemm& at, const void* a, const void* b, void* out) const;
+
+ private:
+  Gemm mask_;  // the step with every size field 1 where symbolic, 0 where static
+  bool usable_ = false;
+  mutable std::mutex mu_;
+  // Per variant (serial, B transposed first, which batch strides are 0): its primitive, or null
+  // where oneDNN refused the layout.
+  mutable std::map<uint64_t, std::shared_ptr<const OnednnGemm::Impl>> variants_;
 };
 
 }  // namespace lt::cpu
