@@ -7,8 +7,9 @@ once, and the capture keeps a Program that knows where each graph input comes fr
 with the same signature bind the new torch tensors' memory (DLPack, no copies) and replay the
 Program: no Python per op, no re-tracing, no re-hashing.
 
-The signature is each tensor's shape, dtype and device, and each Python number's value (SymInt
-inputs are specialized per value until lazytensor has symbolic sizes).
+The signature is each tensor's shape, dtype and device, and each Python number's value: a new size
+traces the graph again, but the dims Dynamo made symbolic are marked dynamic in lazytensor
+(lt.mark_dynamic), so the lazytensor graph compiles once for every size (issue 30).
 """
 import os
 
@@ -66,6 +67,28 @@ def _inverse(p):
     return inv
 
 
+def _symbolic_dims(gm):
+    """(placeholder index, dim) of every tensor input dim whose size Dynamo traced as a SymInt."""
+    dims = []
+    places = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, n in enumerate(places):
+        val = n.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            dims += [(i, d) for d, s in enumerate(val.shape) if isinstance(s, torch.SymInt)]
+    return dims
+
+
+def _tensor_positions(gm):
+    """Per placeholder index, its position among the tensor inputs (lt_args), by its traced value:
+    a placeholder without one (a SymInt) is no tensor."""
+    pos, k = {}, 0
+    for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
+        if isinstance(n.meta.get("val"), torch.Tensor):
+            pos[i] = k
+            k += 1
+    return pos
+
+
 def _tensor_device(values):
     for v in values:
         if isinstance(v, torch.Tensor):
@@ -84,6 +107,8 @@ class LazyGraph:
         self.stats = {"traces": 0, "replays": 0}
         self._view_outs, self._view_bases = _view_outputs(gm)
         self._passthrough = _passthrough_outputs(gm)
+        self._symbolic_dims = _symbolic_dims(gm)
+        self._tensor_pos = _tensor_positions(gm)
 
     # AOTAutograd calls compiled graphs with one list (and may clear it to free inputs early).
     _boxed_call = True
@@ -100,6 +125,11 @@ class LazyGraph:
         lt_device = lazy_device(device)
         lt_args = [to_lazy(a if p is None else a.permute(p), lt_device)
                    for a, p in zip(args, perms) if isinstance(a, torch.Tensor)]
+        # Dims that Dynamo made symbolic (dynamic=True, or its automatic dynamic shapes) are
+        # symbolic in lazytensor's graph too: one compile serves every size (issue 30).
+        for i, d in self._symbolic_dims:
+            p = perms[i]
+            _C.mark_dynamic(lt_args[self._tensor_pos[i]], d if p is None else p.index(d))
         if entry is not None and entry.program is not None:
             rets = _C._capture_replay(entry.program, lt_args)
             if rets is not None:
