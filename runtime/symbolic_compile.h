@@ -21,7 +21,7 @@ namespace lt {
 
 struct SymbolicRun {
   CachedGraph* entry;
-  Hash128 cache_key;  // the entry's key in the graph cache
+  Hash128 cache_key;             // the entry's key in the graph cache
   std::vector<int64_t> symbols;  // this trace's value of each symbol
   std::vector<SymbolicDimSize> dims;
   bool compiled = false;  // compiled now (else found in the cache): counted by the caller

@@ -54,7 +54,6 @@ bool keep_temps() {
   return on;
 }
 
-
 const CudaBuffer& as_cuda(const Buffer& b, const char* what) {
   auto* c = dynamic_cast<const CudaBuffer*>(&b);
   if (!c)
@@ -314,7 +313,8 @@ class CudaExecutable : public Executable {
         donated_outputs(sym ? sized : buffers_, donations_, inputs, "cuda executable");
     // A static plan's temporaries keep their memory from run to run (LT_CUDA_KEEP_TEMPS=0: not), so
     // the GEMMs of a replayed CUDA graph see the same addresses and need no recapture (held as
-    // torch's CUDA graphs hold their private pool); otherwise they come from the allocator each run.
+    // torch's CUDA graphs hold their private pool); otherwise they come from the allocator each
+    // run.
     const bool keep = !sym && keep_temps();
     std::vector<std::shared_ptr<CudaBuffer>> slot_bufs(slot_bytes.size());
     if (keep && kept_slots_.size() == slot_bytes.size()) {
@@ -593,8 +593,8 @@ class CudaExecutable : public Executable {
   std::vector<Donation> donations_;  // outputs a run may write into an input's memory
   MemoryPlan memory_;                // which temporaries share an allocation
   std::vector<std::shared_ptr<CudaBuffer>> kept_slots_;  // keep_temps() (run_with)
-  CudaModuleImage module_image_;     // kept for the disk cache (serialize)
-  std::vector<CUmodule> modules_;    // one per NVRTC program
+  CudaModuleImage module_image_;                         // kept for the disk cache (serialize)
+  std::vector<CUmodule> modules_;                        // one per NVRTC program
   std::vector<CUfunction> functions_;
   // Whether launches may replay a binding's graph (Bound::graph), created after its warm-up runs
   // (never with LT_CUDA_GRAPHS=0, a driver without graphs, or fewer than kCudaGraphMinSteps steps).

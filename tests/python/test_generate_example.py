@@ -76,6 +76,23 @@ def test_kv_cache_tokens_equal_growing_context_tokens_on_lazy_and_cpu(gen, train
     assert results[1]["counters"]["graph_compiles"] == 2
 
 
+def test_growing_context_of_256_tokens_compiles_at_most_three_graphs(gen):
+    """Issue 30's bar: greedy generation of 256 tokens with a growing context (lengths 17..272)
+    compiles at most 3 graphs on lazy, and generates the KV cache's tokens."""
+    import train_gpt
+    stoi = {c: i for i, c in enumerate(sorted(set(train_gpt.load_corpus())))}
+    lt.manual_seed(1)
+    model = gen.GPT(len(stoi), len(PROMPT) + 256).to("lazy").eval()
+    ids = [stoi[c] for c in PROMPT]
+    lt._C._clear_graph_cache()
+    grow = gen.run_way("growing", model, ids, 256, "lazy")
+    c = grow["counters"]
+    assert c["graph_compiles"] <= 3 and c["graph_compiles"] + c["graph_cache_hits"] == 256, c
+    assert c["symbolic_compiles"] >= 1
+    kv = gen.run_way("kv_cache", model, ids, 256, "lazy")
+    assert kv["tokens"] == grow["tokens"]
+
+
 def test_generate_command_line(gen, capsys):
     lt._C._clear_graph_cache()  # compile afresh, and forget what call sites learned before
     assert gen.main(["--tokens", "6", "--steps", "20"]) == 0
