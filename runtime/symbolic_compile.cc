@@ -16,6 +16,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr size_t kMaxFailedBindings = 2;
+
 // One compile under a symbolic key: where it is cached, and the sizes it serves.
 struct Variant {
   Hash128 cache_key;
@@ -128,7 +130,9 @@ std::optional<SymbolicRun> symbolic_entry(const Graph& g, Backend& backend,
         return run;
       }
   KeyState& ks = keys()[skey];
-  if (ks.failed.count(symbols)) return std::nullopt;
+  // A program that failed to generalize at two bindings is not tried again: each attempt lowers it
+  // several times before its static compile.
+  if (ks.failed.count(symbols) || ks.failed.size() >= kMaxFailedBindings) return std::nullopt;
   const auto tl = Clock::now();
   GeneralizedPlan gp = generalize_plan(g, sg, opts);
   profile::record(profile::Phase::Lower, skey.hex().substr(0, 12), tl, Clock::now());

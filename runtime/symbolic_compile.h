@@ -4,7 +4,7 @@
 // satisfy the plan's guards and lie in its range; otherwise the graph is lowered symbolically
 // (lowering/generalize.h) and compiled once for all the sizes it admits. A key can hold several
 // such compiles (another range, other guards). Graphs that do not generalize are compiled
-// statically as before, and the key remembers that, so the attempt is not repeated.
+// statically as before, and the key remembers that: after two such bindings it is not tried again.
 #pragma once
 #include <cstdint>
 #include <optional>
