@@ -51,6 +51,16 @@ Step with_sizes(Step s, const StepSizeParams& params, std::span<const int64_t> v
   return s;
 }
 
+// Checks that every size parameter the kernel names (loop_ir.h's `*param` fields) is one of the
+// plan's `nparams` and that per-dim and per-stride lists have their dims' lengths; throws
+// lt::Error.
+void validate_kernel_params(const loop::Kernel& k, size_t nparams);
+
+// Checks a plan's size parameters before a backend compiles it: a static plan names none; a
+// symbolic plan's buffers, kernels and library steps name only its own, and its step tables have
+// one entry per step. Throws lt::Error (a damaged or hand-built plan).
+void validate_size_params(const Plan& plan);
+
 // Plan buffer b's element count for the parameter values `values`.
 inline int64_t numel_at(const BufferSpec& b, std::span<const int64_t> values) {
   return b.numel_param >= 0 ? values[static_cast<size_t>(b.numel_param)] : b.numel;

@@ -95,11 +95,18 @@ int64_t extent_product(const std::vector<int>& params, const std::vector<int64_t
   return n;
 }
 
-// A symbolic step's (field ordinal, size parameter) pairs name parameters the plan has.
-void check_step_params(const StepSizeParams& sizes, size_t nparams, const std::string& step) {
-  for (auto [field, p] : sizes)
-    LT_CHECK(field >= 0 && p >= 0 && static_cast<size_t>(p) < nparams, ErrorKind::Runtime,
-             "internal: step ", step, " names size parameter ", p, " of ", nparams);
+// A symbolic step's primitive for one binding's instantiation `at`, made on first use and kept in
+// `cache` (at most kMaxBindingsPerStep, then all dropped). Callers hold steps_mutex_.
+template <class Op, class Step>
+std::shared_ptr<const Op> primitive_at(
+    std::map<std::vector<int64_t>, std::shared_ptr<const Op>>& cache, const Step& at) {
+  std::vector<int64_t> key = size_key(at);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    if (cache.size() >= kMaxBindingsPerStep) cache.clear();
+    it = cache.emplace(std::move(key), std::make_shared<const Op>(at)).first;
+  }
+  return it->second;
 }
 
 // The plan's memory plan, computed by lowering (lowering/complete_plan.h).
@@ -117,7 +124,6 @@ std::vector<loop::Kernel> CpuExecutable::prepare(const Plan& plan) {
     const loop::Kernel& k = plan.kernels[i];
     validate_kernel(k);
     check_kernel_args(k, buffers_);
-    validate_kernel_params(k, sym_.params.size());
     loop::Kernel merged = merge_dims(k, &params_);
     CompiledKernel ck;
     ck.name = "lt_k";
@@ -146,9 +152,6 @@ std::vector<loop::Kernel> CpuExecutable::prepare(const Plan& plan) {
 }
 
 void CpuExecutable::prepare_gemms(const Plan& plan) {
-  LT_CHECK((plan.sym.gemms.empty() || plan.sym.gemms.size() == plan.gemms.size()) &&
-               (plan.sym.convs.empty() || plan.sym.convs.size() == plan.convs.size()),
-           ErrorKind::Runtime, "internal: a plan's symbolic step tables do not match its steps");
   for (size_t i = 0; i < plan.gemms.size(); ++i) {
     const Gemm& g = plan.gemms[i];
     for (int buf : {g.a, g.b, g.out})
@@ -168,7 +171,6 @@ void CpuExecutable::prepare_gemms(const Plan& plan) {
                  nullptr,
                  nullptr,
                  {}};
-    check_step_params(bg.sizes, sym_.params.size(), g.name);
     if (bg.sizes.empty())
       bg.op = std::make_shared<const OnednnGemm>(g);
     else
@@ -192,7 +194,6 @@ void CpuExecutable::prepare_gemms(const Plan& plan) {
     BoundConv bc{c.a,     c.b, c.bias,
                  c.out,   c,   i < plan.sym.convs.size() ? plan.sym.convs[i] : StepSizeParams{},
                  nullptr, {}};
-    check_step_params(bc.sizes, sym_.params.size(), c.name);
     if (bc.sizes.empty()) bc.op = std::make_shared<const OnednnConv>(c);
     convs_.push_back(std::move(bc));
   }
@@ -215,21 +216,12 @@ void CpuExecutable::bind(std::unique_ptr<JitCode> code) {
 }
 
 void CpuExecutable::keep_symbols(const Plan& plan) {
-  if (!plan.sym.symbolic()) {
-    LT_CHECK(plan.sym.params.empty(), ErrorKind::Runtime,
-             "internal: a plan without size symbols has size parameters");
-    for (const auto& b : plan.buffers)
-      LT_CHECK(b.numel_param < 0, ErrorKind::Runtime,
-               "internal: a plan without size symbols has a symbolic buffer");
-    return;
-  }
+  validate_size_params(plan);
+  if (!plan.sym.symbolic()) return;
   sym_ = plan.sym;
   params_ = plan.sym.params;
   layout_.buffers = plan.buffers;
   layout_.memory = plan.memory;
-  for (const auto& b : plan.buffers)
-    LT_CHECK(b.numel_param < static_cast<int>(params_.size()), ErrorKind::Runtime,
-             "internal: a buffer names size parameter ", b.numel_param, " of ", params_.size());
 }
 
 CpuExecutable::CpuExecutable(const Plan& plan)
@@ -366,14 +358,8 @@ void CpuExecutable::run_gemm(BoundGemm& g, std::span<const int64_t> values,
 }
 
 std::shared_ptr<const OnednnGemm> CpuExecutable::gemm_at(BoundGemm& g, const Gemm& at) {
-  std::vector<int64_t> key = size_key(at);
   std::lock_guard<std::mutex> lock(steps_mutex_);
-  auto it = g.per_binding.find(key);
-  if (it == g.per_binding.end()) {
-    if (g.per_binding.size() >= kMaxBindingsPerStep) g.per_binding.clear();
-    it = g.per_binding.emplace(std::move(key), std::make_shared<const OnednnGemm>(at)).first;
-  }
-  return it->second;
+  return primitive_at(g.per_binding, at);
 }
 
 std::shared_ptr<const OnednnConv> CpuExecutable::conv_at(BoundConv& c,
@@ -383,14 +369,8 @@ std::shared_ptr<const OnednnConv> CpuExecutable::conv_at(BoundConv& c,
   validate_conv(at, numel_at(buffers_[c.a], values), numel_at(buffers_[c.b], values),
                 c.bias >= 0 ? numel_at(buffers_[c.bias], values) : 0,
                 numel_at(buffers_[c.out], values), "cpu executable");
-  std::vector<int64_t> key = size_key(at);
   std::lock_guard<std::mutex> lock(steps_mutex_);
-  auto it = c.per_binding.find(key);
-  if (it == c.per_binding.end()) {
-    if (c.per_binding.size() >= kMaxBindingsPerStep) c.per_binding.clear();
-    it = c.per_binding.emplace(std::move(key), std::make_shared<const OnednnConv>(at)).first;
-  }
-  return it->second;
+  return primitive_at(c.per_binding, at);
 }
 
 std::vector<BufferPtr> CpuExecutable::run_with(const std::vector<RunInput>& inputs, RunStats* stats,

@@ -125,39 +125,6 @@ void validate_kernel(const loop::Kernel& k) {
   }
 }
 
-void validate_kernel_params(const loop::Kernel& k, size_t nparams) {
-  auto check = [&](int p, const char* what) {
-    LT_CHECK(p >= -1 && p < static_cast<int64_t>(nparams), ErrorKind::Runtime, "internal: ", what,
-             " of kernel ", k.name, " names size parameter ", p, " of ", nparams);
-  };
-  LT_CHECK(k.outer_params.empty() || k.outer_params.size() == k.outer.size(), ErrorKind::Runtime,
-           "internal: kernel ", k.name, " has ", k.outer_params.size(),
-           " outer size parameters for ", k.outer.size(), " dims");
-  LT_CHECK(k.inner_params.empty() || k.inner_params.size() == k.inner.size(), ErrorKind::Runtime,
-           "internal: kernel ", k.name, " has ", k.inner_params.size(),
-           " inner size parameters for ", k.inner.size(), " dims");
-  for (int p : k.outer_params) check(p, "an outer extent");
-  for (int p : k.inner_params) check(p, "an inner extent");
-  for (const auto& a : k.args) check(a.numel_param, "an argument's size");
-  for (const auto& e : k.iexprs) check(e.param, "an index constant");
-  auto check_index = [&](const Index& ix) {
-    check(ix.offset_param, "an index offset");
-    LT_CHECK(ix.stride_params.empty() || ix.stride_params.size() == ix.strides.size(),
-             ErrorKind::Runtime, "internal: an index of kernel ", k.name, " has ",
-             ix.stride_params.size(), " stride parameters for ", ix.strides.size(), " strides");
-    for (int p : ix.stride_params) check(p, "an index stride");
-  };
-  for (const auto& st : k.stages) {
-    for (const auto& in : st.body) {
-      check(in.param, "a constant");
-      LT_CHECK(in.param < 0 || in.kind == IKind::Const, ErrorKind::Runtime, "internal: kernel ",
-               k.name, " names a size parameter on an instruction that is not a constant");
-      if (loop::has_index(in)) check_index(in.index);
-    }
-    for (const auto& s : st.stores) check_index(s.index);
-  }
-}
-
 loop::Kernel merge_dims(const loop::Kernel& src, std::vector<SizeExpr>* params) {
   loop::Kernel k = src;
   const bool sym = k.symbolic();

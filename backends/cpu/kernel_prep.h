@@ -12,10 +12,6 @@ namespace lt::cpu {
 // Throws lt::Error (Runtime for malformed kernels, NotImplemented for unsupported constructs).
 void validate_kernel(const loop::Kernel& k);
 
-// Checks that every size parameter the kernel names (loop_ir.h's `*param` fields) is one of the
-// plan's `nparams` and that per-dim and per-stride lists have their dims' lengths.
-void validate_kernel_params(const loop::Kernel& k, size_t nparams);
-
 // Returns an equivalent kernel with merged dims. Variables that a general (non-affine) index
 // names are never merged; affine strides (and stride_params) are padded to one per loop variable.
 //

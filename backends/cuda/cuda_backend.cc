@@ -614,49 +614,16 @@ class CudaExecutable : public Executable {
   // Keeps the plan's size symbols; checks that every size parameter a kernel launch, buffer or
   // library step names is one of the plan's (a static plan names none).
   void keep_symbols(const Plan& plan) {
-    if (!plan.sym.symbolic()) {
-      LT_CHECK(plan.sym.params.empty(), ErrorKind::Runtime,
-               "internal: a plan without size symbols has size parameters");
-      for (const auto& b : plan.buffers)
-        LT_CHECK(b.numel_param < 0, ErrorKind::Runtime,
-                 "internal: a plan without size symbols has a symbolic buffer");
-      for (const auto& k : plan.kernels)
-        LT_CHECK(!k.symbolic(), ErrorKind::Runtime, "internal: kernel ", k.name,
-                 " of a plan without size symbols names size parameters");
-      return;
-    }
+    validate_size_params(plan);
+    if (!plan.sym.symbolic()) return;
     sym_ = plan.sym;
     layout_.buffers = plan.buffers;
     layout_.memory = plan.memory;
     const int np = static_cast<int>(sym_.params.size());
-    auto ok = [np](int p) { return p >= -1 && p < np; };
-    for (const auto& b : plan.buffers)
-      LT_CHECK(ok(b.numel_param), ErrorKind::Runtime, "internal: a buffer names size parameter ",
-               b.numel_param, " of ", np);
-    for (const auto& k : plan.kernels) {
-      for (const auto* list : {&k.outer_params, &k.inner_params})
-        for (int p : *list)
-          LT_CHECK(ok(p), ErrorKind::Runtime, "internal: kernel ", k.name, " names size parameter ",
-                   p, " of ", np);
-      LT_CHECK(k.outer_params.empty() || k.outer_params.size() == k.outer.size(),
-               ErrorKind::Runtime, "internal: kernel ", k.name, " has ", k.outer_params.size(),
-               " outer size parameters for ", k.outer.size(), " dims");
-      LT_CHECK(k.inner_params.empty() || k.inner_params.size() == k.inner.size(),
-               ErrorKind::Runtime, "internal: kernel ", k.name, " has ", k.inner_params.size(),
-               " inner size parameters for ", k.inner.size(), " dims");
-    }
     for (const auto& l : module_image_.launches)
       for (int p : l.size_params)
         LT_CHECK(p >= 0 && p < np, ErrorKind::Runtime, "internal: cuda kernel ", l.name,
                  " takes size parameter ", p, " of ", np);
-    LT_CHECK(sym_.gemms.size() == plan.gemms.size() && sym_.convs.size() == plan.convs.size() &&
-                 sym_.attentions.size() == plan.attentions.size(),
-             ErrorKind::Runtime, "internal: a plan's symbolic step tables do not match its steps");
-    for (const auto* table : {&sym_.gemms, &sym_.convs, &sym_.attentions})
-      for (const StepSizeParams& sizes : *table)
-        for (auto [field, p] : sizes)
-          LT_CHECK(field >= 0 && p >= 0 && p < np, ErrorKind::Runtime,
-                   "internal: a library step names size parameter ", p, " of ", np);
   }
 
   // The library steps for this binding (made on first use, checked against this binding's
