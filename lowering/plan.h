@@ -42,7 +42,10 @@ struct PlanSymbols {
   // outside them needs another compile.
   std::vector<std::pair<int64_t, int64_t>> ranges;
   bool symbolic() const { return num_symbols > 0; }
-  bool in_range(std::span<const int64_t> symbols) const {
+  bool in_range(std::span<const int64_t> symbols) const { return in_ranges(ranges, symbols); }
+  // Whether there is one value per range, each inside its range.
+  static bool in_ranges(const std::vector<std::pair<int64_t, int64_t>>& ranges,
+                        std::span<const int64_t> symbols) {
     if (symbols.size() != ranges.size()) return false;
     for (size_t i = 0; i < ranges.size(); ++i)
       if (symbols[i] < ranges[i].first || symbols[i] > ranges[i].second) return false;

@@ -190,11 +190,9 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
   double compile_ms = sym ? sym->compile_ms : 0;
   if (!entry) {
     auto tc = Clock::now();
-    auto make_entry = [](const Plan& plan, std::unique_ptr<Executable> exe, int64_t nodes) {
-      return make_cached_graph(plan, std::move(exe), nodes);
-    };
     if (auto loaded = disk_cache::load(backend, key)) {
-      entry = cache().insert(key, make_entry(loaded->plan, std::move(loaded->exe), loaded->nodes));
+      entry = cache().insert(
+          key, make_cached_graph(loaded->plan, std::move(loaded->exe), loaded->nodes));
       source = "disk";
       metrics::bump(metrics::Counter::DiskCacheHits);
     } else {
@@ -207,7 +205,7 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
         profile::Scope s(profile::Phase::Compile, key.hex().substr(0, 12) + " " + backend_name);
         exe = backend.compile(plan);
       }
-      entry = cache().insert(key, make_entry(plan, std::move(exe), nodes));
+      entry = cache().insert(key, make_cached_graph(plan, std::move(exe), nodes));
       disk_cache::store(backend, key, plan, nodes, *entry->exe);
       metrics::bump(metrics::Counter::GraphCompiles);
       metrics::bump(metrics::Counter::KernelsCompiled, entry->exe->num_kernels());

@@ -24,9 +24,7 @@ struct Variant {
   std::vector<ShapeEnv::Guard> guards;
   std::vector<std::pair<int64_t, int64_t>> ranges;
   bool serves(const std::vector<int64_t>& symbols) const {
-    if (symbols.size() != ranges.size()) return false;
-    for (size_t i = 0; i < ranges.size(); ++i)
-      if (symbols[i] < ranges[i].first || symbols[i] > ranges[i].second) return false;
+    if (!PlanSymbols::in_ranges(ranges, symbols)) return false;
     for (const auto& g : guards)
       if (!g.holds(symbols)) return false;
     return true;
