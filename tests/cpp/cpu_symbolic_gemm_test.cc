@@ -17,6 +17,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/onednn_gemm.h"
 #include "cpu_codegen_util.h"
+#include "cpu_symbolic_util.h"
 #include "ir/size_expr.h"
 #include "symbolic_plans.h"
 
@@ -25,57 +26,9 @@
 namespace lt::cpu_symbolic_gemm_test {
 namespace {
 
-using namespace cpu_codegen_test;  // NOLINT: the shared test helpers
-using namespace symbolic_plans;    // NOLINT: SymPlan, F, s0, s1
-
-using Builder = std::function<Plan(std::span<const int64_t> sizes, bool sym)>;
-using Inputs = std::function<std::vector<std::vector<float>>(std::span<const int64_t> sizes)>;
-using Check =
-    std::function<void(std::span<const int64_t> sizes, const std::vector<std::vector<float>>& in,
-                       const std::vector<std::vector<float>>& out)>;
-
-std::vector<RunInput> run_inputs(const std::vector<BufferPtr>& bufs) {
-  std::vector<RunInput> r;
-  for (const auto& b : bufs) r.push_back({b.get()});
-  return r;
-}
-
-// Compiles build(hint, sym) once and runs it for every binding; per binding also compiles
-// build(binding, static) and expects equal outputs (within `ulp` float32 ulps, or `atol`) and
-// check() to hold.
-void check_bindings(const Builder& build, const Inputs& inputs, const std::vector<int>& outputs,
-                    const std::vector<std::vector<int64_t>>& bindings, const Check& check,
-                    int64_t ulp, double atol) {
-  Plan sp = build(bindings.front(), true);
-  ASSERT_TRUE(sp.sym.symbolic());
-  ASSERT_FALSE(sp.sym.gemms.empty());
-  auto exe = cpu_backend().compile(sp);
-  for (const auto& sizes : bindings) {
-    SCOPED_TRACE("binding " + ::testing::PrintToString(sizes));
-    Plan st = build(sizes, false);
-    ASSERT_FALSE(st.sym.symbolic());
-    const auto in = inputs(sizes);
-    std::vector<BufferPtr> bufs;
-    for (const auto& v : in) bufs.push_back(host(v));
-    auto sym_out = exe->run_symbolic(run_inputs(bufs), nullptr, sizes);
-    auto static_out = cpu_backend().compile(st)->run(run_inputs(bufs), nullptr);
-    std::vector<std::vector<float>> got;
-    for (int o : outputs) {
-      const size_t n = static_cast<size_t>(st.buffers[o].numel);
-      ASSERT_TRUE(sym_out[o]);
-      auto a = read<float>(sym_out[o], n), b = read<float>(static_out[o], n);
-      for (size_t i = 0; i < n; ++i)
-        ASSERT_TRUE(ulps(a[i], b[i], true) <= ulp || std::fabs(a[i] - b[i]) <= atol)
-            << "output " << o << " [" << i << "]: symbolic " << a[i] << " static " << b[i];
-      got.push_back(std::move(a));
-    }
-    check(sizes, in, got);
-  }
-}
-
-void expect_close(float got, double want, double rel, const std::string& where) {
-  ASSERT_NEAR(got, want, rel * (1 + std::fabs(want))) << where;
-}
+using namespace cpu_codegen_test;   // NOLINT: the shared test helpers
+using namespace symbolic_plans;     // NOLINT: SymPlan, F, s0, s1
+using namespace cpu_symbolic_util;  // NOLINT: check_bindings, Builder, Inputs, expect_close
 
 // A plan whose one step is a Gemm writing the output: the step's fields at sizes z, its symbolic
 // fields (ordinal in for_each_size_field's order, expression), and the operands' element counts.
@@ -137,6 +90,7 @@ void check_gemm_case(const GemmCaseAt& at, int nsym,
     GemmCase c = at(z);
     return std::vector<std::vector<float>>{randn(c.a_numel, 21), randn(c.b_numel, 22)};
   };
+  ASSERT_FALSE(gemm_builder(at, nsym)(bindings.front(), true).sym.gemms.empty());
   check_bindings(
       gemm_builder(at, nsym), inputs, {2}, bindings,
       [&](auto z, const auto& in, const auto& out) {

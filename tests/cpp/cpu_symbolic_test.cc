@@ -15,69 +15,18 @@
 #include "backends/backend.h"
 #include "backends/cpu/kernel_prep.h"
 #include "cpu_codegen_util.h"
+#include "cpu_symbolic_util.h"
 #include "ir/size_expr.h"
 #include "symbolic_plans.h"
 
 namespace lt {
 namespace {
 
-using namespace cpu_codegen_test;  // NOLINT: the shared test helpers
-using namespace symbolic_plans;    // NOLINT: the plans
-
-using Builder = std::function<Plan(std::span<const int64_t> sizes, bool sym)>;
-// Inputs for one binding; the output buffers to compare; the reference check.
-using Inputs = std::function<std::vector<std::vector<float>>(std::span<const int64_t> sizes)>;
-using Check =
-    std::function<void(std::span<const int64_t> sizes, const std::vector<std::vector<float>>& in,
-                       const std::vector<std::vector<float>>& out)>;
-
-std::vector<RunInput> run_inputs(const std::vector<BufferPtr>& bufs) {
-  std::vector<RunInput> r;
-  for (const auto& b : bufs) r.push_back({b.get()});
-  return r;
-}
-
-// Compiles build(hint, sym) once and runs it for every binding; per binding also compiles
-// build(binding, static) and expects equal outputs (within `ulp` float32 ulps) and check() to hold.
-void check_bindings(const Builder& build, const Inputs& inputs, const std::vector<int>& outputs,
-                    const std::vector<std::vector<int64_t>>& bindings, const Check& check,
-                    int64_t ulp = 0) {
-  const std::vector<int64_t> hint = bindings.front();
-  Plan sp = build(hint, true);
-  ASSERT_TRUE(sp.sym.symbolic());
-  bool any_symbolic = false;
-  for (const auto& k : sp.kernels) any_symbolic = any_symbolic || k.symbolic();
-  EXPECT_TRUE(any_symbolic || !sp.sym.gemms.empty());
-  auto exe = cpu_backend().compile(sp);
-  for (const auto& sizes : bindings) {
-    SCOPED_TRACE("binding " + std::to_string(sizes[0]) +
-                 (sizes.size() > 1 ? "," + std::to_string(sizes[1]) : std::string()));
-    Plan st = build(sizes, false);
-    ASSERT_FALSE(st.sym.symbolic());
-    const auto in = inputs(sizes);
-    std::vector<BufferPtr> bufs;
-    for (const auto& v : in) bufs.push_back(host(v));
-    auto sym_out = exe->run_symbolic(run_inputs(bufs), nullptr, sizes);
-    auto static_out = cpu_backend().compile(st)->run(run_inputs(bufs), nullptr);
-    std::vector<std::vector<float>> got;
-    for (int o : outputs) {
-      const size_t n = static_cast<size_t>(st.buffers[o].numel);
-      ASSERT_TRUE(sym_out[o]);
-      auto a = read<float>(sym_out[o], n), b = read<float>(static_out[o], n);
-      for (size_t i = 0; i < n; ++i)
-        ASSERT_LE(ulps(a[i], b[i], true), ulp)
-            << "output " << o << " [" << i << "]: symbolic " << a[i] << " static " << b[i];
-      got.push_back(std::move(a));
-    }
-    check(sizes, in, got);
-  }
-}
+using namespace cpu_codegen_test;   // NOLINT: the shared test helpers
+using namespace symbolic_plans;     // NOLINT: the plans
+using namespace cpu_symbolic_util;  // NOLINT: check_bindings, Builder, Inputs, expect_close
 
 const std::vector<std::vector<int64_t>> kBindings1 = {{5}, {2}, {3}, {37}, {128}, {4099}};
-
-void expect_close(float got, double want, double rel, const std::string& where) {
-  ASSERT_NEAR(got, want, rel * (1 + std::fabs(want))) << where;
-}
 
 // out = x * y + x over a contiguous [s0, 7]: merged into one loop of 7*s0.
 TEST(CpuSymbolic, ElementwiseContiguous) {

@@ -23,16 +23,6 @@ namespace {
 
 using namespace symbolic_test;  // NOLINT(google-build-using-namespace): the shared programs
 
-// Every symbol's value with the free ones (in order) given: the rest are solved for.
-std::vector<int64_t> values_at(const SymbolicGraph& sg, std::vector<int64_t> free) {
-  std::vector<int64_t> v(sg.env.num_symbols(), 0);
-  size_t next = 0;
-  for (SymId s = 0; s < v.size(); ++s)
-    if (sg.env.simplify(SizeExpr::symbol(s)) == SizeExpr::symbol(s)) v[s] = free.at(next++);
-  EXPECT_EQ(next, free.size());
-  return all_symbol_values(sg, v);
-}
-
 std::string bytes_of(Plan p) {
   p.grouping.clear();
   return serialize_plan(p);

@@ -1,6 +1,8 @@
 // Traced programs for the symbolic-size tests (issue 30): a small GPT block traced at chosen
 // sizes, and the symbolic view with its sequence length (and batch) dynamic.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <vector>
 
 #include "ir/graph.h"
@@ -74,6 +76,16 @@ inline SymbolicGraph sym_of(const Block& b, bool batch_dynamic = false) {
   std::vector<DynamicDim> dyn = {{b.x_input, 1}, {b.target_input, 0}};
   if (batch_dynamic) dyn.push_back({b.x_input, 0});
   return symbolic_graph(b.traced.graph, dyn);
+}
+
+// Every symbol's value with the free ones (in order) given: the rest are solved for.
+inline std::vector<int64_t> values_at(const SymbolicGraph& sg, std::vector<int64_t> free) {
+  std::vector<int64_t> v(sg.env.num_symbols(), 0);
+  size_t next = 0;
+  for (SymId s = 0; s < v.size(); ++s)
+    if (sg.env.simplify(SizeExpr::symbol(s)) == SizeExpr::symbol(s)) v[s] = free.at(next++);
+  EXPECT_EQ(next, free.size());
+  return all_symbol_values(sg, v);
 }
 
 }  // namespace lt::symbolic_test
