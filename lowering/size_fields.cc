@@ -27,8 +27,9 @@ void validate_kernel_params(const loop::Kernel& k, size_t nparams) {
   for (const auto& st : k.stages) {
     for (const auto& in : st.body) {
       check(in.param, "a constant");
-      LT_CHECK(in.param < 0 || in.kind == loop::IKind::Const, ErrorKind::Runtime, "internal: kernel ",
-               k.name, " names a size parameter on an instruction that is not a constant");
+      LT_CHECK(in.param < 0 || in.kind == loop::IKind::Const, ErrorKind::Runtime,
+               "internal: kernel ", k.name,
+               " names a size parameter on an instruction that is not a constant");
       if (loop::has_index(in)) check_index(in.index);
     }
     for (const auto& s : st.stores) check_index(s.index);
