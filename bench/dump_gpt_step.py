@@ -5,6 +5,7 @@ backward; bf16 autocast with --bf16) traced on lazy:reference without running it
 the CUDA cold compile of the step can be studied on a machine without a GPU:
 
   PYTHONPATH=build/python .venv/bin/python bench/dump_gpt_step.py gpt.json [--bf16]
+  (--resnet18: bench/gpu_resnet.py's ResNet-18 step instead)
   CUDA_CACHE_DISABLE=1 build/bin/bench_compile_cost --cuda-lowering gpt.json
 """
 import argparse
@@ -24,7 +25,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--bf16", action="store_true", help="forward under lt.autocast bfloat16")
+    ap.add_argument("--resnet18", action="store_true",
+                    help="bench/gpu_resnet.py's ResNet-18 step (B 128, 32x32, cross_entropy) instead")
     args = ap.parse_args()
+    if args.resnet18:
+        return dump_resnet18(args.out)
     d, heads, n_blocks, T, B = 768, 12, 4, 512, 8
     dev = "lazy:reference"
     model = _lt_model(lt, d, heads, n_blocks).to(dev)
@@ -35,6 +40,18 @@ def main():
     loss.backward()
     lt.debug.dump(args.out, loss, *[p.grad for p in model.parameters()], data=False)
     print("wrote", args.out)
+
+
+def dump_resnet18(out):
+    from gpu_resnet import _model, setup
+    state, x_np, y_np = setup(False)
+    dev = "lazy:reference"
+    model = _model(lt.nn, lt.nn.functional).to(dev)
+    model.load_state_dict({k: lt.tensor(v, device=dev) for k, v in state.items()})
+    loss = lt.nn.functional.cross_entropy(model(lt.tensor(x_np, device=dev)), lt.tensor(y_np, device=dev))
+    loss.backward()
+    lt.debug.dump(out, loss, *[p.grad for p in model.parameters()], data=False)
+    print("wrote", out)
 
 
 if __name__ == "__main__":

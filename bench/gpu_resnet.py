@@ -48,47 +48,62 @@ def _model(nn, F, classes=10):
     return ResNet18()
 
 
-def resnet18_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats):
+def setup(quick):
+    """The row's weights (numpy, from a seeded torch model) and batch."""
     batch = 16 if quick else 128
-    row = {"workload": f"resnet18_cifar_b{batch}_train_sgd_momentum"}
     torch.manual_seed(0)
-    tm = _model(torch.nn, torch.nn.functional).cuda()
+    tm = _model(torch.nn, torch.nn.functional)
     state = {k: v.detach().cpu().numpy() for k, v in tm.state_dict().items()}
     rng = np.random.default_rng(4)
     x_np = rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)
     y_np = rng.integers(0, 10, batch).astype(np.int64)
+    return state, x_np, y_np
+
+
+def torch_model(state):
+    m = _model(torch.nn, torch.nn.functional).cuda()
+    m.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
+    return m
+
+
+def torch_step(m, fwd, x, y):
+    """One training step of torch model m whose forward is fwd (m itself or torch.compile(m))."""
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(fwd(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def lt_step(lt, state, x_np, y_np):
+    """The same step on lazy:cuda with lazytensor's API; the optimizer's update ends the graph."""
+    lm = _model(lt.nn, lt.nn.functional).to("lazy:cuda")
+    lm.load_state_dict({k: lt.tensor(v, device="lazy:cuda") for k, v in state.items()})
+    lx, ly = lt.tensor(x_np, device="lazy:cuda"), lt.tensor(y_np, device="lazy:cuda")
+    lopt = lt.optim.SGD(lm.parameters(), lr=0.01, momentum=0.9)
+    lt.mark_step()
+
+    def step():
+        lopt.zero_grad(set_to_none=True)
+        loss = lt.nn.functional.cross_entropy(lm(lx), ly)
+        loss.backward()
+        lopt.step()  # ends the step on lazy (one graph)
+        return loss
+    return step
+
+
+def resnet18_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats):
+    state, x_np, y_np = setup(quick)
+    row = {"workload": f"resnet18_cifar_b{len(y_np)}_train_sgd_momentum"}
     x, y = torch.from_numpy(x_np).cuda(), torch.from_numpy(y_np).cuda()
-
-    def torch_model():
-        m = _model(torch.nn, torch.nn.functional).cuda()
-        m.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
-        return m
-
-    def torch_step(m, fwd):
-        opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
-
-        def step():
-            opt.zero_grad(set_to_none=True)
-            loss = torch.nn.functional.cross_entropy(fwd(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-        return step
-    want = time_torch_training(row, torch_model, torch_step, cuda_ms, first_call_s, repeats)
+    want = time_torch_training(row, lambda: torch_model(state),
+                               lambda m, fwd: torch_step(m, fwd, x, y), cuda_ms, first_call_s, repeats)
     try:
-        lm = _model(lt.nn, lt.nn.functional).to("lazy:cuda")
-        lm.load_state_dict({k: lt.tensor(v, device="lazy:cuda") for k, v in state.items()})
-        lx, ly = lt.tensor(x_np, device="lazy:cuda"), lt.tensor(y_np, device="lazy:cuda")
-        lopt = lt.optim.SGD(lm.parameters(), lr=0.01, momentum=0.9)
-        lt.mark_step()
-
-        def lt_step():
-            lopt.zero_grad(set_to_none=True)
-            loss = lt.nn.functional.cross_entropy(lm(lx), ly)
-            loss.backward()
-            lopt.step()  # ends the step on lazy (one graph)
-            return loss
-        time_lt_training(lt, row, lt_step, wall_ms, repeats, want)
+        time_lt_training(lt, row, lt_step(lt, state, x_np, y_np), wall_ms, repeats, want)
     except (NotImplementedError, RuntimeError, AttributeError, TypeError, ValueError, KeyError) as e:
         row["lt_error"] = str(e).splitlines()[0]
     return row

@@ -16,8 +16,8 @@
 //                  Optionally (CudaCodegenOptions), a load that several stages repeat is read
 //                  once and kept in registers; by default later stages re-read it from L1/L2.
 //   Tile         - reductions whose loads are contiguous along the outer index (column sums): the
-//                  32 lanes of a warp take 32 adjacent outer points, the 8 warps of a block split
-//                  the inner space and combine through shared memory.
+//                  32 lanes of a warp take 32 adjacent outer points, the 8 to 32 warps of a block
+//                  split the inner space and combine through shared memory.
 //   Thread       - one thread per outer point looping over its (tiny, <= 16) inner space.
 #pragma once
 #include <cstdint>

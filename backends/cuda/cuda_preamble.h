@@ -253,17 +253,17 @@ template <class T, class F> __device__ __forceinline__ T lt_block_reduce(T v, F 
   return r;
 }
 
-// Tile reduction (256 threads): lane l of every warp holds a partial result for outer point l;
-// combines them across the 8 warps, and every thread ends with the result of its lane's point.
-template <class T, class F> __device__ __forceinline__ T lt_tile_reduce(T v, F f) {
-  __shared__ unsigned long long lt_tile[8 * 32];
+// Tile reduction (NW warps): lane l of every warp holds a partial result for outer point l;
+// combines them across the warps, and every thread ends with the result of its lane's point.
+template <unsigned NW, class T, class F> __device__ __forceinline__ T lt_tile_reduce(T v, F f) {
+  __shared__ unsigned long long lt_tile[NW * 32];
   T* slots = reinterpret_cast<T*>(lt_tile);
   const unsigned lane = threadIdx.x & 31u;
   __syncthreads();
   slots[threadIdx.x] = v;
   __syncthreads();
   T r = slots[lane];
-  for (unsigned w = 1; w < 8u; ++w) r = f(r, slots[w * 32u + lane]);
+  for (unsigned w = 1; w < NW; ++w) r = f(r, slots[w * 32u + lane]);
   return r;
 }
 

@@ -167,16 +167,44 @@ __device__ __forceinline__ void lt_fa16_ldsm_t(unsigned (&r)[4], const unsigned 
                : "memory");
 }
 
-// Rows [row0, row0 + 64) of a row-major [n, 64] matrix into dst[64][LT_FA16_LD]; rows past n are 0.
-__device__ __forceinline__ void lt_fa16_load_tile(unsigned short* dst, const unsigned short* src,
-                                                  int row0, int n) {
+// Asynchronous copies (cp.async, sm_80): a tile for the next iteration streams into shared memory
+// while this one computes. src_bytes below the copy's size zero-fills the rest (rows past n).
+__device__ __forceinline__ unsigned lt_fa16_smem_addr(const void* p) {
+  unsigned a;
+  asm("{ .reg .u64 s; cvta.to.shared.u64 s, %1; cvt.u32.u64 %0, s; }\n" : "=r"(a) : "l"(p));
+  return a;
+}
+__device__ __forceinline__ void lt_fa16_cp16(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(lt_fa16_smem_addr(dst)),
+               "l"(src), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void lt_fa16_cp4(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(lt_fa16_smem_addr(dst)),
+               "l"(src), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void lt_fa16_cp_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Waits until at most `pending` of this thread's committed groups are still in flight.
+template <int pending>
+__device__ __forceinline__ void lt_fa16_cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
+}
+
+// Rows [row0, row0 + 64) of a row-major [n, 64] matrix into dst[64][LT_FA16_LD], rows past n 0;
+// asynchronous: complete after a wait for its commit group.
+__device__ __forceinline__ void lt_fa16_load_tile_async(unsigned short* dst,
+                                                        const unsigned short* src, int row0,
+                                                        int n) {
   const int t = threadIdx.x;
 #pragma unroll
   for (int m = 0; m < 4; ++m) {
     const int idx = t + 128 * m, r = idx >> 3, c = (idx & 7) << 3;
-    uint4 x = make_uint4(0u, 0u, 0u, 0u);
-    if (row0 + r < n) x = __ldg(reinterpret_cast<const uint4*>(src + (size_t)(row0 + r) * 64 + c));
-    *reinterpret_cast<uint4*>(dst + r * LT_FA16_LD + c) = x;
+    const bool in = row0 + r < n;
+    lt_fa16_cp16(dst + r * LT_FA16_LD + c, in ? src + (size_t)(row0 + r) * 64 + c : src,
+                 in ? 16 : 0);
   }
 }
 
@@ -271,24 +299,35 @@ __device__ __forceinline__ void lt_fa16_forward(const unsigned short* q, const u
                                                 const unsigned short* v, unsigned short* o,
                                                 float* lse, int batch, int L, int S, int causal,
                                                 float scale_log2) {
-  unsigned short* Ks = reinterpret_cast<unsigned short*>(lt_fa_smem);
-  unsigned short* Vs = Ks + 64 * LT_FA16_LD;
+  // Two buffers of (K, V) tiles: the next key tile loads while this one computes.
+  unsigned short* const buf0 = reinterpret_cast<unsigned short*>(lt_fa_smem);
   const int tiles = (L + 63) / 64;
   const int bh = blockIdx.x % batch, q0 = (tiles - 1 - (int)(blockIdx.x / batch)) * 64;
   q += (size_t)bh * L * 64;
   k += (size_t)bh * S * 64;
   v += (size_t)bh * S * 64;
+  const int kend = causal ? min(S, q0 + 64) : S;
+  if (kend > 0) {
+    lt_fa16_load_tile_async(buf0, k, 0, S);
+    lt_fa16_load_tile_async(buf0 + 64 * LT_FA16_LD, v, 0, S);
+  }
+  lt_fa16_cp_commit();
   const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
   const int r = q0 + (threadIdx.x >> 5) * 16 + g;  // this lane's rows: r and r + 8
   unsigned qa[4][4];
   lt_fa16_load_a(qa, q, r, L, t4);
   float m[2] = {LT_FA_NEG_INF, LT_FA_NEG_INF}, l[2] = {0.f, 0.f}, acc[8][4];
   lt_fa16_zero(acc);
-  const int kend = causal ? min(S, q0 + 64) : S;
-  for (int k0 = 0; k0 < kend; k0 += 64) {
-    __syncthreads();  // the last tile's K and V are read
-    lt_fa16_load_tile(Ks, k, k0, S);
-    lt_fa16_load_tile(Vs, v, k0, S);
+  for (int k0 = 0, b = 0; k0 < kend; k0 += 64, b ^= 1) {
+    unsigned short* Ks = buf0 + b * 2 * 64 * LT_FA16_LD;
+    unsigned short* Vs = Ks + 64 * LT_FA16_LD;
+    if (k0 + 64 < kend) {  // the other buffer was last read before the previous barrier
+      unsigned short* next = buf0 + (b ^ 1) * 2 * 64 * LT_FA16_LD;
+      lt_fa16_load_tile_async(next, k, k0 + 64, S);
+      lt_fa16_load_tile_async(next + 64 * LT_FA16_LD, v, k0 + 64, S);
+    }
+    lt_fa16_cp_commit();
+    lt_fa16_cp_wait<1>();  // this tile's group is complete (the next one may still be in flight)
     __syncthreads();
     float s[8][4];
     lt_fa16_zero(s);
@@ -327,6 +366,7 @@ __device__ __forceinline__ void lt_fa16_forward(const unsigned short* q, const u
     unsigned pa[4][4];
     lt_fa16_to_a<BF>(pa, s);
     lt_fa16_mm_nn<BF>(acc, pa, Vs, lane);
+    __syncthreads();  // every warp is done with this buffer before it is refilled
   }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -347,10 +387,10 @@ __device__ __forceinline__ void lt_fa16_grad_kv(const unsigned short* q, const u
                                                 unsigned short* dk, unsigned short* dv, int batch,
                                                 int L, int S, int causal, float scale_log2,
                                                 float scale) {
-  unsigned short* Qs = reinterpret_cast<unsigned short*>(lt_fa_smem);
-  unsigned short* dOs = Qs + 64 * LT_FA16_LD;
-  float* Ls = reinterpret_cast<float*>(dOs + 64 * LT_FA16_LD);  // lse * log2(e) per query
-  float* Ds = Ls + 64;
+  // Two buffers, each a Q tile, a dO tile and the 64 queries' lse and D: the next query tile
+  // loads while this one computes.
+  constexpr int kBuf = 2 * 64 * LT_FA16_LD + 2 * 64 * 2;  // 16-bit elements per buffer
+  unsigned short* const buf0 = reinterpret_cast<unsigned short*>(lt_fa_smem);
   const int bh = blockIdx.x % batch, k0 = (int)(blockIdx.x / batch) * 64;
   q += (size_t)bh * L * 64;
   dout += (size_t)bh * L * 64;
@@ -358,6 +398,17 @@ __device__ __forceinline__ void lt_fa16_grad_kv(const unsigned short* q, const u
   v += (size_t)bh * S * 64;
   lse += (size_t)bh * L;
   dsum += (size_t)bh * L;
+  auto load = [&](unsigned short* dst, int q0) {
+    lt_fa16_load_tile_async(dst, q, q0, L);
+    lt_fa16_load_tile_async(dst + 64 * LT_FA16_LD, dout, q0, L);
+    float* stats = reinterpret_cast<float*>(dst + 2 * 64 * LT_FA16_LD);
+    const int i = threadIdx.x & 63, qi = q0 + i;
+    const float* src = threadIdx.x < 64 ? lse : dsum;
+    lt_fa16_cp4(stats + (threadIdx.x < 64 ? 0 : 64) + i, qi < L ? src + qi : src, qi < L ? 4 : 0);
+  };
+  const int qbegin = causal ? k0 : 0;
+  if (qbegin < L) load(buf0, qbegin);
+  lt_fa16_cp_commit();
   const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
   const int kr = k0 + (threadIdx.x >> 5) * 16 + g;  // this lane's keys: kr and kr + 8
   unsigned ka[4][4], va[4][4];
@@ -366,15 +417,14 @@ __device__ __forceinline__ void lt_fa16_grad_kv(const unsigned short* q, const u
   float gk[8][4], gv[8][4];
   lt_fa16_zero(gk);
   lt_fa16_zero(gv);
-  for (int q0 = causal ? k0 : 0; q0 < L; q0 += 64) {
-    __syncthreads();
-    lt_fa16_load_tile(Qs, q, q0, L);
-    lt_fa16_load_tile(dOs, dout, q0, L);
-    if (threadIdx.x < 64) {
-      const int qi = q0 + threadIdx.x;
-      Ls[threadIdx.x] = qi < L ? lse[qi] * LT_FA_LOG2E : 0.f;
-      Ds[threadIdx.x] = qi < L ? dsum[qi] : 0.f;
-    }
+  for (int q0 = qbegin, b = 0; q0 < L; q0 += 64, b ^= 1) {
+    unsigned short* Qs = buf0 + b * kBuf;
+    unsigned short* dOs = Qs + 64 * LT_FA16_LD;
+    const float* Ls = reinterpret_cast<const float*>(dOs + 64 * LT_FA16_LD);  // lse per query
+    const float* Ds = Ls + 64;
+    if (q0 + 64 < L) load(buf0 + (b ^ 1) * kBuf, q0 + 64);
+    lt_fa16_cp_commit();
+    lt_fa16_cp_wait<1>();
     __syncthreads();
     float st[8][4], dpt[8][4];
     lt_fa16_zero(st);
@@ -387,7 +437,7 @@ __device__ __forceinline__ void lt_fa16_grad_kv(const unsigned short* q, const u
       for (int e = 0; e < 4; ++e) {
         const int key = kr + (e >> 1) * 8, qc = nt * 8 + 2 * t4 + (e & 1), qi = q0 + qc;
         const bool hidden = qi >= L || key >= S || (causal && key > qi);
-        const float p = hidden ? 0.f : exp2f(st[nt][e] * scale_log2 - Ls[qc]);
+        const float p = hidden ? 0.f : exp2f(st[nt][e] * scale_log2 - Ls[qc] * LT_FA_LOG2E);
         st[nt][e] = p;
         dpt[nt][e] = p * (dpt[nt][e] - Ds[qc]);
       }
@@ -396,6 +446,7 @@ __device__ __forceinline__ void lt_fa16_grad_kv(const unsigned short* q, const u
     lt_fa16_to_a<BF>(da, dpt);
     lt_fa16_mm_nn<BF>(gv, pa, dOs, lane);
     lt_fa16_mm_nn<BF>(gk, da, Qs, lane);
+    __syncthreads();  // every warp is done with this buffer before it is refilled
   }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -415,8 +466,8 @@ __device__ __forceinline__ void lt_fa16_grad_q(const unsigned short* q, const un
                                                const float* lse, const float* dsum,
                                                unsigned short* dq, int batch, int L, int S,
                                                int causal, float scale_log2, float scale) {
-  unsigned short* Ks = reinterpret_cast<unsigned short*>(lt_fa_smem);
-  unsigned short* Vs = Ks + 64 * LT_FA16_LD;
+  // Two buffers of (K, V) tiles, as in the forward.
+  unsigned short* const buf0 = reinterpret_cast<unsigned short*>(lt_fa_smem);
   const int tiles = (L + 63) / 64;
   const int bh = blockIdx.x % batch, q0 = (tiles - 1 - (int)(blockIdx.x / batch)) * 64;
   q += (size_t)bh * L * 64;
@@ -425,6 +476,12 @@ __device__ __forceinline__ void lt_fa16_grad_q(const unsigned short* q, const un
   v += (size_t)bh * S * 64;
   lse += (size_t)bh * L;
   dsum += (size_t)bh * L;
+  const int kend = causal ? min(S, q0 + 64) : S;
+  if (kend > 0) {
+    lt_fa16_load_tile_async(buf0, k, 0, S);
+    lt_fa16_load_tile_async(buf0 + 64 * LT_FA16_LD, v, 0, S);
+  }
+  lt_fa16_cp_commit();
   const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
   const int r = q0 + (threadIdx.x >> 5) * 16 + g;
   unsigned qa[4][4], oa[4][4];
@@ -438,11 +495,16 @@ __device__ __forceinline__ void lt_fa16_grad_q(const unsigned short* q, const un
   }
   float gq[8][4];
   lt_fa16_zero(gq);
-  const int kend = causal ? min(S, q0 + 64) : S;
-  for (int k0 = 0; k0 < kend; k0 += 64) {
-    __syncthreads();
-    lt_fa16_load_tile(Ks, k, k0, S);
-    lt_fa16_load_tile(Vs, v, k0, S);
+  for (int k0 = 0, b = 0; k0 < kend; k0 += 64, b ^= 1) {
+    unsigned short* Ks = buf0 + b * 2 * 64 * LT_FA16_LD;
+    unsigned short* Vs = Ks + 64 * LT_FA16_LD;
+    if (k0 + 64 < kend) {
+      unsigned short* next = buf0 + (b ^ 1) * 2 * 64 * LT_FA16_LD;
+      lt_fa16_load_tile_async(next, k, k0 + 64, S);
+      lt_fa16_load_tile_async(next + 64 * LT_FA16_LD, v, k0 + 64, S);
+    }
+    lt_fa16_cp_commit();
+    lt_fa16_cp_wait<1>();
     __syncthreads();
     float s[8][4], dp[8][4];
     lt_fa16_zero(s);
@@ -461,6 +523,7 @@ __device__ __forceinline__ void lt_fa16_grad_q(const unsigned short* q, const un
     unsigned da[4][4];
     lt_fa16_to_a<BF>(da, s);
     lt_fa16_mm_nn<BF>(gq, da, Ks, lane);
+    __syncthreads();  // every warp is done with this buffer before it is refilled
   }
 #pragma unroll
   for (int h = 0; h < 2; ++h)

@@ -35,9 +35,10 @@ struct FlashKernel {
   unsigned threads;
   unsigned smem;
 };
-// 64 x 64 float32 tiles: forward 3, dK/dV/dQ 6. 16-bit: two 64 x 72 tiles (rows padded against
-// bank conflicts), and the dK/dV kernel's 64 row statistics twice.
-constexpr unsigned kFlash16Tiles = 2 * 64 * 72 * 2;
+// 64 x 64 float32 tiles: forward 3, dK/dV/dQ 6. 16-bit: two buffers (the next tile loads while
+// one computes) of two 64 x 72 tiles (rows padded against bank conflicts), and in the dK/dV
+// kernel of the 64 queries' two row statistics.
+constexpr unsigned kFlash16Tiles = 2 * (2 * 64 * 72 * 2);
 // In module order: float32 forward, dK/dV/dQ, zero; then forward, dK/dV, dQ of bfloat16 and of
 // float16 (flash_kernel_base gives a dtype's first).
 constexpr int kFlashKernelCount = 9;
@@ -46,10 +47,10 @@ constexpr FlashKernel kFlashKernels[kFlashKernelCount] = {
     {"lt_flash_attention_bwd_dkdv_f32", 256, 6 * 64 * 64 * 4},
     {"lt_flash_attention_zero_f32", 256, 0},
     {"lt_flash_attention_fwd_bf16", 128, kFlash16Tiles},
-    {"lt_flash_attention_bwd_dkdv_bf16", 128, kFlash16Tiles + 2 * 64 * 4},
+    {"lt_flash_attention_bwd_dkdv_bf16", 128, kFlash16Tiles + 2 * (2 * 64 * 4)},
     {"lt_flash_attention_bwd_dq_bf16", 128, kFlash16Tiles},
     {"lt_flash_attention_fwd_f16", 128, kFlash16Tiles},
-    {"lt_flash_attention_bwd_dkdv_f16", 128, kFlash16Tiles + 2 * 64 * 4},
+    {"lt_flash_attention_bwd_dkdv_f16", 128, kFlash16Tiles + 2 * (2 * 64 * 4)},
     {"lt_flash_attention_bwd_dq_f16", 128, kFlash16Tiles},
 };
 constexpr const char* kFlashForwardKernel = kFlashKernels[0].name;

@@ -53,7 +53,13 @@ void KernelGen::choose_row_mode(CudaKernelLaunch& launch) const {
   for (int v = 0; v < nouter_ + ninner_; ++v)
     if (ext_[static_cast<size_t>(v)] > 1 || ext_param(static_cast<size_t>(v)) >= 0)
       (v < nouter_ ? last_outer : last_inner) = v;
-  bool inner_contig = false, outer_contig = false;
+  // inner_contig: some load walks rows contiguously; outer_contig: some load that does not walks
+  // adjacent outer points contiguously. row_strided: some load jumps along a row (neither
+  // contiguous nor broadcast there: uncoalesced in the row modes); columns_fine: no load jumps
+  // between adjacent outer points (every load coalesced or broadcast in the Tile mode). A layer
+  // norm's weight gradient reads [rows, C] tensors down columns and the rows' statistics along
+  // them: its big loads decide (Tile), not the small ones.
+  bool inner_contig = false, outer_contig = false, row_strided = false, columns_fine = true;
   for (const auto& st : k_.stages) {
     if (st.kind == StageKind::MapOuter) continue;
     for (const auto& in : st.body) {
@@ -63,18 +69,22 @@ void KernelGen::choose_row_mode(CudaKernelLaunch& launch) const {
         if (stride_param(in.index, static_cast<size_t>(v)) >= 0) return -1;
         return in.index.strides.at(static_cast<size_t>(v));
       };
-      if (stride(last_inner) == 1)
+      const int64_t si = stride(last_inner), so = stride(last_outer);
+      if (si == 1)
         inner_contig = true;
-      else if (stride(last_outer) == 1)
+      else if (so == 1)
         outer_contig = true;
+      if (si != 0 && si != 1) row_strided = true;
+      if (so != 0 && so != 1) columns_fine = false;
     }
   }
+  const bool columns = outer_contig && (!inner_contig || (row_strided && columns_fine));
   launch.threads = 256;
   if (sym_) {
     const bool outer_large = !outer_static() || outer_n_ >= 1024;
     if (inner_static() && inner_n_ <= 16) {
       launch.mode = CudaKernelMode::Thread;
-    } else if (!inner_contig && outer_contig && outer_large) {
+    } else if (columns && outer_large) {
       launch.mode = CudaKernelMode::Tile;
     } else if (!inner_static() || inner_n_ <= 256 || (inner_n_ <= 1024 && outer_large)) {
       launch.mode = CudaKernelMode::Warp;
@@ -93,10 +103,13 @@ void KernelGen::choose_row_mode(CudaKernelLaunch& launch) const {
     // Tiny rows: a thread loops over its row.
     launch.mode = CudaKernelMode::Thread;
     launch.max_blocks = (outer_n_ + 255) / 256;
-  } else if (!inner_contig && outer_contig && outer_n_ >= 1024) {
-    // A reduction down columns: lanes take 32 adjacent outer points (coalesced loads), the 8 warps
-    // of a block split the inner space and combine through shared memory.
+  } else if (columns && outer_n_ >= 1024) {
+    // A reduction down columns: lanes take 32 adjacent outer points (coalesced loads), the warps
+    // of a block split the inner space and combine through shared memory. A block has 32 columns
+    // whatever the rows' length, so long columns get more warps: enough loads in flight to keep
+    // memory busy when there are only a few hundred blocks (a bias gradient: 768 columns).
     launch.mode = CudaKernelMode::Tile;
+    launch.threads = inner_n_ >= 2048 ? 1024 : inner_n_ >= 512 ? 512 : 256;
     launch.max_blocks = (outer_n_ + 31) / 32;
   } else if (inner_n_ <= 256 || (inner_n_ <= 1024 && outer_n_ >= 4096)) {
     launch.mode = CudaKernelMode::Warp;
@@ -177,7 +190,7 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
   const char* how = mode == CudaKernelMode::Block  ? "one block per outer point"
                     : mode == CudaKernelMode::Warp ? "one warp per outer point (8 per block)"
                     : mode == CudaKernelMode::Tile
-                        ? "32 outer points per block, 8 warps split the inner space"
+                        ? "32 outer points per block, its warps split the inner space"
                         : "one thread per outer point";
   os_ << "// " << k_.name << ": outer " << (sym_ ? shape_comment(0, nouter_) : shape_str(k_.outer))
       << " x inner " << (sym_ ? shape_comment(nouter_, ninner_) : shape_str(k_.inner)) << ", "
@@ -248,16 +261,19 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
       line("const " + T + " " + unit + " = " + red_start + " + (" + T + ")k * " + red_step + ";");
       open("if (" + unit + " < " + ilit(chunks) + ")");
     } else {
-      std::string cond = unit + " < " + chunks_n;
-      if (mode == CudaKernelMode::Tile) cond = "active && " + cond;
-      open("for (" + T + " " + unit + " = " + red_start + "; " + cond + "; " + unit +
-           " += " + red_step + ")");
+      // Tile: a thread's loads down its column are independent; unrolled, several are in flight.
+      if (mode == CudaKernelMode::Tile) {
+        open("if (active)");
+        line("#pragma unroll 4");
+      }
+      open("for (" + T + " " + unit + " = " + red_start + "; " + unit + " < " + chunks_n + "; " +
+           unit + " += " + red_step + ")");
     }
     if (!vec) decompose("red", nouter_, ninner_);
   };
   auto close_inner = [&]() {
     close();
-    if (unrolled) close();
+    if (unrolled || mode == CudaKernelMode::Tile) close();
   };
   // Vector path: the stage's vector loads (at the chunk's first point), then `per_point` for each
   // of the 4 points with hooks that read the vectors' lanes and fill the store vectors, then the
@@ -350,7 +366,7 @@ void KernelGen::gen_rows(CudaKernelLaunch& launch) {
       else if (mode == CudaKernelMode::Warp)
         fin = "lt_warp_reduce(" + acc + ", " + f + ")";
       else if (mode == CudaKernelMode::Tile)
-        fin = "lt_tile_reduce(" + acc + ", " + f + ")";
+        fin = "lt_tile_reduce<" + std::to_string(threads / 32) + "u>(" + acc + ", " + f + ")";
       line("const " + std::string(at) + " " + r + " = " + fin + ";");
     } else if (st.kind == StageKind::MapInner) {
       line("// stage " + std::to_string(s) + ": map over the inner space");

@@ -102,7 +102,7 @@ bool row_mode(CudaKernelMode m) {
 // Number of cross-thread reductions a kernel's source performs.
 size_t cross_thread_reductions(const std::string& src) {
   return count(src, "= lt_block_reduce(acc") + count(src, "= lt_warp_reduce(acc") +
-         count(src, "= lt_tile_reduce(acc");
+         count(src, "= lt_tile_reduce<");
 }
 
 // ---- elementwise ----------------------------------------------------------------------------
@@ -303,7 +303,15 @@ TEST(CudaCodegen, RowMappingFollowsTheRowLength) {
   // Column sums read contiguously along the outer index: lanes take adjacent columns.
   auto cols = compile_ok(plan_of({op(Op::ReduceSum, {param({512, 4096})}, {0})}), 1);
   EXPECT_EQ(cols.kernels[0].mode, CudaKernelMode::Tile);
-  EXPECT_EQ(count(cols.source, "= lt_tile_reduce(acc"), 1u);
+  EXPECT_EQ(count(cols.source, "= lt_tile_reduce<"), 1u);
+  // Weighted by a per-row statistic (a layer norm's weight gradient: the statistic is contiguous
+  // along the rows, the big operand down the columns): still Tile, the statistic a broadcast
+  // load; long columns get more warps.
+  auto weighted = compile_ok(
+      plan_of({op(Op::ReduceSum, {bin(Op::Mul, param({1024, 4096}), param({1024, 1}))}, {0})}), 1);
+  EXPECT_EQ(weighted.kernels[0].mode, CudaKernelMode::Tile);
+  EXPECT_EQ(weighted.kernels[0].threads, 512);
+  EXPECT_EQ(count(weighted.source, "= lt_tile_reduce<16u>"), 1u);
 }
 
 TEST(CudaCodegen, MeanVarAndLogSumExp) {

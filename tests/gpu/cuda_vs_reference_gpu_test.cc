@@ -188,6 +188,17 @@ TEST_F(CudaVsReference, EveryReductionAlongEveryAxisInEveryMapping) {
   same("mean of everything", {op(Op::Mean, {m.p({300, 301})}, {0, 1})}, 1e-5, 1e-6, 2);
 }
 
+// Column sums weighted by a per-row statistic (a layer norm's weight gradient): Tile mode with its
+// broadcast loads, 8, 16 and 32 warps by the columns' length, odd column counts (inactive lanes).
+TEST_F(CudaVsReference, WeightedColumnSumsInEveryTileWidth) {
+  for (Shape s : {Shape{300, 1100}, Shape{900, 1057}, Shape{3000, 1031}, Shape{8192, 768}}) {
+    G g;
+    auto x = g.p(s), stat = g.p({s[0], 1}), dy = g.p(s, DType::BFloat16);
+    auto prod = bin(Op::Mul, bin(Op::Mul, x, stat), cast(dy, DType::Float32));
+    same("weighted column sum " + shape_str(s), {op(Op::ReduceSum, {prod}, {0})}, 1e-4, 1e-3);
+  }
+}
+
 TEST_F(CudaVsReference, IntegerReductions) {
   for (DType t : {DType::Int32, DType::Int64, DType::Int8, DType::UInt8}) {
     G g;

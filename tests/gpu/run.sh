@@ -34,7 +34,7 @@
 # the build, to stay within a command's time limit; "profile" adds tests/gpu/profile_gpt.py, the
 # per-kernel GPU time of the GPT rows, under $OUT/profile; "profile_gpt2" adds
 # tests/gpu/profile_gpt2.py, the GPT-2 124M bf16 row's kernels against torch.compile's, under
-# $OUT/profile_gpt2; "rows" adds tests/gpu/profile_rows.py,
+# $OUT/profile_gpt2; "profile_resnet" the same for the ResNet-18 row; "rows" adds tests/gpu/profile_rows.py,
 # kernel vs host time of the one-graph rows under codegen variants), GPU_TESTS (default all: the
 # C++ GPU test binaries the cpp stage runs, by name, e.g. "cuda_symbolic_gpu_test"), TARGETS
 # (default all: the build stage builds only these CMake targets, e.g. "cuda_symbolic_gpu_test";
@@ -307,6 +307,13 @@ if [ "$built" -eq 1 ] && [ -d "$BUILD/python/lazytensor" ]; then
     rc=$?
     tail -n 5 "$OUT/profile_gpt2.log"
     record "profile (tests/gpu/profile_gpt2.py)" "$rc"
+  fi
+  if stage profile_resnet; then
+    # Not in the default stages: the ResNet-18 row's kernels, ours against torch.compile's.
+    LD_PRELOAD="$TRACE_SO" timeout 300 "$PY" -u -X faulthandler tests/gpu/profile_resnet.py --out "$OUT/profile_resnet" >"$OUT/profile_resnet.log" 2>&1
+    rc=$?
+    tail -n 5 "$OUT/profile_resnet.log"
+    record "profile (tests/gpu/profile_resnet.py)" "$rc"
   fi
 elif [ "$built" -eq 1 ]; then
   say "Python module: FAIL: not built (pybind11 missing?): ops check and benchmark NOT RUN"
