@@ -156,6 +156,25 @@ __device__ __forceinline__ unsigned lt_fa16_pack(float lo, float hi) {
   return r;
 }
 
+// 2^x with the special function unit (what exp2f becomes under fast math); 2^-inf = 0. P and dS
+// are rounded to 16 bits next, far coarser than its 2 ulp.
+__device__ __forceinline__ float lt_fa16_ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Four 8 x 8 tiles of 16-bit values from shared memory (ldmatrix): lane i gives the address of
+// row i % 8 of tile i / 8 and gets, of each tile, row i / 4's elements 2 (i % 4) and + 1.
+__device__ __forceinline__ void lt_fa16_ldsm(unsigned (&r)[4], const unsigned short* p) {
+  unsigned a;
+  asm("{ .reg .u64 s; cvta.to.shared.u64 s, %1; cvt.u32.u64 %0, s; }\n" : "=r"(a) : "l"(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a)
+               : "memory");
+}
+
 // Four 8 x 8 tiles of 16-bit values from shared memory, transposed (ldmatrix .trans): lane i gives
 // the address of row i % 8 of tile i / 8. Volatile: the same address holds new values each tile.
 __device__ __forceinline__ void lt_fa16_ldsm_t(unsigned (&r)[4], const unsigned short* p) {
@@ -232,17 +251,21 @@ __device__ __forceinline__ void lt_fa16_zero(float (&c)[8][4]) {
 }
 
 // acc += A X^T: A the warp's 16 rows (fragments a), X a shared [64][LD] tile whose rows are the
-// 64 output columns (S = Q K^T with X = K). B fragments are single 32-bit loads.
+// 64 output columns (S = Q K^T with X = K). B fragments come out of ldmatrix, two column tiles
+// (both halves of the k-step) per instruction: tiles (nt, k lo), (nt, k hi), (nt + 1, ...).
 template <bool BF>
 __device__ __forceinline__ void lt_fa16_mm_nt(float (&acc)[8][4], const unsigned (&a)[4][4],
-                                              const unsigned short* X, int g, int t4) {
+                                              const unsigned short* X, int lane) {
+  const unsigned short* base = X + (((lane >> 4) << 3) + (lane & 7)) * LT_FA16_LD +
+                               ((lane >> 3) & 1) * 8;
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      const unsigned short* p = X + (nt * 8 + g) * LT_FA16_LD + kk * 16 + 2 * t4;
-      lt_fa16_mma<BF>(acc[nt], a[kk], *reinterpret_cast<const unsigned*>(p),
-                      *reinterpret_cast<const unsigned*>(p + 8));
+    for (int np = 0; np < 4; ++np) {
+      unsigned b[4];
+      lt_fa16_ldsm(b, base + np * 16 * LT_FA16_LD + kk * 16);
+      lt_fa16_mma<BF>(acc[2 * np], a[kk], b[0], b[1]);
+      lt_fa16_mma<BF>(acc[2 * np + 1], a[kk], b[2], b[3]);
     }
 }
 
@@ -331,15 +354,17 @@ __device__ __forceinline__ void lt_fa16_forward(const unsigned short* q, const u
     __syncthreads();
     float s[8][4];
     lt_fa16_zero(s);
-    lt_fa16_mm_nt<BF>(s, qa, Ks, g, t4);
+    lt_fa16_mm_nt<BF>(s, qa, Ks, lane);
     float mx[2] = {LT_FA_NEG_INF, LT_FA_NEG_INF};
+    // Only a tile past the keys' end or on the causal diagonal hides keys (a uniform branch).
+    const bool masked = k0 + 64 > S || (causal && k0 + 63 > q0);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int row = r + (e >> 1) * 8, key = k0 + nt * 8 + 2 * t4 + (e & 1);
         float x = s[nt][e] * scale_log2;
-        if (key >= S || (causal && key > row)) x = LT_FA_NEG_INF;
+        if (masked && (key >= S || (causal && key > row))) x = LT_FA_NEG_INF;
         s[nt][e] = x;
         mx[e >> 1] = fmaxf(mx[e >> 1], x);
       }
@@ -348,7 +373,7 @@ __device__ __forceinline__ void lt_fa16_forward(const unsigned short* q, const u
     for (int h = 0; h < 2; ++h) {
       const float mn = fmaxf(m[h], lt_fa16_quad_max(mx[h]));
       base[h] = mn == LT_FA_NEG_INF ? 0.f : mn;  // a row with nothing visible yet stays 0
-      alpha[h] = exp2f(m[h] - base[h]);
+      alpha[h] = lt_fa16_ex2(m[h] - base[h]);
       m[h] = mn;
     }
     float sum[2] = {0.f, 0.f};
@@ -356,7 +381,7 @@ __device__ __forceinline__ void lt_fa16_forward(const unsigned short* q, const u
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float p = exp2f(s[nt][e] - base[e >> 1]);
+        const float p = lt_fa16_ex2(s[nt][e] - base[e >> 1]);
         s[nt][e] = p;
         sum[e >> 1] += p;
         acc[nt][e] *= alpha[e >> 1];
@@ -429,18 +454,25 @@ __device__ __forceinline__ void lt_fa16_grad_kv(const unsigned short* q, const u
     float st[8][4], dpt[8][4];
     lt_fa16_zero(st);
     lt_fa16_zero(dpt);
-    lt_fa16_mm_nt<BF>(st, ka, Qs, g, t4);
-    lt_fa16_mm_nt<BF>(dpt, va, dOs, g, t4);
+    lt_fa16_mm_nt<BF>(st, ka, Qs, lane);
+    lt_fa16_mm_nt<BF>(dpt, va, dOs, lane);
+    // Only a tile past either end or on the causal diagonal hides pairs (a uniform branch).
+    const bool masked = q0 + 64 > L || k0 + 64 > S || (causal && q0 < k0 + 63);
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+    for (int nt = 0; nt < 8; ++nt) {
+      const int qc = nt * 8 + 2 * t4;  // this lane's two queries: qc and qc + 1
+      const float2 l2 = *reinterpret_cast<const float2*>(Ls + qc);
+      const float2 d2 = *reinterpret_cast<const float2*>(Ds + qc);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int key = kr + (e >> 1) * 8, qc = nt * 8 + 2 * t4 + (e & 1), qi = q0 + qc;
-        const bool hidden = qi >= L || key >= S || (causal && key > qi);
-        const float p = hidden ? 0.f : exp2f(st[nt][e] * scale_log2 - Ls[qc] * LT_FA_LOG2E);
+        const int key = kr + (e >> 1) * 8, qi = q0 + qc + (e & 1);
+        const bool hidden = masked && (qi >= L || key >= S || (causal && key > qi));
+        const float lq = (e & 1) ? l2.y : l2.x, dq = (e & 1) ? d2.y : d2.x;
+        const float p = hidden ? 0.f : lt_fa16_ex2(fmaf(st[nt][e], scale_log2, -lq * LT_FA_LOG2E));
         st[nt][e] = p;
-        dpt[nt][e] = p * (dpt[nt][e] - Ds[qc]);
+        dpt[nt][e] = p * (dpt[nt][e] - dq);
       }
+    }
     unsigned pa[4][4], da[4][4];
     lt_fa16_to_a<BF>(pa, st);
     lt_fa16_to_a<BF>(da, dpt);
@@ -509,15 +541,17 @@ __device__ __forceinline__ void lt_fa16_grad_q(const unsigned short* q, const un
     float s[8][4], dp[8][4];
     lt_fa16_zero(s);
     lt_fa16_zero(dp);
-    lt_fa16_mm_nt<BF>(s, qa, Ks, g, t4);
-    lt_fa16_mm_nt<BF>(dp, oa, Vs, g, t4);
+    lt_fa16_mm_nt<BF>(s, qa, Ks, lane);
+    lt_fa16_mm_nt<BF>(dp, oa, Vs, lane);
+    // Only a tile past either end or on the causal diagonal hides pairs (a uniform branch).
+    const bool masked = q0 + 64 > L || k0 + 64 > S || (causal && k0 + 63 > q0);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int h = e >> 1, row = r + 8 * h, key = k0 + nt * 8 + 2 * t4 + (e & 1);
-        const bool hidden = row >= L || key >= S || (causal && key > row);
-        const float p = hidden ? 0.f : exp2f(s[nt][e] * scale_log2 - l2[h]);
+        const bool hidden = masked && (row >= L || key >= S || (causal && key > row));
+        const float p = hidden ? 0.f : lt_fa16_ex2(fmaf(s[nt][e], scale_log2, -l2[h]));
         s[nt][e] = p * (dp[nt][e] - d[h]);
       }
     unsigned da[4][4];
