@@ -137,6 +137,7 @@ int main(int argc, char** argv) {
         opts.attention_dtypes = {lt::DType::Float32, lt::DType::BFloat16, lt::DType::Float16};
         opts.attention_head_dim = lt::kFlashTile;
 #endif
+        opts.split_for_many_threads = true;
         // Library prims these options lack (conv prims: no cuDNN here) are expanded by
         // decompose, as on lazy:cuda.
       } else {
@@ -149,7 +150,7 @@ int main(int argc, char** argv) {
         t.lap("decompose");
         p = lt::simplify(p);
         t.lap("simplify");
-        p = lt::split_wide_reductions(p);
+        p = lt::split_wide_reductions(p, opts);
         t.lap("split_wide_reductions");
         lt::Plan plan = lt::fuse(std::move(p), opts);
         t.lap("fuse");

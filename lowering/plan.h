@@ -79,6 +79,12 @@ struct LowerOptions {
   std::vector<DType> conv_dtypes;
   std::vector<DType> attention_dtypes;
   int64_t attention_head_dim = 0;
+  // A backend with far more threads than a few hundred long rows keep busy (CUDA): a reduction
+  // with few outputs is split in two stages even when its result is read back over its rows
+  // (batch norm's statistics over N, H, W: one block per channel left most of a GPU idle), and a
+  // first-stage row's length counts every reduced axis, not only the outermost run
+  // (lowering/split_reduce.h).
+  bool split_for_many_threads = false;
   bool gemm(DType t) const { return has(gemm_dtypes, t); }
   bool conv(DType t) const { return has(conv_dtypes, t); }
   bool attention(DType t, int64_t e, int64_t ev) const {

@@ -14,6 +14,10 @@ constexpr int64_t kMinReduced = 4096;
 constexpr int64_t kTargetRows =
     8192;  // outputs x chunks to aim for in the first stage (a GPU's worth)
 constexpr int64_t kMinChunkLen = 256;  // elements each first-stage row still reduces
+// LowerOptions::split_for_many_threads: a reduction read back over its rows is split only when
+// its rows are this long and this few (batch norm's statistics of a ResNet's first stages).
+constexpr int64_t kReadBackMinReduced = 32768;
+constexpr int64_t kReadBackMaxOutputs = 1024;
 
 bool is_reduce(Op op) {
   return op == Op::ReduceSum || op == Op::ReduceMax || op == Op::ReduceMin || op == Op::ReduceProd;
@@ -57,7 +61,7 @@ int64_t largest_divisor_upto(int64_t n, int64_t cap) {
 
 }  // namespace
 
-PrimGraph split_wide_reductions(const PrimGraph& g) {
+PrimGraph split_wide_reductions(const PrimGraph& g, const LowerOptions& opts) {
   PrimGraph out;
   out.num_inputs = g.num_inputs;
   std::vector<std::vector<int>> users(g.nodes.size());
@@ -91,12 +95,16 @@ PrimGraph split_wide_reductions(const PrimGraph& g) {
       while (d1 < in.size() && red[d1]) run *= in[d1++];
       int64_t chunks = 1;
       // Symbolic lowering keeps reductions whole (lowering/size_choices.h).
+      const bool many = opts.split_for_many_threads;
       if (!size_choices_active() && outputs < kManyOutputs && reduced >= kMinReduced &&
           d0 < in.size())
         chunks = largest_divisor_upto(
-            run, std::min(std::max<int64_t>(2, kTargetRows / outputs), run / kMinChunkLen));
+            run, std::min(std::max<int64_t>(2, kTargetRows / outputs),
+                          (many ? reduced : run) / kMinChunkLen));
       // Last, as it walks the graph: only for a reduction that would be split.
-      if (chunks >= 2 && !read_back_over_rows(g, users, static_cast<int>(i))) {
+      const bool read_back_ok = many && outputs <= kReadBackMaxOutputs &&
+                                reduced >= kReadBackMinReduced;
+      if (chunks >= 2 && (read_back_ok || !read_back_over_rows(g, users, static_cast<int>(i)))) {
         const DType acc = (p.dtype == DType::Float16 || p.dtype == DType::BFloat16) &&
                                   p.op != Op::ReduceMax && p.op != Op::ReduceMin
                               ? DType::Float32

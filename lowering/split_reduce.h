@@ -6,10 +6,11 @@
 // the chunks (the epilogue fuses there). Runs between simplify and fuse; layouts are kept (a
 // reshape only), so a column reduction stays a coalesced column reduction, now with more columns.
 #pragma once
+#include "lowering/plan.h"
 #include "lowering/prim_graph.h"
 
 namespace lt {
 
-PrimGraph split_wide_reductions(const PrimGraph& g);
+PrimGraph split_wide_reductions(const PrimGraph& g, const LowerOptions& opts = {});
 
 }  // namespace lt

@@ -54,6 +54,15 @@ bool keep_temps() {
   return on;
 }
 
+// LowerOptions::split_for_many_threads unless LT_CUDA_SPLIT_REDUCTIONS=0 (read once; for A/B runs).
+bool split_for_many_threads() {
+  static const bool on = [] {
+    const char* e = std::getenv("LT_CUDA_SPLIT_REDUCTIONS");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
 const CudaBuffer& as_cuda(const Buffer& b, const char* what) {
   auto* c = dynamic_cast<const CudaBuffer*>(&b);
   if (!c)
@@ -853,6 +862,7 @@ class CudaBackendImpl : public CudaBackend {
         o.attention_dtypes.insert(o.attention_dtypes.end(), {DType::BFloat16, DType::Float16});
       o.attention_head_dim = kFlashTile;
     }
+    o.split_for_many_threads = split_for_many_threads();
     return o;
   }
 

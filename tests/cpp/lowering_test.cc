@@ -258,6 +258,25 @@ TEST(Fusion, ColumnSumGetsMoreColumns) {
   EXPECT_EQ(plan_of({op(Op::ReduceSum, {param({4096, 8192})}, {0})}).kernels.size(), 1u);
 }
 
+// Batch norm's statistics over N, H, W of [128, 64, 32, 32], read back by the normalization.
+TEST(Fusion, ReadBackStatisticsAreSplitOnlyForManyThreads) {
+  auto x = param({128, 64, 32, 32});
+  auto mean = op(Op::Mean, {x}, {0, 2, 3}, true);
+  NodeList roots{op(Op::Sub, {x, mean})};
+  // Default (CPU): one row kernel per channel computes the mean and the difference.
+  EXPECT_EQ(plan_of(roots).kernels.size(), 1u) << plan_of(roots).grouping;
+  // Many threads (CUDA): 64 rows of 131072 become 64 x 128 rows of 1024 (the run over N alone
+  // is 128 long: every reduced axis counts), their 128 partials, then the difference.
+  LowerOptions many;
+  many.split_for_many_threads = true;
+  auto p = plan_of(roots, many);
+  ASSERT_EQ(p.kernels.size(), 3u) << p.grouping;
+  EXPECT_EQ(outer_points(p.kernels[0]), 128 * 64) << p.grouping;
+  // Long rows read back stay whole when they are many or short: softmax of [64, 20000].
+  auto sm = plan_of({op(Op::Softmax, {param({64, 20000})}, {1})}, many);
+  EXPECT_EQ(sm.kernels.size(), 1u) << sm.grouping;
+}
+
 TEST(Fusion, SmallReductionsAndMatmulsAreNotSplit) {
   EXPECT_EQ(plan_of({op(Op::ReduceSum, {param({4, 1000})}, {1})}).kernels.size(), 1u);
   // A [1, 65536] @ [65536, 4] product is a matmul's sum: left whole for GEMM matching.
