@@ -79,7 +79,8 @@ struct LowerOptions {
   std::vector<DType> conv_dtypes;
   std::vector<DType> attention_dtypes;
   int64_t attention_head_dim = 0;
-  // A backend with far more threads than a few hundred long rows keep busy (CUDA): a reduction
+  // A backend with far more threads than a few hundred long rows keep busy (CUDA, opt-in with
+  // LT_CUDA_SPLIT_REDUCTIONS=1: not yet shown faster end to end): a reduction
   // with few outputs is split in two stages even when its result is read back over its rows
   // (batch norm's statistics over N, H, W: one block per channel left most of a GPU idle), and a
   // first-stage row's length counts every reduced axis, not only the outermost run

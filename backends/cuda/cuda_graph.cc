@@ -1,11 +1,13 @@
 #include "backends/cuda/cuda_graph.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "ir/error.h"
+#include "runtime/debug_level.h"
 
 namespace lt {
 namespace {
@@ -179,6 +181,11 @@ bool CudaGraphReplay::update(const std::vector<CudaLaunchStep>& steps, int* reca
     if (s.arrays.device || (s.a == l.a && s.b == l.b && s.out == l.out && s.bias == l.bias &&
                             s.workspace == l.workspace))
       continue;
+    if (debug_level() >= 2)  // which library steps keep recapturing, and why (the drop rule)
+      std::fprintf(stderr, "lazytensor: cuda graph: recapture %.*s:%s%s%s%s%s\n",
+                   static_cast<int>(s.name.size()), s.name.data(), s.a != l.a ? " a" : "",
+                   s.b != l.b ? " b" : "", s.out != l.out ? " out" : "",
+                   s.bias != l.bias ? " bias" : "", s.workspace != l.workspace ? " workspace" : "");
     CUgraph child = capture(s);
     if (d.cuGraphExecChildGraphNodeSetParams(exec_, nodes_[i], child) != CUDA_SUCCESS) {
       d.cuGraphDestroy(child);
