@@ -98,12 +98,11 @@ PrimGraph split_wide_reductions(const PrimGraph& g, const LowerOptions& opts) {
       const bool many = opts.split_for_many_threads;
       if (!size_choices_active() && outputs < kManyOutputs && reduced >= kMinReduced &&
           d0 < in.size())
-        chunks = largest_divisor_upto(
-            run, std::min(std::max<int64_t>(2, kTargetRows / outputs),
-                          (many ? reduced : run) / kMinChunkLen));
+        chunks = largest_divisor_upto(run, std::min(std::max<int64_t>(2, kTargetRows / outputs),
+                                                    (many ? reduced : run) / kMinChunkLen));
       // Last, as it walks the graph: only for a reduction that would be split.
-      const bool read_back_ok = many && outputs <= kReadBackMaxOutputs &&
-                                reduced >= kReadBackMinReduced;
+      const bool read_back_ok =
+          many && outputs <= kReadBackMaxOutputs && reduced >= kReadBackMinReduced;
       if (chunks >= 2 && (read_back_ok || !read_back_over_rows(g, users, static_cast<int>(i)))) {
         const DType acc = (p.dtype == DType::Float16 || p.dtype == DType::BFloat16) &&
                                   p.op != Op::ReduceMax && p.op != Op::ReduceMin

@@ -256,8 +256,8 @@ __device__ __forceinline__ void lt_fa16_zero(float (&c)[8][4]) {
 template <bool BF>
 __device__ __forceinline__ void lt_fa16_mm_nt(float (&acc)[8][4], const unsigned (&a)[4][4],
                                               const unsigned short* X, int lane) {
-  const unsigned short* base = X + (((lane >> 4) << 3) + (lane & 7)) * LT_FA16_LD +
-                               ((lane >> 3) & 1) * 8;
+  const unsigned short* base =
+      X + (((lane >> 4) << 3) + (lane & 7)) * LT_FA16_LD + ((lane >> 3) & 1) * 8;
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
