@@ -137,7 +137,8 @@ int main(int argc, char** argv) {
         opts.attention_dtypes = {lt::DType::Float32, lt::DType::BFloat16, lt::DType::Float16};
         opts.attention_head_dim = lt::kFlashTile;
 #endif
-        opts.split_for_many_threads = true;
+        // As with cuDNN (the GPU machine's PyTorch ships it): convolutions are library steps.
+        opts.conv_dtypes = opts.gemm_dtypes;
         // Library prims these options lack (conv prims: no cuDNN here) are expanded by
         // decompose, as on lazy:cuda.
       } else {
@@ -164,6 +165,10 @@ int main(int argc, char** argv) {
         std::printf(
             "  %zu kernels (%zu distinct, %zu of them with in-place pairs), %zu gemms, %zu convs\n",
             plan.kernels.size(), codes.first.size(), inplace, plan.gemms.size(), plan.convs.size());
+        size_t outputs = 0;
+        for (const auto& b : plan.buffers) outputs += b.kind == lt::BufferSpec::Kind::Output;
+        std::printf("  %zu of %zu outputs may take an input's memory (donation candidates)\n",
+                    plan.donations.size(), outputs);
 #ifndef LT_HAVE_LLVM
         if (cpu) std::printf("  cpu compile: not built (LT_WITH_LLVM=OFF)\n");
 #else

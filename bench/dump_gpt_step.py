@@ -5,7 +5,7 @@ backward; bf16 autocast with --bf16) traced on lazy:reference without running it
 the CUDA cold compile of the step can be studied on a machine without a GPU:
 
   PYTHONPATH=build/python .venv/bin/python bench/dump_gpt_step.py gpt.json [--bf16]
-  (--resnet18: bench/gpu_resnet.py's ResNet-18 step instead)
+  (--resnet18: bench/gpu_resnet.py's ResNet-18 training step, SGD momentum, instead)
   CUDA_CACHE_DISABLE=1 build/bin/bench_compile_cost --cuda-lowering gpt.json
 """
 import argparse
@@ -48,9 +48,16 @@ def dump_resnet18(out):
     dev = "lazy:reference"
     model = _model(lt.nn, lt.nn.functional).to(dev)
     model.load_state_dict({k: lt.tensor(v, device=dev) for k, v in state.items()})
+    params = list(model.parameters())
+    bufs = [lt.tensor(np.zeros(p.shape, np.float32), device=dev) for p in params]
+    lt.mark_step()
     loss = lt.nn.functional.cross_entropy(model(lt.tensor(x_np, device=dev)), lt.tensor(y_np, device=dev))
     loss.backward()
-    lt.debug.dump(out, loss, *[p.grad for p in model.parameters()], data=False)
+    # SGD with momentum as lt.optim.SGD computes it (its step() would sync: written out here), so
+    # the updated parameters and momentum buffers are outputs of the dumped step.
+    new_bufs = [b * 0.9 + p.grad for b, p in zip(bufs, params)]
+    new_params = [p - b * 0.01 for p, b in zip(params, new_bufs)]
+    lt.debug.dump(out, loss, *new_params, *new_bufs, *model.buffers(), data=False)
     print("wrote", out)
 
 

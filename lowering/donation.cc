@@ -121,9 +121,86 @@ bool same_index_update(const loop::Kernel& k, int in, int out) {
   return true;
 }
 
+namespace {
+
+// The buffers a step reads and writes.
+void step_buffers(const Plan& plan, const PlanStep& st, std::vector<int>& reads,
+                  std::vector<int>& writes) {
+  reads.clear(), writes.clear();
+  if (st.kind == PlanStep::Kind::Gemm) {
+    const Gemm& g = plan.gemms.at(st.index);
+    reads = {g.a, g.b}, writes = {g.out};
+  } else if (st.kind == PlanStep::Kind::Conv) {
+    const ConvStep& c = plan.convs.at(st.index);
+    reads = {c.a, c.b, c.bias}, writes = {c.out};
+  } else if (st.kind == PlanStep::Kind::Attention) {
+    const AttentionStep& a = plan.attentions.at(st.index);
+    reads = a.reads(), writes = a.writes();
+  } else {
+    for (const loop::Arg& a : plan.kernels.at(st.index).args)
+      (a.output ? writes : reads).push_back(a.buffer);
+  }
+}
+
+}  // namespace
+
+void defer_updates_past_readers(Plan& plan) {
+  if (plan.steps.empty()) return;  // kernels only: nothing reads an input behind a library call
+  const int nb = static_cast<int>(plan.buffers.size());
+  const int ns = static_cast<int>(plan.steps.size());
+  std::vector<std::vector<int>> reads(ns), writes(ns);
+  std::vector<int> readers(nb, 0), writers(nb, 0);
+  for (int s = 0; s < ns; ++s) {
+    step_buffers(plan, plan.steps[s], reads[s], writes[s]);
+    std::sort(reads[s].begin(), reads[s].end());
+    reads[s].erase(std::unique(reads[s].begin(), reads[s].end()), reads[s].end());
+    for (int b : reads[s])
+      if (b >= 0 && b < nb) ++readers[b];
+    for (int b : writes[s])
+      if (b >= 0 && b < nb) ++writers[b];
+  }
+  // Sinks: kernels whose every output is a graph output that no step reads.
+  std::vector<char> sink(ns, 0);
+  for (int s = 0; s < ns; ++s) {
+    if (plan.steps[s].kind != PlanStep::Kind::Kernel || writes[s].empty()) continue;
+    bool ok = true;
+    for (int b : writes[s])
+      ok = ok && b >= 0 && b < nb && plan.buffers[b].kind == BufferSpec::Kind::Output &&
+           readers[b] == 0 && writers[b] == 1;
+    sink[s] = ok;
+  }
+  // Per input buffer, the last step reading it that is not a sink (two sinks reading one input
+  // keep their order: either may take it).
+  std::vector<int> last_other(nb, -1);
+  for (int s = 0; s < ns; ++s)
+    if (!sink[s])
+      for (int b : reads[s])
+        if (b >= 0 && b < nb) last_other[b] = s;
+  std::vector<std::vector<int>> due(ns);  // per step: the sinks that now run right after it
+  std::vector<char> moved(ns, 0);
+  bool any = false;
+  for (int s = 0; s < ns; ++s) {
+    if (!sink[s]) continue;
+    int after = -1;
+    for (int b : reads[s])
+      if (b >= 0 && b < nb && plan.buffers[b].kind == BufferSpec::Kind::Input)
+        after = std::max(after, last_other[b]);
+    if (after > s) due[after].push_back(s), moved[s] = 1, any = true;
+  }
+  if (!any) return;
+  std::vector<PlanStep> order;
+  order.reserve(plan.steps.size());
+  for (int s = 0; s < ns; ++s) {
+    if (!moved[s]) order.push_back(plan.steps[s]);
+    for (int k : due[s]) order.push_back(plan.steps[k]);
+  }
+  plan.steps = std::move(order);
+}
+
 void find_donations(Plan& plan) {
   plan.donations.clear();
   for (auto& k : plan.kernels) k.inplace.clear();
+  defer_updates_past_readers(plan);
   const int nb = static_cast<int>(plan.buffers.size());
   const std::vector<PlanStep> steps = plan.ordered_steps();
   // Per buffer: the last step that reads it, and the steps that write it.
@@ -136,31 +213,16 @@ void find_donations(Plan& plan) {
     ++writes[b];
     writer[b] = s;
   };
+  std::vector<int> reads, writes_of;
   for (int s = 0; s < static_cast<int>(steps.size()); ++s) {
-    if (steps[s].kind == PlanStep::Kind::Gemm) {
-      const Gemm& g = plan.gemms.at(steps[s].index);
-      read(g.a, s);
-      read(g.b, s);
-      write(g.out, s);
-      write(g.out,
-            s);  // counted twice: a GEMM's output is never donated (libraries assume no alias)
-      continue;
+    step_buffers(plan, steps[s], reads, writes_of);
+    for (int b : reads) read(b, s);
+    for (int b : writes_of) {
+      write(b, s);
+      // Counted twice for a library step (GEMM, convolution, attention): its output is never
+      // donated (libraries assume no alias).
+      if (steps[s].kind != PlanStep::Kind::Kernel) write(b, s);
     }
-    if (steps[s].kind == PlanStep::Kind::Conv) {  // the same for a library convolution
-      const ConvStep& c = plan.convs.at(steps[s].index);
-      for (int b : {c.a, c.b, c.bias}) read(b, s);
-      write(c.out, s);
-      write(c.out, s);
-      continue;
-    }
-    if (steps[s].kind == PlanStep::Kind::Attention) {  // and for library attention
-      const AttentionStep& a = plan.attentions.at(steps[s].index);
-      for (int b : a.reads()) read(b, s);
-      for (int b : a.writes()) write(b, s), write(b, s);
-      continue;
-    }
-    for (const loop::Arg& a : plan.kernels.at(steps[s].index).args)
-      a.output ? write(a.buffer, s) : read(a.buffer, s);
   }
   std::vector<bool> is_root(nb, false);
   for (int b : plan.output_buffers)

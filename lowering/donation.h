@@ -26,6 +26,16 @@ namespace lt {
 // `in`'s memory then computes the same values.
 bool same_index_update(const loop::Kernel& k, int in, int out);
 
+// Moves each kernel whose outputs no later step reads (a graph output only: an optimizer's update
+// p' = p - lr * u) to just after the last other step that reads one of its input buffers, when
+// that step comes later. Such a kernel may run any time after its operands exist, and until the
+// readers of p are done p cannot take p': a convolution's backward-data step reads its weight
+// after the weight's gradient, and so its update, is ready. Without the move p' went to another
+// input's memory (the momentum buffer's), the parameters' addresses changed every step, and a
+// CUDA graph captured every convolution again at each replay (ResNet-18, H200). find_donations
+// calls it first.
+void defer_updates_past_readers(Plan& plan);
+
 // Fills plan.donations and each kernel's `inplace` pairs. An input goes to at most one output and
 // an output takes at most one input; where several pairings are possible the input closest to
 // the output in the prim graph wins (p' = p - lr*u takes p, not Adam's moment that u reads), so

@@ -16,9 +16,9 @@
 #include <string_view>
 
 #include "ir/bytes.h"
+#include "ir/debug_level.h"
 #include "ir/error.h"
 #include "lowering/plan_serialize.h"
-#include "runtime/debug_level.h"
 
 namespace lt {
 namespace {

@@ -1,5 +1,8 @@
 #include "runtime/donation.h"
 
+#include <cstdio>
+
+#include "ir/debug_level.h"
 #include "ir/ptr_map.h"
 #include "runtime/storage.h"
 
@@ -23,15 +26,44 @@ std::vector<int> choose_donations(const Graph& g, const std::vector<DonationCand
     return choice;
   // The data: held by the one leaf, the memory by that Storage alone and owned by the runtime.
   std::vector<const DonationCandidate*> viable;
+  // LT_DEBUG=2: why candidates were refused, counted per reason (one line per sync).
+  size_t not_leaf = 0, data_shared = 0, buffer_shared = 0, not_owned = 0, held_nodes = 0;
   for (const DonationCandidate& c : candidates) {
     if (c.input < 0 || c.input >= static_cast<int>(g.inputs.size())) continue;
     const Node* leaf = g.inputs[static_cast<size_t>(c.input)];
-    if (leaf->op != Op::Param || !leaf->data || leaf->data.use_count() != 1) continue;
+    if (leaf->op != Op::Param || !leaf->data) {
+      ++not_leaf;
+      continue;
+    }
+    if (leaf->data.use_count() != 1) {
+      ++data_shared;
+      continue;
+    }
     const auto* s = static_cast<const Storage*>(leaf->data.get());
-    if (!s->buffer || s->buffer.use_count() != 1 || !s->buffer->runtime_owned()) continue;
+    if (!s->buffer || s->buffer.use_count() != 1) {
+      ++buffer_shared;
+      continue;
+    }
+    if (!s->buffer->runtime_owned()) {
+      ++not_owned;
+      continue;
+    }
     viable.push_back(&c);
   }
-  if (viable.empty()) return choice;
+  auto report = [&] {
+    if (debug_level() >= 2)
+      std::fprintf(stderr,
+                   "lazytensor: donation: %zu candidates, %zu refused: %zu not a leaf with data, "
+                   "%zu data held elsewhere, %zu buffer held elsewhere, %zu not runtime-owned, "
+                   "%zu under a node held elsewhere\n",
+                   candidates.size(),
+                   not_leaf + data_shared + buffer_shared + not_owned + held_nodes, not_leaf,
+                   data_shared, buffer_shared, not_owned, held_nodes);
+  };
+  if (viable.empty()) {
+    report();
+    return choice;
+  }
   // The nodes: each held only by its users in this graph and by the tensors this sync re-points.
   // A node held elsewhere (a pending tensor not in this sync, a deferred index check) may be
   // evaluated later, so every leaf under it must keep its values.
@@ -58,9 +90,13 @@ std::vector<int> choose_donations(const Graph& g, const std::vector<DonationCand
     if (held[i])
       for (const NodePtr& e : g.order[i]->inputs) held[pos.at(e.get())] = 1;
   }
-  for (const DonationCandidate* c : viable)
+  for (const DonationCandidate* c : viable) {
     if (!held[pos.at(g.inputs[static_cast<size_t>(c->input)])])
       choice[static_cast<size_t>(c->input)] = c->output;
+    else
+      ++held_nodes;
+  }
+  report();
   return choice;
 }
 

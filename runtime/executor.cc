@@ -5,11 +5,11 @@
 #include <cstdlib>
 #include <functional>
 
+#include "ir/debug_level.h"
 #include "ir/error.h"
 #include "ir/graph.h"
 #include "ir/half.h"
 #include "lowering/lower.h"
-#include "runtime/debug_level.h"
 #include "runtime/disk_cache.h"
 #include "runtime/dynamic_shapes.h"
 #include "runtime/graph_cache.h"

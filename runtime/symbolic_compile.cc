@@ -5,9 +5,9 @@
 #include <set>
 #include <unordered_map>
 
+#include "ir/debug_level.h"
 #include "ir/symbolic_graph.h"
 #include "lowering/generalize.h"
-#include "runtime/debug_level.h"
 #include "runtime/dynamic_shapes.h"
 #include "runtime/profile.h"
 

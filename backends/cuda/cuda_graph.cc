@@ -6,8 +6,8 @@
 #include <cstring>
 #include <string>
 
+#include "ir/debug_level.h"
 #include "ir/error.h"
-#include "runtime/debug_level.h"
 
 namespace lt {
 namespace {

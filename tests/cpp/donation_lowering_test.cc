@@ -197,6 +197,42 @@ TEST(DonationLowering, InputReadByALaterKernelIsNotDonatedToAnEarlierOutput) {
   EXPECT_TRUE(p.kernels[1].inplace.empty());
 }
 
+// An optimizer update that the step order puts before a library step still reading its parameter
+// (a convolution's or GEMM's backward-data reads the weight): the update moves after that reader
+// and its result takes the parameter's own memory, not another input's.
+// Buffers: 0 = parameter p, 1 = momentum m (inputs), 2 = x, 3 = p' (output), 4 = m' (output),
+// 5 = y = x p (a GEMM's output). K0: p' = p * 2 and m' = m * 2 (two kernels), then the GEMM.
+TEST(DonationLowering, UpdateMovesPastALibraryStepReadingItsParameter) {
+  Plan p;
+  p.buffers = {{BufferSpec::Kind::Input, DType::Float32, 16, 0},
+               {BufferSpec::Kind::Input, DType::Float32, 16, 1},
+               {BufferSpec::Kind::Input, DType::Float32, 16, 2},
+               {BufferSpec::Kind::Output, DType::Float32, 16},
+               {BufferSpec::Kind::Output, DType::Float32, 16},
+               {BufferSpec::Kind::Output, DType::Float32, 16}};
+  p.kernels = {scale_kernel(0, 3, 16, affine({1}), affine({1}), {16}),
+               scale_kernel(1, 4, 16, affine({1}), affine({1}), {16})};
+  Gemm g;
+  g.a = 2, g.b = 0, g.out = 5, g.M = 4, g.N = 4, g.K = 4;
+  g.a_rs = 4, g.a_cs = 1, g.b_rs = 4, g.b_cs = 1;
+  p.gemms = {g};
+  p.steps = {{PlanStep::Kind::Kernel, 0}, {PlanStep::Kind::Kernel, 1}, {PlanStep::Kind::Gemm, 0}};
+  p.output_buffers = {3, 4, 5};
+  p.output_shapes = {{16}, {16}, {4, 4}};
+  find_donations(p);
+  // p's update runs after the GEMM now; m's update had no later reader and stays first.
+  ASSERT_EQ(p.steps.size(), 3u);
+  EXPECT_EQ(p.steps[0].kind, PlanStep::Kind::Kernel);
+  EXPECT_EQ(p.steps[0].index, 1);
+  EXPECT_EQ(p.steps[1].kind, PlanStep::Kind::Gemm);
+  EXPECT_EQ(p.steps[2].index, 0);
+  ASSERT_EQ(p.donations.size(), 2u);
+  EXPECT_EQ(p.donations[0].output, 3);
+  EXPECT_EQ(p.donations[0].input, 0);  // p' in p's memory
+  EXPECT_EQ(p.donations[1].output, 4);
+  EXPECT_EQ(p.donations[1].input, 1);
+}
+
 TEST(DonationLowering, SurvivesSerializationAndCountsInKernelIdentity) {
   Plan p = two_kernel_plan();
   find_donations(p);

@@ -1,0 +1,16 @@
+import os, sys, time
+sys.path.insert(0, "tests/gpu"); sys.path.insert(0, "bench")
+import lazytensor as lt
+from gpu_resnet import lt_step, setup
+from profile_gpt import host_breakdown
+state, x, y = setup(False)
+step = lt_step(lt, state, x, y)
+step(); lt.cuda.synchronize()
+for _ in range(3): step()
+lt.cuda.synchronize(); lt.metrics.reset()
+t0 = time.perf_counter()
+for _ in range(20): step()
+lt.cuda.synchronize()
+wall = (time.perf_counter() - t0) * 50
+print("split", os.environ.get("LT_CUDA_SPLIT_REDUCTIONS", "1"), "wall ms", round(wall, 3), "kernels", lt.metrics.last_graph()["kernels"], "counters", lt.metrics.counters())
+print(host_breakdown(step, 5, top=12))
