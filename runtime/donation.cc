@@ -25,6 +25,17 @@ std::vector<int> choose_donations(const Graph& g, const std::vector<DonationCand
       roots.released.size() != g.roots.size())
     return choice;
   // The data: held by the one leaf, the memory by that Storage alone and owned by the runtime.
+  // Leaf nodes of this graph per device data: a value saved for a gradient rule comes back as a
+  // leaf of its own over the same data (runtime/saved.cc; a convolution's weight read by its
+  // backward-data step), which collect_graph maps to the same graph input. Holders that are all
+  // leaves of this graph do not keep the data alive past the sync.
+  PtrMap<LeafData, long> leaves_of(g.order.size());
+  for (const Node* n : g.order)
+    if (n->op == Op::Param && n->data) {
+      auto [it, fresh] = leaves_of.emplace(n->data.get(), 0);
+      (void)fresh;
+      ++*it;
+    }
   std::vector<const DonationCandidate*> viable;
   // LT_DEBUG=2: why candidates were refused, counted per reason (one line per sync).
   size_t not_leaf = 0, data_shared = 0, buffer_shared = 0, not_owned = 0, held_nodes = 0;
@@ -35,7 +46,8 @@ std::vector<int> choose_donations(const Graph& g, const std::vector<DonationCand
       ++not_leaf;
       continue;
     }
-    if (leaf->data.use_count() != 1) {
+    const long* graph_leaves = leaves_of.find(leaf->data.get());
+    if (leaf->data.use_count() != (graph_leaves ? *graph_leaves : 1)) {
       ++data_shared;
       continue;
     }
@@ -90,8 +102,14 @@ std::vector<int> choose_donations(const Graph& g, const std::vector<DonationCand
     if (held[i])
       for (const NodePtr& e : g.order[i]->inputs) held[pos.at(e.get())] = 1;
   }
+  // Data is held when any leaf over it is (the input's own or a saved value's).
+  PtrMap<LeafData, char> data_held(g.order.size());
+  for (size_t i = 0; i < n; ++i)
+    if (held[i] && g.order[i]->op == Op::Param && g.order[i]->data)
+      data_held.emplace(g.order[i]->data.get(), 1);
   for (const DonationCandidate* c : viable) {
-    if (!held[pos.at(g.inputs[static_cast<size_t>(c->input)])])
+    const Node* leaf = g.inputs[static_cast<size_t>(c->input)];
+    if (!held[pos.at(leaf)] && !data_held.find(leaf->data.get()))
       choice[static_cast<size_t>(c->input)] = c->output;
     else
       ++held_nodes;

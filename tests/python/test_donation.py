@@ -66,6 +66,50 @@ def test_optimizer_step_on_lazy_updates_in_place(opt_name):
     np.testing.assert_allclose(losses, cpu, rtol=1e-5)
 
 
+class SmallCNN(nn.Module):
+    """Two convolutions: the second one's weight is also read by its backward-data step, after its
+    gradient (and so its update) is ready, through a value the gradient rule saved."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 6, 3, padding=1)
+        self.bn = nn.BatchNorm2d(6)
+        self.conv2 = nn.Conv2d(6, 7, 3, padding=1, bias=False)
+        self.fc = nn.Linear(7, 4)
+
+    def forward(self, x):
+        h = F.relu(self.bn(self.conv1(x)))
+        h = F.relu(self.conv2(h))
+        return self.fc(F.adaptive_avg_pool2d(h, 1).flatten(1))
+
+
+def test_convolution_weights_read_by_backward_data_update_in_place():
+    def train(device):
+        lt.manual_seed(5)
+        rng = np.random.default_rng(9)
+        x = lt.tensor(rng.standard_normal((5, 3, 9, 9)).astype(np.float32), device=device)
+        y = lt.tensor(rng.integers(0, 4, 5), device=device)
+        model = SmallCNN().to(device)
+        opt = lt.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        lt.mark_step()
+        losses, ptrs = [], []
+        for _ in range(5):
+            opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            ptrs.append({n: p.data_ptr() for n, p in model.named_parameters()})
+        return losses, ptrs
+
+    losses, ptrs = train("lazy")
+    for i in range(2, len(ptrs)):  # from the second update on, each value stays in its memory
+        moved = [n for n in ptrs[i] if ptrs[i][n] != ptrs[i - 1][n]]
+        assert not moved, f"step {i}: moved {moved}"
+    cpu, _ = train("cpu")
+    np.testing.assert_allclose(losses, cpu, rtol=1e-5)
+
+
 def _host_lazy():
     t = lt.zeros(1, device="lazy")
     return t.__dlpack_device__()[0] == 1
