@@ -109,8 +109,7 @@ class GlooCommunicator final : public Communicator {
                      dtype == DType::Int64;
     LT_CHECK(supported, ErrorKind::NotImplemented, "not implemented: all_reduce of ",
              dtype_name(dtype),
-             " on gloo (supported: float32, float64, float16, bfloat16, "
-             "int32, int64)");
+             " on gloo (supported: float32, float64, float16, bfloat16, int32, int64)");
     LT_CHECK(op != ReduceOp::Avg || is_floating(dtype), ErrorKind::Type,
              "all_reduce: ReduceOp Avg of ", dtype_name(dtype),
              ": Avg divides, so it takes a floating dtype (use Sum, then divide)");
