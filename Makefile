@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(CURDIR)/$(VENV)/bin/python
 BASE_PY ?= $(shell command -v python3.11 || command -v python3)
 JOBS ?= $(shell nproc)
-DEB_PKGS := cmake ninja-build g++ llvm-19-dev libdnnl-dev nlohmann-json3-dev libgtest-dev \
+DEB_PKGS := cmake ninja-build g++ llvm-19-dev libdnnl-dev nlohmann-json3-dev libgtest-dev libgloo-dev \
             python3-dev python3-venv \
             zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev \
             clang-14 libclang-rt-14-dev clang-format-14

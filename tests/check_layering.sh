@@ -3,6 +3,8 @@
 # folders runs down the stack, never up or sideways:
 #   ir <- lowering <- backends <- runtime (tensor core) <- autograd <- capture, nn
 #      <- include, bindings, tools
+# distributed/ (process groups, collectives) sits on ir/ beside lowering/: it includes only ir/,
+# and backends/ and everything above it may include it.
 # runtime/ records ops for autograd through its own interface (runtime/tape.h), which autograd/
 # implements and registers, so nothing in runtime/ includes autograd/. capture/ and nn/ are peers:
 # neither includes the other. Exits 1 naming each upward include.
@@ -15,16 +17,17 @@ cd "$root"
 declare -A allowed=(
   [ir]="ir"
   [lowering]="ir lowering"
-  [backends]="ir lowering backends"
-  [runtime]="ir lowering backends runtime"
-  [autograd]="ir lowering backends runtime autograd"
-  [capture]="ir lowering backends runtime autograd capture"
-  [nn]="ir lowering backends runtime autograd nn"
-  [include]="ir lowering backends runtime autograd capture nn include"
-  [bindings]="ir lowering backends runtime autograd capture nn bindings"
-  [tools]="ir lowering backends runtime autograd capture nn tools"
+  [distributed]="ir distributed"
+  [backends]="ir lowering distributed backends"
+  [runtime]="ir lowering distributed backends runtime"
+  [autograd]="ir lowering distributed backends runtime autograd"
+  [capture]="ir lowering distributed backends runtime autograd capture"
+  [nn]="ir lowering distributed backends runtime autograd nn"
+  [include]="ir lowering distributed backends runtime autograd capture nn include"
+  [bindings]="ir lowering distributed backends runtime autograd capture nn bindings"
+  [tools]="ir lowering distributed backends runtime autograd capture nn tools"
 )
-layered=" ir lowering backends runtime autograd capture nn include bindings tools "
+layered=" ir lowering distributed backends runtime autograd capture nn include bindings tools "
 
 bad=0
 checked=0
