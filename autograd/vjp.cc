@@ -9,6 +9,7 @@
 #include "ir/attention.h"
 #include "ir/error.h"
 #include "runtime/attention.h"
+#include "runtime/collectives.h"
 #include "runtime/conv.h"
 #include "runtime/indexing.h"
 #include "runtime/ops.h"
@@ -179,6 +180,21 @@ Grads prod_vjp(const VjpCtx& c, const Tensor& g) {
   Tensor at_single_zero =
       where(logical_and(is_zero, eq(zeros_in_group, Scalar(1))), gp, Scalar(0.0));
   return {where(eq(zeros_in_group, Scalar(0)), gp / nonzero, at_single_zero)};
+}
+
+// all_reduce: sum and avg are linear in every rank's value, so each rank's gradient is the same
+// collective over the ranks' output gradients (torch.distributed.nn's rule). max, broadcast and
+// all_gather need this rank's number, which a rule does not see yet.
+Grads all_reduce_vjp(const VjpCtx& c, const Tensor& g) {
+  const auto op = static_cast<ReduceOp>(c.attrs.ints.at(0));
+  if (op == ReduceOp::Max)
+    fail(ErrorKind::NotImplemented, "not implemented: the gradient of all_reduce with op max");
+  return {all_reduce(g, op, static_cast<int>(c.attrs.ints.at(1)))};
+}
+
+Grads rank_dependent_vjp(const VjpCtx& c, const Tensor&) {
+  fail(ErrorKind::NotImplemented, "not implemented: the gradient of ", op_name(c.op),
+       " (it depends on this rank's number)");
 }
 
 // conv2d: its two gradients are the backward prims (runtime/conv.h).
@@ -358,6 +374,9 @@ const std::map<Op, VjpRule>& rules() {
       {Op::Matmul, matmul_vjp},
       {Op::Conv2d, conv2d_vjp},
       {Op::Conv2dGradInput, conv2d_grad_input_vjp},
+      {Op::AllReduce, all_reduce_vjp},
+      {Op::Broadcast, rank_dependent_vjp},
+      {Op::AllGather, rank_dependent_vjp},
       {Op::Conv2dGradWeight, conv2d_grad_weight_vjp},
       {Op::Attention, attention_prim_vjp},
       {Op::AttentionLse, attention_prim_vjp},

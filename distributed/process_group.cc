@@ -78,6 +78,16 @@ ProcessGroupConfig config_from_env(const std::function<const char*(const char*)>
   c.master_addr = addr;
   c.master_port =
       static_cast<uint16_t>(env_int(getenv, "MASTER_PORT", 1, 65535, "a port in [1, 65535]"));
+  // torchrun's agent serves PyTorch's own store on MASTER_PORT (and says so to its workers with
+  // TORCHELASTIC_USE_AGENT_STORE), so under it rank 0 serves ours on the next port;
+  // LT_DIST_STORE_PORT chooses another. Every rank reads the same environment.
+  if (getenv("LT_DIST_STORE_PORT"))
+    c.master_port = static_cast<uint16_t>(
+        env_int(getenv, "LT_DIST_STORE_PORT", 1, 65535, "a port in [1, 65535]"));
+  else if (const char* agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
+           agent && std::string(agent) == "True")
+    LT_CHECK(c.master_port++ < 65535, ErrorKind::Value, "init_process_group: MASTER_PORT=65535 ",
+             "under torchrun leaves no port for lazytensor's store (set LT_DIST_STORE_PORT)");
   if (getenv("LOCAL_RANK"))
     c.local_rank = static_cast<int>(env_int(getenv, "LOCAL_RANK", 0, 1 << 24, "an integer >= 0"));
   if (const char* t = getenv("LT_DIST_TIMEOUT")) {

@@ -2,7 +2,10 @@
 // one Communicator shared by everything in the process, set up from torchrun's environment.
 //
 //   RANK, WORLD_SIZE           this process's rank and the number of processes (required)
-//   MASTER_ADDR, MASTER_PORT   where rank 0 serves the rendezvous store (required)
+//   MASTER_ADDR, MASTER_PORT   where rank 0 serves the rendezvous store (required); under
+//                              torchrun (TORCHELASTIC_USE_AGENT_STORE=True), whose agent holds
+//                              MASTER_PORT, the port after it
+//   LT_DIST_STORE_PORT         the store's port instead (optional)
 //   LOCAL_RANK                 the rank on this host (optional; kept for choosing a GPU)
 //   LT_DIST_TIMEOUT            seconds that bound every wait (default 300)
 //   GLOO_SOCKET_IFNAME         the network interface Gloo's transport uses (optional), else

@@ -284,6 +284,24 @@ Inferred infer(Op op, const NodeList& in, const Attrs& a) {
       return infer_conv(op, in, a);
     case OpClass::Attention:
       return infer_attention(op, in, a);
+    case OpClass::Collective: {
+      if (a.ints.size() != 2 || a.ints[1] < 1)
+        fail(ErrorKind::Runtime, name, ": attributes {", op == Op::AllReduce ? "reduce" : "root",
+             ", world size} expected, got ", shape_str(a.ints));
+      if (op == Op::AllReduce && (a.ints[0] < 0 || a.ints[0] > 2))
+        fail(ErrorKind::Runtime, name, ": reduce op ", a.ints[0],
+             " is not one of 0 (sum), 1 (avg), 2 (max)");
+      if (op == Op::AllReduce && a.ints[0] == 1 && !is_floating(in[0]->dtype))
+        fail(ErrorKind::Type, name, ": op avg needs a floating dtype, got ",
+             dtype_name(in[0]->dtype), " of shape ", shape_str(in[0]->shape));
+      if (op == Op::Broadcast && (a.ints[0] < 0 || a.ints[0] >= a.ints[1]))
+        fail(ErrorKind::Index, name, ": root ", a.ints[0], " is not a rank of a group of ",
+             a.ints[1]);
+      if (op != Op::AllGather) return {in[0]->dtype, in[0]->shape};
+      Shape s{a.ints[1]};
+      s.insert(s.end(), in[0]->shape.begin(), in[0]->shape.end());
+      return {in[0]->dtype, s};
+    }
     case OpClass::Matmul: {
       same_dtype(op, in, 0);
       const Shape &x = in[0]->shape, &y = in[1]->shape;

@@ -39,7 +39,8 @@ enum class OpClass : uint8_t {
   Gather,
   ScatterAdd,
   Conv,
-  Attention
+  Attention,
+  Collective
 };
 
 // The work of one element of an op inside a kernel, in tiers ordered by cost. Three heuristics

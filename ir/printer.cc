@@ -40,6 +40,12 @@ std::string attrs_text(const Node& n) {
     case OpClass::Attention:
       os << "causal=" << n.attrs.ints.at(0) << ", scale=" << n.attrs.value;
       break;
+    case OpClass::Collective:
+      os << (n.op == Op::AllReduce   ? "reduce="
+             : n.op == Op::Broadcast ? "root="
+                                     : "_=")
+         << n.attrs.ints.at(0) << ", world=" << n.attrs.ints.at(1);
+      break;
     case OpClass::LayerNorm:
       os << "dims=" << n.attrs.ints.at(0) << ", eps=" << n.attrs.value;
       break;

@@ -67,6 +67,9 @@ json attrs_json(const Node& n) {
       a["causal"] = n.attrs.ints.at(0) != 0;
       a["scale"] = float_json(n.attrs.value);
       break;
+    case OpClass::Collective:
+      a["ints"] = n.attrs.ints;
+      break;
     case OpClass::Leaf:
       a["value"] = float_json(n.attrs.value);
       break;  // Constant
@@ -192,6 +195,9 @@ Attrs attrs_from(Op op, const json& a, const std::string& where) {
     case OpClass::Attention:
       r.ints = {get<bool>(a, "causal", where) ? 1 : 0};
       r.value = float_from(a, "scale", where);
+      break;
+    case OpClass::Collective:
+      r.ints = get<IntList>(a, "ints", where);
       break;
     default:
       if (op == Op::Gelu) r.stream = get<std::string>(a, "approximate", where) == "tanh" ? 1 : 0;

@@ -363,6 +363,8 @@ class Analysis {
       }
       case OpClass::Conv:
         return pinned(n);  // output sizes are floor divisions: symbolic form to come
+      case OpClass::Collective:
+        return pinned(n);  // every rank must compile the same graph: sizes stay static
     }
     return pinned(n);
   }

@@ -136,6 +136,9 @@ void step_buffers(const Plan& plan, const PlanStep& st, std::vector<int>& reads,
   } else if (st.kind == PlanStep::Kind::Attention) {
     const AttentionStep& a = plan.attentions.at(st.index);
     reads = a.reads(), writes = a.writes();
+  } else if (st.kind == PlanStep::Kind::Collective) {
+    const CollectiveStep& c = plan.collectives.at(st.index);
+    reads = {c.in}, writes = {c.out};
   } else {
     for (const loop::Arg& a : plan.kernels.at(st.index).args)
       (a.output ? writes : reads).push_back(a.buffer);

@@ -39,7 +39,7 @@ struct Gemm {
 // One step of a plan: a fused loop kernel, a library GEMM, convolution or attention, by index
 // into Plan::kernels / gemms / convs / attentions.
 struct PlanStep {
-  enum class Kind : uint8_t { Kernel, Gemm, Conv, Attention } kind;
+  enum class Kind : uint8_t { Kernel, Gemm, Conv, Attention, Collective } kind;
   int index;
 };
 

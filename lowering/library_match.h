@@ -42,6 +42,7 @@ struct MatchContext {
 std::optional<LibraryMatch> match_gemm_step(const MatchContext& c, int node);
 std::optional<LibraryMatch> match_conv_step(const MatchContext& c, int node);
 std::optional<LibraryMatch> match_attention_step(const MatchContext& c, int node);
+std::optional<LibraryMatch> match_collective_step(const MatchContext& c, int node);
 
 // The emitters: append the match's step to plan.steps and its step list, and a line describing it
 // to `grouping`. Node buffers are nodes[i].buffer.
@@ -51,6 +52,8 @@ void emit_conv_step(const PrimGraph& g, const LibraryMatch& m, const FusionNodes
                     std::ostream& grouping);
 void emit_attention_step(const PrimGraph& g, const LibraryMatch& m, const FusionNodes& nodes,
                          Plan& plan, std::ostream& grouping);
+void emit_collective_step(const PrimGraph& g, const LibraryMatch& m, const FusionNodes& nodes,
+                          Plan& plan, std::ostream& grouping);
 
 struct LibraryKind {
   PlanStep::Kind kind;
@@ -65,6 +68,7 @@ inline constexpr LibraryKind kLibraryKinds[] = {
     {PlanStep::Kind::Gemm, match_gemm_step, emit_gemm_step},
     {PlanStep::Kind::Conv, match_conv_step, emit_conv_step},
     {PlanStep::Kind::Attention, match_attention_step, emit_attention_step},
+    {PlanStep::Kind::Collective, match_collective_step, emit_collective_step},
 };
 
 // Runs the matchers over g and applies each match as it is found (its operands and outputs are

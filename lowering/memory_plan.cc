@@ -32,6 +32,9 @@ MemoryPlan plan_memory(const Plan& plan) {
       const AttentionStep& a = plan.attentions.at(st.index);
       for (int b : a.reads()) touch(b, s);
       for (int b : a.writes()) touch(b, s);
+    } else if (st.kind == PlanStep::Kind::Collective) {
+      const CollectiveStep& c = plan.collectives.at(st.index);
+      for (int b : {c.in, c.out}) touch(b, s);
     } else {
       for (const loop::Arg& a : plan.kernels.at(st.index).args) touch(a.buffer, s);
     }

@@ -8,6 +8,7 @@
 
 #include "ir/size_expr.h"
 #include "lowering/attention.h"
+#include "lowering/collective.h"
 #include "lowering/conv.h"
 #include "lowering/gemm.h"
 #include "lowering/loop_ir.h"
@@ -127,6 +128,7 @@ struct Plan {
   std::vector<Gemm> gemms;
   std::vector<ConvStep> convs;
   std::vector<AttentionStep> attentions;
+  std::vector<CollectiveStep> collectives;
   std::vector<PlanStep> steps;       // kernels, gemms, convs and attentions, in the order they run
   std::vector<int> output_buffers;   // per graph root: the buffer holding its value
   std::vector<Shape> output_shapes;  // per graph root

@@ -13,9 +13,10 @@ namespace lt {
 namespace {
 
 // Bumped whenever the layout below changes; a reader rejects other versions.
-constexpr uint32_t kPlanFormat = 7;  // 2: Gemm steps and the step order; 3: donations, inplace; 4:
+constexpr uint32_t kPlanFormat = 8;  // 2: Gemm steps and the step order; 3: donations, inplace; 4:
                                      // gather/scatter; 6: attention steps indices; 5: Conv steps;
-                                     // 7: loop IR size-parameter fields (always static here)
+                                     // 7: loop IR size-parameter fields (always static here);
+                                     // 8: collective steps
 
 void put_gemm(ByteWriter& w, const Gemm& g) {
   w.bytes(g.name);
@@ -39,6 +40,15 @@ void put_conv(ByteWriter& w, const ConvStep& c) {
   put_shape(w, c.w);
   put_shape(w, c.y);
   put_shape(w, c.params.ints());
+}
+
+void put_collective(ByteWriter& w, const CollectiveStep& c) {
+  w.bytes(c.name);
+  w.u8(static_cast<uint8_t>(c.op));
+  w.u8(static_cast<uint8_t>(c.dtype));
+  for (int64_t v : {int64_t{c.reduce}, int64_t{c.root}, int64_t{c.world}, int64_t{c.in},
+                    int64_t{c.out}, c.count})
+    w.i64(v);
 }
 
 void put_attention(ByteWriter& w, const AttentionStep& a) {
@@ -132,6 +142,32 @@ struct Decoder {
     }
     validate_attention(a, numels, dtypes, "cached plan");
     return a;
+  }
+  CollectiveStep collective(const std::vector<BufferSpec>& buffers) {
+    const int nbuffers = static_cast<int>(buffers.size());
+    CollectiveStep c;
+    c.name = std::string(r.bytes());
+    c.op = op();
+    c.dtype = dtype();
+    c.reduce = static_cast<int>(r.i64());
+    c.root = static_cast<int>(r.i64());
+    c.world = static_cast<int>(r.i64());
+    c.in = id(0, nbuffers, "collective input buffer");
+    c.out = id(0, nbuffers, "collective output buffer");
+    c.count = r.i64();
+    for (int b : {c.in, c.out})
+      if (buffers[b].dtype != c.dtype || buffers[b].kind == BufferSpec::Kind::Scalar)
+        r.bad("collective " + c.name + " buffer " + std::to_string(b) + " does not hold " +
+              std::string(dtype_name(c.dtype)));
+    if (buffers[c.out].kind != BufferSpec::Kind::Temp &&
+        buffers[c.out].kind != BufferSpec::Kind::Output)
+      r.bad("collective " + c.name + " writes an input buffer");
+    try {
+      validate_collective(c, buffers[c.in].numel, buffers[c.out].numel, "cached plan");
+    } catch (const Error& e) {
+      r.bad(e.what());
+    }
+    return c;
   }
   ConvStep conv(const std::vector<BufferSpec>& buffers) {
     const int nbuffers = static_cast<int>(buffers.size());
@@ -289,6 +325,8 @@ std::string serialize_plan(const Plan& plan) {
   for (const auto& c : plan.convs) put_conv(w, c);
   w.u64(plan.attentions.size());
   for (const auto& a : plan.attentions) put_attention(w, a);
+  w.u64(plan.collectives.size());
+  for (const auto& c : plan.collectives) put_collective(w, c);
   w.u64(plan.steps.size());
   for (const auto& st : plan.steps) {
     w.u8(static_cast<uint8_t>(st.kind));
@@ -331,29 +369,35 @@ Plan deserialize_plan(std::string_view bytes) {
   for (auto& c : plan.convs) c = d.conv(plan.buffers);
   plan.attentions.resize(r.count(100));
   for (auto& a : plan.attentions) a = d.attention(plan.buffers);
+  plan.collectives.resize(r.count(50));
+  for (auto& c : plan.collectives) c = d.collective(plan.buffers);
   auto count_of = [&](PlanStep::Kind k) {
-    return k == PlanStep::Kind::Gemm        ? plan.gemms.size()
-           : k == PlanStep::Kind::Conv      ? plan.convs.size()
-           : k == PlanStep::Kind::Attention ? plan.attentions.size()
-                                            : plan.kernels.size();
+    return k == PlanStep::Kind::Gemm         ? plan.gemms.size()
+           : k == PlanStep::Kind::Conv       ? plan.convs.size()
+           : k == PlanStep::Kind::Attention  ? plan.attentions.size()
+           : k == PlanStep::Kind::Collective ? plan.collectives.size()
+                                             : plan.kernels.size();
   };
   plan.steps.resize(r.count(9));
   for (auto& st : plan.steps) {
-    st.kind = d.enumeration<PlanStep::Kind>(4, "step kind");
+    st.kind = d.enumeration<PlanStep::Kind>(5, "step kind");
     st.index = d.id(0, count_of(st.kind), "step index");
   }
-  // Every kernel, gemm, conv and attention runs exactly once (an empty order means the kernels
-  // in order).
+  // Every kernel, gemm, conv, attention and collective runs exactly once (an empty order means
+  // the kernels in order).
   if (!plan.steps.empty() || !plan.gemms.empty() || !plan.convs.empty() ||
-      !plan.attentions.empty()) {
-    std::vector<int> seen[4] = {
+      !plan.attentions.empty() || !plan.collectives.empty()) {
+    std::vector<int> seen[5] = {
         std::vector<int>(plan.kernels.size()), std::vector<int>(plan.gemms.size()),
-        std::vector<int>(plan.convs.size()), std::vector<int>(plan.attentions.size())};
+        std::vector<int>(plan.convs.size()), std::vector<int>(plan.attentions.size()),
+        std::vector<int>(plan.collectives.size())};
     for (const auto& st : plan.steps) seen[static_cast<int>(st.kind)][st.index]++;
     for (const auto& v : seen)
       for (int c : v)
         if (c != 1)
-          r.bad("the step order does not run every kernel, gemm, conv and attention once");
+          r.bad(
+              "the step order does not run every kernel, gemm, conv, attention and collective "
+              "once");
   }
   plan.output_buffers.resize(r.count(8));
   for (auto& b : plan.output_buffers) b = d.id(0, nbuffers, "output buffer");

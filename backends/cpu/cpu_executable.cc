@@ -13,6 +13,7 @@
 #include "backends/cpu/codegen.h"
 #include "backends/cpu/kernel_prep.h"
 #include "backends/cpu/thread_pool.h"
+#include "backends/host_collective.h"
 #include "backends/parallel_work.h"
 #include "ir/bytes.h"
 #include "ir/error.h"
@@ -198,13 +199,16 @@ void CpuExecutable::prepare_gemms(const Plan& plan) {
     convs_.push_back(std::move(bc));
   }
   steps_ = plan.ordered_steps();
+  collectives_ = plan.collectives;
   for (const PlanStep& st : steps_)
-    LT_CHECK(
-        st.index >= 0 &&
-            st.index < static_cast<int>(st.kind == PlanStep::Kind::Gemm   ? plan.gemms.size()
-                                        : st.kind == PlanStep::Kind::Conv ? plan.convs.size()
-                                                                          : plan.kernels.size()),
-        ErrorKind::Runtime, "internal: plan step names step ", st.index, " that does not exist");
+    LT_CHECK(st.index >= 0 &&
+                 st.index < static_cast<int>(st.kind == PlanStep::Kind::Gemm   ? plan.gemms.size()
+                                             : st.kind == PlanStep::Kind::Conv ? plan.convs.size()
+                                             : st.kind == PlanStep::Kind::Collective
+                                                 ? plan.collectives.size()
+                                                 : plan.kernels.size()),
+             ErrorKind::Runtime, "internal: plan step names step ", st.index,
+             " that does not exist");
 }
 
 void CpuExecutable::bind(std::unique_ptr<JitCode> code) {
@@ -463,6 +467,12 @@ std::vector<BufferPtr> CpuExecutable::run_with(const std::vector<RunInput>& inpu
       BoundGemm& g = gemms_[step.index];
       run_gemm(g, values, data);
       if (timed) stats->on_kernel("gemm", t0, std::chrono::steady_clock::now());
+      continue;
+    }
+    if (step.kind == PlanStep::Kind::Collective) {
+      const CollectiveStep& c = collectives_[step.index];
+      run_host_collective(c, data[c.in], data[c.out]);
+      if (timed) stats->on_kernel(c.name, t0, std::chrono::steady_clock::now());
       continue;
     }
     if (step.kind == PlanStep::Kind::Conv) {

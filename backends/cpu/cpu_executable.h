@@ -90,6 +90,7 @@ class CpuExecutable : public Executable {
     std::map<std::vector<int64_t>, std::shared_ptr<const OnednnConv>> per_binding;
   };
   std::vector<BoundConv> convs_;
+  std::vector<CollectiveStep> collectives_;  // run through the process group (host_collective.h)
   std::mutex steps_mutex_;  // guards per_binding (runs may come from several threads)
   // Symbolic sizes: the plan's symbols, its parameters followed by those merge_dims added, and
   // the plan's buffers and memory plan (for slot_bytes_at). Empty for a static plan.

@@ -220,6 +220,9 @@ class CudaExecutable : public Executable {
       validate_attention(a, numels, dtypes, "cuda executable");
       check_attention(a);
     }
+    if (!plan.collectives.empty())
+      fail(ErrorKind::NotImplemented, "not implemented: ", op_name(plan.collectives[0].op),
+           " on cuda (an NCCL communicator)");
     for (const PlanStep& st : plan.ordered_steps()) {
       const size_t count = st.kind == PlanStep::Kind::Gemm        ? plan.gemms.size()
                            : st.kind == PlanStep::Kind::Attention ? plan.attentions.size()

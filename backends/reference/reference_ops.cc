@@ -58,6 +58,9 @@ const std::pair<Op, EvalFn> kRules[] = {
     {Op::AttentionGradQ, eval_attention_grad},
     {Op::AttentionGradK, eval_attention_grad},
     {Op::AttentionGradV, eval_attention_grad},
+    {Op::AllReduce, eval_collective},
+    {Op::Broadcast, eval_collective},
+    {Op::AllGather, eval_collective},
 };
 
 const std::array<EvalFn, kNumOps>& table() {

@@ -117,6 +117,9 @@ Lowering kernel_form(OpClass c) {
       return {Form::NotOp, nullptr,
               "a library step (AttentionStep: flash kernels, reference loops); decompose expands "
               "it elsewhere (expand_attention.cc)"};
+    case OpClass::Collective:
+      return {Form::NotOp, nullptr,
+              "a library step (CollectiveStep: the process group's communicator, distributed/)"};
     case OpClass::Matmul:
     case OpClass::AxisUnary:
     case OpClass::LayerNorm:
@@ -152,6 +155,7 @@ bool scalar_meaning(OpClass c) {
     case OpClass::ScatterAdd:
     case OpClass::Conv:
     case OpClass::Attention:
+    case OpClass::Collective:
       return false;
   }
   return false;

@@ -47,6 +47,7 @@ from .compile import compile  # noqa: A004  (lt.compile, as torch.compile)
 from .serialization import load, save
 from ._generator import Generator
 from . import utils
+from . import distributed
 
 # PyTorch's dtype aliases.
 float = float32  # noqa: A001

@@ -54,6 +54,7 @@ void init_source_locations(py::module_& m);
 void init_capture(py::module_& m);
 void init_serialization(py::module_& m);  // serialization_bindings.cc
 void init_dlpack(py::module_& m);         // dlpack.cc (after init_tensor: adds Tensor methods)
+void init_distributed(py::module_& m);    // distributed_bindings.cc
 
 }  // namespace lt::python
 

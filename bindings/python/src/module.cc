@@ -222,4 +222,5 @@ PYBIND11_MODULE(_C, m) {
   init_capture(m);
   init_serialization(m);
   init_dlpack(m);
+  init_distributed(m);
 }

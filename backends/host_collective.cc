@@ -1,0 +1,42 @@
+#include "backends/host_collective.h"
+
+#include <cstring>
+
+#include "distributed/process_group.h"
+#include "ir/error.h"
+
+namespace lt {
+
+std::shared_ptr<dist::Communicator> communicator_for(Op op, int world) {
+  if (!dist::is_initialized())
+    fail(ErrorKind::Runtime, op_name(op),
+         ": no process group (call lt.distributed.init_process_group() first, in every rank)");
+  auto comm = dist::default_communicator();
+  if (comm->size() != world)
+    fail(ErrorKind::Runtime, op_name(op), ": traced for a group of ", world,
+         " ranks, run in a group of ", comm->size());
+  return comm;
+}
+
+void run_host_collective(const CollectiveStep& s, const void* in, void* out) {
+  auto comm = communicator_for(s.op, s.world);
+  if (s.count == 0) return;  // every rank has the same graph: all skip it
+  const size_t bytes = static_cast<size_t>(s.count) * dtype_size(s.dtype);
+  switch (s.op) {
+    case Op::AllReduce:
+      if (bytes) std::memcpy(out, in, bytes);
+      comm->all_reduce(out, s.count, s.dtype, static_cast<dist::ReduceOp>(s.reduce));
+      return;
+    case Op::Broadcast:
+      if (bytes) std::memcpy(out, in, bytes);
+      comm->broadcast(out, bytes, s.root);
+      return;
+    case Op::AllGather:
+      comm->all_gather(in, out, bytes);
+      return;
+    default:
+      fail(ErrorKind::Runtime, "internal: collective step ", s.name, " has op ", op_name(s.op));
+  }
+}
+
+}  // namespace lt

@@ -1,0 +1,21 @@
+// A plan's collective step (lowering/collective.h) on host memory, through the default process
+// group's communicator (distributed/process_group.h): what the CPU backend runs for each one; the
+// reference interpreter asks communicator_for too.
+#pragma once
+#include <memory>
+
+#include "distributed/communicator.h"
+#include "lowering/collective.h"
+
+namespace lt {
+
+// The default group's communicator, checked for a collective `op` traced for a group of `world`
+// ranks: an lt::Error when no group is initialized or its size differs.
+std::shared_ptr<dist::Communicator> communicator_for(Op op, int world);
+
+// in: the step's operand (count elements), out: its result (count, or count x world for
+// all_gather); distinct buffers. Throws lt::Error (communicator_for's, or the communicator's when
+// a peer fails or times out).
+void run_host_collective(const CollectiveStep& step, const void* in, void* out);
+
+}  // namespace lt

@@ -1,0 +1,30 @@
+// Collectives in a plan: each all_reduce, broadcast or all_gather prim (ir/ops.def) is a library
+// step that the backend runs through the default process group's communicator (distributed/), in
+// plan order. Every rank syncs the same graph, so every rank runs the same steps in the same
+// order; what differs between ranks is only the data.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "ir/dtype.h"
+#include "ir/ops.h"
+
+namespace lt {
+
+struct CollectiveStep {
+  std::string name;
+  Op op = Op::AllReduce;         // AllReduce, Broadcast or AllGather
+  DType dtype = DType::Float32;  // of in and out
+  int reduce = 0;                // AllReduce: 0 sum, 1 avg, 2 max (ir/ops.def)
+  int root = 0;                  // Broadcast: the rank whose value everyone gets
+  int world = 1;                 // the group's size when the graph was traced
+  int in = -1, out = -1;         // plan buffers: in holds count elements, out count (x world)
+  int64_t count = 0;             // elements of one rank's value
+};
+
+// Checks the step's invariants (op, reduce or root in range, buffer sizes); throws lt::Error
+// naming `where` (a damaged cache entry, a bad plan).
+void validate_collective(const CollectiveStep& c, int64_t in_numel, int64_t out_numel,
+                         const char* where);
+
+}  // namespace lt

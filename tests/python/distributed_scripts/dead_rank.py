@@ -1,0 +1,29 @@
+"""One rank of tests/python/test_distributed.py's failure check (run by torchrun): the last rank
+dies after the group's first barrier; every other rank's next all_reduce must raise RuntimeError (a peer
+gone, or LT_DIST_TIMEOUT) instead of hanging. Prints "raised <rank>: <message>"."""
+import os
+import sys
+
+import lazytensor as lt
+import lazytensor.distributed as dist
+
+
+def main():
+    dist.init_process_group()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    dist.barrier()  # every rank fully connected: the death below is mid-training, not mid-join
+    if rank == world - 1:
+        os._exit(0)  # dies without leaving the group
+    t = lt.ones(5, device="lazy")
+    try:
+        dist.all_reduce(t)
+        t.numpy()
+    except RuntimeError as e:
+        print(f"raised {rank}: {str(e).splitlines()[0]}", flush=True)
+        os._exit(0)
+    print(f"no error {rank}", flush=True)
+    os._exit(1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

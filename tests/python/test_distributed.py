@@ -1,0 +1,78 @@
+"""lt.distributed on the CPU: groups of 2 and 3 processes launched by torchrun (PyTorch's
+launcher, from the project's environment) over Gloo. The scripts under distributed_scripts/ are
+the ranks; each checks its results against numpy or one PyTorch process and prints "ok <rank>".
+Also: a rank that dies makes the others raise instead of hang, and collectives without a group
+are errors."""
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+import lazytensor as lt
+import lazytensor.distributed as dist
+
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "distributed_scripts")
+
+
+def _free_port_pair():
+    """A port p with p + 1 free too (under torchrun lazytensor's store takes MASTER_PORT + 1)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            p = s.getsockname()[1]
+        if p >= 65535:
+            continue
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", p + 1))
+            return p
+        except OSError:
+            continue
+    raise RuntimeError("no free pair of ports")
+
+
+def _torchrun(script, nproc, timeout_s=20, deadline_s=240):
+    env = dict(os.environ, LT_DIST_TIMEOUT=str(timeout_s), LT_CACHE_DIR="off",
+               OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
+           "--master-addr=127.0.0.1", f"--master-port={_free_port_pair()}",
+           os.path.join(SCRIPTS, script)]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=deadline_s)
+    return p.returncode, p.stdout + p.stderr
+
+
+def _every_rank_ok(script, nproc):
+    rc, out = _torchrun(script, nproc)
+    assert rc == 0, out
+    for r in range(nproc):
+        assert f"ok {r}" in out, out
+
+
+@pytest.mark.parametrize("nproc", [2, 3])
+def test_collectives_on_lazy_reference_and_eager(nproc):
+    _every_rank_ok("collectives.py", nproc)
+
+
+@pytest.mark.parametrize("nproc", [2, 3])
+def test_data_parallel_training_matches_one_process(nproc):
+    _every_rank_ok("data_parallel.py", nproc)
+
+
+def test_a_dead_rank_makes_the_others_raise():
+    rc, out = _torchrun("dead_rank.py", 3, timeout_s=5, deadline_s=120)
+    for r in range(2):
+        assert f"raised {r}:" in out, out
+    assert "no error" not in out, out
+
+
+def test_collectives_need_a_group():
+    assert not dist.is_initialized()
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        dist.get_rank()
+    t = lt.ones(3, device="lazy")
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        dist.all_reduce(t)
+    with pytest.raises(ValueError, match="op must be one of"):
+        dist._op("mean")
