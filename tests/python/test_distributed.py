@@ -60,6 +60,23 @@ def test_data_parallel_training_matches_one_process(nproc):
     _every_rank_ok("data_parallel.py", nproc)
 
 
+@pytest.mark.parametrize("nproc", [2, 3])
+def test_distributed_data_parallel_matches_one_process(nproc):
+    _every_rank_ok("ddp.py", nproc)
+
+
+def test_train_ddp_example_runs_on_two_ranks():
+    env = dict(os.environ, LT_CACHE_DIR="off", OMP_NUM_THREADS="1", LT_DIST_TIMEOUT="60")
+    example = os.path.join(SCRIPTS, "..", "..", "..", "examples", "python", "train_ddp.py")
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
+                        "--master-addr=127.0.0.1", f"--master-port={_free_port_pair()}", example,
+                        "--steps", "30", "--max-loss", "4.5"],
+                       env=env, capture_output=True, text=True, timeout=300)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert "weights equal on every rank: True" in out, out
+
+
 def test_a_dead_rank_makes_the_others_raise():
     rc, out = _torchrun("dead_rank.py", 3, timeout_s=5, deadline_s=120)
     for r in range(2):

@@ -607,6 +607,8 @@ class _TensorMethods:
         if gradient is not None and not isinstance(gradient, Tensor):
             raise TypeError(f"backward(): gradient must be a Tensor, got {type(gradient).__name__}")
         self._backward(gradient, bool(retain_graph))
+        from .autograd import _run_callbacks
+        _run_callbacks()
 
     @property
     def grad_fn(self):

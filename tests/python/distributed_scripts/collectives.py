@@ -8,6 +8,7 @@ import numpy as np
 
 import lazytensor as lt
 import lazytensor.distributed as dist
+from _common import say
 
 
 def values(rank, shape, dtype):
@@ -51,7 +52,7 @@ def main():
     np.testing.assert_allclose(z.item(), want.sum(), rtol=1e-5)
     dist.barrier()
     dist.destroy_process_group()
-    print("ok", rank, flush=True)
+    say(f"ok {rank}")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import sys
 
 import lazytensor as lt
 import lazytensor.distributed as dist
+from _common import say
 
 
 def main():
@@ -19,9 +20,9 @@ def main():
         dist.all_reduce(t)
         t.numpy()
     except RuntimeError as e:
-        print(f"raised {rank}: {str(e).splitlines()[0]}", flush=True)
+        say(f"raised {rank}: {str(e).splitlines()[0]}")
         os._exit(0)
-    print(f"no error {rank}", flush=True)
+    say(f"no error {rank}")
     os._exit(1)
 
 

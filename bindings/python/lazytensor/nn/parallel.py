@@ -3,9 +3,8 @@
 
 DataParallel on the one device lazytensor runs a module on is the module itself, wrapped as
 PyTorch wraps it (its state_dict keys gain "module."). DistributedDataParallel needs a process
-group; lazytensor has no lt.distributed yet (the data-parallel issue), so, as in PyTorch without
-init_process_group, constructing one is an error; scripts that wrap only when launched by torchrun
-run unchanged on one process.
+group (lt.distributed.init_process_group, under torchrun); without one, as in PyTorch,
+constructing it is an error.
 """
 from .module import Module
 
@@ -24,11 +23,82 @@ class DataParallel(Module):
 
 
 class DistributedDataParallel(Module):
-    def __init__(self, module, *args, **kwargs):
+    """Data parallelism over the default process group (lt.distributed), as torch's DDP: the
+    parameters and buffers start as rank 0's; after each backward pass through this module's
+    forward the gradients are averaged over the ranks, in buckets of about bucket_cap_mb in
+    reverse parameter order (the order backward produces them), one all_reduce per bucket. On
+    "lazy" the averaging is part of the step's graph (traced right after the backward), so forward,
+    backward, the collectives and the optimizer's update are one compiled graph. `no_sync()` skips
+    the averaging (gradient accumulation)."""
+
+    def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True,
+                 process_group=None, bucket_cap_mb=25, find_unused_parameters=False,
+                 gradient_as_bucket_view=False, static_graph=False):
         super().__init__()
-        raise ValueError("Default process group has not been initialized, please make sure to "
-                         "call init_process_group. (lazytensor has no lt.distributed yet: "
-                         "not implemented: DistributedDataParallel on lazytensor)")
+        from .. import distributed as dist
+        from ..autograd import no_grad
+        if not dist.is_initialized():
+            raise ValueError("Default process group has not been initialized, please make sure to "
+                             "call init_process_group.")
+        self.module = module
+        self._dist = dist
+        self._sync = True
+        params = [p for p in module.parameters() if p.requires_grad]
+        with no_grad():
+            for t in list(module.parameters()) + list(module.buffers()):
+                dist.broadcast(t, 0)
+        # Buckets in reverse order, each at most bucket_cap_mb (a parameter larger than that alone).
+        cap = max(1, int(bucket_cap_mb * 1024 * 1024))
+        self._buckets, bucket, size = [], [], 0
+        for p in reversed(params):
+            nbytes = p.numel() * p.element_size()
+            if bucket and size + nbytes > cap:
+                self._buckets.append(bucket)
+                bucket, size = [], 0
+            bucket.append(p)
+            size += nbytes
+        if bucket:
+            self._buckets.append(bucket)
+
+    def forward(self, *args, **kwargs):
+        from ..autograd import _queue_callback, is_grad_enabled
+        if self._sync and is_grad_enabled() and self._buckets:
+            _queue_callback(self._average_gradients)
+        return self.module(*args, **kwargs)
+
+    def _average_gradients(self):
+        from .. import cat
+        from ..autograd import no_grad
+        with no_grad():
+            for bucket in self._buckets:
+                grads = [p.grad for p in bucket if p.grad is not None]
+                if not grads:
+                    continue
+                by_dtype = {}
+                for g in grads:
+                    by_dtype.setdefault(g.dtype, []).append(g)
+                for group in by_dtype.values():
+                    flat = cat([g.reshape(-1) for g in group]) if len(group) > 1 else group[0] * 1
+                    self._dist.all_reduce(flat, op="avg")
+                    offset = 0
+                    for g in group:
+                        n = g.numel()
+                        g._assign(flat[offset:offset + n].reshape(tuple(g.shape)))
+                        offset += n
+
+    def no_sync(self):
+        """Within it, backward passes accumulate local gradients only (as torch's no_sync)."""
+        ddp = self
+
+        class _NoSync:
+            def __enter__(self):
+                self._prev, ddp._sync = ddp._sync, False
+
+            def __exit__(self, *exc):
+                ddp._sync = self._prev
+                return False
+
+        return _NoSync()
 
 
 __all__ = ["DataParallel", "DistributedDataParallel"]

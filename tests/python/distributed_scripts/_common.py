@@ -1,0 +1,56 @@
+"""What the rank scripts of tests/python/test_distributed.py share: their output, the small MLP
+and data of the training checks, and the oracle (one PyTorch process, float64, whole batch)."""
+import sys
+
+import numpy as np
+import torch
+
+BATCH = 12  # the global batch: divisible by 2 and 3 ranks
+STEPS = 6
+
+
+def say(line):
+    """One write per line: the ranks share the launcher's pipe, and an unbuffered print() writes
+    its pieces separately, so two ranks' lines could interleave."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def make(nn):
+    return nn.Sequential(nn.Linear(10, 24), nn.Tanh(), nn.Linear(24, 5))
+
+
+def batches():
+    rng = np.random.default_rng(7)
+    xs = [rng.standard_normal((BATCH, 10)).astype(np.float32) for _ in range(3)]
+    ys = [rng.integers(0, 5, BATCH) for _ in range(3)]
+    return xs, ys
+
+
+def start(dist):
+    """Joins the group; returns (rank, world, xs, ys, ref, lo, hi): the batches, the oracle's
+    float64 torch model (seed 3) and this rank's slice [lo, hi) of each batch."""
+    dist.init_process_group()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    xs, ys = batches()
+    torch.manual_seed(3)
+    ref = make(torch.nn).double()
+    return rank, world, xs, ys, ref, rank * BATCH // world, (rank + 1) * BATCH // world
+
+
+def check_against_one_process(ref, xs, ys, losses, model):
+    """Trains `ref` (a float64 torch copy of the ranks' starting weights) on the whole batches with
+    the same SGD, and compares the ranks' averaged losses and final weights to 1e-5."""
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    want = []
+    for step in range(STEPS):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(ref(torch.from_numpy(xs[step % 3]).double()),
+                                                 torch.from_numpy(ys[step % 3]))
+        loss.backward()
+        opt.step()
+        want.append(loss.item())
+    np.testing.assert_allclose(losses, want, rtol=1e-5, atol=1e-6)
+    for k, v in model.state_dict().items():
+        np.testing.assert_allclose(v.numpy(), ref.state_dict()[k].numpy(), rtol=1e-5, atol=1e-5,
+                                   err_msg=k)
