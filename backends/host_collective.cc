@@ -18,25 +18,39 @@ std::shared_ptr<dist::Communicator> communicator_for(Op op, int world) {
   return comm;
 }
 
-void run_host_collective(const CollectiveStep& s, const void* in, void* out) {
+void prepare_host_collective(const CollectiveStep& s, const void* in, void* out) {
+  auto comm = communicator_for(s.op, s.world);
+  const size_t bytes = static_cast<size_t>(s.count) * dtype_size(s.dtype);
+  if (!bytes) return;
+  char* dst = static_cast<char*>(out);
+  if (s.op == Op::AllGather) dst += static_cast<size_t>(comm->rank()) * bytes;
+  std::memcpy(dst, in, bytes);
+}
+
+void finish_host_collective(const CollectiveStep& s, void* out) {
   auto comm = communicator_for(s.op, s.world);
   if (s.count == 0) return;  // every rank has the same graph: all skip it
   const size_t bytes = static_cast<size_t>(s.count) * dtype_size(s.dtype);
   switch (s.op) {
     case Op::AllReduce:
-      if (bytes) std::memcpy(out, in, bytes);
       comm->all_reduce(out, s.count, s.dtype, static_cast<dist::ReduceOp>(s.reduce));
       return;
     case Op::Broadcast:
-      if (bytes) std::memcpy(out, in, bytes);
       comm->broadcast(out, bytes, s.root);
       return;
-    case Op::AllGather:
-      comm->all_gather(in, out, bytes);
+    case Op::AllGather: {
+      char* base = static_cast<char*>(out);
+      comm->all_gather(base + static_cast<size_t>(comm->rank()) * bytes, base, bytes);
       return;
+    }
     default:
       fail(ErrorKind::Runtime, "internal: collective step ", s.name, " has op ", op_name(s.op));
   }
+}
+
+void run_host_collective(const CollectiveStep& s, const void* in, void* out) {
+  prepare_host_collective(s, in, out);
+  finish_host_collective(s, out);
 }
 
 }  // namespace lt

@@ -15,7 +15,11 @@ std::shared_ptr<dist::Communicator> communicator_for(Op op, int world);
 
 // in: the step's operand (count elements), out: its result (count, or count x world for
 // all_gather); distinct buffers. Throws lt::Error (communicator_for's, or the communicator's when
-// a peer fails or times out).
+// a peer fails or times out). Also as two halves, for running the second on another thread:
+// prepare checks the group and copies the operand into the result (all_gather: into this rank's
+// slot); finish runs the collective in place on the result alone.
 void run_host_collective(const CollectiveStep& step, const void* in, void* out);
+void prepare_host_collective(const CollectiveStep& step, const void* in, void* out);
+void finish_host_collective(const CollectiveStep& step, void* out);
 
 }  // namespace lt

@@ -1,6 +1,11 @@
 #include "lowering/collective.h"
 
+#include <algorithm>
+#include <functional>
+#include <vector>
+
 #include "ir/error.h"
+#include "lowering/plan.h"
 
 namespace lt {
 
@@ -16,6 +21,96 @@ void validate_collective(const CollectiveStep& c, int64_t in_numel, int64_t out_
   if (c.count < 0 || in_numel != c.count || out_numel != want_out)
     fail(ErrorKind::Runtime, where, ": collective ", c.name, " of ", c.count,
          " elements a rank has buffers of ", in_numel, " and ", out_numel, " elements");
+}
+
+namespace {
+
+// The buffers step st reads and writes.
+void io(const Plan& plan, const PlanStep& st, std::vector<int>& reads, std::vector<int>& writes) {
+  reads.clear(), writes.clear();
+  switch (st.kind) {
+    case PlanStep::Kind::Gemm: {
+      const Gemm& g = plan.gemms.at(st.index);
+      reads = {g.a, g.b}, writes = {g.out};
+      return;
+    }
+    case PlanStep::Kind::Conv: {
+      const ConvStep& c = plan.convs.at(st.index);
+      reads = {c.a, c.b, c.bias}, writes = {c.out};
+      return;
+    }
+    case PlanStep::Kind::Attention: {
+      const AttentionStep& a = plan.attentions.at(st.index);
+      reads = a.reads(), writes = a.writes();
+      return;
+    }
+    case PlanStep::Kind::Collective: {
+      const CollectiveStep& c = plan.collectives.at(st.index);
+      reads = {c.in}, writes = {c.out};
+      return;
+    }
+    case PlanStep::Kind::Kernel:
+      for (const loop::Arg& a : plan.kernels.at(st.index).args)
+        (a.output ? writes : reads).push_back(a.buffer);
+      return;
+  }
+}
+
+}  // namespace
+
+void hoist_collectives(Plan& plan) {
+  if (plan.collectives.empty() || plan.steps.empty()) return;
+  const int ns = static_cast<int>(plan.steps.size());
+  const int nb = static_cast<int>(plan.buffers.size());
+  std::vector<std::vector<int>> reads(ns), writes(ns);
+  std::vector<int> writer(nb, -1);
+  for (int s = 0; s < ns; ++s) {
+    io(plan, plan.steps[s], reads[s], writes[s]);
+    for (int b : writes[s])
+      if (b >= 0 && b < nb) writer[b] = s;
+  }
+  // The latest writer among the buffers `s` reads (-1: only graph inputs).
+  auto ready_after = [&](int s) {
+    int after = -1;
+    for (int b : reads[s])
+      if (b >= 0 && b < nb) after = std::max(after, writer[b]);
+    return after;
+  };
+  std::vector<int> target(ns, -2);  // -2: stays; else the step it now follows (-1: the front)
+  for (int s = 0; s < ns; ++s) {
+    if (plan.steps[s].kind != PlanStep::Kind::Collective) continue;
+    const int w = ready_after(s);
+    // The operand's own kernel (a bucket's concatenation) comes along, to right after what it
+    // reads (its outputs are new values: nothing earlier reads them).
+    if (w >= 0 && plan.steps[w].kind == PlanStep::Kind::Kernel && target[w] == -2) {
+      const int kw = ready_after(w);
+      if (kw < w - 1) target[w] = kw;
+    }
+    if (w < s - 1 || (w >= 0 && target[w] != -2)) target[s] = w;
+  }
+  std::vector<std::vector<int>> due(ns + 1);  // due[t + 1]: the steps that now follow step t
+  for (int s = 0; s < ns; ++s)
+    if (target[s] != -2) due[target[s] + 1].push_back(s);
+  std::vector<PlanStep> order;
+  order.reserve(plan.steps.size());
+  std::vector<char> placed(ns, 0);
+  std::function<void(int)> place_due = [&](int t) {
+    for (int m : due[t + 1]) {
+      if (placed[m]) continue;
+      placed[m] = 1;
+      order.push_back(plan.steps[m]);
+      place_due(m);
+    }
+  };
+  place_due(-1);
+  for (int s = 0; s < ns; ++s) {
+    if (target[s] == -2 && !placed[s]) {
+      placed[s] = 1;
+      order.push_back(plan.steps[s]);
+    }
+    if (placed[s]) place_due(s);
+  }
+  plan.steps = std::move(order);
 }
 
 }  // namespace lt

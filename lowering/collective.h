@@ -22,6 +22,15 @@ struct CollectiveStep {
   int64_t count = 0;             // elements of one rank's value
 };
 
+struct Plan;
+
+// Moves each collective step (and the kernel that writes its operand, when that kernel reads only
+// values ready earlier) to right after the steps its operand needs: a data-parallel step's
+// gradient all_reduce, traced after the whole backward pass, then runs as soon as its bucket is
+// ready, and a backend that runs collectives on a worker (backends/collective_queue.h) overlaps it
+// with the rest of the backward pass. Deterministic: every rank gets the same order.
+void hoist_collectives(Plan& plan);
+
 // Checks the step's invariants (op, reduce or root in range, buffer sizes); throws lt::Error
 // naming `where` (a damaged cache entry, a bad plan).
 void validate_collective(const CollectiveStep& c, int64_t in_numel, int64_t out_numel,

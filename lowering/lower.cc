@@ -11,6 +11,7 @@ namespace lt {
 
 Plan lower(const Graph& g, const LowerOptions& opts) {
   Plan plan = fuse(split_wide_reductions(simplify(decompose(g, opts)), opts), opts);
+  hoist_collectives(plan);
   find_donations(plan);
   complete_plan(plan);
   return plan;

@@ -200,6 +200,7 @@ void CpuExecutable::prepare_gemms(const Plan& plan) {
   }
   steps_ = plan.ordered_steps();
   collectives_ = plan.collectives;
+  if (!collectives_.empty()) comm_ = std::make_unique<CollectiveQueue>();
   for (const PlanStep& st : steps_)
     LT_CHECK(st.index >= 0 &&
                  st.index < static_cast<int>(st.kind == PlanStep::Kind::Gemm   ? plan.gemms.size()
@@ -460,9 +461,48 @@ std::vector<BufferPtr> CpuExecutable::run_with(const std::vector<RunInput>& inpu
   ThreadPool& pool = ThreadPool::global();
   std::vector<void*> args;
   const bool timed = stats && stats->on_kernel;
+  // Collectives in flight on comm_'s worker: the memory each writes and its ticket. A step that
+  // touches that memory waits for it first (temporaries sharing a slot share its address).
+  std::vector<std::pair<const void*, int64_t>> in_flight;
+  auto settle = [&](std::initializer_list<int> buffers) {
+    for (int b : buffers) {
+      if (b < 0 || in_flight.empty()) continue;
+      for (size_t i = 0; i < in_flight.size(); ++i)
+        if (in_flight[i].first == data[b]) {
+          comm_->wait(in_flight[i].second);
+          in_flight.erase(in_flight.begin() + static_cast<std::ptrdiff_t>(i));
+          break;
+        }
+    }
+  };
+  // Every collective is done (and its error raised) before the run returns.
+  struct Drain {
+    CollectiveQueue* q;
+    bool armed = true;
+    ~Drain() {
+      if (q && armed) try {
+          q->wait_all();
+        } catch (...) {  // an error is already propagating
+        }
+    }
+  } drain{comm_.get()};
   for (const PlanStep& step : steps_) {
     const auto t0 =
         timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    if (!in_flight.empty()) {
+      if (step.kind == PlanStep::Kind::Gemm) {
+        const BoundGemm& g = gemms_[step.index];
+        settle({g.a, g.b, g.out});
+      } else if (step.kind == PlanStep::Kind::Conv) {
+        const BoundConv& c = convs_[step.index];
+        settle({c.a, c.b, c.bias, c.out});
+      } else if (step.kind == PlanStep::Kind::Collective) {
+        const CollectiveStep& c = collectives_[step.index];
+        settle({c.in, c.out});
+      } else {
+        for (int b : kernels_[step.index].arg_buffers) settle({b});
+      }
+    }
     if (step.kind == PlanStep::Kind::Gemm) {
       BoundGemm& g = gemms_[step.index];
       run_gemm(g, values, data);
@@ -470,9 +510,17 @@ std::vector<BufferPtr> CpuExecutable::run_with(const std::vector<RunInput>& inpu
       continue;
     }
     if (step.kind == PlanStep::Kind::Collective) {
+      // The operand is copied into the result here; the worker then works on the result alone
+      // (the operand's memory may serve another temporary once this step is past).
       const CollectiveStep& c = collectives_[step.index];
-      run_host_collective(c, data[c.in], data[c.out]);
-      if (timed) stats->on_kernel(c.name, t0, std::chrono::steady_clock::now());
+      prepare_host_collective(c, data[c.in], data[c.out]);
+      void* out = data[c.out];
+      const RunStats* st = timed ? stats : nullptr;
+      in_flight.emplace_back(out, comm_->submit([&c, out, st] {
+        const auto s0 = std::chrono::steady_clock::now();
+        finish_host_collective(c, out);
+        if (st) st->on_kernel(c.name, s0, std::chrono::steady_clock::now());
+      }));
       continue;
     }
     if (step.kind == PlanStep::Kind::Conv) {
@@ -505,6 +553,11 @@ std::vector<BufferPtr> CpuExecutable::run_with(const std::vector<RunInput>& inpu
                         [a, fn](int64_t lo, int64_t hi) { fn(a, lo, hi); });
     }
     if (timed) stats->on_kernel(k.name, t0, std::chrono::steady_clock::now());
+  }
+  if (comm_) {
+    drain.armed = false;
+    comm_->wait_all();  // raises a collective's error here, on the caller's thread, before the
+                        // temporaries it may write are released
   }
   if (stats) stats->kernel_launches += static_cast<int>(steps_.size());
   for (size_t b = 0; b < nb; ++b)

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/collective_queue.h"
 #include "backends/cpu/jit.h"
 #include "backends/cpu/onednn_conv.h"
 #include "backends/cpu/onednn_gemm.h"
@@ -91,6 +92,8 @@ class CpuExecutable : public Executable {
   };
   std::vector<BoundConv> convs_;
   std::vector<CollectiveStep> collectives_;  // run through the process group (host_collective.h)
+  // The collectives' worker (collective_queue.h): made with the first plan that has one.
+  std::unique_ptr<CollectiveQueue> comm_;
   std::mutex steps_mutex_;  // guards per_binding (runs may come from several threads)
   // Symbolic sizes: the plan's symbols, its parameters followed by those merge_dims added, and
   // the plan's buffers and memory plan (for slot_bytes_at). Empty for a static plan.

@@ -63,6 +63,27 @@ TEST(CollectivePlan, OneStepBetweenKernels) {
       << p.grouping;
 }
 
+// A collective traced after unrelated work (DDP's all_reduce after the whole backward pass) runs
+// right after its operand is ready, so a backend's collective worker overlaps the rest.
+TEST(CollectivePlan, RunsAsSoonAsItsOperandIsReady) {
+  auto x = param({64, 33}), y = param({300});
+  auto a = make_node(Op::Exp, {x});
+  auto b = make_node(Op::Mul, {make_node(Op::Sin, {y}), make_node(Op::Cos, {y})});
+  auto c = collective(Op::AllReduce, a, 0, 2);
+  Plan p = plan_of({make_node(Op::Neg, {c}), b});
+  ASSERT_EQ(p.steps.size(), 4u) << p.grouping;
+  EXPECT_EQ(p.steps[0].kind, PlanStep::Kind::Kernel);      // exp
+  EXPECT_EQ(p.steps[1].kind, PlanStep::Kind::Collective);  // then at once the all_reduce
+  EXPECT_EQ(p.steps[2].kind, PlanStep::Kind::Kernel);
+  EXPECT_EQ(p.steps[3].kind, PlanStep::Kind::Kernel);
+  // Every step still runs after what it reads.
+  const CollectiveStep& ar = p.collectives[0];
+  const loop::Kernel& first = p.kernels[p.steps[0].index];
+  bool writes_operand = false;
+  for (const auto& arg : first.args) writes_operand |= arg.output && arg.buffer == ar.in;
+  EXPECT_TRUE(writes_operand) << p.grouping;
+}
+
 TEST(CollectivePlan, RoundTripsAndRejectsDamage) {
   auto x = param({10});
   Plan p = plan_of({collective(Op::Broadcast, make_node(Op::Sin, {x}), 1, 2)});

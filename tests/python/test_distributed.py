@@ -3,6 +3,7 @@ launcher, from the project's environment) over Gloo. The scripts under distribut
 the ranks; each checks its results against numpy or one PyTorch process and prints "ok <rank>".
 Also: a rank that dies makes the others raise instead of hang, and collectives without a group
 are errors."""
+import json
 import os
 import socket
 import subprocess
@@ -33,9 +34,9 @@ def _free_port_pair():
     raise RuntimeError("no free pair of ports")
 
 
-def _torchrun(script, nproc, timeout_s=20, deadline_s=240):
+def _torchrun(script, nproc, timeout_s=20, deadline_s=240, **extra_env):
     env = dict(os.environ, LT_DIST_TIMEOUT=str(timeout_s), LT_CACHE_DIR="off",
-               OMP_NUM_THREADS="1")
+               OMP_NUM_THREADS="1", **extra_env)
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
            "--master-addr=127.0.0.1", f"--master-port={_free_port_pair()}",
            os.path.join(SCRIPTS, script)]
@@ -63,6 +64,21 @@ def test_data_parallel_training_matches_one_process(nproc):
 @pytest.mark.parametrize("nproc", [2, 3])
 def test_distributed_data_parallel_matches_one_process(nproc):
     _every_rank_ok("ddp.py", nproc)
+
+
+def test_bucket_all_reduces_overlap_the_backward_pass(tmp_path):
+    """LT_PROFILE's Chrome trace of a DDP step: kernels start on the compute thread while a
+    gradient bucket's all_reduce runs on the collective worker."""
+    rc, out = _torchrun("overlap.py", 2, LT_TEST_TRACE_DIR=str(tmp_path))
+    assert rc == 0, out
+    for r in range(2):
+        events = json.loads((tmp_path / f"trace_{r}.json").read_text())["traceEvents"]
+        kernels = [e for e in events if e["cat"] == "kernel"]
+        reduces = [e for e in kernels if e["name"].endswith("_all_reduce")]
+        assert len(reduces) >= 6, [e["name"] for e in kernels][:40]  # a bucket per layer
+        overlapped = [k for c in reduces for k in kernels
+                      if k["tid"] != c["tid"] and c["ts"] <= k["ts"] < c["ts"] + c["dur"]]
+        assert overlapped, f"rank {r}: no kernel ran during an all_reduce"
 
 
 def test_train_ddp_example_runs_on_two_ranks():
