@@ -2,8 +2,8 @@
 
     torchrun --nproc-per-node 2 examples/python/train_ddp.py [--steps 200] [--device lazy]
 
-(from the project's environment: `.venv/bin/python -m torch.distributed.run --nproc-per-node 2
-examples/python/train_ddp.py`). Each rank draws its own batches; lt.nn.parallel.
+(from the project's environment: `PYTHONPATH=build/python .venv/bin/python -m
+torch.distributed.run --nproc-per-node 2 examples/python/train_ddp.py`). Each rank draws its own batches; lt.nn.parallel.
 DistributedDataParallel starts every rank from rank 0's weights and averages the gradients over
 the ranks after each backward pass (on "lazy" inside the step's one compiled graph, with the
 forward, the backward and AdamW's update). Rank 0 prints progress and the loss averaged over the
