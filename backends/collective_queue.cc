@@ -41,13 +41,16 @@ void CollectiveQueue::loop() {
     if (work_.empty()) return;  // stop_ and nothing left
     auto [ticket, fn] = std::move(work_.front());
     work_.pop_front();
+    // After a failure nothing more runs until a wait has raised it: the ranks no longer agree
+    // on what comes next, and a collective of another size would corrupt the exchange.
+    const bool skip = error_ != nullptr;
     lock.unlock();
     std::exception_ptr err;
-    try {
-      fn();
-    } catch (...) {
-      err = std::current_exception();
-    }
+    if (!skip) try {
+        fn();
+      } catch (...) {
+        err = std::current_exception();
+      }
     lock.lock();
     if (err && !error_) error_ = err;
     done_ = ticket;

@@ -20,7 +20,8 @@ class CollectiveQueue {
   CollectiveQueue(const CollectiveQueue&) = delete;
   CollectiveQueue& operator=(const CollectiveQueue&) = delete;
 
-  // Queues fn (run on the worker, after every earlier one); returns its ticket.
+  // Queues fn (run on the worker, after every earlier one; skipped while an earlier one's error
+  // has not been raised by a wait yet); returns its ticket.
   int64_t submit(std::function<void()> fn);
   // Returns once the work of `ticket` and every earlier ticket is done; rethrows the first error
   // any of them raised (once).

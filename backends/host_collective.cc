@@ -48,6 +48,43 @@ void finish_host_collective(const CollectiveStep& s, void* out) {
   }
 }
 
+uint64_t collectives_signature(const std::vector<CollectiveStep>& steps) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields every rank must agree on
+  auto mix = [&](int64_t v) {
+    for (int i = 0; i < 8; ++i)
+      h = (h ^ ((static_cast<uint64_t>(v) >> (8 * i)) & 0xff)) * 1099511628211ull;
+  };
+  mix(static_cast<int64_t>(steps.size()));
+  for (const CollectiveStep& c : steps) {
+    mix(static_cast<int64_t>(c.op)), mix(static_cast<int64_t>(c.dtype)), mix(c.count);
+    mix(c.world), mix(c.reduce), mix(c.root);
+  }
+  return h;
+}
+
+std::string describe_collectives(const std::vector<CollectiveStep>& steps) {
+  std::string s;
+  for (size_t i = 0; i < steps.size() && i < 4; ++i)
+    s += (i ? ", " : "") + std::string(op_name(steps[i].op)) + " of " +
+         std::to_string(steps[i].count) + " " + std::string(dtype_name(steps[i].dtype));
+  if (steps.size() > 4) s += ", ... (" + std::to_string(steps.size()) + " in all)";
+  return s;
+}
+
+void check_same_collectives(const std::vector<CollectiveStep>& steps) {
+  if (steps.empty()) return;
+  auto comm = communicator_for(steps[0].op, steps[0].world);
+  const uint64_t mine = collectives_signature(steps);
+  std::vector<uint64_t> all(static_cast<size_t>(comm->size()));
+  comm->all_gather(&mine, all.data(), sizeof mine);
+  for (size_t r = 0; r < all.size(); ++r)
+    if (all[r] != mine)
+      fail(ErrorKind::Runtime, "collectives differ between ranks: rank ", comm->rank(),
+           " syncs a graph whose collectives are ", describe_collectives(steps), "; rank ", r,
+           " syncs a graph with other collectives. Every rank must sync the same graphs in the "
+           "same order");
+}
+
 void run_host_collective(const CollectiveStep& s, const void* in, void* out) {
   prepare_host_collective(s, in, out);
   finish_host_collective(s, out);

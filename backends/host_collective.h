@@ -2,7 +2,10 @@
 // group's communicator (distributed/process_group.h): what the CPU backend runs for each one; the
 // reference interpreter asks communicator_for too.
 #pragma once
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "distributed/communicator.h"
 #include "lowering/collective.h"
@@ -21,5 +24,15 @@ std::shared_ptr<dist::Communicator> communicator_for(Op op, int world);
 void run_host_collective(const CollectiveStep& step, const void* in, void* out);
 void prepare_host_collective(const CollectiveStep& step, const void* in, void* out);
 void finish_host_collective(const CollectiveStep& step, void* out);
+
+// What a plan's collectives are (ops, dtypes, sizes, groups, in order), as one number, and in
+// words for messages.
+uint64_t collectives_signature(const std::vector<CollectiveStep>& steps);
+std::string describe_collectives(const std::vector<CollectiveStep>& steps);
+
+// Collective: every rank gives the signature of the graph it is about to run; an lt::Error on
+// every rank when they differ (ranks that sync different graphs would otherwise exchange
+// mismatched data or wait out the timeout).
+void check_same_collectives(const std::vector<CollectiveStep>& steps);
 
 }  // namespace lt

@@ -486,6 +486,19 @@ std::vector<BufferPtr> CpuExecutable::run_with(const std::vector<RunInput>& inpu
         }
     }
   } drain{comm_.get()};
+  // The first run checks that every rank runs these collectives (queued first: every rank's
+  // worker issues the check at the same point of its sequence).
+  if (comm_ && !collectives_checked_.exchange(true))
+    comm_->submit([this] {
+      try {
+        check_same_collectives(collectives_);
+      } catch (const Error& e) {
+        collectives_differ_ = e.what();  // every later run raises it too
+        throw;
+      }
+    });
+  else if (comm_ && !collectives_differ_.empty())
+    fail(ErrorKind::Runtime, collectives_differ_);
   for (const PlanStep& step : steps_) {
     const auto t0 =
         timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};

@@ -100,6 +100,13 @@ def test_a_dead_rank_makes_the_others_raise():
     assert "no error" not in out, out
 
 
+def test_ranks_that_sync_different_graphs_raise():
+    rc, out = _torchrun("mismatch.py", 2, timeout_s=30, deadline_s=120)
+    for r in range(2):
+        assert f"raised {r}: collectives differ between ranks" in out, out
+    assert "no error" not in out, out
+
+
 def test_collectives_need_a_group():
     assert not dist.is_initialized()
     with pytest.raises(RuntimeError, match="init_process_group"):
