@@ -96,7 +96,7 @@ class CpuExecutable : public Executable {
   // The collectives' worker (collective_queue.h): made with the first plan that has one.
   std::unique_ptr<CollectiveQueue> comm_;
   std::atomic<bool> collectives_checked_{false};  // check_same_collectives ran (first run)
-  std::string collectives_differ_;  // its error, when the ranks disagreed
+  std::string collectives_differ_;                // its error, when the ranks disagreed
   std::mutex steps_mutex_;  // guards per_binding (runs may come from several threads)
   // Symbolic sizes: the plan's symbols, its parameters followed by those merge_dims added, and
   // the plan's buffers and memory plan (for slot_bytes_at). Empty for a static plan.

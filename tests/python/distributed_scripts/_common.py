@@ -16,6 +16,19 @@ def say(line):
     sys.stdout.flush()
 
 
+def must_raise(rank, collective):
+    """Runs collective() (which must fail on every rank) and exits: prints "raised <rank>: <the
+    RuntimeError's first line>", or "no error <rank>" and exits 1."""
+    import os
+    try:
+        collective()
+    except RuntimeError as e:
+        say(f"raised {rank}: {str(e).splitlines()[0]}")
+        os._exit(0)
+    say(f"no error {rank}")
+    os._exit(1)
+
+
 def make(nn):
     return nn.Sequential(nn.Linear(10, 24), nn.Tanh(), nn.Linear(24, 5))
 
