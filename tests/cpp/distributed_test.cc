@@ -27,6 +27,9 @@
 #include "distributed/process_group.h"
 #include "distributed/tcp_store.h"
 #include "ir/error.h"
+#include "runtime/distributed.h"
+#include "runtime/sync.h"
+#include "test_util.h"
 
 extern char** environ;
 
@@ -497,6 +500,40 @@ TEST(DistributedProcesses, Lifecycle2) {
 TEST(DistributedProcesses, Lifecycle3) {
   SKIP_WITHOUT_GLOO();
   lifecycle(3);
+}
+
+// ------------------------------------------------------------------------------------------------
+// lt::distributed (runtime/distributed.h), the public C++ API, in a group of one in this process:
+// the collectives run through the IR, the CPU executable's worker and Gloo.
+
+TEST(DistributedApi, AGroupOfOneThroughThePublicApi) {
+  SKIP_WITHOUT_GLOO();
+  namespace ld = lt::distributed;
+  lt::Tensor t = lt::testing::random_tensor({4, 5}, 3, lt::testing::kLazyCpu);
+  EXPECT_TRUE(has(error_of([&] { ld::all_reduce(t); }), "init_process_group"));
+  const std::string port = std::to_string(free_port());
+  setenv("RANK", "0", 1), setenv("WORLD_SIZE", "1", 1), setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", port.c_str(), 1);
+  ld::init_process_group();
+  for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(v);
+  EXPECT_EQ(ld::get_rank(), 0);
+  EXPECT_EQ(ld::get_world_size(), 1);
+  const std::vector<float> before = t.to_vector<float>();
+  lt::Tensor u = t * 2.0;
+  ld::all_reduce(u, lt::ReduceOp::Avg);  // one rank: the average is the value
+  ld::broadcast(t, 0);
+  std::vector<lt::Tensor> out = {lt::testing::random_tensor({4, 5}, 9, lt::testing::kLazyCpu)};
+  ld::all_gather(out, t);
+  const std::vector<float> doubled = u.to_vector<float>(), gathered = out[0].to_vector<float>();
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_FLOAT_EQ(doubled[i], 2 * before[i]);
+    EXPECT_FLOAT_EQ(gathered[i], before[i]);
+  }
+  std::vector<lt::Tensor> two(2, t);
+  EXPECT_TRUE(has(error_of([&] { ld::all_gather(two, t); }), "2 output tensors for a group of 1"));
+  ld::barrier();
+  ld::destroy_process_group();
+  EXPECT_FALSE(ld::is_initialized());
 }
 
 }  // namespace lt_dist_test

@@ -1,0 +1,34 @@
+#include "runtime/distributed.h"
+
+#include "distributed/process_group.h"
+#include "ir/error.h"
+#include "runtime/indexing.h"
+
+namespace lt::distributed {
+
+void init_process_group(const std::string& backend) { dist::init_process_group(backend); }
+void destroy_process_group() { dist::destroy_process_group(); }
+bool is_initialized() { return dist::is_initialized(); }
+int get_rank() { return dist::get_rank(); }
+int get_world_size() { return dist::get_world_size(); }
+void barrier() { dist::default_communicator()->barrier(); }
+
+void all_reduce(Tensor& t, ReduceOp op) { t.assign(lt::all_reduce(t, op, get_world_size())); }
+
+void broadcast(Tensor& t, int src) { t.assign(lt::broadcast(t, src, get_world_size())); }
+
+void all_gather(std::vector<Tensor>& out, const Tensor& t) {
+  const int world = get_world_size();
+  if (static_cast<int>(out.size()) != world)
+    fail(ErrorKind::Value, "all_gather: ", out.size(), " output tensors for a group of ", world,
+         " ranks");
+  for (size_t r = 0; r < out.size(); ++r)
+    if (out[r].shape() != t.shape() || out[r].dtype() != t.dtype())
+      fail(ErrorKind::Value, "all_gather: output ", r, " is ", dtype_name(out[r].dtype()), " ",
+           shape_str(out[r].shape()), ", the tensor ", dtype_name(t.dtype()), " ",
+           shape_str(t.shape()));
+  Tensor stacked = lt::all_gather(t, world);
+  for (int r = 0; r < world; ++r) out[static_cast<size_t>(r)].assign(select(stacked, 0, r));
+}
+
+}  // namespace lt::distributed

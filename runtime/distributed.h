@@ -1,0 +1,28 @@
+// lt::distributed: the C++ face of lt.distributed (torch.distributed's names). The default
+// process group (distributed/process_group.h) from torchrun's environment, and the collectives on
+// tensors, in place: on a lazy device a node of the graph, run at the next sync in graph order
+// (every rank must sync the same graphs in the same order), else at once.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "runtime/collectives.h"
+#include "runtime/tensor.h"
+
+namespace lt::distributed {
+
+void init_process_group(const std::string& backend = "");  // "" or "gloo"; "nccl": not yet
+void destroy_process_group();
+bool is_initialized();
+int get_rank();
+int get_world_size();
+void barrier();
+
+// Every rank's t combined elementwise (Sum, Avg, Max); every rank's t gets the result.
+void all_reduce(Tensor& t, ReduceOp op = ReduceOp::Sum);
+// Rank src's t into every rank's t.
+void broadcast(Tensor& t, int src);
+// out[r] gets rank r's t (out: one tensor per rank, each of t's shape and dtype).
+void all_gather(std::vector<Tensor>& out, const Tensor& t);
+
+}  // namespace lt::distributed
