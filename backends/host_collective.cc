@@ -85,9 +85,4 @@ void check_same_collectives(const std::vector<CollectiveStep>& steps) {
            "same order");
 }
 
-void run_host_collective(const CollectiveStep& s, const void* in, void* out) {
-  prepare_host_collective(s, in, out);
-  finish_host_collective(s, out);
-}
-
 }  // namespace lt

@@ -16,12 +16,11 @@ namespace lt {
 // ranks: an lt::Error when no group is initialized or its size differs.
 std::shared_ptr<dist::Communicator> communicator_for(Op op, int world);
 
-// in: the step's operand (count elements), out: its result (count, or count x world for
-// all_gather); distinct buffers. Throws lt::Error (communicator_for's, or the communicator's when
-// a peer fails or times out). Also as two halves, for running the second on another thread:
-// prepare checks the group and copies the operand into the result (all_gather: into this rank's
-// slot); finish runs the collective in place on the result alone.
-void run_host_collective(const CollectiveStep& step, const void* in, void* out);
+// A collective step in two halves, the second for another thread. in: the step's operand (count
+// elements), out: its result (count, or count x world for all_gather); distinct buffers. prepare
+// checks the group and copies the operand into the result (all_gather: into this rank's slot);
+// finish runs the collective in place on the result alone. Both throw lt::Error
+// (communicator_for's, or the communicator's when a peer fails or times out).
 void prepare_host_collective(const CollectiveStep& step, const void* in, void* out);
 void finish_host_collective(const CollectiveStep& step, void* out);
 

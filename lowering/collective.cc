@@ -23,40 +23,16 @@ void validate_collective(const CollectiveStep& c, int64_t in_numel, int64_t out_
          " elements a rank has buffers of ", in_numel, " and ", out_numel, " elements");
 }
 
-namespace {
-
-// The buffers step st reads and writes.
-void io(const Plan& plan, const PlanStep& st, std::vector<int>& reads, std::vector<int>& writes) {
-  reads.clear(), writes.clear();
-  switch (st.kind) {
-    case PlanStep::Kind::Gemm: {
-      const Gemm& g = plan.gemms.at(st.index);
-      reads = {g.a, g.b}, writes = {g.out};
-      return;
-    }
-    case PlanStep::Kind::Conv: {
-      const ConvStep& c = plan.convs.at(st.index);
-      reads = {c.a, c.b, c.bias}, writes = {c.out};
-      return;
-    }
-    case PlanStep::Kind::Attention: {
-      const AttentionStep& a = plan.attentions.at(st.index);
-      reads = a.reads(), writes = a.writes();
-      return;
-    }
-    case PlanStep::Kind::Collective: {
-      const CollectiveStep& c = plan.collectives.at(st.index);
-      reads = {c.in}, writes = {c.out};
-      return;
-    }
-    case PlanStep::Kind::Kernel:
-      for (const loop::Arg& a : plan.kernels.at(st.index).args)
-        (a.output ? writes : reads).push_back(a.buffer);
-      return;
-  }
+CollectiveStep collective_step_of(Op op, DType t, const Attrs& a, int64_t count) {
+  CollectiveStep c;
+  c.op = op;
+  c.dtype = t;
+  c.world = static_cast<int>(a.ints.at(1));
+  if (op == Op::AllReduce) c.reduce = static_cast<int>(a.ints.at(0));
+  if (op == Op::Broadcast) c.root = static_cast<int>(a.ints.at(0));
+  c.count = count;
+  return c;
 }
-
-}  // namespace
 
 void hoist_collectives(Plan& plan) {
   if (plan.collectives.empty() || plan.steps.empty()) return;
@@ -65,7 +41,7 @@ void hoist_collectives(Plan& plan) {
   std::vector<std::vector<int>> reads(ns), writes(ns);
   std::vector<int> writer(nb, -1);
   for (int s = 0; s < ns; ++s) {
-    io(plan, plan.steps[s], reads[s], writes[s]);
+    step_buffers(plan, plan.steps[s], reads[s], writes[s]);
     for (int b : writes[s])
       if (b >= 0 && b < nb) writer[b] = s;
   }

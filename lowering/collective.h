@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ir/dtype.h"
+#include "ir/node.h"
 #include "ir/ops.h"
 
 namespace lt {
@@ -21,6 +22,10 @@ struct CollectiveStep {
   int in = -1, out = -1;         // plan buffers: in holds count elements, out count (x world)
   int64_t count = 0;             // elements of one rank's value
 };
+
+// The step of a collective prim `op` of dtype t, attributes a (ir/ops.def) over `count` elements a
+// rank (buffers and name unset).
+CollectiveStep collective_step_of(Op op, DType t, const Attrs& a, int64_t count);
 
 struct Plan;
 

@@ -19,14 +19,8 @@ std::optional<LibraryMatch> match_collective_step(const MatchContext& c, int nod
 void emit_collective_step(const PrimGraph& g, const LibraryMatch& m, const FusionNodes& nodes,
                           Plan& plan, std::ostream& grouping) {
   const PNode& p = g.nodes[m.prim];
-  CollectiveStep c;
+  CollectiveStep c = collective_step_of(p.op, p.dtype, p.attrs, numel(g.nodes[p.inputs[0]].shape));
   c.name = "x" + std::to_string(m.prim) + "_" + std::string(op_name(p.op));
-  c.op = p.op;
-  c.dtype = p.dtype;
-  c.world = static_cast<int>(p.attrs.ints.at(1));
-  if (p.op == Op::AllReduce) c.reduce = static_cast<int>(p.attrs.ints.at(0));
-  if (p.op == Op::Broadcast) c.root = static_cast<int>(p.attrs.ints.at(0));
-  c.count = numel(g.nodes[p.inputs[0]].shape);
   c.in = nodes[p.inputs[0]].buffer, c.out = nodes[m.root].buffer;
   grouping << c.name << ": " << op_name(p.op) << " " << dtype_name(c.dtype) << " "
            << shape_str(g.nodes[p.inputs[0]].shape) << " over " << c.world << " ranks, node %"

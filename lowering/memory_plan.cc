@@ -20,24 +20,11 @@ MemoryPlan plan_memory(const Plan& plan) {
     last[b] = std::max(last[b], step);
   };
   std::vector<PlanStep> steps = plan.ordered_steps();
+  std::vector<int> reads, writes;
   for (int s = 0; s < static_cast<int>(steps.size()); ++s) {
-    const PlanStep& st = steps[s];
-    if (st.kind == PlanStep::Kind::Gemm) {
-      const Gemm& g = plan.gemms.at(st.index);
-      for (int b : {g.a, g.b, g.out}) touch(b, s);
-    } else if (st.kind == PlanStep::Kind::Conv) {
-      const ConvStep& c = plan.convs.at(st.index);
-      for (int b : {c.a, c.b, c.bias, c.out}) touch(b, s);
-    } else if (st.kind == PlanStep::Kind::Attention) {
-      const AttentionStep& a = plan.attentions.at(st.index);
-      for (int b : a.reads()) touch(b, s);
-      for (int b : a.writes()) touch(b, s);
-    } else if (st.kind == PlanStep::Kind::Collective) {
-      const CollectiveStep& c = plan.collectives.at(st.index);
-      for (int b : {c.in, c.out}) touch(b, s);
-    } else {
-      for (const loop::Arg& a : plan.kernels.at(st.index).args) touch(a.buffer, s);
-    }
+    step_buffers(plan, steps[s], reads, writes);
+    for (int b : reads) touch(b, s);
+    for (int b : writes) touch(b, s);
   }
   std::vector<int> temps;
   for (int b = 0; b < nb; ++b)

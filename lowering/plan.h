@@ -156,4 +156,9 @@ struct Plan {
   }
 };
 
+// The plan buffers step `st` reads and writes (a bias of -1 included as a read: callers skip
+// negative ids). Memory planning, donation and the step-order passes share it.
+void step_buffers(const Plan& plan, const PlanStep& st, std::vector<int>& reads,
+                  std::vector<int>& writes);
+
 }  // namespace lt

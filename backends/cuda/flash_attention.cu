@@ -164,35 +164,32 @@ __device__ __forceinline__ float lt_fa16_ex2(float x) {
   return y;
 }
 
-// Four 8 x 8 tiles of 16-bit values from shared memory (ldmatrix): lane i gives the address of
-// row i % 8 of tile i / 8 and gets, of each tile, row i / 4's elements 2 (i % 4) and + 1.
-__device__ __forceinline__ void lt_fa16_ldsm(unsigned (&r)[4], const unsigned short* p) {
-  unsigned a;
-  asm("{ .reg .u64 s; cvta.to.shared.u64 s, %1; cvt.u32.u64 %0, s; }\n" : "=r"(a) : "l"(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a)
-               : "memory");
-}
-
-// Four 8 x 8 tiles of 16-bit values from shared memory, transposed (ldmatrix .trans): lane i gives
-// the address of row i % 8 of tile i / 8. Volatile: the same address holds new values each tile.
-__device__ __forceinline__ void lt_fa16_ldsm_t(unsigned (&r)[4], const unsigned short* p) {
-  unsigned a;
-  asm("{ .reg .u64 s; cvta.to.shared.u64 s, %1; cvt.u32.u64 %0, s; }\n" : "=r"(a) : "l"(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a)
-               : "memory");
-}
-
-// Asynchronous copies (cp.async, sm_80): a tile for the next iteration streams into shared memory
-// while this one computes. src_bytes below the copy's size zero-fills the rest (rows past n).
+// A generic pointer into shared memory as the 32-bit shared-space address PTX wants.
 __device__ __forceinline__ unsigned lt_fa16_smem_addr(const void* p) {
   unsigned a;
   asm("{ .reg .u64 s; cvta.to.shared.u64 s, %1; cvt.u32.u64 %0, s; }\n" : "=r"(a) : "l"(p));
   return a;
 }
+
+// Four 8 x 8 tiles of 16-bit values from shared memory (ldmatrix): lane i gives the address of
+// row i % 8 of tile i / 8 and gets, of each tile, row i / 4's elements 2 (i % 4) and + 1; with
+// T, the tiles transposed (ldmatrix .trans). Volatile: the same address holds new values each tile.
+template <bool T>
+__device__ __forceinline__ void lt_fa16_ldsm(unsigned (&r)[4], const unsigned short* p) {
+  if (T)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(lt_fa16_smem_addr(p))
+                 : "memory");
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(lt_fa16_smem_addr(p))
+                 : "memory");
+}
+
+// Asynchronous copies (cp.async, sm_80): a tile for the next iteration streams into shared memory
+// while this one computes. src_bytes below the copy's size zero-fills the rest (rows past n).
 __device__ __forceinline__ void lt_fa16_cp16(void* dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(lt_fa16_smem_addr(dst)),
                "l"(src), "r"(src_bytes)
@@ -263,7 +260,7 @@ __device__ __forceinline__ void lt_fa16_mm_nt(float (&acc)[8][4], const unsigned
 #pragma unroll
     for (int np = 0; np < 4; ++np) {
       unsigned b[4];
-      lt_fa16_ldsm(b, base + np * 16 * LT_FA16_LD + kk * 16);
+      lt_fa16_ldsm<false>(b, base + np * 16 * LT_FA16_LD + kk * 16);
       lt_fa16_mma<BF>(acc[2 * np], a[kk], b[0], b[1]);
       lt_fa16_mma<BF>(acc[2 * np + 1], a[kk], b[2], b[3]);
     }
@@ -279,7 +276,8 @@ __device__ __forceinline__ void lt_fa16_mm_nn(float (&acc)[8][4], const unsigned
 #pragma unroll
     for (int np = 0; np < 4; ++np) {
       unsigned b[4];
-      lt_fa16_ldsm_t(b, X + (kk * 16 + (lane & 15)) * LT_FA16_LD + np * 16 + ((lane >> 4) << 3));
+      lt_fa16_ldsm<true>(b,
+                         X + (kk * 16 + (lane & 15)) * LT_FA16_LD + np * 16 + ((lane >> 4) << 3));
       lt_fa16_mma<BF>(acc[2 * np], a[kk], b[0], b[1]);
       lt_fa16_mma<BF>(acc[2 * np + 1], a[kk], b[2], b[3]);
     }

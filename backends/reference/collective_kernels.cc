@@ -18,11 +18,7 @@ void eval_collective(Ctx& c) {
   const int64_t count = numel(x.shape);
   // Every collective is checked against the other ranks' first (the oracle can afford it): a
   // mismatch is an error here, not a corrupted exchange.
-  CollectiveStep step;
-  step.op = n.op, step.dtype = n.dtype, step.world = world, step.count = count;
-  if (n.op == Op::AllReduce) step.reduce = static_cast<int>(n.attrs.ints.at(0));
-  if (n.op == Op::Broadcast) step.root = static_cast<int>(n.attrs.ints.at(0));
-  check_same_collectives({step});
+  check_same_collectives({collective_step_of(n.op, n.dtype, n.attrs, count)});
   const DType wide = fl ? DType::Float64 : DType::Int64;  // the interpreter's element types
   const size_t bytes = static_cast<size_t>(count) * 8;
   const size_t total = static_cast<size_t>(numel(c.out.shape));

@@ -1,0 +1,26 @@
+#include "lowering/plan.h"
+
+namespace lt {
+
+void step_buffers(const Plan& plan, const PlanStep& st, std::vector<int>& reads,
+                  std::vector<int>& writes) {
+  reads.clear(), writes.clear();
+  if (st.kind == PlanStep::Kind::Gemm) {
+    const Gemm& g = plan.gemms.at(st.index);
+    reads = {g.a, g.b}, writes = {g.out};
+  } else if (st.kind == PlanStep::Kind::Conv) {
+    const ConvStep& c = plan.convs.at(st.index);
+    reads = {c.a, c.b, c.bias}, writes = {c.out};
+  } else if (st.kind == PlanStep::Kind::Attention) {
+    const AttentionStep& a = plan.attentions.at(st.index);
+    reads = a.reads(), writes = a.writes();
+  } else if (st.kind == PlanStep::Kind::Collective) {
+    const CollectiveStep& c = plan.collectives.at(st.index);
+    reads = {c.in}, writes = {c.out};
+  } else {
+    for (const loop::Arg& a : plan.kernels.at(st.index).args)
+      (a.output ? writes : reads).push_back(a.buffer);
+  }
+}
+
+}  // namespace lt
