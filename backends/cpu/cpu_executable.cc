@@ -200,6 +200,16 @@ void CpuExecutable::prepare_gemms(const Plan& plan) {
   }
   steps_ = plan.ordered_steps();
   collectives_ = plan.collectives;
+  if (!collectives_.empty()) {
+    // What each step touches, for waiting on collectives in flight (run).
+    step_touches_.resize(steps_.size());
+    std::vector<int> reads, writes;
+    for (size_t s = 0; s < steps_.size(); ++s) {
+      step_buffers(plan, steps_[s], reads, writes);
+      step_touches_[s] = reads;
+      step_touches_[s].insert(step_touches_[s].end(), writes.begin(), writes.end());
+    }
+  }
   if (!collectives_.empty()) comm_ = std::make_unique<CollectiveQueue>();
   for (const PlanStep& st : steps_)
     LT_CHECK(st.index >= 0 &&
@@ -464,7 +474,7 @@ std::vector<BufferPtr> CpuExecutable::run_with(const std::vector<RunInput>& inpu
   // Collectives in flight on comm_'s worker: the memory each writes and its ticket. A step that
   // touches that memory waits for it first (temporaries sharing a slot share its address).
   std::vector<std::pair<const void*, int64_t>> in_flight;
-  auto settle = [&](std::initializer_list<int> buffers) {
+  auto settle = [&](const std::vector<int>& buffers) {
     for (int b : buffers) {
       if (b < 0 || in_flight.empty()) continue;
       for (size_t i = 0; i < in_flight.size(); ++i)
@@ -502,20 +512,7 @@ std::vector<BufferPtr> CpuExecutable::run_with(const std::vector<RunInput>& inpu
   for (const PlanStep& step : steps_) {
     const auto t0 =
         timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    if (!in_flight.empty()) {
-      if (step.kind == PlanStep::Kind::Gemm) {
-        const BoundGemm& g = gemms_[step.index];
-        settle({g.a, g.b, g.out});
-      } else if (step.kind == PlanStep::Kind::Conv) {
-        const BoundConv& c = convs_[step.index];
-        settle({c.a, c.b, c.bias, c.out});
-      } else if (step.kind == PlanStep::Kind::Collective) {
-        const CollectiveStep& c = collectives_[step.index];
-        settle({c.in, c.out});
-      } else {
-        for (int b : kernels_[step.index].arg_buffers) settle({b});
-      }
-    }
+    if (!in_flight.empty()) settle(step_touches_[static_cast<size_t>(&step - steps_.data())]);
     if (step.kind == PlanStep::Kind::Gemm) {
       BoundGemm& g = gemms_[step.index];
       run_gemm(g, values, data);

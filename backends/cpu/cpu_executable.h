@@ -95,6 +95,7 @@ class CpuExecutable : public Executable {
   std::vector<CollectiveStep> collectives_;  // run through the process group (host_collective.h)
   // The collectives' worker (collective_queue.h): made with the first plan that has one.
   std::unique_ptr<CollectiveQueue> comm_;
+  std::vector<std::vector<int>> step_touches_;    // per step, its buffers (plans with collectives)
   std::atomic<bool> collectives_checked_{false};  // check_same_collectives ran (first run)
   std::string collectives_differ_;                // its error, when the ranks disagreed
   std::mutex steps_mutex_;  // guards per_binding (runs may come from several threads)
