@@ -105,7 +105,7 @@ def lt_train_step(lt, cfg, idx_np, tgt_np, pos_np, amp, device="lazy:cuda", stat
     return step
 
 
-def gpt2_124m_train_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats, bf16):
+def gpt2_124m_train_row(lt, torch_ms, wall_ms, first_call_s, quick, repeats, bf16):
     cfg, state, idx_np, tgt_np, pos_np = _setup(quick, 2 if quick else 8, 5)
     row = {"workload": f"gpt2_124m_train_b{idx_np.shape[0]}_t{cfg[1]}_adamw" +
                        ("_bf16_autocast" if bf16 else "_fp32")}
@@ -119,7 +119,7 @@ def gpt2_124m_train_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats, bf16
 
     def torch_step(m, fwd):
         return torch_train_step(m, fwd, idx, tgt, pos, cfg[0], torch_amp)
-    want = time_torch_training(row, torch_model, torch_step, cuda_ms, first_call_s, repeats)
+    want = time_torch_training(row, torch_model, torch_step, torch_ms, first_call_s, repeats)
     try:
         lt_step = lt_train_step(lt, cfg, idx_np, tgt_np, pos_np, lt_amp, state=state)
         time_lt_training(lt, row, lt_step, wall_ms, repeats, want)
@@ -128,7 +128,7 @@ def gpt2_124m_train_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats, bf16
     return row
 
 
-def gpt2_124m_infer_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats, bf16=False):
+def gpt2_124m_infer_row(lt, torch_ms, wall_ms, first_call_s, quick, repeats, bf16=False):
     cfg, state, idx_np, _, pos_np = _setup(quick, 1, 6)
     row = {"workload": f"gpt2_124m_infer_b1_t{cfg[1]}" + ("_bf16_autocast" if bf16 else "_fp32")}
     torch_amp, lt_amp = _amp(lt, bf16)
@@ -145,13 +145,13 @@ def gpt2_124m_infer_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats, bf16
     want = run().float().cpu().numpy()
     for _ in range(3):
         run()
-    row["eager_ms"] = cuda_ms(run, repeats)
+    row["eager_ms"] = torch_ms(run, repeats)
     torch._dynamo.reset()
     crun = torch_fwd(torch.compile(m))
     row["compile_first_s"] = first_call_s(crun)
     for _ in range(3):
         crun()
-    row["compile_ms"] = cuda_ms(crun, repeats)
+    row["compile_ms"] = torch_ms(crun, repeats)
     try:
         lm = _model(lt.nn, lt.nn.functional, *cfg).to("lazy:cuda").eval()
         lm.load_state_dict({k: lt.tensor(v, device="lazy:cuda") for k, v in state.items()})

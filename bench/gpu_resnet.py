@@ -96,12 +96,12 @@ def lt_step(lt, state, x_np, y_np):
     return step
 
 
-def resnet18_row(lt, cuda_ms, wall_ms, first_call_s, quick, repeats):
+def resnet18_row(lt, torch_ms, wall_ms, first_call_s, quick, repeats):
     state, x_np, y_np = setup(quick)
     row = {"workload": f"resnet18_cifar_b{len(y_np)}_train_sgd_momentum"}
     x, y = torch.from_numpy(x_np).cuda(), torch.from_numpy(y_np).cuda()
     want = time_torch_training(row, lambda: torch_model(state),
-                               lambda m, fwd: torch_step(m, fwd, x, y), cuda_ms, first_call_s, repeats)
+                               lambda m, fwd: torch_step(m, fwd, x, y), torch_ms, first_call_s, repeats)
     try:
         time_lt_training(lt, row, lt_step(lt, state, x_np, y_np), wall_ms, repeats, want)
     except (NotImplementedError, RuntimeError, AttributeError, TypeError, ValueError, KeyError) as e:

@@ -6,7 +6,7 @@ import time
 import torch
 
 
-def time_torch_training(row, torch_model, torch_step, cuda_ms, first_call_s, repeats):
+def time_torch_training(row, torch_model, torch_step, torch_ms, first_call_s, repeats):
     """Fills row's eager_ms, compile_first_s and compile_ms. torch_model() makes the model with
     the row's initial weights; torch_step(m, fwd) returns a step (zero_grad, loss of fwd,
     backward, optimizer step; returns the loss) training m through fwd. Returns the first step's
@@ -16,7 +16,7 @@ def time_torch_training(row, torch_model, torch_step, cuda_ms, first_call_s, rep
     want = float(step().item())  # the first step's loss, from the initial weights
     for _ in range(3):
         step()
-    row["eager_ms"] = cuda_ms(step, repeats)
+    row["eager_ms"] = torch_ms(step, repeats)
     del m, step
     torch._dynamo.reset()
     m = torch_model()
@@ -24,7 +24,7 @@ def time_torch_training(row, torch_model, torch_step, cuda_ms, first_call_s, rep
     row["compile_first_s"] = first_call_s(cstep)
     for _ in range(3):
         cstep()
-    row["compile_ms"] = cuda_ms(cstep, repeats)
+    row["compile_ms"] = torch_ms(cstep, repeats)
     del m, cstep
     torch.cuda.empty_cache()  # the models' memory, before lazytensor's run
     return want

@@ -4,7 +4,7 @@ torch.compile(model) and of lazytensor on lazy:cuda (our API, one graph a step),
 and/or fp32, the same model, weights, batch and AdamW as bench/gpu_gpt2.py's row; then
 lazytensor's host breakdown and its kernel grouping (to map kernel names to IR nodes) under --out.
 
-  PYTHONPATH=build-gpu/python python3 tests/gpu/profile_gpt2.py --out DIR [--fp32] [--quick]
+  PYTHONPATH=build-gpu/python python3 tests/gpu/profile_gpt2.py --out DIR [--fp32 | --fp32-only] [--quick]
 """
 import argparse
 import os
@@ -31,6 +31,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--fp32", action="store_true", help="also profile the fp32 row")
+    ap.add_argument("--fp32-only", action="store_true", help="profile the fp32 row alone")
     ap.add_argument("--quick", action="store_true", help="a small model (smoke run)")
     ap.add_argument("--top", type=int, default=45)
     ap.add_argument("--steps", type=int, default=3)
@@ -38,7 +39,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     cfg, state, idx_np, tgt_np, pos_np = _setup(args.quick, 2 if args.quick else 8, 5)
     idx, tgt, pos = (torch.from_numpy(a).cuda() for a in (idx_np, tgt_np, pos_np))
-    for bf16 in ([True, False] if args.fp32 else [True]):
+    for bf16 in [False] if args.fp32_only else [True, False] if args.fp32 else [True]:
         tag = "bf16 autocast" if bf16 else "fp32"
         torch_amp, lt_amp = _amp(lt, bf16)
         prof, wall = profiled(torch_step(cfg, state, idx, tgt, pos, torch_amp), args.steps)
