@@ -163,6 +163,10 @@ std::vector<int> donated_outputs(const std::vector<BufferSpec>& buffers,
 // False when LT_GEMM=0: backends then offer no library GEMM and every matmul stays a loop kernel
 // (to compare the two paths, or to rule out a library bug). Read once.
 bool gemm_enabled();
+// Whether lowering keeps convolution data NHWC (LowerOptions::conv_channels_last): LT_CHANNELS_LAST
+// =1 or =0 at start, else the backend's default (off for now on both: see cuda_backend.cc). Read
+// once.
+bool conv_channels_last(bool backend_default);
 // Whether float32 GEMMs may round their inputs to TF32 on tensor cores (PyTorch's
 // torch.backends.cuda.matmul.allow_tf32, default off): LT_ALLOW_TF32=1 at start, or set at run
 // time (lt.backends.cuda.matmul.allow_tf32). Read at each GEMM launch.

@@ -14,6 +14,14 @@ bool gemm_enabled() {
   return on;
 }
 
+bool conv_channels_last(bool backend_default) {
+  static const int setting = [] {
+    const char* e = std::getenv("LT_CHANNELS_LAST");
+    return !e || !*e ? -1 : std::strcmp(e, "0") == 0 ? 0 : 1;
+  }();
+  return setting < 0 ? backend_default : setting == 1;
+}
+
 namespace {
 std::atomic<bool>& tf32_setting() {
   static std::atomic<bool> on{[] {

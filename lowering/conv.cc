@@ -25,6 +25,7 @@ void validate_conv(const ConvStep& c, int64_t a_numel, int64_t b_numel, int64_t 
   if (c.kind != ConvStep::Kind::Forward && (c.bias >= 0 || c.relu))
     bad("bias or relu on a backward step");
   if (c.bias >= 0 && bias_numel != c.w[0]) bad("bias buffer has the wrong size");
+  if (c.channels_last > 7) bad("channels-last bits beyond its three operands");
 }
 
 }  // namespace lt

@@ -1,6 +1,7 @@
 // A library convolution as a plan step (oneDNN on the CPU), next to loop kernels and GEMMs. Fusion
 // emits one per conv prim (ir/conv.h) when the backend's LowerOptions offer convolution for its
-// dtype; every operand is a contiguous buffer (NCHW data, OIHW weights), so no layout is guessed.
+// dtype; every operand is a contiguous buffer (NCHW data, OIHW weights), unless the channels-last
+// pass (lowering/channels_last.h) stored a data operand NHWC, which `channels_last` then says.
 #pragma once
 #include <string>
 
@@ -20,6 +21,29 @@ struct ConvStep {
   bool relu = false;  // Forward only: a ReLU applied to the result (oneDNN post-op)
   Shape x, w, y;      // the forward geometry: input [N,C,H,W], weight [O,C/g,kH,kW], output
   ConvParams params;
+  // The operands whose buffers hold their values channels-last (lowering/channels_last.h): data
+  // ([N,C,H,W] values in NHWC order) and weights or dw ([O,C/g,kH,kW] in OHWI order, cuDNN's NHWC
+  // filter format); a mask of kLastA, kLastB, kLastOut (0: all plain).
+  uint8_t channels_last = 0;
+  static constexpr uint8_t kLastA = 1, kLastB = 2, kLastOut = 4;
+
+  // The data bits (a GradWeight's out is its dw, Forward and GradInput's b the weight).
+  uint8_t data_operands() const {
+    return kind == Kind::GradWeight ? kLastA | kLastB : kLastA | kLastOut;
+  }
+  // Whether the weight (Forward, GradInput) or dw (GradWeight) is OHWI.
+  bool w_channels_last() const {
+    return channels_last & (kind == Kind::GradWeight ? kLastOut : kLastB);
+  }
+  // Whether the forward input x / output y (or their gradients) are stored NHWC.
+  bool x_channels_last() const {
+    return channels_last & (kind == Kind::GradInput ? kLastOut : kLastA);
+  }
+  bool y_channels_last() const {
+    return channels_last & (kind == Kind::Forward     ? kLastOut
+                            : kind == Kind::GradInput ? kLastA
+                                                      : kLastB);
+  }
 
   static Kind kind_of(Op op) {
     return op == Op::Conv2d            ? Kind::Forward

@@ -80,13 +80,16 @@ struct LowerOptions {
   std::vector<DType> conv_dtypes;
   std::vector<DType> attention_dtypes;
   int64_t attention_head_dim = 0;
-  // A backend with far more threads than a few hundred long rows keep busy (CUDA, opt-in with
-  // LT_CUDA_SPLIT_REDUCTIONS=1: not yet shown faster end to end): a reduction
+  // A backend with far more threads than a few hundred long rows keep busy (CUDA; off with
+  // LT_CUDA_SPLIT_REDUCTIONS=0): a reduction
   // with few outputs is split in two stages even when its result is read back over its rows
   // (batch norm's statistics over N, H, W: one block per channel left most of a GPU idle), and a
   // first-stage row's length counts every reduced axis, not only the outermost run
   // (lowering/split_reduce.h).
   bool split_for_many_threads = false;
+  // A backend whose convolution library runs NHWC natively (cuDNN's tensor-core engines) keeps
+  // convolution data in NHWC memory between the kernels around them (lowering/channels_last.h).
+  bool conv_channels_last = false;
   bool gemm(DType t) const { return has(gemm_dtypes, t); }
   bool conv(DType t) const { return has(conv_dtypes, t); }
   bool attention(DType t, int64_t e, int64_t ev) const {

@@ -13,10 +13,10 @@ namespace lt {
 namespace {
 
 // Bumped whenever the layout below changes; a reader rejects other versions.
-constexpr uint32_t kPlanFormat = 8;  // 2: Gemm steps and the step order; 3: donations, inplace; 4:
+constexpr uint32_t kPlanFormat = 9;  // 2: Gemm steps and the step order; 3: donations, inplace; 4:
                                      // gather/scatter; 6: attention steps indices; 5: Conv steps;
                                      // 7: loop IR size-parameter fields (always static here);
-                                     // 8: collective steps
+                                     // 8: collective steps; 9: conv channels-last operands
 
 void put_gemm(ByteWriter& w, const Gemm& g) {
   w.bytes(g.name);
@@ -36,6 +36,7 @@ void put_conv(ByteWriter& w, const ConvStep& c) {
   w.u8(static_cast<uint8_t>(c.dtype));
   for (int v : {c.a, c.b, c.bias, c.out}) w.i64(v);
   w.u8(c.relu);
+  w.u8(c.channels_last);
   put_shape(w, c.x);
   put_shape(w, c.w);
   put_shape(w, c.y);
@@ -180,6 +181,7 @@ struct Decoder {
     c.bias = id(-1, nbuffers, "conv bias buffer");
     c.out = id(0, nbuffers, "conv output buffer");
     c.relu = flag();
+    c.channels_last = r.u8();
     c.x = shape(), c.w = shape(), c.y = shape();
     Attrs a;
     a.ints = shape();

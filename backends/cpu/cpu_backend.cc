@@ -44,6 +44,7 @@ class CpuBackend : public Backend {
     LowerOptions o;
     if (cpu::onednn_gemm_available() && gemm_enabled()) o.gemm_dtypes = {DType::Float32};
     if (cpu::onednn_conv_available() && gemm_enabled()) o.conv_dtypes = {DType::Float32};
+    o.conv_channels_last = !o.conv_dtypes.empty() && conv_channels_last(false);
     return o;
   }
 

@@ -19,12 +19,16 @@ using dims = dnnl::memory::dims;
 using tag = dnnl::memory::format_tag;
 constexpr auto kF32 = dnnl::memory::data_type::f32;
 
-// Plain layouts only (the plan's buffers are contiguous NCHW / OIHW): oneDNN then reads and writes
-// them in place, with no reorder around each call.
-dnnl::memory::desc data_desc(const Shape& s) { return {dims(s.begin(), s.end()), kF32, tag::nchw}; }
-dnnl::memory::desc weight_desc(const Shape& w, int64_t groups) {
-  if (groups == 1) return {dims(w.begin(), w.end()), kF32, tag::oihw};
-  return {dims{groups, w[0] / groups, w[1], w[2], w[3]}, kF32, tag::goihw};
+// Plain layouts only (the plan's buffers are contiguous NCHW / OIHW, or NHWC for a channels-last
+// data operand, lowering/channels_last.h): oneDNN then reads and writes them in place, with no
+// reorder around each call.
+dnnl::memory::desc data_desc(const Shape& s, bool channels_last) {
+  return {dims(s.begin(), s.end()), kF32, channels_last ? tag::nhwc : tag::nchw};
+}
+dnnl::memory::desc weight_desc(const Shape& w, int64_t groups, bool channels_last) {
+  if (groups == 1) return {dims(w.begin(), w.end()), kF32, channels_last ? tag::ohwi : tag::oihw};
+  return {dims{groups, w[0] / groups, w[1], w[2], w[3]}, kF32,
+          channels_last ? tag::gohwi : tag::goihw};
 }
 
 }  // namespace
@@ -42,7 +46,7 @@ OnednnConv::OnednnConv(const ConvStep& c) {
     fail(ErrorKind::NotImplemented, "not implemented: ", op_name(c.op()), " in ",
          dtype_name(c.dtype), " on cpu (oneDNN: float32 only)");
   const ConvParams& p = c.params;
-  std::vector<int64_t> key = {static_cast<int64_t>(c.kind), c.bias >= 0, c.relu};
+  std::vector<int64_t> key = {static_cast<int64_t>(c.kind), c.bias >= 0, c.relu, c.channels_last};
   for (const Shape* s : {&c.x, &c.w, &c.y}) key.insert(key.end(), s->begin(), s->end());
   const IntList ints = p.ints();
   key.insert(key.end(), ints.begin(), ints.end());
@@ -53,7 +57,8 @@ OnednnConv::OnednnConv(const ConvStep& c) {
   if (!slot) {
     auto impl = std::make_shared<Impl>();
     impl->kind = c.kind;
-    const auto x = data_desc(c.x), y = data_desc(c.y), w = weight_desc(c.w, p.groups);
+    const auto x = data_desc(c.x, c.x_channels_last()), y = data_desc(c.y, c.y_channels_last());
+    const auto w = weight_desc(c.w, p.groups, c.w_channels_last());
     const dnnl::memory::desc bias =
         c.bias >= 0 ? dnnl::memory::desc({c.w[0]}, kF32, tag::x) : dnnl::memory::desc();
     // oneDNN's dilation counts the gaps between taps (PyTorch's dilation - 1); right padding as

@@ -54,13 +54,15 @@ bool keep_temps() {
   return on;
 }
 
-// LowerOptions::split_for_many_threads with LT_CUDA_SPLIT_REDUCTIONS=1 (read once). Off by
-// default: on the ResNet-18 row (H200, 2026-11-29) it took the step from 274 to 430 kernels and
-// no run showed it faster (7.78 vs 8.01 ms with CUDA graphs replayed, 11.7 vs 12.8 without).
+// LowerOptions::split_for_many_threads, on unless LT_CUDA_SPLIT_REDUCTIONS=0 (read once). On the
+// ResNet-18 row (H200, 2026-11-29) batch norm's statistics split in two stages took the step from
+// 7.56 to 6.22 ms (274 -> 430 kernels) once its CUDA graph replayed without recaptures (an
+// earlier A/B, with every convolution recaptured each step, had hidden it). GPT-2's reductions
+// have too many outputs for the rule to touch them.
 bool split_for_many_threads() {
   static const bool on = [] {
     const char* e = std::getenv("LT_CUDA_SPLIT_REDUCTIONS");
-    return e && std::string(e) == "1";
+    return !(e && std::string(e) == "0");
   }();
   return on;
 }
@@ -868,6 +870,10 @@ class CudaBackendImpl : public CudaBackend {
       o.attention_head_dim = kFlashTile;
     }
     o.split_for_many_threads = split_for_many_threads();
+    // Off by default: on the ResNet-18 row (H200, 2026-11-29) the channels-last plan removed
+    // cuDNN's transposes but ran 6.66 ms against 6.16 (its reductions over NHWC data and 32 weight
+    // copies not yet tuned); LT_CHANNELS_LAST=1 turns it on.
+    o.conv_channels_last = !o.conv_dtypes.empty() && conv_channels_last(false);
     return o;
   }
 

@@ -19,7 +19,7 @@ using Status = int;  // cudnnStatus_t; 0 is CUDNN_STATUS_SUCCESS
 inline constexpr Status kSuccess = 0;
 
 enum DataType : int { kFloat = 0, kDouble = 1, kHalf = 2, kBFloat16 = 9 };
-enum TensorFormat : int { kNCHW = 0 };
+enum TensorFormat : int { kNCHW = 0, kNHWC = 1 };
 enum ConvMode : int { kCrossCorrelation = 1 };
 enum MathType : int {
   kDefaultMath = 0,

@@ -162,22 +162,24 @@ CudnnConv::CudnnConv(std::shared_ptr<const CudnnHandle> handle, const ConvStep& 
     if (s->size() != 4 || numel(*s) > INT_MAX)
       fail(ErrorKind::NotImplemented, "not implemented: conv ", step.name, " with operand ",
            shape_str(*s), " (over 2^31 elements) on cuda");
-  auto tensor = [&](void** out, const Shape& s) {
+  // Dims are always N, C, H, W; a channels-last operand (lowering/channels_last.h) is NHWC memory.
+  auto tensor = [&](void** out, const Shape& s, bool channels_last = false) {
     cudnn::TensorDesc d = nullptr;
     check(a.create_tensor(&d), "cudnnCreateTensorDescriptor", step.name);
     *out = d;
-    check(a.set_tensor_4d(d, cudnn::kNCHW, dt, as_int(s[0], step), as_int(s[1], step),
-                          as_int(s[2], step), as_int(s[3], step)),
+    check(a.set_tensor_4d(d, channels_last ? cudnn::kNHWC : cudnn::kNCHW, dt, as_int(s[0], step),
+                          as_int(s[1], step), as_int(s[2], step), as_int(s[3], step)),
           "cudnnSetTensor4dDescriptor", step.name);
   };
   try {
-    tensor(&x_, step.x);
-    tensor(&y_, step.y);
+    tensor(&x_, step.x, step.x_channels_last());
+    tensor(&y_, step.y, step.y_channels_last());
     cudnn::FilterDesc f = nullptr;
     check(a.create_filter(&f), "cudnnCreateFilterDescriptor", step.name);
     w_ = f;
-    check(a.set_filter_4d(f, dt, cudnn::kNCHW, as_int(step.w[0], step), as_int(step.w[1], step),
-                          as_int(step.w[2], step), as_int(step.w[3], step)),
+    check(a.set_filter_4d(f, dt, step.w_channels_last() ? cudnn::kNHWC : cudnn::kNCHW,
+                          as_int(step.w[0], step), as_int(step.w[1], step), as_int(step.w[2], step),
+                          as_int(step.w[3], step)),
           "cudnnSetFilter4dDescriptor", step.name);
     cudnn::ConvDesc c = nullptr;
     check(a.create_conv(&c), "cudnnCreateConvolutionDescriptor", step.name);

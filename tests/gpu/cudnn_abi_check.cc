@@ -14,7 +14,7 @@ constexpr int I(int v) { return v; }  // enums of two types compare as ints
 static_assert(I(CUDNN_STATUS_SUCCESS) == I(c::kSuccess));
 static_assert(I(CUDNN_DATA_FLOAT) == I(c::kFloat) && I(CUDNN_DATA_DOUBLE) == I(c::kDouble) &&
               I(CUDNN_DATA_HALF) == I(c::kHalf) && I(CUDNN_DATA_BFLOAT16) == I(c::kBFloat16));
-static_assert(I(CUDNN_TENSOR_NCHW) == I(c::kNCHW) &&
+static_assert(I(CUDNN_TENSOR_NCHW) == I(c::kNCHW) && I(CUDNN_TENSOR_NHWC) == I(c::kNHWC) &&
               I(CUDNN_CROSS_CORRELATION) == I(c::kCrossCorrelation));
 static_assert(I(CUDNN_DEFAULT_MATH) == I(c::kDefaultMath) &&
               I(CUDNN_TENSOR_OP_MATH) == I(c::kTensorOpMath) &&
