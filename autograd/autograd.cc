@@ -1,6 +1,7 @@
 #include "autograd/autograd.h"
 
 #include <atomic>
+#include <deque>
 #include <optional>
 #include <queue>
 #include <unordered_map>
@@ -15,6 +16,7 @@
 namespace lt {
 namespace {
 std::atomic<uint64_t> g_seq{0};
+thread_local std::deque<std::function<void()>> t_callbacks;  // queue_callback's
 
 AutogradMeta& meta(TensorImpl& t) {
   if (!t.autograd) t.autograd = std::make_unique<AutogradMeta>();
@@ -201,17 +203,44 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   return run(outputs, grad_outputs, inputs, retain_graph, allow_unused, stop_at_inputs);
 }
 
+void queue_callback(std::function<void()> fn) {
+  if (!fn) fail(ErrorKind::Type, "queue_callback: the callback is empty");
+  t_callbacks.push_back(std::move(fn));
+}
+
+namespace {
+
+// Runs `pass` (a backward pass), then the queued callbacks; the queue is emptied either way.
+template <typename Pass>
+void then_callbacks(Pass&& pass) {
+  try {
+    pass();
+    while (!t_callbacks.empty()) {
+      std::function<void()> fn = std::move(t_callbacks.front());
+      t_callbacks.pop_front();
+      fn();
+    }
+  } catch (...) {
+    t_callbacks.clear();
+    throw;
+  }
+}
+
+}  // namespace
+
 void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
-  run({root}, {grad_output}, {}, retain_graph, true, false);
+  then_callbacks([&] { run({root}, {grad_output}, {}, retain_graph, true, false); });
 }
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_outputs,
               bool retain_graph) {
-  if (roots.empty()) fail(ErrorKind::Runtime, "backward: no tensors given");
-  if (!grad_outputs.empty() && grad_outputs.size() != roots.size())
-    fail(ErrorKind::Runtime, "backward: got ", grad_outputs.size(), " gradients for ", roots.size(),
-         " tensors");
-  run(roots, grad_outputs, {}, retain_graph, true, false);
+  then_callbacks([&] {
+    if (roots.empty()) fail(ErrorKind::Runtime, "backward: no tensors given");
+    if (!grad_outputs.empty() && grad_outputs.size() != roots.size())
+      fail(ErrorKind::Runtime, "backward: got ", grad_outputs.size(), " gradients for ",
+           roots.size(), " tensors");
+    run(roots, grad_outputs, {}, retain_graph, true, false);
+  });
 }
 
 namespace {

@@ -4,6 +4,7 @@
 // so on the lazy device the backward pass is more IR, and forward + backward + optimizer update
 // compile into one graph at mark_step().
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -46,5 +47,14 @@ void backward(const Tensor& root, const Tensor& grad_output = Tensor(), bool ret
 // entry of `grad_outputs` means "ones" for a one-element root.
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_outputs,
               bool retain_graph = false);
+
+// Runs fn once, after the calling thread's next backward has accumulated every gradient (PyTorch's
+// Variable._execution_engine.queue_callback; DistributedDataParallel averages gradients there).
+// Callbacks run in queue order, including ones queued while they run; then the queue is empty. A
+// callback that throws, or a backward that fails, empties the queue and the error reaches the
+// backward's caller: a later backward never runs callbacks meant for a pass that did not finish.
+// On a lazy device the callbacks' ops are traced into the same graph as the backward. Each thread
+// has its own queue, as it has its own trace and grad mode; lt::grad does not run them.
+void queue_callback(std::function<void()> fn);
 
 }  // namespace lt

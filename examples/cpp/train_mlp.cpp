@@ -11,53 +11,26 @@
 #include <random>
 #include <string>
 
+#include "teacher_task.h"
+
 namespace {
-
-constexpr int kDim = 16, kClasses = 4, kBatch = 128, kTest = 1024;
-
-struct Data {
-  std::vector<float> x;
-  std::vector<int64_t> y;
-};
-
-// Labels come from argmax(x @ teacher): a task an MLP can learn to near-perfect accuracy.
-Data make_data(int n, std::mt19937& rng, const std::vector<float>& teacher) {
-  std::normal_distribution<float> nd;
-  Data d{std::vector<float>(static_cast<size_t>(n) * kDim), std::vector<int64_t>(n)};
-  for (auto& v : d.x) v = nd(rng);
-  for (int i = 0; i < n; ++i) {
-    float best = -1e30f;
-    for (int c = 0; c < kClasses; ++c) {
-      float s = 0;
-      for (int k = 0; k < kDim; ++k) s += d.x[i * kDim + k] * teacher[k * kClasses + c];
-      if (s > best) best = s, d.y[i] = c;
-    }
-  }
-  return d;
-}
-
+using teacher_task::accuracy, teacher_task::Data, teacher_task::kClasses, teacher_task::kDim,
+    teacher_task::make_data, teacher_task::make_teacher;
+constexpr int kBatch = 128, kTest = 1024;
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string device = "lazy";
-  int steps = 200;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--device") && i + 1 < argc)
-      device = argv[++i];
-    else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc)
-      steps = std::atoi(argv[++i]);
-    else {
-      std::fprintf(stderr, "usage: train_mlp [--device lazy|cpu] [--steps N]\n");
-      return 2;
-    }
-  }
+  teacher_task::Options options;
+  if (!teacher_task::parse_options(argc, argv, "train_mlp [--device lazy|cpu] [--steps N]",
+                                   options))
+    return 2;
+  const std::string& device = options.device;
+  const int steps = options.steps;
   try {
     const lt::Device dev = lt::Device::parse(device);
     lt::manual_seed(0);
     std::mt19937 rng(1234);
-    std::normal_distribution<float> nd;
-    std::vector<float> teacher(kDim * kClasses);
-    for (auto& v : teacher) v = nd(rng);
+    const std::vector<float> teacher = make_teacher(rng);
     Data test = make_data(kTest, rng, teacher);
 
     lt::nn::Sequential model;
@@ -82,17 +55,7 @@ int main(int argc, char** argv) {
     }
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-    lt::NoGradGuard ng;
-    lt::Tensor logits = model(lt::from_host(test.x.data(), lt::DType::Float32, {kTest, kDim}, dev));
-    auto l = logits.to_vector<float>();
-    int correct = 0;
-    for (int i = 0; i < kTest; ++i) {
-      int best = 0;
-      for (int c = 1; c < kClasses; ++c)
-        if (l[i * kClasses + c] > l[i * kClasses + best]) best = c;
-      correct += best == test.y[i];
-    }
-    double acc = static_cast<double>(correct) / kTest;
+    const double acc = accuracy(model, test, dev);
     auto c = lt::metrics::counters();
     std::printf(
         "device %s: %d steps in %.2f s (%.1f steps/s), held-out accuracy %.1f%% (target 90%%)\n",

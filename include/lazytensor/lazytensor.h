@@ -2,6 +2,7 @@
 #pragma once
 #include "autograd/autograd.h"
 #include "ir/error.h"
+#include "nn/data_parallel.h"
 #include "nn/nn.h"
 #include "nn/nn_attention.h"
 #include "nn/optim.h"

@@ -243,5 +243,68 @@ TEST(Autograd, LazyTrainingStepIsOneGraph) {
   EXPECT_EQ(pending_tensor_count(), 0u);
 }
 
+// queue_callback: callbacks run once each, in queue order (one queued while they run too), after
+// the backward has accumulated every gradient, and only after the next backward (not after grad).
+TEST(Autograd, QueuedCallbacksRunOnceInOrderAfterTheBackward) {
+  for (const Device& dev : {kCPU, testing::kLazyCpu}) {
+    const uint32_t seed = std::random_device{}();
+    Tensor x = testing::random_tensor({5}, seed, dev).requires_grad_();
+    Tensor w = testing::random_tensor({5}, seed + 1, dev).requires_grad_();
+    std::vector<std::string> ran;
+    std::vector<float> seen;  // x.grad as the first callback sees it
+    queue_callback([&] {
+      ran.push_back("first");
+      seen = x.grad().to_vector<float>();
+      queue_callback([&] { ran.push_back("queued by first"); });
+    });
+    queue_callback([&] { ran.push_back("second"); });
+    grad({(x * w).sum()}, {x});  // lt::grad leaves the queue alone
+    EXPECT_TRUE(ran.empty()) << dev.str();
+    Tensor loss = (x * w).sum() + (x * x).sum();  // two paths into x: accumulated before callbacks
+    loss.backward();
+    EXPECT_EQ(ran, (std::vector<std::string>{"first", "second", "queued by first"})) << dev.str();
+    const std::vector<float> xv = x.to_vector<float>(), wv = w.to_vector<float>();
+    ASSERT_EQ(seen.size(), xv.size());
+    for (size_t i = 0; i < xv.size(); ++i)
+      EXPECT_NEAR(seen[i], wv[i] + 2 * xv[i], 1e-5) << dev.str() << " seed " << seed;
+    ran.clear();
+    (x * w).sum().backward();  // the queue was emptied: nothing runs again
+    EXPECT_TRUE(ran.empty()) << dev.str();
+  }
+}
+
+// A callback that throws: the error reaches the backward's caller, the callbacks after it are
+// dropped, and the next backward runs only what was queued for it. A backward that fails drops the
+// queue too.
+TEST(Autograd, QueuedCallbacksAreClearedAfterAnError) {
+  Tensor x = testing::random_tensor({3}, std::random_device{}(), kCPU).requires_grad_();
+  int later = 0, next = 0;
+  queue_callback([] { fail(ErrorKind::Value, "callback failed"); });
+  queue_callback([&] { ++later; });
+  try {
+    (x * x).sum().backward();
+    ADD_FAILURE() << "the callback's error did not reach backward's caller";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Value);
+    EXPECT_STREQ(e.what(), "callback failed");
+  }
+  EXPECT_EQ(later, 0);
+  queue_callback([&] { ++next; });
+  (x * x).sum().backward();
+  EXPECT_EQ(later, 0);
+  EXPECT_EQ(next, 1);
+
+  queue_callback([&] { ++later; });
+  Tensor y = (x * x).sum();
+  y.backward();
+  EXPECT_EQ(later, 1);
+  queue_callback([&] { ++later; });
+  EXPECT_THROW(y.backward(), Error);  // its graph was freed
+  EXPECT_THROW(backward(std::vector<Tensor>{}, {}), Error);
+  (x * x).sum().backward();
+  EXPECT_EQ(later, 1);  // the failed pass's callback was dropped, not run by this one
+  EXPECT_THROW(queue_callback(nullptr), Error);
+}
+
 }  // namespace
 }  // namespace lt

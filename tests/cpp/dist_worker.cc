@@ -1,6 +1,7 @@
 // One rank of a process group for distributed_test.cc, which starts a fresh process of this program
 // per rank (no fork() of the multi-threaded test process) with RANK, WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT and LT_DIST_TIMEOUT set. Usage: dist_worker <scenario>.
+// MASTER_PORT and LT_DIST_TIMEOUT set. Usage: dist_worker <scenario> [args...]. The
+// DistributedDataParallel scenarios are in dist_worker_ddp.cc.
 //
 // Exit codes: 0 the scenario passed; 1 a check failed (stderr says which); 3 the scenario ended in
 // the lt::Error it expects, printed to stderr as "ERROR: <message>" for the test to check.
@@ -15,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "dist_worker_ddp.h"
 #include "distributed/process_group.h"
 #include "ir/error.h"
 #include "ir/half.h"
@@ -318,14 +320,18 @@ int lifecycle() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
+  if (argc < 2) {
     std::fprintf(stderr,
-                 "usage: dist_worker collectives|never_joins|peer_dies|straggler|lifecycle\n");
+                 "usage: dist_worker collectives|never_joins|peer_dies|straggler|lifecycle|"
+                 "ddp_train|ddp_no_sync [args...]\n");
     return 2;
   }
   if (const char* r = std::getenv("RANK")) g_rank = std::atoi(r);
   std::string s = argv[1];
   try {
+    const int ddp =
+        lt_ddp_test::run_ddp_scenario(s, std::vector<std::string>(argv + 2, argv + argc));
+    if (ddp >= 0) return ddp;
     if (s == "collectives") return collectives();
     if (s == "never_joins") return never_joins();
     if (s == "peer_dies") return peer_dies();

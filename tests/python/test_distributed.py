@@ -93,6 +93,23 @@ def test_train_ddp_example_runs_on_two_ranks():
     assert "weights equal on every rank: True" in out, out
 
 
+def test_cpp_train_ddp_example_runs_on_two_ranks():
+    """examples/cpp/train_ddp.cpp, a program of its own, under torchrun --no-python."""
+    exe = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(lt.__file__))), "bin",
+                       "train_ddp")
+    if not os.path.exists(exe):
+        pytest.skip(f"{exe} is not built")
+    env = dict(os.environ, LT_CACHE_DIR="off", OMP_NUM_THREADS="1", LT_DIST_TIMEOUT="60")
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
+                        "--master-addr=127.0.0.1", f"--master-port={_free_port_pair()}",
+                        "--no-python", exe, "--steps", "100"],
+                       env=env, capture_output=True, text=True, timeout=300)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert "2 ranks on lazy" in out, out
+    assert "weights equal on every rank: true" in out, out
+
+
 def test_a_dead_rank_makes_the_others_raise():
     rc, out = _torchrun("dead_rank.py", 3, timeout_s=5, deadline_s=120)
     for r in range(2):

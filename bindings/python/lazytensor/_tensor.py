@@ -606,9 +606,7 @@ class _TensorMethods:
             raise NotImplementedError("not implemented: backward(inputs=...) on lazytensor")
         if gradient is not None and not isinstance(gradient, Tensor):
             raise TypeError(f"backward(): gradient must be a Tensor, got {type(gradient).__name__}")
-        self._backward(gradient, bool(retain_graph))
-        from .autograd import _run_callbacks
-        _run_callbacks()
+        self._backward(gradient, bool(retain_graph))  # runs what _queue_callback queued
 
     @property
     def grad_fn(self):

@@ -117,19 +117,13 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     return res
 
 
-_callbacks = []
-
-
 def _queue_callback(fn):
-    """Runs fn() once, after the next backward pass has accumulated every gradient (what torch's
-    Variable._execution_engine.queue_callback does; DistributedDataParallel averages gradients
-    there). On "lazy" that is when the backward is traced: what fn traces joins the same graph."""
-    _callbacks.append(fn)
-
-
-def _run_callbacks():
-    while _callbacks:
-        _callbacks.pop(0)()
+    """Runs fn() once, after this thread's next backward pass has accumulated every gradient (what
+    torch's Variable._execution_engine.queue_callback does; DistributedDataParallel averages
+    gradients there). On "lazy" that is when the backward is traced: what fn traces joins the same
+    graph. The queue is the C++ engine's (lt::queue_callback): an exception in fn, or a backward
+    that fails, empties it and reaches backward's caller."""
+    _C.autograd_queue_callback(fn)
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
@@ -144,7 +138,6 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if len(gts) != len(tensors):
         raise RuntimeError(f"grad_tensors has {len(gts)} entries but tensors has {len(tensors)}")
     _C.autograd_backward(list(tensors), list(gts), bool(retain_graph))
-    _run_callbacks()
 
 
 class Function:

@@ -2,6 +2,7 @@
 // the grad mode switch behind lt.no_grad(), lt.autograd.grad, and lt.debug (runtime/debug.h).
 // The PyTorch-style wrappers (context managers, decorators, grad_fn objects) live in the
 // pure-Python package (lazytensor/autograd.py, lazytensor/debug.py).
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,24 @@ void set_data(Tensor& self, const Tensor& value) {
   // A gradient of another device, dtype or shape no longer fits.
   if (moved && t.autograd) t.autograd->grad = Tensor();
 }
+
+// A Python callable queued with lt::queue_callback. The queue is thread-local, so the main
+// thread's is destroyed at exit, after the interpreter is finalized: a callable still queued then
+// (a forward with no backward after it) is let go without touching Python.
+struct QueuedPython {
+  py::object fn;
+  explicit QueuedPython(py::object f) : fn(std::move(f)) {}
+  QueuedPython(const QueuedPython&) = delete;
+  QueuedPython& operator=(const QueuedPython&) = delete;
+  ~QueuedPython() {
+    if (!Py_IsInitialized()) {
+      fn.release();
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    fn = py::object();
+  }
+};
 
 }  // namespace
 
@@ -100,6 +119,18 @@ void init_autograd(py::module_& m) {
       },
       py::arg("outputs"), py::arg("inputs"), py::arg("grad_outputs"), py::arg("retain_graph"),
       py::arg("allow_unused"));
+  // Run by the C++ backward (which releases the GIL) after every gradient is accumulated; a
+  // Python exception in the callable reaches backward's caller as itself.
+  m.def(
+      "autograd_queue_callback",
+      [](py::object fn) {
+        auto held = std::make_shared<QueuedPython>(std::move(fn));
+        lt::queue_callback([held] {
+          py::gil_scoped_acquire gil;
+          held->fn();
+        });
+      },
+      py::arg("fn"));
   m.def(
       "autograd_backward",
       [](const std::vector<Tensor>& roots, const std::vector<std::optional<Tensor>>& grads,
