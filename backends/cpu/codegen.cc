@@ -30,6 +30,16 @@ using loop::StageKind;
 constexpr int kFastTrigInterleave = 8;
 // Interleave of other loops (see emit_loop).
 constexpr int kInterleave = 4;
+// A body this long (instructions over all stages) has instruction-level parallelism of its own,
+// and its loops are not interleaved: an LSTM backward fuses ~1000-instruction elementwise bodies,
+// whose 4x-interleaved vector loop LLVM 19's vectorizer (sinkScalarOperands, znver3 host) took
+// tens of minutes to compile.
+constexpr size_t kLongBody = 256;
+// A body at least kLongVectorBody long over a static space of fewer than kMinVectorPoints points is
+// not vectorized at all: on that host LLVM 19 also hung vectorizing the LSTM backward's cell
+// kernels ([2, 8] points, 64-178 instructions) without interleave; vectors gain nothing there.
+constexpr size_t kLongVectorBody = 64;
+constexpr int64_t kMinVectorPoints = 1024;
 // Rows shorter than this are not pipelined (emit_pipelined_rows): the pass it saves is short.
 constexpr int64_t kPipelineMinRow = 256;
 // Outputs a column reduction (emit_column_segment) accumulates at once: 8 AVX2 vectors of float.
@@ -270,7 +280,11 @@ class KernelEmitter {
         accs_[s] = b_.CreateAlloca(compute_type(ctx_, k_.stages[s].acc_dtype), nullptr,
                                    llvm::Twine("acc") + llvm::Twine(s));
     range_flag_ = nullptr;
-    interleave_ = kInterleave;
+    size_t body_size = 0;
+    for (const auto& st : k_.stages) body_size += st.body.size();
+    interleave_ = body_size >= kLongBody ? 1 : kInterleave;
+    const int64_t points = k_.outer_numel() * std::max<int64_t>(1, numel(k_.inner));
+    vectorize_ = sym_ || body_size < kLongVectorBody || points >= kMinVectorPoints;
     row_scratch_ = nullptr;
     if (fast_trig) {
       interleave_ = kFastTrigInterleave;
@@ -428,7 +442,13 @@ class KernelEmitter {
     llvm::Metadata* il[] = {llvm::MDString::get(c, "llvm.loop.interleave.count"),
                             llvm::ConstantAsMetadata::get(
                                 llvm::ConstantInt::get(llvm::Type::getInt32Ty(c), interleave_))};
-    llvm::MDNode* self = llvm::MDNode::getDistinct(c, {nullptr, llvm::MDNode::get(c, il)});
+    llvm::Metadata* ve[] = {
+        llvm::MDString::get(c, "llvm.loop.vectorize.enable"),
+        llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt1Ty(c), 0))};
+    llvm::MDNode* self =
+        vectorize_ ? llvm::MDNode::getDistinct(c, {nullptr, llvm::MDNode::get(c, il)})
+                   : llvm::MDNode::getDistinct(
+                         c, {nullptr, llvm::MDNode::get(c, il), llvm::MDNode::get(c, ve)});
     self->replaceOperandWith(0, self);
     back->setMetadata(llvm::LLVMContext::MD_loop, self);
     exit->moveAfter(&fn_->back());
@@ -903,6 +923,7 @@ class KernelEmitter {
   TrigLoadBound trig_bound_;                 // of this kernel, when it has a fast_trig body
   std::vector<bool> streamed_;               // per arg: streamed in the streaming body
   int interleave_ = kInterleave;
+  bool vectorize_ = true;  // false: loops carry llvm.loop.vectorize.enable = false
   // Symbolic sizes: whether the kernel reads any, the body's parameter array argument and the
   // parameters loaded from it so far.
   bool sym_ = false;
