@@ -339,6 +339,15 @@ LoadedTrace load_trace(
       if (!ins.empty()) bad(where + ": a constant takes no inputs");
       made = make_constant(get_dtype(n, "dtype", where), float_from(n.at("attrs"), "value", where),
                            get_shape(n, "shape", where));
+    } else if (op == Op::Iota) {  // 0, 1, ..., n - 1 (lazy devices' positions)
+      if (!ins.empty()) bad(where + ": an iota takes no inputs");
+      const Shape shape = get_shape(n, "shape", where);
+      if (shape.size() != 1) bad(where + ": an iota has one dim, got " + shape_str(shape));
+      try {
+        made = make_iota(shape[0]);
+      } catch (const Error& e) {
+        bad(where + ": " + e.what());
+      }
     } else if (op == Op::Param || op == Op::Scalar) {
       bad(where + ": leaves belong in \"inputs\"");
     } else {

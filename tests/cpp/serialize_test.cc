@@ -49,6 +49,30 @@ TEST(Trace, RoundTripKeepsTheGraphKey) {
   EXPECT_DOUBLE_EQ(t.inputs[2].value, 2.5);
 }
 
+// An iota (a lazy device's positions: a one-hot gradient, a causal mask) is a leaf without data:
+// it round-trips by its length; a malformed one is refused with the node named.
+TEST(Trace, IotaRoundTripsAndMalformedOnesAreRefused) {
+  auto hit = make_node(Op::Eq, {param({5, 1}, DType::Int64), make_iota(7)});
+  const std::string text = trace_to_json(collect_graph({hit.get()}), "h", "cpu", none, none);
+  LoadedTrace t = trace_from_json(text, fake);
+  ASSERT_EQ(t.roots.size(), 1u);
+  EXPECT_EQ(t.roots[0]->shape, (Shape{5, 7}));
+  EXPECT_EQ(collect_graph({t.roots[0].get()}).key, collect_graph({hit.get()}).key);
+  for (const nlohmann::json& shape : {nlohmann::json{7, 2}, nlohmann::json{-3}}) {
+    nlohmann::json bad = nlohmann::json::parse(text);
+    int edited = 0;
+    for (auto& n : bad["nodes"])
+      if (n["op"] == "iota") n["shape"] = shape, ++edited;
+    ASSERT_EQ(edited, 1) << text;
+    try {
+      trace_from_json(bad.dump(), fake);
+      ADD_FAILURE() << "accepted an iota of shape " << shape.dump();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("iota"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // JSON has no inf or NaN: a causal mask's -inf scalar (what a GPT step's dump holds) and NaN or
 // inf constants are written as strings and read back as the same values.
 TEST(Trace, NonFiniteScalarsAndConstantsRoundTrip) {
