@@ -6,7 +6,7 @@
 // (NVRTC worker processes' CPU is in the "nvrtc cpu" line, not the stage's).
 //
 //   bench_compile_cost [--repeat N] [--programs P] [--cuda-source FILE] [--no-inplace] [--no-cpu]
-//   [--no-cuda] [--cuda-lowering] chain1000 | FILE.json ...
+//   [--no-cuda] [--cuda-lowering] [--grouping] chain1000 | FILE.json ...
 // (--programs 1: the whole plan in one NVRTC program, as before the split. --cuda-lowering: lower
 // as the CUDA backend does, GEMMs for cuBLAS and attention for the flash kernels, which then
 // compile beside the plan's programs as in CudaBackend::compile; implies --no-cpu.)
@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   int repeat = 1;
   size_t programs = 0;          // NVRTC programs: 0 = the backend's choice
   std::string cuda_source_out;  // --cuda-source FILE: writes the generated CUDA C
-  bool cpu = true, cuda = true, cuda_lowering = false;
+  bool cpu = true, cuda = true, cuda_lowering = false, grouping = false;
   [[maybe_unused]] bool no_inplace = false;  // read by the CPU compile only (LLVM builds)
   std::vector<std::string> inputs;
   for (int i = 1; i < argc; ++i) {
@@ -120,6 +120,8 @@ int main(int argc, char** argv) {
       cuda = false;
     else if (!std::strcmp(argv[i], "--cuda-lowering"))
       cuda_lowering = true, cpu = false;
+    else if (!std::strcmp(argv[i], "--grouping"))
+      grouping = true;
     else
       inputs.push_back(argv[i]);
   }
@@ -141,6 +143,7 @@ int main(int argc, char** argv) {
         opts.conv_dtypes = opts.gemm_dtypes;
         // Library prims these options lack (conv prims: no cuDNN here) are expanded by
         // decompose, as on lazy:cuda.
+        opts.split_for_many_threads = true;  // the CUDA backend's default
       } else {
         opts = lt::get_backend("cpu").lower_options();
       }
@@ -159,6 +162,7 @@ int main(int argc, char** argv) {
         t.lap("find_donations");
         lt::complete_plan(plan);  // as lower() does: the memory plan and the distinct kernels
         t.lap("complete_plan");
+        if (grouping) std::printf("%s", plan.grouping.c_str());
         const lt::DistinctKernels& codes = plan.distinct;
         size_t inplace = 0;
         for (size_t f : codes.first) inplace += !plan.kernels[f].inplace.empty();
