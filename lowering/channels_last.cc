@@ -147,10 +147,11 @@ bool iterate_in_store_order(loop::Kernel& k, const std::vector<char>& last) {
 
 // Adds a kernel copying buffer `src` into a new temporary (dir OihwToOhwi) or a new temporary
 // into `dst` (OhwiToOihw): the [O, C/g, kH, kW] values of a conv weight or its gradient between
-// PyTorch's OIHW order and cuDNN's NHWC filter order (OHWI). The copy walks the stored side's
-// memory order, so its stores coalesce. Returns the temporary; the kernel is plan.kernels.back().
+// PyTorch's OIHW order and cuDNN's NHWC filter order (OHWI), run as plan step `at`. The copy walks
+// the stored side's memory order, so its stores coalesce. Returns the temporary.
 enum class Copy { OihwToOhwi, OhwiToOihw };
-int add_weight_copy(Plan& plan, int buffer, const Shape& w, Copy dir, const std::string& name) {
+int add_weight_copy(Plan& plan, int buffer, const Shape& w, Copy dir, const std::string& name,
+                    size_t at) {
   const BufferSpec spec = plan.buffers[buffer];
   const int temp = static_cast<int>(plan.buffers.size());
   plan.buffers.push_back({BufferSpec::Kind::Temp, spec.dtype, spec.numel});
@@ -175,6 +176,8 @@ int add_weight_copy(Plan& plan, int buffer, const Shape& w, Copy dir, const std:
   std::vector<char> stored(plan.buffers.size(), 0);
   stored[to_ohwi ? temp : buffer] = 1;
   iterate_in_store_order(k, stored);
+  plan.steps.insert(plan.steps.begin() + static_cast<std::ptrdiff_t>(at),
+                    {PlanStep::Kind::Kernel, static_cast<int>(plan.kernels.size())});
   plan.kernels.push_back(std::move(k));
   return temp;
 }
@@ -200,10 +203,7 @@ int weights_channels_last(Plan& plan) {
     if (c.kind == ConvStep::Kind::GradWeight) {
       c.channels_last |= ConvStep::kLastOut;
       if (same_memory) continue;
-      const int dw = c.out;
-      c.out = add_weight_copy(plan, dw, w, Copy::OhwiToOihw, "k" + c.name + "_to_oihw");
-      plan.steps.insert(plan.steps.begin() + static_cast<std::ptrdiff_t>(at) + 1,
-                        {PlanStep::Kind::Kernel, static_cast<int>(plan.kernels.size()) - 1});
+      c.out = add_weight_copy(plan, c.out, w, Copy::OhwiToOihw, "k" + c.name + "_to_oihw", at + 1);
       ++added, ++at;
       continue;
     }
@@ -211,13 +211,12 @@ int weights_channels_last(Plan& plan) {
     if (same_memory) continue;
     auto it = ohwi_of.find(c.b);
     if (it == ohwi_of.end()) {
-      const int copy = add_weight_copy(plan, c.b, w, Copy::OihwToOhwi, "k" + c.name + "_to_ohwi");
+      const int copy =
+          add_weight_copy(plan, c.b, w, Copy::OihwToOhwi, "k" + c.name + "_to_ohwi", at);
       it = ohwi_of.emplace(c.b, copy).first;
-      plan.steps.insert(plan.steps.begin() + static_cast<std::ptrdiff_t>(at),
-                        {PlanStep::Kind::Kernel, static_cast<int>(plan.kernels.size()) - 1});
       ++added, ++at;
     }
-    plan.convs[conv].b = it->second;
+    c.b = it->second;
   }
   return added;
 }
@@ -268,9 +267,10 @@ void choose_channels_last(Plan& plan) {
     for (auto& k : plan.kernels) {
       const auto acc = accesses(k);
       const auto range = var_ranges(k);
+      const bool symbolic = k.symbolic();
       for (const Access& a : acc) {
         if (!last[a.buffer]) continue;
-        if (k.symbolic() || !to_channels_last(*a.index, shape[a.buffer], range)) {
+        if (symbolic || !to_channels_last(*a.index, shape[a.buffer], range)) {
           ban(a.buffer);
           changed = true;
           continue;

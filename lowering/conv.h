@@ -27,10 +27,6 @@ struct ConvStep {
   uint8_t channels_last = 0;
   static constexpr uint8_t kLastA = 1, kLastB = 2, kLastOut = 4;
 
-  // The data bits (a GradWeight's out is its dw, Forward and GradInput's b the weight).
-  uint8_t data_operands() const {
-    return kind == Kind::GradWeight ? kLastA | kLastB : kLastA | kLastOut;
-  }
   // Whether the weight (Forward, GradInput) or dw (GradWeight) is OHWI.
   bool w_channels_last() const {
     return channels_last & (kind == Kind::GradWeight ? kLastOut : kLastB);
