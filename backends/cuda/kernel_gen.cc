@@ -194,7 +194,8 @@ void KernelGen::collect_vars(const Index& ix, std::set<int>& used) const {
 }
 
 // Declares loop variables first..first+count-1 (those used) from a flat row-major index.
-void KernelGen::decompose(const std::string& flat, int first, int count) {
+void KernelGen::decompose(const std::string& flat, int first, int count,
+                          const std::string& prefix) {
   int64_t below = 1;       // product of the extents after the current dim: the static ones,
   std::string below_syms;  // times the symbolic ones
   std::vector<std::string> lines;
@@ -209,7 +210,7 @@ void KernelGen::decompose(const std::string& flat, int first, int count) {
         e = "(" + e + " / " + ilit(below) + ")";
       if (d != first) e += " % " + ext_str(v);
       if (unit_ext(v)) e = ilit(0);
-      lines.push_back("const " + itype_ + " i" + std::to_string(d) + " = " + e + ";");
+      lines.push_back("const " + itype_ + " " + prefix + std::to_string(d) + " = " + e + ";");
     }
     // A symbolic extent is nonzero wherever an index is decomposed (an empty dim has no points).
     if (ext_param(v) >= 0)

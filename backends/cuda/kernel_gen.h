@@ -69,7 +69,8 @@ class KernelGen {
   bool fits_32bit() const;
   void collect_vars(const Index& ix, std::set<int>& used) const;
   void collect_iexpr_vars(int id, std::set<int>& used) const;
-  void decompose(const std::string& flat, int first, int count);
+  // `prefix`: the variables' names (i<d> by default).
+  void decompose(const std::string& flat, int first, int count, const std::string& prefix = "i");
 
   // Bodies. A hook may take over a Load (returning the storage expression) or a Store.
   struct Hooks {

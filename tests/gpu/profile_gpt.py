@@ -39,10 +39,30 @@ def kernel_table(prof, steps, top):
         rows.append((e.key, e.count / steps, us / steps))
     rows.sort(key=lambda r: -r[2])
     total = sum(r[2] for r in rows)
-    lines = [f"  total GPU time per step: {total / 1e3:.3f} ms over {sum(r[1] for r in rows):.0f} launches"]
+    busy, span = gpu_busy(prof, steps)
+    lines = [f"  total GPU time per step: {total / 1e3:.3f} ms over {sum(r[1] for r in rows):.0f} launches"
+             f"; GPU busy {busy:.3f} ms of a {span:.3f} ms span per step (idle {span - busy:.3f})"]
     for name, calls, us in rows[:top]:
         lines.append(f"  {us / 1e3:8.3f} ms {100 * us / max(total, 1e-9):5.1f}%  x{calls:<5.0f} {name[:110]}")
     return "\n".join(lines)
+
+
+def gpu_busy(prof, steps):
+    """(busy, span) ms per step: the union of the kernels' intervals, and first start to last
+    end; span - busy is the time the GPU sat idle between kernels (host-bound gaps)."""
+    iv = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
+                if e.device_type == torch.autograd.DeviceType.CUDA and e.time_range.end > e.time_range.start)
+    if not iv:
+        return 0.0, 0.0
+    busy, cur_s, cur_e = 0.0, iv[0][0], iv[0][1]
+    for s, e in iv[1:]:
+        if s > cur_e:
+            busy += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    busy += cur_e - cur_s
+    return busy / 1e3 / steps, (iv[-1][1] - iv[0][0]) / 1e3 / steps
 
 
 def profiled(step, steps):
