@@ -75,6 +75,28 @@ void realize_shared_wide_values(const PrimGraph& g, FusionNodes& nodes) {
   }
 }
 
+// A 0-d value computed with costly math (a transcendental, or a float64 division or root) and
+// read by a kernel over a tensor is realized: a tiny kernel computes it once. Inlined, every
+// thread of the reader computed it again: AdamW's bias corrections 1 - beta^t (float64, from the
+// device step count) were a third of each parameter's update kernel on the H200. Rank, not size,
+// decides, so symbolic lowering makes the same choice at every size.
+void realize_costly_scalars(const PrimGraph& g, FusionNodes& nodes) {
+  const int n = static_cast<int>(g.nodes.size());
+  std::vector<bool> costly(n, false);  // 0-d, unrealized, costly math in its inline computation
+  for (int i = 0; i < n; ++i) {
+    const PNode& p = g.nodes[i];
+    if (nodes[i].realized || !p.shape.empty()) continue;
+    const OpCost c = op_info(p.op).cost;
+    bool k = c >= OpCost::Transcendental || (c == OpCost::Divide && p.dtype == DType::Float64);
+    for (int in : p.inputs) k = k || costly[in];
+    costly[i] = k;
+  }
+  for (const PNode& p : g.nodes)
+    if (!p.shape.empty())
+      for (int c : p.inputs)
+        if (costly[c]) nodes[c].realized = true;
+}
+
 // Kernel emission recurses through inlined operands: bound the inlined depth by materializing.
 // After library matching (whose operands are realized already), and never at a broadcast: a node
 // bigger than its deepest operand (a matmul's [.., M, N, K] product) realizes that operand instead.
@@ -180,6 +202,35 @@ void absorb_targets(const PrimGraph& g, const NoAbsorb& no_absorb, FusionNodes& 
     nodes[r].absorbed_into = j;
     nodes[r].store_absorbed = is_output[r] || readers[r].size() > 1;
   }
+  // A 0-d value read by kernels over tensors only (realize_costly_scalars': a bias correction)
+  // joins the 0-d kernel that computes the latest value it reads (the step count), when that
+  // kernel comes before its first reader: one kernel per parameter computes the step and both
+  // corrections.
+  for (int r = 0; r < n; ++r) {
+    if (!candidate(r) || nodes[r].absorbed_into >= 0 || !g.nodes[r].shape.empty() ||
+        readers[r].empty() || op_info(g.nodes[r].op).cls == OpClass::Reduce)
+      continue;
+    int host = -1;  // the latest kernel computing a realized value that r's computation reads
+    std::vector<int> todo(g.nodes[r].inputs.begin(), g.nodes[r].inputs.end());
+    std::set<int> walked;
+    while (!todo.empty()) {
+      const int c = todo.back();
+      todo.pop_back();
+      if (!walked.insert(c).second) continue;
+      if (!nodes[c].realized) {
+        todo.insert(todo.end(), g.nodes[c].inputs.begin(), g.nodes[c].inputs.end());
+      } else if (g.nodes[c].input_index < 0) {
+        host = std::max(host, nodes[c].absorbed_into >= 0 ? nodes[c].absorbed_into : c);
+      }
+    }
+    if (host < 0 || host == r || host >= readers[r].front() || no_absorb.count({r, host})) continue;
+    const PNode& h = g.nodes[host];
+    if (!h.shape.empty() || nodes[host].absorbed_into >= 0 || nodes[host].library >= 0 ||
+        !is_elementwise(op_info(h.op).cls) || !nodes[host].realized)
+      continue;
+    nodes[r].absorbed_into = host;
+    nodes[r].store_absorbed = true;
+  }
 }
 
 // One pass of building the plan's steps over the current realization. Building a kernel can find
@@ -274,8 +325,8 @@ class PlanPass {
     for (int part = scatter ? 0 : 1; part < 2; ++part) {
       std::vector<int> touched;
       KernelBuilder kb(g_, nodes_, plan_.buffers, root);
-      std::optional<loop::Kernel> k =
-          scatter ? kb.build_scatter(part == 0, &touched) : kb.build(&touched);
+      std::optional<loop::Kernel> k = scatter ? kb.build_scatter(part == 0, &touched)
+                                              : kb.build(&touched, absorbed_values_of(root));
       if (!k) return kb.refusal();
       // Every elementwise value absorbed here must be stored here: nothing else writes it.
       for (int r : absorbed_values_of(root))
@@ -343,6 +394,7 @@ Plan fuse(PrimGraph g, const LowerOptions& opts) {
   FusionNodes nodes = realize_required(g);
   const std::vector<LibraryMatch> library = fusion::match_library_steps(g, opts, nodes);
   realize_shared_wide_values(g, nodes);
+  realize_costly_scalars(g, nodes);
   bound_inline_depth(g, nodes);
   NoAbsorb no_absorb;
   for (int attempt = 0;; ++attempt) {

@@ -286,7 +286,8 @@ std::optional<loop::Kernel> KernelBuilder::build_scatter(bool init, std::vector<
   return std::move(k_);
 }
 
-std::optional<loop::Kernel> KernelBuilder::build(std::vector<int>* touched) {
+std::optional<loop::Kernel> KernelBuilder::build(std::vector<int>* touched,
+                                                 const std::vector<int>& absorbed_values) {
   const PNode& root = g_.nodes[root_];
   bool root_reduce = op_info(root.op).cls == OpClass::Reduce;
   std::set<int> hosted, seen;
@@ -369,6 +370,9 @@ std::optional<loop::Kernel> KernelBuilder::build(std::vector<int>* touched) {
   store_flat_ = sym_->flatten(idx, root.shape);
   int v = emit(si, root_, idx, /*compute_root=*/true);
   if (v == kRefused) return std::nullopt;
+  for (int a : absorbed_values)  // siblings the root does not read
+    if (!touched_.count(a) && g_.nodes[a].shape == root.shape && emit(si, a, idx) == kRefused)
+      return std::nullopt;
   v = cast_to(si, v, root.dtype);
   loop::Store store{arg_for(nodes_[root_].buffer, true),
                     sym_->to_index(sym_->flatten(idx, root.shape), k_.iexprs), v};

@@ -49,7 +49,11 @@ class KernelBuilder {
       : g_(g), nodes_(nodes), buffers_(buffers), root_(root) {}
 
   // The kernel, or nullopt with refusal() saying why. A builder builds one kernel.
-  std::optional<loop::Kernel> build(std::vector<int>* touched);
+  // `absorbed_values`: the elementwise values absorbed into this kernel; one the root's
+  // computation does not reach (a sibling of the root over its shape) is computed and stored at
+  // the root's point too.
+  std::optional<loop::Kernel> build(std::vector<int>* touched,
+                                    const std::vector<int>& absorbed_values = {});
   // scatter_add's two kernels: `init` copies base into the output buffer; the other runs over the
   // index's shape and adds src into it at the indexed positions (accumulating stores).
   std::optional<loop::Kernel> build_scatter(bool init, std::vector<int>* touched);

@@ -20,10 +20,11 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(HERE, "..", "..", "backends", "cuda", "flash_attention.cu")
 SMEM16 = 2 * (2 * 64 * 72 * 2)
+SMEM_KV = SMEM16 + 2 * (2 * 64 * 4)  # flash_attention.h: the dK/dV kernel's
 # name: (kernel, rows per block, threads, dynamic shared memory, kind)
 KERNELS = {
     "fwd": ("lt_flash_attention_fwd_bf16", 64, 128, SMEM16, "fwd"),
-    "dkdv": ("lt_flash_attention_bwd_dkdv_bf16", 64, 128, SMEM16 + 2 * (2 * 64 * 4), "dkdv"),
+    "dkdv": ("lt_flash_attention_bwd_dkdv_bf16", 64, 128, SMEM_KV, "dkdv"),
     "dq": ("lt_flash_attention_bwd_dq_bf16", 64, 128, SMEM16, "dq"),
 }
 
@@ -47,6 +48,8 @@ class Driver:
         return f
 
     def launch(self, f, grid, threads, smem, args):
+        if smem > 48 * 1024:  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            self._check(self.cu.cuFuncSetAttribute(f, 8, smem), "cuFuncSetAttribute")
         holders = []
         for a in args:
             if isinstance(a, torch.Tensor):

@@ -190,11 +190,17 @@ def test_adamw_training_step_kernels_and_values_against_torch(rng):
         ref_opt.zero_grad()
     info = lt.metrics.last_graph()
     # Forward GEMM, loss gradient, bias gradient, weight-gradient GEMM and its transpose (the
-    # weight's .grad is an output), then per parameter its step count and its update: 9 (was 13).
+    # weight's .grad is an output), then per parameter a 0-d kernel (its step count and both bias
+    # corrections, computed once rather than by every thread of the update) and its update: 9
+    # (was 13).
     assert info["kernels"] == 9, info["grouping"]
-    updates = [l for l in info["grouping"].splitlines() if l.startswith("k") and ":sqrt" in l]
-    assert len(updates) == 2, info["grouping"]
+    kernels = [l for l in info["grouping"].splitlines() if l.startswith("k")]
+    scalars = [l for l in kernels if "outer []" in l]
+    updates = [l for l in kernels if "outer []" not in l and ":sqrt" in l]
+    assert len(scalars) == 2 and len(updates) == 2, info["grouping"]
+    for line in scalars:  # the step count and 1 - beta1^t, 1 - beta2^t
+        assert line.count(":pow") == 2 and ":add" in line, line
     for line in updates:  # parameter, exp_avg and exp_avg_sq read by the update's own kernel
-        assert line.count(":param") == 3, line
+        assert line.count(":param") == 3 and ":pow" not in line, line
     np.testing.assert_allclose(model.weight.numpy(), ref.weight.detach().numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(model.bias.numpy(), ref.bias.detach().numpy(), rtol=1e-4, atol=1e-5)
