@@ -361,8 +361,8 @@ Tensor positions(int64_t n, const Device& device) {
   // materialized arange was read back per row: cross_entropy's one-hot gradient over a 50k
   // vocabulary streamed 400 KB of positions for each of its 8192 rows).
   if (device.is_lazy()) return Tensor(make_tensor(make_iota(n), device));
-  // Elsewhere a small LRU of materialized aranges: the same (n, device) reuses one buffer, so graphs see the
-  // same input data each step and nothing is uploaded again.
+  // Elsewhere a small LRU of materialized aranges: the same (n, device) reuses one buffer, so
+  // graphs see the same input data each step and nothing is uploaded again.
   static std::mutex mu;
   static std::list<std::pair<std::pair<int64_t, std::string>, Tensor>> lru;
   std::lock_guard<std::mutex> g(mu);
