@@ -138,6 +138,76 @@ void bound_inline_depth(const PrimGraph& g, FusionNodes& nodes) {
 // outputs that its parameter update reads, and were three kernels, re-reading the gradient and
 // writing then reading both moments. Values realized to bound the inline depth stay apart, and so
 // do values over a reduction computed inline (that would change the host's loops).
+// 0-d kernels computed from the graph's leaves alone (each parameter's step count and bias
+// corrections) go into one kernel, up to kMaxLeafScalars values each: they were one launch per
+// parameter, 148 one-thread kernels in a GPT-2 step. Such a kernel may run before any kernel,
+// so at the place of the first: every reader of a value comes later than the value's node.
+template <typename Candidate>
+void group_leaf_scalars(const PrimGraph& g, const NoAbsorb& no_absorb, FusionNodes& nodes,
+                        const Candidate& candidate, const std::vector<std::vector<int>>& readers) {
+  constexpr int kMaxLeafScalars = 48;  // a kernel's arguments stay a few KB
+  const int n = static_cast<int>(g.nodes.size());
+  std::vector<std::vector<int>> values(n);  // per 0-d kernel root: itself and what it absorbed
+  std::vector<int> roots, absorbed(n, 0);
+  for (int i = 0; i < n; ++i) {
+    if (nodes[i].absorbed_into >= 0) ++absorbed[nodes[i].absorbed_into];
+    if (candidate(i) && g.nodes[i].shape.empty() && nodes[i].absorbed_into < 0 &&
+        op_info(g.nodes[i].op).cls != OpClass::Reduce)
+      roots.push_back(i), values[i].push_back(i);
+  }
+  for (int i = 0; i < n; ++i) {
+    const int root = nodes[i].absorbed_into;
+    if (root >= 0 && !values[root].empty() && candidate(i) && g.nodes[i].shape.empty() &&
+        op_info(g.nodes[i].op).cls != OpClass::Reduce)
+      values[root].push_back(i);
+  }
+  int host = -1;
+  size_t members = 0;
+  for (int r : roots) {
+    // Only kernels of 0-d elementwise values move (an absorbed reduction keeps its host).
+    if (absorbed[r] + 1 != static_cast<int>(values[r].size())) continue;
+    // Every realized value the kernel reads is a leaf, or computed by this kernel or the group.
+    bool leaves_only = true;
+    std::vector<int> todo;
+    std::set<int> walked;
+    for (int v : values[r])
+      todo.insert(todo.end(), g.nodes[v].inputs.begin(), g.nodes[v].inputs.end());
+    while (!todo.empty() && leaves_only) {
+      const int c = todo.back();
+      todo.pop_back();
+      if (!walked.insert(c).second) continue;
+      if (!nodes[c].realized) {
+        todo.insert(todo.end(), g.nodes[c].inputs.begin(), g.nodes[c].inputs.end());
+        continue;
+      }
+      const PNode& p = g.nodes[c];
+      const int at = nodes[c].absorbed_into >= 0 ? nodes[c].absorbed_into : c;
+      leaves_only =
+          p.input_index >= 0 || p.op == Op::Scalar || at == r || (host >= 0 && at == host);
+    }
+    if (!leaves_only) continue;
+    // Every other kernel reading one of them runs after the group's.
+    auto after_host = [&](int v) {
+      for (int j : readers[v]) {
+        const int at = nodes[j].absorbed_into >= 0 ? nodes[j].absorbed_into : j;
+        if (at != r && at <= host) return false;
+      }
+      return true;
+    };
+    if (host >= 0 && members + values[r].size() <= kMaxLeafScalars &&
+        std::all_of(values[r].begin(), values[r].end(), after_host) &&
+        std::none_of(values[r].begin(), values[r].end(), [&](int v) {
+          return no_absorb.count({v, host}) > 0;
+        })) {
+      for (int v : values[r]) nodes[v].absorbed_into = host, nodes[v].store_absorbed = true;
+      members += values[r].size();
+    } else {
+      host = r;
+      members = values[r].size();
+    }
+  }
+}
+
 void absorb_targets(const PrimGraph& g, const NoAbsorb& no_absorb, FusionNodes& nodes) {
   const int n = static_cast<int>(g.nodes.size());
   for (FusionNode& node : nodes)
@@ -231,6 +301,7 @@ void absorb_targets(const PrimGraph& g, const NoAbsorb& no_absorb, FusionNodes& 
     nodes[r].absorbed_into = host;
     nodes[r].store_absorbed = true;
   }
+  group_leaf_scalars(g, no_absorb, nodes, candidate, readers);
 }
 
 // One pass of building the plan's steps over the current realization. Building a kernel can find

@@ -161,6 +161,38 @@ def test_adam_update_writes_the_parameter_and_both_moments_in_one_kernel(rng):
     np.testing.assert_allclose(p2.numpy(), p_want, rtol=1e-5, atol=1e-6)
 
 
+def test_adamw_step_counts_of_many_parameters_share_few_kernels(rng):
+    """20 parameters: their step counts and bias corrections (3 values each) are computed by 0-d
+    kernels of at most 48 values, so 2 kernels (16 + 4 parameters) instead of 20; the parameters
+    after three steps (the second with different gradients per parameter) equal
+    torch.optim.AdamW's."""
+    torch = pytest.importorskip("torch")
+    import lazytensor.optim as optim
+    shapes = [(int(rng.integers(2, 9)), int(rng.integers(2, 9))) for _ in range(20)]
+    p0 = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    ps = [lt.tensor(a, device="lazy:cpu").requires_grad_() for a in p0]
+    ref = [torch.tensor(a, requires_grad=True) for a in p0]
+    opt = optim.AdamW(ps, lr=1e-2, weight_decay=0.05)
+    ref_opt = torch.optim.AdamW(ref, lr=1e-2, weight_decay=0.05)
+    for step in range(3):
+        ws = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+        loss = sum(((p * lt.tensor(w, device="lazy:cpu")) ** 2).sum() for p, w in zip(ps, ws))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        ref_loss = sum(((p * torch.from_numpy(w)) ** 2).sum() for p, w in zip(ref, ws))
+        ref_loss.backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+    info = lt.metrics.last_graph()
+    scalars = [l for l in info["grouping"].splitlines()
+               if l.startswith("k") and "outer [] inner []" in l]
+    assert len(scalars) == 2, info["grouping"]
+    assert sorted(l.count(":pow") for l in scalars) == [8, 32], scalars
+    for p, r in zip(ps, ref):
+        np.testing.assert_allclose(p.numpy(), r.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
 def test_adamw_training_step_kernels_and_values_against_torch(rng):
     """A Linear layer's AdamW step on lazy: per parameter one kernel for its step count and one
     for the update with both moments (was three: each moment, then the update); parameters after
@@ -190,16 +222,16 @@ def test_adamw_training_step_kernels_and_values_against_torch(rng):
         ref_opt.zero_grad()
     info = lt.metrics.last_graph()
     # Forward GEMM, loss gradient, bias gradient, weight-gradient GEMM and its transpose (the
-    # weight's .grad is an output), then per parameter a 0-d kernel (its step count and both bias
-    # corrections, computed once rather than by every thread of the update) and its update: 9
-    # (was 13).
-    assert info["kernels"] == 9, info["grouping"]
+    # weight's .grad is an output), one 0-d kernel for both parameters' step counts and bias
+    # corrections (computed once rather than by every thread of an update), then per parameter
+    # its update: 8 (was 13).
+    assert info["kernels"] == 8, info["grouping"]
     kernels = [l for l in info["grouping"].splitlines() if l.startswith("k")]
-    scalars = [l for l in kernels if "outer []" in l]
+    scalars = [l for l in kernels if "outer [] inner []" in l]
     updates = [l for l in kernels if "outer []" not in l and ":sqrt" in l]
-    assert len(scalars) == 2 and len(updates) == 2, info["grouping"]
-    for line in scalars:  # the step count and 1 - beta1^t, 1 - beta2^t
-        assert line.count(":pow") == 2 and ":add" in line, line
+    assert len(scalars) == 1 and len(updates) == 2, info["grouping"]
+    # Both step counts (t + 1) and their 1 - beta1^t, 1 - beta2^t.
+    assert scalars[0].count(":pow") == 4 and scalars[0].count(":add") == 2, scalars[0]
     for line in updates:  # parameter, exp_avg and exp_avg_sq read by the update's own kernel
         assert line.count(":param") == 3 and ":pow" not in line, line
     np.testing.assert_allclose(model.weight.numpy(), ref.weight.detach().numpy(), rtol=1e-4, atol=1e-5)
