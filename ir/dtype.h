@@ -15,6 +15,7 @@ DType dtype_from_name(std::string_view name);  // throws lt::Error on unknown na
 bool is_floating(DType t);
 bool is_integral(DType t);  // including bool
 inline bool is_bool(DType t) { return t == DType::Bool; }
+inline bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
 
 // Promotion of two tensor operands (torch.promote_types).
 DType promote(DType a, DType b);

@@ -8,6 +8,7 @@
 #include "ir/error.h"
 #include "lowering/expand_attention.h"
 #include "lowering/expand_conv.h"
+#include "lowering/node_builders.h"
 
 namespace lt {
 namespace {
@@ -143,35 +144,53 @@ NodePtr gelu_rule(const Node& n, const NodeList& in) {
   return bin(Op::Mul, half_x, bin(Op::Add, cnst(t, 1), un(Op::Tanh, inner)));
 }
 
+// A composite op of float16/bfloat16 values computes in float32 and rounds once at the end, as
+// PyTorch's kernels do (their "opmath"). Expanded op by op in 16 bits, every intermediate and
+// constant was rounded: on random bfloat16 inputs layer_norm matched PyTorch's result in 63% of
+// the elements (errors up to 0.09 on values up to 11), softmax in 24%, the tanh GELU in 57% (a
+// relative error up to 0.75 where 1 + tanh cancels); each rounding also cost a GPU kernel two
+// instructions.
+DecompRule in_opmath(DecompRule rule) {
+  return [rule = std::move(rule)](const Node& n, const NodeList& in) {
+    if (!is_half(n.dtype)) return rule(n, in);
+    NodeList wide;
+    for (const NodePtr& x : in)
+      wide.push_back(is_half(x->dtype) ? nb::cast_to(x, DType::Float32) : x);
+    Node n32(n);
+    n32.dtype = DType::Float32;
+    return nb::cast_to(rule(n32, wide), n.dtype);
+  };
+}
+
 const std::map<Op, DecompRule>& rules() {
   static const std::map<Op, DecompRule> table = {
       {Op::Relu,
        [](const Node& n, const NodeList& in) { return bin(Op::Maximum, in[0], cnst(n.dtype, 0)); }},
-      {Op::Sigmoid,
-       [](const Node& n, const NodeList& in) {
+      {Op::Sigmoid, in_opmath([](const Node& n, const NodeList& in) {
          return un(Op::Recip, bin(Op::Add, cnst(n.dtype, 1), un(Op::Exp, un(Op::Neg, in[0]))));
-       }},
-      {Op::Rsqrt,
-       [](const Node& n, const NodeList& in) { return un(Op::Recip, un(Op::Sqrt, in[0])); }},
-      {Op::Mean,
-       [](const Node& n, const NodeList& in) {
+       })},
+      {Op::Rsqrt, in_opmath([](const Node& n, const NodeList& in) {
+         return un(Op::Recip, un(Op::Sqrt, in[0]));
+       })},
+      {Op::Mean, in_opmath([](const Node& n, const NodeList& in) {
          int64_t count = numel(in[0]->shape) / std::max<int64_t>(1, numel(n.shape));
          NodePtr s = make_node(Op::ReduceSum, {in[0]}, n.attrs);
          // mean of an empty reduction is NaN, as in PyTorch (0 * inf would hide it).
          return bin(Op::Mul, s, cnst(n.dtype, count ? 1.0 / static_cast<double>(count) : NAN));
-       }},
+       })},
       {Op::Matmul, matmul_rule},
-      {Op::Silu,
-       [](const Node& n, const NodeList& in) {
+      {Op::Silu, in_opmath([](const Node& n, const NodeList& in) {
          return bin(Op::Mul, in[0],
                     un(Op::Recip, bin(Op::Add, cnst(n.dtype, 1), un(Op::Exp, un(Op::Neg, in[0])))));
-       }},
-      {Op::Gelu, gelu_rule},
-      {Op::Softmax, [](const Node& n, const NodeList& in) { return softmax_rule(n, in, false); }},
-      {Op::LogSoftmax, [](const Node& n, const NodeList& in) { return softmax_rule(n, in, true); }},
-      {Op::LogSumExp, logsumexp_rule},
-      {Op::Var, var_rule},
-      {Op::LayerNorm, layer_norm_rule},
+       })},
+      {Op::Gelu, in_opmath(gelu_rule)},
+      {Op::Softmax,
+       in_opmath([](const Node& n, const NodeList& in) { return softmax_rule(n, in, false); })},
+      {Op::LogSoftmax,
+       in_opmath([](const Node& n, const NodeList& in) { return softmax_rule(n, in, true); })},
+      {Op::LogSumExp, in_opmath(logsumexp_rule)},
+      {Op::Var, in_opmath(var_rule)},
+      {Op::LayerNorm, in_opmath(layer_norm_rule)},
   };
   return table;
 }

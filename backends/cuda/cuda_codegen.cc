@@ -136,7 +136,7 @@ CudaModuleSource generate_cuda(const std::vector<loop::Kernel>& kernels,
     atomic |= gen.uses_atomic();
     for (const auto& st : k.stages)
       for (const auto& store : st.stores)
-        atomic_half |= store.accumulate && cudagen::is_half(k.args[store.arg].dtype);
+        atomic_half |= store.accumulate && is_half(k.args[store.arg].dtype);
     reduce |= out.kernels.back().mode == CudaKernelMode::Warp ||
               out.kernels.back().mode == CudaKernelMode::Block ||
               out.kernels.back().mode == CudaKernelMode::Tile;

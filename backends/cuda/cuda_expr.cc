@@ -94,7 +94,6 @@ const char* vtype(DType t) {
   }
 }
 
-bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
 
 // Rounds a float32 expression to t's precision (a no-op for other types).
 std::string round_to(DType t, const std::string& e) {

@@ -13,7 +13,6 @@ namespace lt::cudagen {
 const char* ctype(DType t);
 const char* stype(DType t);
 const char* vtype(DType t);
-bool is_half(DType t);
 
 // Rounds a float32 expression to t's precision (a no-op for other types).
 std::string round_to(DType t, const std::string& e);
