@@ -46,6 +46,12 @@ Tensor sign(const Tensor& x) { return cast(gt(x, 0.0), x.dtype()) - cast(lt(x, 0
 
 Tensor mask(const Tensor& cond, DType t) { return cast(cond, t); }
 
+// The composite ops' rules compute float16/bfloat16 values in float32 and round each gradient once
+// to its operand's dtype, as PyTorch's backward kernels do (opmath) and as lowering's expansions
+// of the ops themselves do (lowering/decompose.cc's in_opmath).
+Tensor wide(const Tensor& t) { return is_half(t.dtype()) ? cast(t, DType::Float32) : t; }
+Tensor rounded_to(const Tensor& t, DType d) { return t.dtype() == d ? t : cast(t, d); }
+
 Grads matmul_vjp(const VjpCtx& c, const Tensor& g) {
   Tensor a = c.x(0), b = c.x(1);
   Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
@@ -66,8 +72,8 @@ Grads matmul_vjp(const VjpCtx& c, const Tensor& g) {
   return {ga, gb};
 }
 
-Grads layer_norm_vjp(const VjpCtx& c, const Tensor& g) {
-  Tensor x = c.x(0);
+Grads layer_norm_vjp(const VjpCtx& c, const Tensor& g16) {
+  const Tensor x = wide(c.x(0)), g = wide(g16);
   int64_t k = c.attrs.ints[0];
   bool has_w = c.attrs.ints[1], has_b = c.attrs.ints[2];
   std::vector<int64_t> ax, lead;
@@ -76,11 +82,13 @@ Grads layer_norm_vjp(const VjpCtx& c, const Tensor& g) {
   Tensor xc = x - mean;
   Tensor rstd = ((xc * xc).mean(ax, true) + c.attrs.value).rsqrt();
   Tensor xhat = xc * rstd;
-  Tensor gxhat = has_w ? g * c.x(1) : g;
+  Tensor gxhat = has_w ? g * wide(c.x(1)) : g;
   Tensor gx = rstd * (gxhat - gxhat.mean(ax, true) - xhat * (gxhat * xhat).mean(ax, true));
-  Grads r = {gx};
-  if (has_w) r.push_back(lead.empty() ? g * xhat : (g * xhat).sum(lead));
-  if (has_b) r.push_back(lead.empty() ? g : g.sum(lead));
+  Grads r = {rounded_to(gx, c.inputs[0].dtype())};
+  if (has_w)
+    r.push_back(rounded_to(lead.empty() ? g * xhat : (g * xhat).sum(lead), c.inputs[1].dtype()));
+  if (has_b)
+    r.push_back(rounded_to(lead.empty() ? g : g.sum(lead), c.inputs[has_w ? 2 : 1].dtype()));
   return r;
 }
 
@@ -153,17 +161,20 @@ Grads slice_vjp(const VjpCtx& c, const Tensor& g) {
   return {r};
 }
 
-Grads gelu_vjp(const VjpCtx& c, const Tensor& g) {
-  Tensor x = c.x(0);
+Grads gelu_vjp(const VjpCtx& c, const Tensor& g16) {
+  const Tensor x = wide(c.x(0)), g = wide(g16);
+  Tensor dx;
   if (c.attrs.stream == 0) {
     Tensor cdf = (x * M_SQRT1_2).erf() * 0.5 + 0.5;
     Tensor pdf = (x * x * -0.5).exp() * (0.5 * M_2_SQRTPI * M_SQRT1_2);
-    return {g * (cdf + x * pdf)};
+    dx = g * (cdf + x * pdf);
+  } else {
+    const double k = M_2_SQRTPI * M_SQRT1_2;  // sqrt(2/pi)
+    Tensor t = ((x + x * x * x * 0.044715) * k).tanh();
+    Tensor du = (x * x * (3 * 0.044715) + 1.0) * k;
+    dx = g * ((t + 1.0) * 0.5 + x * 0.5 * (1.0 - t * t) * du);
   }
-  const double k = M_2_SQRTPI * M_SQRT1_2;  // sqrt(2/pi)
-  Tensor t = ((x + x * x * x * 0.044715) * k).tanh();
-  Tensor du = (x * x * (3 * 0.044715) + 1.0) * k;
-  return {g * ((t + 1.0) * 0.5 + x * 0.5 * (1.0 - t * t) * du)};
+  return {rounded_to(dx, c.inputs[0].dtype())};
 }
 
 // d prod / d x_i is the product of the other entries. Dividing the product by x_i gives that only
@@ -386,40 +397,48 @@ const std::map<Op, VjpRule>& rules() {
       {Op::Relu, [](C c, G g) { return Grads{g * mask(gt(c.x(0), 0.0), g.dtype())}; }},
       {Op::Sigmoid,
        [](C c, G g) {
-         Tensor y = c.y();
-         return Grads{g * y * (1.0 - y)};
+         Tensor y = wide(c.y());
+         return Grads{rounded_to(wide(g) * y * (1.0 - y), c.inputs[0].dtype())};
        }},
       {Op::Rsqrt,
        [](C c, G g) {
-         Tensor y = c.y();
-         return Grads{g * y * y * y * -0.5};
+         Tensor y = wide(c.y());
+         return Grads{rounded_to(wide(g) * y * y * y * -0.5, c.inputs[0].dtype())};
        }},
       {Op::Silu,
        [](C c, G g) {
-         Tensor x = c.x(0), s = x.sigmoid();
-         return Grads{g * s * (1.0 + x * (1.0 - s))};
+         Tensor x = wide(c.x(0)), s = x.sigmoid();
+         return Grads{rounded_to(wide(g) * s * (1.0 + x * (1.0 - s)), c.inputs[0].dtype())};
        }},
       {Op::Gelu, gelu_vjp},
       {Op::Softmax,
-       [](C c, G g) {
-         Tensor y = c.y();
-         return Grads{y * (g - (g * y).sum({c.attrs.ints[0]}, true))};
+       [](C c, G g16) {
+         Tensor y = wide(c.y()), g = wide(g16);
+         return Grads{
+             rounded_to(y * (g - (g * y).sum({c.attrs.ints[0]}, true)), c.inputs[0].dtype())};
        }},
       {Op::LogSoftmax,
-       [](C c, G g) { return Grads{g - c.y().exp() * g.sum({c.attrs.ints[0]}, true)}; }},
+       [](C c, G g16) {
+         Tensor g = wide(g16);
+         return Grads{rounded_to(g - wide(c.y()).exp() * g.sum({c.attrs.ints[0]}, true),
+                                 c.inputs[0].dtype())};
+       }},
       {Op::LogSumExp,
        [](C c, G g) {
          const Shape& in = c.inputs[0].shape();
-         return Grads{expand_back(g, in, c.attrs) *
-                      (c.x(0) - expand_back(c.y(), in, c.attrs)).exp()};
+         return Grads{rounded_to(expand_back(wide(g), in, c.attrs) *
+                                     (wide(c.x(0)) - expand_back(wide(c.y()), in, c.attrs)).exp(),
+                                 c.inputs[0].dtype())};
        }},
       {Op::Var,
        [](C c, G g) {
-         Tensor x = c.x(0);
+         Tensor x = wide(c.x(0));
          const Shape& in = x.shape();
          std::vector<int64_t> ax = norm_axes(c.attrs, in.size());
          double denom = static_cast<double>(reduced_count(in, c.attrs)) - c.attrs.value;
-         return Grads{expand_back(g, in, c.attrs) * (x - x.mean(ax, true)) * (2.0 / denom)};
+         return Grads{
+             rounded_to(expand_back(wide(g), in, c.attrs) * (x - x.mean(ax, true)) * (2.0 / denom),
+                        c.inputs[0].dtype())};
        }},
       {Op::LayerNorm, layer_norm_vjp},
   };

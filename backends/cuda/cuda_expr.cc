@@ -94,7 +94,6 @@ const char* vtype(DType t) {
   }
 }
 
-
 // Rounds a float32 expression to t's precision (a no-op for other types).
 std::string round_to(DType t, const std::string& e) {
   if (t == DType::Float16) return "lt_rh(" + e + ")";
