@@ -122,22 +122,6 @@ void bound_inline_depth(const PrimGraph& g, FusionNodes& nodes) {
   }
 }
 
-// Multi-output row kernels. A reduction read by several kernels is realized, which costs it a
-// kernel of its own (cross_entropy's row max: read by the sum of exp(x - max) and by the loss).
-// Instead, the first kernel that reads it computes it as one more Reduce stage over the same rows
-// and, when later kernels or the graph's outputs need it, also stores it: one pass over the rows
-// yields both the max and the sum. Sets absorbed_into (-1: not absorbed), store_absorbed and
-// blocks_others of every node (see FusionNode). Candidates in no_absorb were tried and did not fit
-// (another row shape, or a store in a kernel without a per-row store stage); the kernel builder
-// reports those. They are (reduction, host) pairs: realizing more nodes may give the reduction
-// another first reader.
-//
-// The same for elementwise values: a realized elementwise value (a graph output, or shared) whose
-// first reader is an elementwise kernel of its shape is computed and stored by that kernel at the
-// reader's own point. An optimizer step becomes one kernel per parameter: AdamW's new moments are
-// outputs that its parameter update reads, and were three kernels, re-reading the gradient and
-// writing then reading both moments. Values realized to bound the inline depth stay apart, and so
-// do values over a reduction computed inline (that would change the host's loops).
 // 0-d kernels computed from the graph's leaves alone (each parameter's step count and bias
 // corrections) go into one kernel, up to kMaxLeafScalars values each: they were one launch per
 // parameter, 148 one-thread kernels in a GPT-2 step. Such a kernel may run before any kernel,
@@ -208,6 +192,22 @@ void group_leaf_scalars(const PrimGraph& g, const NoAbsorb& no_absorb, FusionNod
   }
 }
 
+// Multi-output row kernels. A reduction read by several kernels is realized, which costs it a
+// kernel of its own (cross_entropy's row max: read by the sum of exp(x - max) and by the loss).
+// Instead, the first kernel that reads it computes it as one more Reduce stage over the same rows
+// and, when later kernels or the graph's outputs need it, also stores it: one pass over the rows
+// yields both the max and the sum. Sets absorbed_into (-1: not absorbed), store_absorbed and
+// blocks_others of every node (see FusionNode). Candidates in no_absorb were tried and did not fit
+// (another row shape, or a store in a kernel without a per-row store stage); the kernel builder
+// reports those. They are (reduction, host) pairs: realizing more nodes may give the reduction
+// another first reader.
+//
+// The same for elementwise values: a realized elementwise value (a graph output, or shared) whose
+// first reader is an elementwise kernel of its shape is computed and stored by that kernel at the
+// reader's own point. An optimizer step becomes one kernel per parameter: AdamW's new moments are
+// outputs that its parameter update reads, and were three kernels, re-reading the gradient and
+// writing then reading both moments. Values realized to bound the inline depth stay apart, and so
+// do values over a reduction computed inline (that would change the host's loops).
 void absorb_targets(const PrimGraph& g, const NoAbsorb& no_absorb, FusionNodes& nodes) {
   const int n = static_cast<int>(g.nodes.size());
   for (FusionNode& node : nodes)
