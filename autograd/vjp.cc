@@ -49,8 +49,8 @@ Tensor mask(const Tensor& cond, DType t) { return cast(cond, t); }
 // The composite ops' rules compute float16/bfloat16 values in float32 and round each gradient once
 // to its operand's dtype, as PyTorch's backward kernels do (opmath) and as lowering's expansions
 // of the ops themselves do (lowering/decompose.cc's in_opmath).
-Tensor wide(const Tensor& t) { return is_half(t.dtype()) ? cast(t, DType::Float32) : t; }
-Tensor rounded_to(const Tensor& t, DType d) { return t.dtype() == d ? t : cast(t, d); }
+// (cast() of a tensor to its own dtype is the tensor itself.)
+Tensor wide(const Tensor& t) { return cast(t, opmath_dtype(t.dtype())); }
 
 Grads matmul_vjp(const VjpCtx& c, const Tensor& g) {
   Tensor a = c.x(0), b = c.x(1);
@@ -84,11 +84,9 @@ Grads layer_norm_vjp(const VjpCtx& c, const Tensor& g16) {
   Tensor xhat = xc * rstd;
   Tensor gxhat = has_w ? g * wide(c.x(1)) : g;
   Tensor gx = rstd * (gxhat - gxhat.mean(ax, true) - xhat * (gxhat * xhat).mean(ax, true));
-  Grads r = {rounded_to(gx, c.inputs[0].dtype())};
-  if (has_w)
-    r.push_back(rounded_to(lead.empty() ? g * xhat : (g * xhat).sum(lead), c.inputs[1].dtype()));
-  if (has_b)
-    r.push_back(rounded_to(lead.empty() ? g : g.sum(lead), c.inputs[has_w ? 2 : 1].dtype()));
+  Grads r = {cast(gx, c.inputs[0].dtype())};
+  if (has_w) r.push_back(cast(lead.empty() ? g * xhat : (g * xhat).sum(lead), c.inputs[1].dtype()));
+  if (has_b) r.push_back(cast(lead.empty() ? g : g.sum(lead), c.inputs[has_w ? 2 : 1].dtype()));
   return r;
 }
 
@@ -174,7 +172,7 @@ Grads gelu_vjp(const VjpCtx& c, const Tensor& g16) {
     Tensor du = (x * x * (3 * 0.044715) + 1.0) * k;
     dx = g * ((t + 1.0) * 0.5 + x * 0.5 * (1.0 - t * t) * du);
   }
-  return {rounded_to(dx, c.inputs[0].dtype())};
+  return {cast(dx, c.inputs[0].dtype())};
 }
 
 // d prod / d x_i is the product of the other entries. Dividing the product by x_i gives that only
@@ -398,37 +396,36 @@ const std::map<Op, VjpRule>& rules() {
       {Op::Sigmoid,
        [](C c, G g) {
          Tensor y = wide(c.y());
-         return Grads{rounded_to(wide(g) * y * (1.0 - y), c.inputs[0].dtype())};
+         return Grads{cast(wide(g) * y * (1.0 - y), c.inputs[0].dtype())};
        }},
       {Op::Rsqrt,
        [](C c, G g) {
          Tensor y = wide(c.y());
-         return Grads{rounded_to(wide(g) * y * y * y * -0.5, c.inputs[0].dtype())};
+         return Grads{cast(wide(g) * y * y * y * -0.5, c.inputs[0].dtype())};
        }},
       {Op::Silu,
        [](C c, G g) {
          Tensor x = wide(c.x(0)), s = x.sigmoid();
-         return Grads{rounded_to(wide(g) * s * (1.0 + x * (1.0 - s)), c.inputs[0].dtype())};
+         return Grads{cast(wide(g) * s * (1.0 + x * (1.0 - s)), c.inputs[0].dtype())};
        }},
       {Op::Gelu, gelu_vjp},
       {Op::Softmax,
        [](C c, G g16) {
          Tensor y = wide(c.y()), g = wide(g16);
-         return Grads{
-             rounded_to(y * (g - (g * y).sum({c.attrs.ints[0]}, true)), c.inputs[0].dtype())};
+         return Grads{cast(y * (g - (g * y).sum({c.attrs.ints[0]}, true)), c.inputs[0].dtype())};
        }},
       {Op::LogSoftmax,
        [](C c, G g16) {
          Tensor g = wide(g16);
-         return Grads{rounded_to(g - wide(c.y()).exp() * g.sum({c.attrs.ints[0]}, true),
-                                 c.inputs[0].dtype())};
+         return Grads{
+             cast(g - wide(c.y()).exp() * g.sum({c.attrs.ints[0]}, true), c.inputs[0].dtype())};
        }},
       {Op::LogSumExp,
        [](C c, G g) {
          const Shape& in = c.inputs[0].shape();
-         return Grads{rounded_to(expand_back(wide(g), in, c.attrs) *
-                                     (wide(c.x(0)) - expand_back(wide(c.y()), in, c.attrs)).exp(),
-                                 c.inputs[0].dtype())};
+         return Grads{cast(expand_back(wide(g), in, c.attrs) *
+                               (wide(c.x(0)) - expand_back(wide(c.y()), in, c.attrs)).exp(),
+                           c.inputs[0].dtype())};
        }},
       {Op::Var,
        [](C c, G g) {
@@ -437,8 +434,8 @@ const std::map<Op, VjpRule>& rules() {
          std::vector<int64_t> ax = norm_axes(c.attrs, in.size());
          double denom = static_cast<double>(reduced_count(in, c.attrs)) - c.attrs.value;
          return Grads{
-             rounded_to(expand_back(wide(g), in, c.attrs) * (x - x.mean(ax, true)) * (2.0 / denom),
-                        c.inputs[0].dtype())};
+             cast(expand_back(wide(g), in, c.attrs) * (x - x.mean(ax, true)) * (2.0 / denom),
+                  c.inputs[0].dtype())};
        }},
       {Op::LayerNorm, layer_norm_vjp},
   };

@@ -22,9 +22,7 @@ AttentionParams AttentionParams::from(Op op, const Attrs& a) {
   return p;
 }
 
-DType attention_stats_dtype(DType t) {
-  return t == DType::Float16 || t == DType::BFloat16 ? DType::Float32 : t;
-}
+DType attention_stats_dtype(DType t) { return opmath_dtype(t); }
 
 Inferred infer_attention(Op op, const NodeList& in, const Attrs& a) {
   const std::string name(op_name(op));

@@ -16,6 +16,8 @@ bool is_floating(DType t);
 bool is_integral(DType t);  // including bool
 inline bool is_bool(DType t) { return t == DType::Bool; }
 inline bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+// The dtype 16-bit floats compute in (PyTorch's opmath type): float32; others their own.
+inline DType opmath_dtype(DType t) { return is_half(t) ? DType::Float32 : t; }
 
 // Promotion of two tensor operands (torch.promote_types).
 DType promote(DType a, DType b);

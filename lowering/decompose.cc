@@ -154,8 +154,7 @@ DecompRule in_opmath(DecompRule rule) {
   return [rule = std::move(rule)](const Node& n, const NodeList& in) {
     if (!is_half(n.dtype)) return rule(n, in);
     NodeList wide;
-    for (const NodePtr& x : in)
-      wide.push_back(is_half(x->dtype) ? nb::cast_to(x, DType::Float32) : x);
+    for (const NodePtr& x : in) wide.push_back(nb::cast_to(x, opmath_dtype(x->dtype)));
     Node n32(n);
     n32.dtype = DType::Float32;
     return nb::cast_to(rule(n32, wide), n.dtype);

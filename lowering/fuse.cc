@@ -122,6 +122,25 @@ void bound_inline_depth(const PrimGraph& g, FusionNodes& nodes) {
   }
 }
 
+// Calls visit(c) once for each realized node that the inline computation of `values` reads,
+// until visit returns false.
+template <typename Visit>
+void for_realized_reads(const PrimGraph& g, const FusionNodes& nodes,
+                        const std::vector<int>& values, const Visit& visit) {
+  std::vector<int> todo;
+  std::set<int> walked;
+  for (int v : values) todo.insert(todo.end(), g.nodes[v].inputs.begin(), g.nodes[v].inputs.end());
+  while (!todo.empty()) {
+    const int c = todo.back();
+    todo.pop_back();
+    if (!walked.insert(c).second) continue;
+    if (!nodes[c].realized)
+      todo.insert(todo.end(), g.nodes[c].inputs.begin(), g.nodes[c].inputs.end());
+    else if (!visit(c))
+      return;
+  }
+}
+
 // 0-d kernels computed from the graph's leaves alone (each parameter's step count and bias
 // corrections) go into one kernel, up to kMaxLeafScalars values each: they were one launch per
 // parameter, 148 one-thread kernels in a GPT-2 step. Such a kernel may run before any kernel,
@@ -152,23 +171,13 @@ void group_leaf_scalars(const PrimGraph& g, const NoAbsorb& no_absorb, FusionNod
     if (absorbed[r] + 1 != static_cast<int>(values[r].size())) continue;
     // Every realized value the kernel reads is a leaf, or computed by this kernel or the group.
     bool leaves_only = true;
-    std::vector<int> todo;
-    std::set<int> walked;
-    for (int v : values[r])
-      todo.insert(todo.end(), g.nodes[v].inputs.begin(), g.nodes[v].inputs.end());
-    while (!todo.empty() && leaves_only) {
-      const int c = todo.back();
-      todo.pop_back();
-      if (!walked.insert(c).second) continue;
-      if (!nodes[c].realized) {
-        todo.insert(todo.end(), g.nodes[c].inputs.begin(), g.nodes[c].inputs.end());
-        continue;
-      }
+    for_realized_reads(g, nodes, values[r], [&](int c) {
       const PNode& p = g.nodes[c];
       const int at = nodes[c].absorbed_into >= 0 ? nodes[c].absorbed_into : c;
       leaves_only =
           p.input_index >= 0 || p.op == Op::Scalar || at == r || (host >= 0 && at == host);
-    }
+      return leaves_only;
+    });
     if (!leaves_only) continue;
     // Every other kernel reading one of them runs after the group's.
     auto after_host = [&](int v) {
@@ -281,18 +290,11 @@ void absorb_targets(const PrimGraph& g, const NoAbsorb& no_absorb, FusionNodes& 
         readers[r].empty() || op_info(g.nodes[r].op).cls == OpClass::Reduce)
       continue;
     int host = -1;  // the latest kernel computing a realized value that r's computation reads
-    std::vector<int> todo(g.nodes[r].inputs.begin(), g.nodes[r].inputs.end());
-    std::set<int> walked;
-    while (!todo.empty()) {
-      const int c = todo.back();
-      todo.pop_back();
-      if (!walked.insert(c).second) continue;
-      if (!nodes[c].realized) {
-        todo.insert(todo.end(), g.nodes[c].inputs.begin(), g.nodes[c].inputs.end());
-      } else if (g.nodes[c].input_index < 0) {
+    for_realized_reads(g, nodes, {r}, [&](int c) {
+      if (g.nodes[c].input_index < 0)
         host = std::max(host, nodes[c].absorbed_into >= 0 ? nodes[c].absorbed_into : c);
-      }
-    }
+      return true;
+    });
     if (host < 0 || host == r || host >= readers[r].front() || no_absorb.count({r, host})) continue;
     const PNode& h = g.nodes[host];
     if (!h.shape.empty() || nodes[host].absorbed_into >= 0 || nodes[host].library >= 0 ||

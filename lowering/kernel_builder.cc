@@ -16,10 +16,6 @@ ReduceSig sig_of(const PNode& r, const PNode& in) {
   return s;
 }
 
-DType acc_dtype(DType t) {
-  return (t == DType::Float16 || t == DType::BFloat16) ? DType::Float32 : t;
-}
-
 }  // namespace
 
 // Work of computing `node` inline: its ops down to realized nodes (transcendentals weigh more).
@@ -345,7 +341,7 @@ std::optional<loop::Kernel> KernelBuilder::build(std::vector<int>* touched,
     const PNode& rp = g_.nodes[r];
     Stage s{StageKind::Reduce};
     s.reduce_op = rp.op;
-    s.acc_dtype = acc_dtype(rp.dtype);
+    s.acc_dtype = opmath_dtype(rp.dtype);
     k_.stages.push_back(std::move(s));
     int si = static_cast<int>(k_.stages.size()) - 1;
     memo_.clear();
