@@ -14,7 +14,7 @@ DEB_PKGS := cmake ninja-build g++ llvm-19-dev libdnnl-dev nlohmann-json3-dev lib
             clang-14 libclang-rt-14-dev clang-format-14
 ASAN_BUILD ?= $(BUILD)-asan
 TSAN_BUILD ?= $(BUILD)-tsan
-FUZZ_SECONDS ?= 30
+FUZZ_SECONDS ?= 20
 
 .PHONY: all deps venv configure build test test-format format test-cpp test-python test-asan test-tsan test-fuzz fuzz-lowering demo install clean
 
@@ -96,7 +96,7 @@ test-tsan: deps venv
 # needs only ir/). A crash fails the run; its input becomes a corpus file and a ctest case.
 # Each run draws new random inputs (libFuzzer is not reproducible even from a fixed seed: the
 # coverage it sees differs run to run), so look for bugs before a push with a long run, e.g.
-# `make test-fuzz FUZZ_SECONDS=1800`; make test's 30 s is a smoke test.
+# `make test-fuzz FUZZ_SECONDS=1800`; make test's 20 s is a smoke test.
 # ir/ is compiled once (one object per file, in parallel) and linked into both fuzzers.
 FUZZ_DIR := $(BUILD)/fuzz
 FUZZ_CXX := clang++-14 -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I.

@@ -21,7 +21,9 @@ SCRIPTS = {
     "vae": lambda dev: mnist_vae.vae(torch, dev)[0],
     "regression": lambda dev: public.regression(torch, dev)[0],
     "mingpt": lambda dev: seq.mingpt(torch, dev)[0],
-    "time_sequence_prediction": lambda dev: seq.time_sequence_prediction(torch, dev)[0],
+    # One L-BFGS step (20 closure calls): the script's ops are all there; later steps only
+    # replay them, at ~4 s each through the device's Python dispatch (make test's time budget).
+    "time_sequence_prediction": lambda dev: seq.time_sequence_prediction(torch, dev, steps=1)[0],
 }
 
 
