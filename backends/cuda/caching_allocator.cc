@@ -41,14 +41,22 @@ CudaCachingAllocator::~CudaCachingAllocator() {
   bins_.clear();
 }
 
-CUdeviceptr CudaCachingAllocator::allocate(size_t bytes) {
+CUdeviceptr CudaCachingAllocator::allocate(size_t bytes, CUdeviceptr prefer) {
   const size_t size = round_size(bytes);
   std::lock_guard<std::mutex> g(mu_);
   auto it = bins_.find(size);
   CUdeviceptr p = 0;
   if (it != bins_.end() && !it->second.empty()) {
-    p = it->second.back();
-    it->second.pop_back();
+    std::vector<CUdeviceptr>& bin = it->second;
+    // The preferred block, searched from the most recently freed end (a run's outputs die
+    // shortly before the next run wants them back), swapped to the back to be taken.
+    auto hit = prefer ? std::find(bin.rbegin(), bin.rend(), prefer) : bin.rend();
+    if (hit != bin.rend()) {
+      std::iter_swap(hit, bin.rbegin());
+      ++stats_.preferred_hits;
+    }
+    p = bin.back();
+    bin.pop_back();
     stats_.cached_bytes -= size;
     ++stats_.cache_hits;
   } else {

@@ -23,10 +23,11 @@ struct CudaAllocatorStats {
   size_t allocated_bytes = 0;  // in live blocks (rounded sizes)
   size_t cached_bytes = 0;     // in free blocks held by the cache
   size_t peak_allocated_bytes = 0;
-  int64_t device_allocs = 0;  // cuMemAlloc calls
-  int64_t device_frees = 0;   // cuMemFree calls
-  int64_t cache_hits = 0;     // requests served from a bin
-  int64_t oom_retries = 0;    // out-of-memory retries after emptying the cache
+  int64_t device_allocs = 0;   // cuMemAlloc calls
+  int64_t device_frees = 0;    // cuMemFree calls
+  int64_t cache_hits = 0;      // requests served from a bin
+  int64_t preferred_hits = 0;  // of those, requests given the block they preferred
+  int64_t oom_retries = 0;     // out-of-memory retries after emptying the cache
 };
 
 class CudaCachingAllocator {
@@ -37,7 +38,12 @@ class CudaCachingAllocator {
   // The size class of a request (what a block of it really occupies).
   static size_t round_size(size_t bytes);
   // A block of round_size(bytes) bytes; throws lt::Error when the device is out of memory.
-  CUdeviceptr allocate(size_t bytes);
+  // `prefer`: the block the caller held for the same purpose last time (an executable's output or
+  // temporary of its previous run), taken when it is free in this size class. Graphs whose
+  // outputs cross into torch and back (torch.compile's forward saves activations for its
+  // backward) then see the same addresses step after step, so their CUDA graphs replay without
+  // recapturing library steps (cuda_graph.h); any free block of the class is equally correct.
+  CUdeviceptr allocate(size_t bytes, CUdeviceptr prefer = 0);
   // Returns a block from allocate(bytes) to its bin.
   void release(CUdeviceptr p, size_t bytes);
   // Frees every cached block back to the driver.

@@ -23,10 +23,11 @@
 
 namespace lt {
 
-CudaBuffer::CudaBuffer(std::shared_ptr<CudaCachingAllocator> alloc, size_t bytes)
+CudaBuffer::CudaBuffer(std::shared_ptr<CudaCachingAllocator> alloc, size_t bytes,
+                       CUdeviceptr prefer)
     : alloc_(std::move(alloc)) {
   bytes_ = bytes;
-  data_ = reinterpret_cast<void*>(alloc_->allocate(bytes));
+  data_ = reinterpret_cast<void*>(alloc_->allocate(bytes, prefer));
 }
 
 CudaBuffer::CudaBuffer(CUdeviceptr ptr, size_t bytes, std::function<void()> release)
@@ -340,6 +341,14 @@ class CudaExecutable : public Executable {
         slot_bufs[s] = std::make_shared<CudaBuffer>(alloc_, std::max<size_t>(slot_bytes[s], 1));
       if (keep) kept_slots_ = slot_bufs;
     }
+    // The addresses of the last run's outputs and temporaries, asked for again: see
+    // CudaCachingAllocator::allocate.
+    std::vector<CUdeviceptr> last;
+    {
+      std::lock_guard<std::mutex> lock(last_addr_mu_);
+      last = last_addr_;
+    }
+    last.resize(buffers_.size(), 0);
     for (size_t b = 0; b < buffers_.size(); ++b) {
       const BufferSpec& spec = buffers_[b];
       const size_t bytes = static_cast<size_t>(numels[b]) * dtype_size(spec.dtype);
@@ -374,12 +383,16 @@ class CudaExecutable : public Executable {
                           .ptr();
             break;
           }
-          auto buf = std::make_shared<CudaBuffer>(alloc_, bytes);
+          auto buf = std::make_shared<CudaBuffer>(alloc_, bytes, last[b]);
           ptrs[b] = buf->ptr();
           owned[b] = std::move(buf);
           break;
         }
       }
+    }
+    {
+      std::lock_guard<std::mutex> lock(last_addr_mu_);
+      last_addr_ = ptrs;
     }
     {
       std::lock_guard<std::mutex> lock(
@@ -589,6 +602,8 @@ class CudaExecutable : public Executable {
   }
 
   std::shared_ptr<CudaCachingAllocator> alloc_;
+  std::mutex last_addr_mu_;
+  std::vector<CUdeviceptr> last_addr_;  // per buffer, its address in the last run (0: none)
   std::shared_ptr<CudaDevice> dev_;
   std::vector<BufferSpec> buffers_;
   std::vector<loop::Kernel> kernels_;

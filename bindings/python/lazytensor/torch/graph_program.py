@@ -50,6 +50,51 @@ class _Entry:
         self.clone_outs = clone_outs  # output positions that are graph inputs passed through
 
 
+class _Staging:
+    """Stable addresses for the small CUDA inputs that torch allocates anew on every call.
+
+    A graph's CUDA graph (backends/cuda/cuda_graph.h) replays with whatever addresses its inputs
+    have, but a cuBLAS or cuDNN step whose operand moved is captured again, at ~100x the host time
+    of a kernel launch, and a graph whose replays keep doing that falls back to plain launches. Our
+    own outputs come back at their addresses (the caching allocator's preference); what torch
+    computes between two graphs does not: the loss's gradient that a backward's first GEMM reads
+    (an MLP's backward then recaptured 2 of its 7 steps every call and ran plainly). An input
+    position whose address changed since the last call is copied into a buffer kept for that
+    position (one device-to-device copy, which costs the GPU less than a microsecond at these
+    sizes) and the graph reads the buffer. Large inputs are passed as they are: copying GPT-2's
+    1.6 GB logits gradient would cost the GPU more than the recapture costs the host."""
+
+    LIMIT_BYTES = 16 << 20
+
+    __slots__ = ("device_types", "last", "buffers")
+
+    def __init__(self, device_types=("cuda",)):  # CPU graphs have no CUDA graphs to keep
+        self.device_types = device_types
+        self.last = {}      # input position -> its data address at the last call
+        self.buffers = {}   # input position -> the buffer it is copied into
+
+    def stable(self, i, t):
+        """The tensor to pass at input position `i` for the torch tensor `t`: `t`, or its copy in
+        the position's buffer."""
+        if t.device.type not in self.device_types:
+            return t
+        ptr = t.data_ptr()
+        last = self.last.get(i)
+        self.last[i] = ptr
+        buf = self.buffers.get(i)
+        if buf is None:
+            if last is None or last == ptr or not t.is_contiguous() or \
+                    t.numel() * t.element_size() > self.LIMIT_BYTES:
+                return t
+            buf = self.buffers[i] = torch.empty_like(t, memory_format=torch.contiguous_format)
+        if buf.shape != t.shape or buf.dtype != t.dtype or not t.is_contiguous():
+            del self.buffers[i]  # another signature at this position: stop staging it
+            return t
+        with torch.no_grad():
+            buf.copy_(t)
+        return buf
+
+
 def _dense_permutation(t):
     """The permutation p for which t.permute(p) is contiguous, when t is a permuted view of a
     dense tensor (and not contiguous already); else None (a contiguous tensor, or one that
@@ -109,6 +154,7 @@ class LazyGraph:
         self._passthrough = _passthrough_outputs(gm)
         self._symbolic_dims = _symbolic_dims(gm)
         self._tensor_pos = _tensor_positions(gm)
+        self._staging = _Staging()
 
     # AOTAutograd calls compiled graphs with one list (and may clear it to free inputs early).
     _boxed_call = True
@@ -123,8 +169,8 @@ class LazyGraph:
                     (type(a), a) for a, p in zip(args, perms))
         entry = self._entries.get(key)
         lt_device = lazy_device(device)
-        lt_args = [to_lazy(a if p is None else a.permute(p), lt_device)
-                   for a, p in zip(args, perms) if isinstance(a, torch.Tensor)]
+        lt_args = [to_lazy(self._staging.stable(i, a) if p is None else a.permute(p), lt_device)
+                   for i, (a, p) in enumerate(zip(args, perms)) if isinstance(a, torch.Tensor)]
         # Dims that Dynamo made symbolic (dynamic=True, or its automatic dynamic shapes) are
         # symbolic in lazytensor's graph too: one compile serves every size (issue 30).
         for i, d in self._symbolic_dims:
