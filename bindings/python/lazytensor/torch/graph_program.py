@@ -62,7 +62,10 @@ class _Staging:
     position whose address changed since the last call is copied into a buffer kept for that
     position (one device-to-device copy, which costs the GPU less than a microsecond at these
     sizes) and the graph reads the buffer. Large inputs are passed as they are: copying GPT-2's
-    1.6 GB logits gradient would cost the GPU more than the recapture costs the host."""
+    1.6 GB logits gradient would cost the GPU more than the recapture costs the host. A strided
+    input (not a permutation of a dense tensor: those are taken as they are) is copied dense
+    anyway, so it goes to its position's buffer from the first call, at any size, instead of to a
+    new allocation every call."""
 
     LIMIT_BYTES = 16 << 20
 
@@ -81,13 +84,14 @@ class _Staging:
         ptr = t.data_ptr()
         last = self.last.get(i)
         self.last[i] = ptr
+        dense = t.is_contiguous()
         buf = self.buffers.get(i)
         if buf is None:
-            if last is None or last == ptr or not t.is_contiguous() or \
-                    t.numel() * t.element_size() > self.LIMIT_BYTES:
+            if dense and (last is None or last == ptr or
+                          t.numel() * t.element_size() > self.LIMIT_BYTES):
                 return t
-            buf = self.buffers[i] = torch.empty_like(t, memory_format=torch.contiguous_format)
-        if buf.shape != t.shape or buf.dtype != t.dtype or not t.is_contiguous():
+            buf = self.buffers[i] = torch.empty(t.shape, dtype=t.dtype, device=t.device)
+        if buf.shape != t.shape or buf.dtype != t.dtype:
             del self.buffers[i]  # another signature at this position: stop staging it
             return t
         with torch.no_grad():
