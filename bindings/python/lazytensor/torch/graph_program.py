@@ -319,24 +319,48 @@ def _view_outputs(gm):
             node = node.args[0]
         if not chain or not isinstance(node, torch.fx.Node):
             continue
+        chain = chain[::-1]
         if node in places:
-            views[i] = (chain[::-1], ("in", places[node]))
+            views[i] = (chain, ("in", places[node]), _view_methods(chain))
         elif node.op == "call_function" and isinstance(node.meta.get("val"), torch.Tensor):
             if node not in position:
                 position[node] = len(outs) + len(bases)
                 bases.append(node)
-            views[i] = (chain[::-1], ("out", position[node]))
+            views[i] = (chain, ("out", position[node]), _view_methods(chain))
     return views, bases
 
 
+_aten = torch.ops.aten
+# View ops as tensor methods: the same aten kernels, reached through the method's argument parser,
+# which costs less than an OpOverload call's Python (a ResNet-18 step makes 23 such views:
+# 0.69 -> 0.38 ms of host time a step on the development machine).
+_VIEW_METHODS = {
+    _aten.view.default: lambda t, size: t.view(size),
+    _aten.permute.default: lambda t, dims: t.permute(dims),
+    _aten.t.default: lambda t: t.t(),
+    _aten.transpose.int: lambda t, a, b: t.transpose(a, b),
+    _aten.expand.default: lambda t, size: t.expand(size),
+    _aten.unsqueeze.default: lambda t, d: t.unsqueeze(d),
+    _aten.squeeze.dim: lambda t, d: t.squeeze(d),
+    _aten.squeeze.dims: lambda t, dims: t.squeeze(dims),
+    _aten.squeeze.default: lambda t: t.squeeze(),
+    _aten.select.int: lambda t, d, i: t.select(d, i),
+}
+
+
+def _view_methods(chain):
+    """Per node of a view chain (whose arguments besides its input are constants: _view_outputs
+    stops a chain at any other input node), its tensor method, or None to call the op itself."""
+    return [None if node.kwargs else _VIEW_METHODS.get(node.target) for node in chain]
+
+
 def _run_in_torch(view, args, outs):
-    chain, (kind, source) = view
-    env = {chain[0].args[0]: args[source] if kind == "in" else outs[source]}
-    for node in chain:
-        a = torch.fx.node.map_arg(node.args, lambda n: env[n])
-        k = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
-        env[node] = node.target(*a, **k)
-    return env[chain[-1]]
+    chain, (kind, source), methods = view
+    t = args[source] if kind == "in" else outs[source]
+    for node, method in zip(chain, methods):
+        t = method(t, *node.args[1:]) if method is not None else \
+            node.target(t, *node.args[1:], **node.kwargs)
+    return t
 
 
 def _constant(gm, target, device):
