@@ -1,11 +1,13 @@
 // Name -> backend. Backends are created on first use and live for the process.
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 
 #include "backends/backend.h"
 #include "backends/reference/reference_backend.h"
 #include "ir/error.h"
+#include "runtime/device.h"
 #ifdef LT_HAVE_LLVM
 #include "backends/cpu/cpu_backend.h"
 #endif
@@ -22,7 +24,8 @@ bool backend_available(const std::string& name) {
   if (name == "reference" || name == "cpu") return true;
 #ifdef LT_HAVE_CUDA
   // Loads libcuda on first use; false (never a throw) without a driver or a device.
-  if (name == "cuda") return cuda_device_available();
+  if (const int n = cuda_ordinal(name); n >= 0)
+    return cuda_device_available() && n < cuda_driver().device_count;
 #endif
   return false;
 }
@@ -41,7 +44,8 @@ namespace {
 // The backends made so far, each created on first use and kept for the process.
 struct Backends {
   std::mutex mu;
-  std::unique_ptr<Backend> ref, cpu, cuda;
+  std::unique_ptr<Backend> ref, cpu;
+  std::map<int, std::unique_ptr<Backend>> cuda;  // by GPU ordinal
 };
 Backends& backends() {
   static Backends b;
@@ -56,8 +60,8 @@ bool backend_host_memory(const std::string& name) {
     std::lock_guard<std::mutex> g(b.mu);
     made = name == "reference" ? b.ref.get()
            : name == "cpu"     ? (b.cpu ? b.cpu.get() : nullptr)
-           : name == "cuda"    ? b.cuda.get()
                                : nullptr;
+    if (auto it = b.cuda.find(cuda_ordinal(name)); it != b.cuda.end()) made = it->second.get();
 #ifndef LT_HAVE_LLVM
     if (name == "cpu") made = b.ref.get();  // the cpu backend is the interpreter then
 #endif
@@ -91,17 +95,29 @@ Backend& get_backend(const std::string& name) {
     return *ref;
 #endif
   }
-  if (name == "cuda") {
+  if (const int ordinal = cuda_ordinal(name); ordinal >= 0) {
 #ifdef LT_HAVE_CUDA
-    std::unique_ptr<Backend>& cuda = b.cuda;
+    std::unique_ptr<Backend>& cuda = b.cuda[ordinal];
     if (!cuda) {
       if (!cuda_device_available()) {
+        b.cuda.erase(ordinal);
         const std::string& why = cuda_driver().error;
         fail(ErrorKind::Runtime,
              "no CUDA device: ", why.empty() ? std::string("the driver reports none") : why,
              " (use device 'cpu' or 'lazy:cpu')");
       }
-      cuda = make_cuda_backend(0);  // throws a clear lt::Error on failure; nothing is cached then
+      if (ordinal >= cuda_driver().device_count) {
+        b.cuda.erase(ordinal);
+        fail(ErrorKind::Runtime, "no CUDA device ", ordinal, " ('", name,
+             "'): ", cuda_driver().device_count,
+             " device(s) visible (CUDA_VISIBLE_DEVICES selects them)");
+      }
+      try {
+        cuda = make_cuda_backend(ordinal);  // a clear lt::Error on failure; nothing is kept then
+      } catch (...) {
+        b.cuda.erase(ordinal);
+        throw;
+      }
     }
     return *cuda;
 #else
@@ -110,7 +126,8 @@ Backend& get_backend(const std::string& name) {
          "-DLT_WITH_CUDA=ON where the CUDA toolkit is installed)");
 #endif
   }
-  fail(ErrorKind::Runtime, "unknown backend '", name, "' (expected reference, cpu or cuda)");
+  fail(ErrorKind::Runtime, "unknown backend '", name,
+       "' (expected reference, cpu, cuda or cuda:N)");
 }
 
 }  // namespace lt

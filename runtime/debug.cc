@@ -337,7 +337,7 @@ void dump_compiled(const std::string& dir_s, const Graph& g, const std::string& 
         g, key, backend, [&](int i) { return in_refs[i]; }, [&](int i) { return out_refs[i]; });
     std::ofstream(dir / (key + ".txt")) << graph_text(g);
     std::ofstream(dir / (key + ".dot")) << graph_dot(g);
-    const char* ext = backend == "cuda" ? ".cu" : ".ll";
+    const char* ext = cuda_ordinal(backend) >= 0 ? ".cu" : ".ll";
     for (size_t i = 0; i < sources.size(); ++i)
       std::ofstream(dir / (key + ".kernel" + std::to_string(i) + ext)) << sources[i];
   } catch (const std::exception& e) {

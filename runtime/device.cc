@@ -31,6 +31,7 @@ Device Device::parse(const std::string& s) {
   if (head == "lazy") {
     if (colon == std::string::npos) return kLazy;
     if (tail == "cpu" || tail == "cuda" || tail == "reference") return {Type::Lazy, 0, tail};
+    if (tail.rfind("cuda:", 0) == 0) return {Type::Lazy, parse_index(tail.substr(5), s), "cuda"};
     return {Type::Lazy, parse_index(tail, s), ""};
   }
   fail(ErrorKind::Runtime,
@@ -46,7 +47,9 @@ std::string Device::str() const {
     case Type::CUDA:
       return "cuda:" + std::to_string(index);
     case Type::Lazy:
-      return backend.empty() ? "lazy:" + std::to_string(index) : "lazy:" + backend;
+      if (backend.empty()) return "lazy:" + std::to_string(index);
+      return backend == "cuda" && index > 0 ? "lazy:cuda:" + std::to_string(index)
+                                            : "lazy:" + backend;
   }
   return "?";
 }
@@ -56,11 +59,27 @@ std::string Device::backend_name() const {
     case Type::CPU:
       return "cpu";
     case Type::CUDA:
-      return "cuda";
-    case Type::Lazy:
-      return backend.empty() ? default_lazy_backend() : backend;
+      return cuda_backend_name(index);
+    case Type::Lazy: {
+      // Only GPUs are numbered: "lazy:1" on a machine whose default backend is cpu is lazy:cpu.
+      const std::string name = backend.empty() ? default_lazy_backend() : backend;
+      return name == "cuda" ? cuda_backend_name(index) : name;
+    }
   }
   return "cpu";
+}
+
+std::string cuda_backend_name(int ordinal) {
+  return ordinal == 0 ? std::string("cuda") : "cuda:" + std::to_string(ordinal);
+}
+
+int cuda_ordinal(const std::string& backend) {
+  if (backend == "cuda") return 0;
+  if (backend.rfind("cuda:", 0) != 0) return -1;
+  const std::string n = backend.substr(5);
+  if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos)
+    return -1;
+  return std::stoi(n);
 }
 
 bool Device::operator==(const Device& o) const {

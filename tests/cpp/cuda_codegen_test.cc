@@ -620,6 +620,19 @@ TEST(CudaDriver, GraphEntryPointsResolveFromTheToolkitStub) {
   EXPECT_NE(d.cuStreamBeginCapture_v2, nullptr);
 }
 
+// Asking for device `dev`'s backend is a RuntimeError whose message contains "no CUDA device"
+// and `says`.
+void expect_no_cuda_device(const std::string& dev, const std::string& says) {
+  try {
+    get_backend(Device::parse(dev).backend_name());
+    ADD_FAILURE() << dev << ": expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Runtime);
+    EXPECT_NE(std::string(e.what()).find("no CUDA device"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+  }
+}
+
 TEST(CudaRegistry, AbsentGpuIsAClearErrorAndLazyFallsBackToCpu) {
   const bool gpu = cuda_device_available();
   EXPECT_EQ(backend_available("cuda"), gpu);
@@ -627,18 +640,45 @@ TEST(CudaRegistry, AbsentGpuIsAClearErrorAndLazyFallsBackToCpu) {
     EXPECT_EQ(get_backend("cuda").name(), "cuda");
     return;
   }
-  for (const char* dev : {"cuda", "lazy:cuda"}) {
-    try {
-      get_backend(Device::parse(dev).backend_name());
-      ADD_FAILURE() << dev << ": expected an error";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::Runtime);
-      EXPECT_NE(std::string(e.what()).find("no CUDA device"), std::string::npos) << e.what();
-    }
-  }
+  for (const char* dev : {"cuda", "lazy:cuda"}) expect_no_cuda_device(dev, "no CUDA device");
   if (!std::getenv("LT_LAZY_BACKEND")) {
     EXPECT_EQ(Device::parse("lazy").backend_name(), "cpu");
   }
+}
+
+// Every GPU is a device of its own (issue 31): cuda:N and lazy:cuda:N name backend "cuda:N"
+// (device 0 keeps the plain name "cuda"), and a GPU that is not there is a clear error naming
+// it, on a machine with GPUs as on one without.
+TEST(CudaRegistry, EachGpuIsItsOwnBackend) {
+  EXPECT_EQ(Device::parse("cuda").backend_name(), "cuda");
+  EXPECT_EQ(Device::parse("cuda:0").backend_name(), "cuda");
+  EXPECT_EQ(Device::parse("cuda:3").backend_name(), "cuda:3");
+  EXPECT_EQ(Device::parse("lazy:cuda").backend_name(), "cuda");
+  const Device lazy3 = Device::parse("lazy:cuda:3");
+  EXPECT_EQ(lazy3.backend_name(), "cuda:3");
+  EXPECT_EQ(lazy3.index, 3);
+  EXPECT_EQ(lazy3.str(), "lazy:cuda:3");
+  EXPECT_EQ(Device::parse(lazy3.str()), lazy3);
+  EXPECT_NE(lazy3, Device::parse("lazy:cuda"));
+  EXPECT_EQ(Device::parse("cuda:3").str(), "cuda:3");
+  EXPECT_EQ(cuda_ordinal("cuda"), 0);
+  EXPECT_EQ(cuda_ordinal("cuda:12"), 12);
+  EXPECT_EQ(cuda_ordinal("cpu"), -1);
+  EXPECT_EQ(cuda_ordinal("cuda:"), -1);
+  EXPECT_EQ(cuda_ordinal("cuda:1x"), -1);
+  EXPECT_EQ(cuda_backend_name(0), "cuda");
+  EXPECT_EQ(cuda_backend_name(2), "cuda:2");
+  EXPECT_THROW(Device::parse("lazy:cuda:x"), Error);
+  EXPECT_THROW(Device::parse("lazy:cuda:"), Error);
+  const int count = cuda_device_available() ? cuda_driver().device_count : 0;
+  EXPECT_FALSE(backend_available(cuda_backend_name(count)));
+  // With GPUs, the error names the missing one and how many there are.
+  const std::string says = count > 0 ? "device(s) visible" : "no CUDA device";
+  for (const std::string& dev :
+       {"cuda:" + std::to_string(count), "lazy:cuda:" + std::to_string(count)})
+    expect_no_cuda_device(dev, says);
+  // The failed requests left nothing behind: asking again is the same clear error.
+  EXPECT_THROW(get_backend(cuda_backend_name(count)), Error);
 }
 
 TEST(CudaAllocator, SizeClasses) {

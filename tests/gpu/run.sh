@@ -10,16 +10,18 @@
 # 2. runs the C++ GPU tests (tests/gpu/*_test.cc): the CUDA backend against host oracles and
 #    against the reference interpreter;
 # 3. runs tests/gpu/check_ops_vs_torch.py: ops and fused graphs on `lazy:cuda` and `cuda` against
-#    PyTorch CUDA; check_dlpack_cuda.py (sharing memory with PyTorch); check_attention_cuda.py; check_trig_cuda.py
+#    PyTorch CUDA; check_dlpack_cuda.py (sharing memory with PyTorch); check_devices_cuda.py (each
+#    GPU its own device); check_attention_cuda.py; check_trig_cuda.py
 #    (float32 sin/cos in ulps); check_torch_compile_cuda.py (torch.compile(backend="lazytensor") on
 #    CUDA models against eager CUDA); check_lazy_device_cuda.py (torch code with device="lazy" on
 #    lazytensor's CUDA backend against the same code on "cuda"); check_compile_training_cuda.py
 #    (lt.compile(module) training on lazy:cuda, eager cuda views); check_conv_cudnn.py (cuDNN
 #    convolutions in four dtypes, the cudnn.allow_tf32 switch); cuDNN's headers against
 #    backends/cuda/cudnn_api.h (tests/gpu/cudnn_abi_check.cc, compiled only);
-# 4. runs the benchmarks, bench/gpu.py and bench/torch_compile.py --device cuda (TORCH_BENCH_ARGS
-#    overrides its "--steps 10 --rounds 3"). The two bench scripts together need most of one
-#    call's 10 minutes: run STAGES="build cpp py" and STAGES="bench" as two calls.
+# 4. runs the benchmarks: bench/gpu.py (stage "bench") and bench/torch_compile.py --device cuda
+#    (stage "tcbench"; TORCH_BENCH_ARGS overrides its "--steps 10 --rounds 3"). Each needs most of
+#    one call's 10 minutes: run STAGES="build cpp py", STAGES="bench" and STAGES="tcbench" as three
+#    calls on one machine (it goes back after 30 s idle: make the calls back to back).
 # Everything goes to $OUT: summary.txt, build.log, gpu_cpp_tests.log, one log per Python stage,
 # ops_vs_torch.json, bench_gpu.json. Exit 0 only when every stage passed. Nothing is downloaded. Dependencies the image may lack:
 #   nlohmann_json  a CMake package, else a json.hpp found in $LT_DEPS/include, /usr/include,
@@ -30,7 +32,7 @@
 #   pybind11       a CMake package, else the pip package's (python3 -m pybind11 --cmakedir).
 # Environment: OUT (default ./gpu-out), BUILD (default ./build-gpu), LT_DEPS (default ./.deps),
 # JOBS (default nproc), BENCH_ARGS (extra arguments to bench/gpu.py, e.g. --quick), STAGES (default
-# "build cpp py bench"; a later call on the same machine may run e.g. STAGES="bench" alone, reusing
+# "build cpp py bench tcbench"; a later call on the same machine may run e.g. STAGES="bench" alone, reusing
 # the build, to stay within a command's time limit; "profile" adds tests/gpu/profile_gpt.py, the
 # per-kernel GPU time of the GPT rows, under $OUT/profile; "profile_gpt2" adds
 # tests/gpu/profile_gpt2.py, the GPT-2 124M bf16 row's kernels against torch.compile's, under
@@ -62,7 +64,7 @@ BUILD_LOG="$OUT/build.log"
 : >"$SUMMARY"
 : >"$BUILD_LOG"
 failures=0
-STAGES=" ${STAGES:-build cpp py bench} "
+STAGES=" ${STAGES:-build cpp py bench tcbench} "
 stage() { case "$STAGES" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 export PYTHONUNBUFFERED=1 LT_CACHE_DIR=off
 
@@ -246,6 +248,10 @@ if [ "$built" -eq 1 ] && [ -d "$BUILD/python/lazytensor" ]; then
     rc=$?
     tail -n 12 "$OUT/dlpack_cuda.log"
     record "DLPack with PyTorch CUDA (check_dlpack_cuda.py)" "$rc"
+    LD_PRELOAD="$TRACE_SO" timeout 120 "$PY" -u -X faulthandler tests/gpu/check_devices_cuda.py >"$OUT/devices_cuda.log" 2>&1
+    rc=$?
+    tail -n 12 "$OUT/devices_cuda.log"
+    record "each GPU its own device (check_devices_cuda.py)" "$rc"
     LD_PRELOAD="$TRACE_SO" timeout 120 "$PY" -u -X faulthandler tests/gpu/check_trig_cuda.py >"$OUT/trig_cuda.log" 2>&1
     rc=$?
     tail -n 8 "$OUT/trig_cuda.log"
@@ -279,7 +285,10 @@ if [ "$built" -eq 1 ] && [ -d "$BUILD/python/lazytensor" ]; then
     rc=$?
     tail -n 30 "$OUT/bench_gpu.log"
     record "benchmark (bench/gpu.py)" "$rc"
-    # torch.compile backends side by side (eager, Inductor, lazytensor) on whole models.
+  fi
+  if stage tcbench; then
+    # torch.compile backends side by side (eager, Inductor, lazytensor) on whole models: a stage of
+    # its own, as bench/gpu.py alone needs most of one call's 10 minutes.
     # shellcheck disable=SC2086
     CUDA_CACHE_DISABLE=1 LD_PRELOAD="$TRACE_SO" timeout 560 "$PY" -u -X faulthandler bench/torch_compile.py --device cuda --json "$OUT/bench_torch_compile_cuda.json" ${TORCH_BENCH_ARGS:---steps 10 --rounds 3} >"$OUT/bench_torch_compile_cuda.log" 2>&1
     rc=$?

@@ -16,15 +16,32 @@ def is_available():
 
 
 def device_count():
-    return 1 if is_available() else 0
+    """The GPUs lazytensor sees (CUDA_VISIBLE_DEVICES selects them); each is `cuda:N` and
+    `lazy:cuda:N`, with a backend of its own."""
+    n = 0
+    while _C.backend_available("cuda" if n == 0 else f"cuda:{n}"):
+        n += 1
+    return n
+
+
+def _backend_of(device):
+    if device is None:
+        return "cuda"
+    if isinstance(device, int):
+        return "cuda" if device == 0 else f"cuda:{device}"
+    d = device if isinstance(device, _C.device) else _C.device(str(device))
+    if not d.backend.startswith("cuda"):
+        raise ValueError(f"lt.cuda.synchronize: {d} is not a CUDA device")
+    return d.backend
 
 
 def synchronize(device=None):
-    """Waits until every kernel and copy queued on the GPU has finished, like
-    torch.cuda.synchronize(). Runs on `cuda` / `lazy:cuda` are asynchronous: mark_step() and eager
-    ops return once their kernels are queued; reading a value (.item(), .numpy(), printing) waits
-    by itself. Use this to time GPU work, or with LT_CUDA_SYNC=1 to make every run wait."""
-    _C.synchronize_backend("cuda")
+    """Waits until every kernel and copy queued on the GPU (`device`: an index, "cuda:N" or
+    "lazy:cuda:N"; default GPU 0) has finished, like torch.cuda.synchronize(). Runs on `cuda` /
+    `lazy:cuda` are asynchronous: mark_step() and eager ops return once their kernels are queued;
+    reading a value (.item(), .numpy(), printing) waits by itself. Use this to time GPU work, or
+    with LT_CUDA_SYNC=1 to make every run wait."""
+    _C.synchronize_backend(_backend_of(device))
 
 
 def manual_seed(seed):

@@ -16,6 +16,9 @@ std::string device_repr(const Device& d) {
     case Device::Type::CUDA:
       return "device(type='cuda', index=" + std::to_string(d.index) + ")";
     case Device::Type::Lazy:
+      if (!d.backend.empty() && d.index > 0)
+        return "device(type='lazy', backend='" + d.backend + "', index=" + std::to_string(d.index) +
+               ")";
       if (!d.backend.empty()) return "device(type='lazy', backend='" + d.backend + "')";
       return "device(type='lazy', index=" + std::to_string(d.index) + ")";
   }
@@ -81,11 +84,12 @@ void init_devices(py::module_& m) {
       .def_property_readonly("type", [](const Device& d) { return device_type_name(d); })
       .def_property_readonly("index",
                              [](const Device& d) -> py::object {
-                               if (d.type == Device::Type::CPU || !d.backend.empty())
+                               // lazy:cuda:N names its GPU; lazy:cpu and lazy:cuda name none.
+                               if (d.type == Device::Type::CPU || (!d.backend.empty() && !d.index))
                                  return py::none();
                                return py::int_(d.index);
                              })
-      // The backend that runs this device's graphs ("cpu", "reference", "cuda").
+      // The backend that runs this device's graphs ("cpu", "reference", "cuda", "cuda:N").
       .def_property_readonly("backend", &Device::backend_name)
       .def_property_readonly("is_lazy", &Device::is_lazy)
       .def("__str__", &Device::str)

@@ -218,17 +218,18 @@ bool row_major(const DLTensor& d, const Shape& shape) {
 Tensor from_cuda_dlpack(DLManagedTensor* m, ManagedGuard& guard, DType t, Shape shape,
                         size_t bytes) {
   const DLTensor& d = m->dl_tensor;
-  if (d.device.device_id != 0)
-    throw py::buffer_error("lt.from_dlpack: the data is on CUDA device " +
-                           std::to_string(d.device.device_id) +
-                           "; lazytensor's cuda backend uses device 0");
+  const int ordinal = d.device.device_id;
+  if (ordinal < 0 || !backend_available(cuda_backend_name(ordinal)))
+    throw py::buffer_error("lt.from_dlpack: the data is on CUDA device " + std::to_string(ordinal) +
+                           ", which lazytensor does not see");
   if (!row_major(d, shape))
     throw py::buffer_error("lt.from_dlpack: a strided CUDA tensor of shape " + shape_str(shape) +
                            " cannot be shared; call .contiguous() on it first");
   char* data = static_cast<char*>(d.data) + d.byte_offset;
   if (reinterpret_cast<uintptr_t>(data) % dtype_size(t) != 0)
     throw py::buffer_error("lt.from_dlpack: misaligned CUDA data; call .clone() on it first");
-  Backend& cuda = get_backend("cuda");  // a clear error without a CUDA device
+  const std::string name = cuda_backend_name(ordinal);
+  Backend& cuda = get_backend(name);  // a clear error without that CUDA device
   BufferPtr buf = cuda.wrap_external(data, bytes, [m, &cuda] {
     release_with_gil([m, &cuda] {
       try {
@@ -241,9 +242,9 @@ Tensor from_cuda_dlpack(DLManagedTensor* m, ManagedGuard& guard, DType t, Shape 
   if (!buf) throw py::buffer_error("lt.from_dlpack: the cuda backend cannot hold foreign memory");
   guard.m = nullptr;  // the buffer releases the producer now
   auto s = std::make_shared<Storage>();
-  s->backend = "cuda";
+  s->backend = name;
   s->buffer = std::move(buf);
-  return Tensor(make_data_tensor(std::move(s), t, std::move(shape), Device::cuda(0)));
+  return Tensor(make_data_tensor(std::move(s), t, std::move(shape), Device::cuda(ordinal)));
 }
 
 Tensor from_dlpack(const py::object& obj) {
@@ -311,7 +312,9 @@ Tensor from_dlpack(const py::object& obj) {
   const size_t item = dtype_size(*t);
   const size_t bytes = static_cast<size_t>(count) * item;
   const char* data = static_cast<const char*>(d.data) + d.byte_offset;
-  if (bytes == 0) return from_host(nullptr, *t, std::move(shape), on_cuda ? Device::cuda(0) : kCPU);
+  if (bytes == 0)
+    return from_host(nullptr, *t, std::move(shape),
+                     on_cuda ? Device::cuda(d.device.device_id) : kCPU);
   if (on_cuda) return from_cuda_dlpack(m, guard, *t, std::move(shape), bytes);
 
   if (!row_major(d, shape) || reinterpret_cast<uintptr_t>(data) % item != 0) {

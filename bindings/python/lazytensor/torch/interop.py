@@ -39,16 +39,13 @@ def torch_dtype(dtype):
 
 def lazy_device(device):
     """The lazytensor device that runs graphs over torch tensors on `device`: our CPU backend for
-    CPU tensors, our CUDA backend for CUDA tensors (one GPU: lazytensor's cuda backend is
-    device 0)."""
+    CPU tensors, the CUDA backend of the same GPU for CUDA tensors (cuda:N -> lazy:cuda:N)."""
     device = torch.device(device)
     if device.type == "cpu":
         return _C.device("lazy:cpu")
     if device.type == "cuda":
-        if device.index not in (None, 0):
-            raise NotImplementedError(f"not implemented: torch.compile on {device} (lazytensor's "
-                                      f"CUDA backend runs on cuda:0)")
-        return _C.device("lazy:cuda")
+        index = torch.cuda.current_device() if device.index is None else device.index
+        return _C.device("lazy:cuda" if index == 0 else f"lazy:cuda:{index}")
     raise NotImplementedError(f"not implemented: torch.compile on device {device} with "
                               f"backend='lazytensor' (CPU and CUDA tensors are supported)")
 
@@ -118,7 +115,7 @@ def dlpack_stream(device):
     """The stream argument torch.from_dlpack passes to a producer on the lazy `device` (PyTorch's
     current CUDA stream; 1 for CUDA's legacy default stream; None for host memory), worked out
     once per graph call instead of once per tensor."""
-    if device.backend != "cuda":
+    if not device.backend.startswith("cuda"):
         return None
     s = torch.cuda.current_stream().cuda_stream
     return 1 if s == 0 else s
