@@ -51,6 +51,9 @@ Tensor mask(const Tensor& cond, DType t) { return cast(cond, t); }
 // of the ops themselves do (lowering/decompose.cc's in_opmath).
 // (cast() of a tensor to its own dtype is the tensor itself.)
 Tensor wide(const Tensor& t) { return cast(t, opmath_dtype(t.dtype())); }
+// Gradient `g` (computed wide) rounded once to operand i's dtype, read from the saved operand
+// (c.x(i) would trace a saved view again).
+Tensor narrow(const VjpCtx& c, size_t i, const Tensor& g) { return cast(g, c.inputs[i].dtype()); }
 
 Grads matmul_vjp(const VjpCtx& c, const Tensor& g) {
   Tensor a = c.x(0), b = c.x(1);
@@ -84,9 +87,9 @@ Grads layer_norm_vjp(const VjpCtx& c, const Tensor& g16) {
   Tensor xhat = xc * rstd;
   Tensor gxhat = has_w ? g * wide(c.x(1)) : g;
   Tensor gx = rstd * (gxhat - gxhat.mean(ax, true) - xhat * (gxhat * xhat).mean(ax, true));
-  Grads r = {cast(gx, c.inputs[0].dtype())};
-  if (has_w) r.push_back(cast(lead.empty() ? g * xhat : (g * xhat).sum(lead), c.inputs[1].dtype()));
-  if (has_b) r.push_back(cast(lead.empty() ? g : g.sum(lead), c.inputs[has_w ? 2 : 1].dtype()));
+  Grads r = {narrow(c, 0, gx)};
+  if (has_w) r.push_back(narrow(c, 1, lead.empty() ? g * xhat : (g * xhat).sum(lead)));
+  if (has_b) r.push_back(narrow(c, has_w ? 2 : 1, lead.empty() ? g : g.sum(lead)));
   return r;
 }
 
@@ -172,7 +175,7 @@ Grads gelu_vjp(const VjpCtx& c, const Tensor& g16) {
     Tensor du = (x * x * (3 * 0.044715) + 1.0) * k;
     dx = g * ((t + 1.0) * 0.5 + x * 0.5 * (1.0 - t * t) * du);
   }
-  return {cast(dx, c.inputs[0].dtype())};
+  return {narrow(c, 0, dx)};
 }
 
 // d prod / d x_i is the product of the other entries. Dividing the product by x_i gives that only
@@ -396,36 +399,35 @@ const std::map<Op, VjpRule>& rules() {
       {Op::Sigmoid,
        [](C c, G g) {
          Tensor y = wide(c.y());
-         return Grads{cast(wide(g) * y * (1.0 - y), c.inputs[0].dtype())};
+         return Grads{narrow(c, 0, wide(g) * y * (1.0 - y))};
        }},
       {Op::Rsqrt,
        [](C c, G g) {
          Tensor y = wide(c.y());
-         return Grads{cast(wide(g) * y * y * y * -0.5, c.inputs[0].dtype())};
+         return Grads{narrow(c, 0, wide(g) * y * y * y * -0.5)};
        }},
       {Op::Silu,
        [](C c, G g) {
          Tensor x = wide(c.x(0)), s = x.sigmoid();
-         return Grads{cast(wide(g) * s * (1.0 + x * (1.0 - s)), c.inputs[0].dtype())};
+         return Grads{narrow(c, 0, wide(g) * s * (1.0 + x * (1.0 - s)))};
        }},
       {Op::Gelu, gelu_vjp},
       {Op::Softmax,
        [](C c, G g16) {
          Tensor y = wide(c.y()), g = wide(g16);
-         return Grads{cast(y * (g - (g * y).sum({c.attrs.ints[0]}, true)), c.inputs[0].dtype())};
+         return Grads{narrow(c, 0, y * (g - (g * y).sum({c.attrs.ints[0]}, true)))};
        }},
       {Op::LogSoftmax,
        [](C c, G g16) {
          Tensor g = wide(g16);
-         return Grads{
-             cast(g - wide(c.y()).exp() * g.sum({c.attrs.ints[0]}, true), c.inputs[0].dtype())};
+         return Grads{narrow(c, 0, g - wide(c.y()).exp() * g.sum({c.attrs.ints[0]}, true))};
        }},
       {Op::LogSumExp,
        [](C c, G g) {
          const Shape& in = c.inputs[0].shape();
-         return Grads{cast(expand_back(wide(g), in, c.attrs) *
-                               (wide(c.x(0)) - expand_back(wide(c.y()), in, c.attrs)).exp(),
-                           c.inputs[0].dtype())};
+         return Grads{narrow(c, 0,
+                             expand_back(wide(g), in, c.attrs) *
+                                 (wide(c.x(0)) - expand_back(wide(c.y()), in, c.attrs)).exp())};
        }},
       {Op::Var,
        [](C c, G g) {
@@ -433,9 +435,8 @@ const std::map<Op, VjpRule>& rules() {
          const Shape& in = x.shape();
          std::vector<int64_t> ax = norm_axes(c.attrs, in.size());
          double denom = static_cast<double>(reduced_count(in, c.attrs)) - c.attrs.value;
-         return Grads{
-             cast(expand_back(wide(g), in, c.attrs) * (x - x.mean(ax, true)) * (2.0 / denom),
-                  c.inputs[0].dtype())};
+         return Grads{narrow(
+             c, 0, expand_back(wide(g), in, c.attrs) * (x - x.mean(ax, true)) * (2.0 / denom))};
        }},
       {Op::LayerNorm, layer_norm_vjp},
   };

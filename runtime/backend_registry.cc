@@ -97,29 +97,22 @@ Backend& get_backend(const std::string& name) {
   }
   if (const int ordinal = cuda_ordinal(name); ordinal >= 0) {
 #ifdef LT_HAVE_CUDA
-    std::unique_ptr<Backend>& cuda = b.cuda[ordinal];
-    if (!cuda) {
+    auto it = b.cuda.find(ordinal);
+    if (it == b.cuda.end()) {
       if (!cuda_device_available()) {
-        b.cuda.erase(ordinal);
         const std::string& why = cuda_driver().error;
         fail(ErrorKind::Runtime,
              "no CUDA device: ", why.empty() ? std::string("the driver reports none") : why,
              " (use device 'cpu' or 'lazy:cpu')");
       }
-      if (ordinal >= cuda_driver().device_count) {
-        b.cuda.erase(ordinal);
+      if (ordinal >= cuda_driver().device_count)
         fail(ErrorKind::Runtime, "no CUDA device ", ordinal, " ('", name,
              "'): ", cuda_driver().device_count,
              " device(s) visible (CUDA_VISIBLE_DEVICES selects them)");
-      }
-      try {
-        cuda = make_cuda_backend(ordinal);  // a clear lt::Error on failure; nothing is kept then
-      } catch (...) {
-        b.cuda.erase(ordinal);
-        throw;
-      }
+      // make_cuda_backend throws a clear lt::Error on failure, before anything is kept.
+      it = b.cuda.emplace(ordinal, make_cuda_backend(ordinal)).first;
     }
-    return *cuda;
+    return *it->second;
 #else
     fail(ErrorKind::Runtime,
          "no CUDA device: this build of lazytensor has no CUDA backend (configure with "

@@ -11,10 +11,17 @@ namespace {
 std::mutex g_devices_mu;
 std::string g_lazy_backend;  // set_lazy_backend()
 
-int parse_index(const std::string& s, const std::string& whole) {
+// A device index: 1 to 4 decimal digits, or -1.
+int index_of(const std::string& s) {
   if (s.empty() || s.size() > 4 || s.find_first_not_of("0123456789") != std::string::npos)
-    fail(ErrorKind::Runtime, "Invalid device string: '", whole, "'");
+    return -1;
   return std::stoi(s);
+}
+
+int parse_index(const std::string& s, const std::string& whole) {
+  const int i = index_of(s);
+  if (i < 0) fail(ErrorKind::Runtime, "Invalid device string: '", whole, "'");
+  return i;
 }
 }  // namespace
 
@@ -75,11 +82,7 @@ std::string cuda_backend_name(int ordinal) {
 
 int cuda_ordinal(const std::string& backend) {
   if (backend == "cuda") return 0;
-  if (backend.rfind("cuda:", 0) != 0) return -1;
-  const std::string n = backend.substr(5);
-  if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos)
-    return -1;
-  return std::stoi(n);
+  return backend.rfind("cuda:", 0) == 0 ? index_of(backend.substr(5)) : -1;
 }
 
 bool Device::operator==(const Device& o) const {

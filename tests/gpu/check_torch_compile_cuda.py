@@ -132,7 +132,8 @@ def main():
                 enable_nested_tensor=False),
             (torch.randn(4, 16, 64),), lambda m, x: m(x).pow(2).mean(), torch.optim.AdamW, 1e-4,
             # Its forward and backward both fell back to plain launches on the H200 (0 replays
-            # of 20, 2026-11-29, before inputs were staged); the cause is not known yet.
+            # of 20, 2026-11-29, with the allocator's preference and the staging of inputs); the
+            # cause is not known yet.
             check_replays=False, lr=1e-3)),
         ("GPT fp32", lambda: side_by_side(
             "GPT (sdpa) fp32", GPT(vocab=128, dim=64, heads=4, block=32, layers=2),

@@ -19,16 +19,16 @@ def device_count():
     """The GPUs lazytensor sees (CUDA_VISIBLE_DEVICES selects them); each is `cuda:N` and
     `lazy:cuda:N`, with a backend of its own."""
     n = 0
-    while _C.backend_available("cuda" if n == 0 else f"cuda:{n}"):
+    while _C.backend_available(_C.device(f"cuda:{n}").backend):
         n += 1
     return n
 
 
 def _backend_of(device):
     if device is None:
-        return "cuda"
+        device = 0
     if isinstance(device, int):
-        return "cuda" if device == 0 else f"cuda:{device}"
+        device = f"cuda:{device}"
     d = device if isinstance(device, _C.device) else _C.device(str(device))
     if not d.backend.startswith("cuda"):
         raise ValueError(f"lt.cuda.synchronize: {d} is not a CUDA device")

@@ -45,7 +45,7 @@ def lazy_device(device):
         return _C.device("lazy:cpu")
     if device.type == "cuda":
         index = torch.cuda.current_device() if device.index is None else device.index
-        return _C.device("lazy:cuda" if index == 0 else f"lazy:cuda:{index}")
+        return _C.device(f"lazy:cuda:{index}")  # lazy:cuda:0 is lazy:cuda
     raise NotImplementedError(f"not implemented: torch.compile on device {device} with "
                               f"backend='lazytensor' (CPU and CUDA tensors are supported)")
 
