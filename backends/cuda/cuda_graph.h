@@ -33,7 +33,7 @@
 // so an executable of a symbolic plan keeps one graph per binding of its size symbols, with that
 // binding's library steps, each warming up on its own (kCudaGraphWarmupRuns plain runs, then
 // replays); a binding that comes back replays its graph. At most 16 bindings are kept; the 17th
-// drops them all (cuda_backend.cc, kMaxBindings).
+// drops them all (cuda_executable.h, kMaxBindings).
 #pragma once
 #include <cuda.h>
 

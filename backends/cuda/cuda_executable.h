@@ -1,0 +1,674 @@
+// The CUDA backend's executable (cuda_backend.cc compiles and loads them): one plan's buffers,
+// kernels, cuBLAS GEMMs, cuDNN convolutions and flash-attention steps, run on the device's stream
+// with memory from the caching allocator, plainly or as a CUDA graph (cuda_graph.h); a symbolic
+// plan keeps its library steps and graph per binding of its size symbols. Included by
+// cuda_backend.cc alone: its own file because running a plan and being a backend (device, memory,
+// compiling and caching) are separate jobs.
+#pragma once
+#include <cuda.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cuda/cublas_gemm.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_codegen.h"
+#include "backends/cuda/cuda_graph.h"
+#include "backends/cuda/cuda_module_image.h"
+#include "backends/cuda/cudnn_conv.h"
+#include "backends/cuda/flash_attention.h"
+#include "ir/error.h"
+#include "lowering/memory_plan.h"
+#include "lowering/size_fields.h"
+
+namespace lt {
+
+// Static plans keep their temporaries' memory between runs unless LT_CUDA_KEEP_TEMPS=0 (read
+// once): on the GPT-2 124M bf16 step (H200) CUDA graph replays went from 4 to 51 of 55 runs.
+inline bool keep_temps() {
+  static const bool on = [] {
+    const char* e = std::getenv("LT_CUDA_KEEP_TEMPS");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
+inline const CudaBuffer& as_cuda(const Buffer& b, const char* what) {
+  auto* c = dynamic_cast<const CudaBuffer*>(&b);
+  if (!c)
+    fail(ErrorKind::Runtime, what, ": the buffer is ",
+         b.on_host() ? "host memory" : "not CUDA device memory",
+         ", not a buffer of the cuda backend");
+  return *c;
+}
+
+// Bindings of a symbolic plan whose library steps and graphs an executable keeps; past this many
+// it drops them all and starts afresh.
+constexpr size_t kMaxBindings = 16;
+
+class CudaExecutable : public Executable {
+ private:
+  // Per gemm: device and host copies of its pointer arrays (cublas_gemm.h), when it needs them.
+  struct GemmArrays {
+    std::shared_ptr<CudaBuffer> device;
+    std::vector<uint64_t> host;
+  };
+  // The library steps of one binding of the size symbols, at its sizes, and its CUDA graph: a
+  // static plan has one (static_); a symbolic plan one per binding run (bound_), made on first
+  // use. A captured graph holds one binding's grids, sizes and library calls, so each binding
+  // warms up and captures its own (kCudaGraphWarmupRuns plain runs first); its GEMM steps are
+  // the graph's keys (CudaLaunchStep::gemm), which is why a binding's steps and graph live and
+  // go together.
+  struct Bound {
+    std::vector<int64_t> values;  // the size parameters' values (empty: static)
+    std::vector<Gemm> gemms;
+    std::vector<GemmArrays> gemm_arrays;
+    std::vector<std::unique_ptr<CudnnConv>> convs;  // descriptors and algorithms
+    std::vector<AttentionStep> attentions;
+    int64_t runs = 0;  // from the (kCudaGraphWarmupRuns + 1)-th on, launches replay graph
+    std::unique_ptr<CudaGraphReplay> graph;
+    int slow_replays = 0;  // the graph's keep-or-drop rule (cuda_graph.h)
+  };
+
+ public:
+  // `module` is compile_cuda_module(plan) of this process or of the one that wrote a cache entry;
+  // either way the image is only loaded here.
+  CudaExecutable(std::shared_ptr<CudaCachingAllocator> alloc, const Plan& plan,
+                 CudaModuleImage module, std::shared_ptr<const CublasHandle> blas,
+                 std::shared_ptr<const CudnnHandle> dnn)
+      : alloc_(std::move(alloc)),
+        dev_(alloc_->device()),
+        buffers_(plan.buffers),
+        kernels_(plan.kernels),
+        gemms_(plan.gemms),
+        attentions_(plan.attentions),
+        conv_steps_(plan.convs),
+        steps_(plan.ordered_steps()),
+        blas_(std::move(blas)),
+        dnn_(std::move(dnn)),
+        donations_(plan.donations),
+        memory_(plan.memory),
+        module_image_(std::move(module)) {
+    check_plan(plan, blas_ != nullptr, dnn_ != nullptr);
+    keep_symbols(plan);
+    if (!sym_.symbolic()) {
+      // The static plan's library steps, bound once.
+      static_.gemms = gemms_;
+      static_.gemm_arrays.resize(gemms_.size());
+      static_.attentions = attentions_;
+      for (const ConvStep& c : plan.convs)
+        static_.convs.push_back(std::make_unique<CudnnConv>(dnn_, c));
+    }
+    const size_t launches = kernels_.size() + flash_attention_launches(plan);
+    if (module_image_.launches.size() != launches)
+      fail(ErrorKind::Runtime, "internal: cuda module with ", module_image_.launches.size(),
+           " launches for ", launches, " kernels");
+    graphs_ = steps_.size() >= kCudaGraphMinSteps && cuda_graphs_enabled();
+    if (launches == 0) return;
+    const CudaDriver& d = dev_->driver();
+    dev_->bind();
+    if (module_image_.program_of.size() != launches)
+      fail(ErrorKind::Runtime, "internal: cuda module with ", module_image_.program_of.size(),
+           " program indices for ", launches, " kernels");
+    try {
+      for (const auto& image : module_image_.images) {
+        CUmodule mod = nullptr;
+        d.check(d.cuModuleLoadData(&mod, image.data()), "cuModuleLoadData");
+        modules_.push_back(mod);
+      }
+      for (size_t k = 0; k < launches; ++k) {
+        const uint32_t p = module_image_.program_of[k];
+        if (p >= modules_.size())
+          fail(ErrorKind::Runtime, "internal: cuda kernel ", k, " in program ", p, " of ",
+               modules_.size());
+        CUfunction f = nullptr;
+        d.check(d.cuModuleGetFunction(&f, modules_[p], module_image_.launches[k].name.c_str()),
+                "cuModuleGetFunction");
+        functions_.push_back(f);
+      }
+      // The flash kernels use more than the default 48 KB of dynamic shared memory.
+      if (launches > kernels_.size()) {
+        for (size_t j = 0; j < kFlashKernelCount; ++j)
+          d.check(d.cuFuncSetAttribute(functions_[kernels_.size() + j],
+                                       CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                       static_cast<int>(kFlashKernels[j].smem)),
+                  "cuFuncSetAttribute");
+      }
+    } catch (...) {  // a cached image without a kernel it should have: no destructor will unload it
+      for (CUmodule mod : modules_) d.cuModuleUnload(mod);
+      modules_.clear();
+      throw;
+    }
+  }
+
+  // What every executable of `plan` needs, checked before anything is compiled or loaded.
+  static void check_plan(const Plan& plan, bool have_blas, bool have_dnn) {
+    if (!plan.is_completed())  // lowering's memory plan and kernel grouping (complete_plan)
+      fail(ErrorKind::Runtime,
+           "internal: cuda executable given a plan that complete_plan has not completed");
+    for (const Gemm& g : plan.gemms) {
+      for (int buf : {g.a, g.b, g.out})
+        if (buf < 0 || buf >= static_cast<int>(plan.buffers.size()) ||
+            plan.buffers[buf].dtype != g.dtype ||
+            plan.buffers[buf].kind == BufferSpec::Kind::Scalar)
+          fail(ErrorKind::Runtime, "internal: gemm ", g.name, " names bad buffer ", buf);
+      validate_gemm(g, plan.buffers[g.a].numel, plan.buffers[g.b].numel, plan.buffers[g.out].numel,
+                    "cuda executable");
+    }
+    for (const ConvStep& c : plan.convs) {
+      auto bad = [&](int buf) {
+        return buf < 0 || buf >= static_cast<int>(plan.buffers.size()) ||
+               plan.buffers[buf].dtype != c.dtype ||
+               plan.buffers[buf].kind == BufferSpec::Kind::Scalar;
+      };
+      for (int buf : {c.a, c.b, c.out})
+        if (bad(buf))
+          fail(ErrorKind::Runtime, "internal: conv ", c.name, " names bad buffer ", buf);
+      if (c.bias >= 0 && bad(c.bias))
+        fail(ErrorKind::Runtime, "internal: conv ", c.name, " names bad bias buffer ", c.bias);
+      if (plan.buffers[c.out].kind == BufferSpec::Kind::Input)
+        fail(ErrorKind::Runtime, "internal: conv ", c.name, " writes input buffer ", c.out);
+      validate_conv(c, plan.buffers[c.a].numel, plan.buffers[c.b].numel,
+                    c.bias >= 0 ? plan.buffers[c.bias].numel : 0, plan.buffers[c.out].numel,
+                    "cuda executable");
+    }
+    // Lowering expands conv prims for a backend without cuDNN (lowering/expand_conv.h).
+    if (!plan.convs.empty() && !have_dnn)
+      fail(ErrorKind::NotImplemented, "not implemented: library convolution step ",
+           plan.convs[0].name, " on cuda: ", cudnn_error());
+    if (!plan.gemms.empty() && !have_blas)
+      fail(ErrorKind::Runtime, "internal: cuda plan with gemms but no cuBLAS handle");
+    std::vector<int64_t> numels;
+    std::vector<DType> dtypes;
+    for (const BufferSpec& b : plan.buffers) {
+      numels.push_back(b.kind == BufferSpec::Kind::Scalar ? -1 : b.numel);
+      dtypes.push_back(b.dtype);
+    }
+    for (const AttentionStep& a : plan.attentions) {
+      validate_attention(a, numels, dtypes, "cuda executable");
+      check_attention(a);
+    }
+    if (!plan.collectives.empty())
+      fail(ErrorKind::NotImplemented, "not implemented: ", op_name(plan.collectives[0].op),
+           " on cuda (an NCCL communicator)");
+    for (const PlanStep& st : plan.ordered_steps()) {
+      const size_t count = st.kind == PlanStep::Kind::Gemm        ? plan.gemms.size()
+                           : st.kind == PlanStep::Kind::Attention ? plan.attentions.size()
+                           : st.kind == PlanStep::Kind::Conv      ? plan.convs.size()
+                                                                  : plan.kernels.size();
+      if (st.index < 0 || st.index >= static_cast<int>(count))
+        fail(ErrorKind::Runtime, "internal: plan step names step ", st.index,
+             " that does not exist");
+    }
+    for (const loop::Kernel& kern : plan.kernels)
+      for (const loop::Arg& arg : kern.args) {
+        if (arg.buffer < 0 || arg.buffer >= static_cast<int>(plan.buffers.size()))
+          fail(ErrorKind::Runtime, "internal: kernel ", kern.name, " uses buffer ", arg.buffer,
+               " of ", plan.buffers.size());
+        if (!arg.scalar && plan.buffers[arg.buffer].kind == BufferSpec::Kind::Scalar)
+          fail(ErrorKind::Runtime, "internal: kernel ", kern.name, " reads scalar buffer ",
+               arg.buffer, " through a pointer");
+      }
+  }
+
+  // What the flash kernels take (at each binding, for a symbolic attention step).
+  static void check_attention(const AttentionStep& a) {
+    if (!flash_attention_supports(a.dtype, a.E, a.Ev))
+      fail(ErrorKind::NotImplemented, "not implemented: attention ", a.name, " in ",
+           dtype_name(a.dtype), " with head dims ", a.E, " and ", a.Ev,
+           " on cuda (float32, bfloat16 or float16 with 64 only)");
+    if (flash_blocks(a.batch, std::max(a.L, a.S)) > INT32_MAX || a.L > INT32_MAX / 64 ||
+        a.S > INT32_MAX / 64)
+      fail(ErrorKind::NotImplemented, "not implemented: attention ", a.name, " of batch ", a.batch,
+           ", L ", a.L, ", S ", a.S, " on cuda (too large for one grid)");
+  }
+
+  ~CudaExecutable() override {
+    const CudaDriver& d = dev_->driver();
+    if (!d.cuCtxSetCurrent || (modules_.empty() && !static_.graph && bound_.empty())) return;
+    try {
+      dev_->bind();
+      d.cuStreamSynchronize(dev_->stream());  // its kernels may still be running
+      static_.graph.reset();                  // its kernel nodes name the module's functions
+      bound_.clear();
+      for (CUmodule mod : modules_) d.cuModuleUnload(mod);
+    } catch (...) {
+    }
+  }
+
+  int num_kernels() const override {
+    size_t n = kernels_.size() + gemms_.size() + conv_steps_.size();
+    for (const AttentionStep& a : attentions_)
+      n += a.kind == AttentionStep::Kind::Forward ? 1 : (a.dq >= 0) + (a.dk >= 0 || a.dv >= 0);
+    return static_cast<int>(n);
+  }
+  std::vector<std::string> kernel_sources() const override { return {module_image_.source}; }
+  const CudaModuleImage& module_image() const { return module_image_; }
+
+  bool symbolic() const { return sym_.symbolic(); }
+
+  std::vector<BufferPtr> run(const std::vector<RunInput>& inputs, RunStats* stats) override {
+    LT_CHECK(!sym_.symbolic(), ErrorKind::Value, "cuda executable: the plan has ", sym_.num_symbols,
+             " size symbols; run it with their values (run_symbolic)");
+    return run_with(inputs, stats, {});
+  }
+
+  std::vector<BufferPtr> run_symbolic(const std::vector<RunInput>& inputs, RunStats* stats,
+                                      std::span<const int64_t> symbols) override {
+    LT_CHECK(symbols.size() == static_cast<size_t>(sym_.num_symbols), ErrorKind::Value,
+             "cuda executable: the plan has ", sym_.num_symbols, " size symbols, got ",
+             symbols.size(), " values");
+    if (!sym_.symbolic()) return run_with(inputs, stats, {});
+    return run_with(inputs, stats, symbols);
+  }
+
+ private:
+  // The run for symbol values `symbols` (empty for a static plan).
+  std::vector<BufferPtr> run_with(const std::vector<RunInput>& inputs, RunStats* stats,
+                                  std::span<const int64_t> symbols) {
+    dev_->bind();
+    const bool sym = !symbols.empty();
+    // Symbolic: every size parameter's value at this binding, each buffer's element count, the
+    // slots' sizes (lowering/memory_plan.h's slot_bytes_at).
+    std::vector<int64_t> values;
+    if (sym) values = sym_.values(symbols);
+    std::vector<int64_t> numels(buffers_.size());
+    for (size_t b = 0; b < buffers_.size(); ++b) {
+      numels[b] = sym ? numel_at(buffers_[b], values) : buffers_[b].numel;
+      LT_CHECK(numels[b] >= 0 && numels[b] <= (INT64_MAX >> 4), ErrorKind::Value,
+               "cuda executable: the size symbols' values give buffer ", b, " ", numels[b],
+               " elements");
+    }
+    std::vector<size_t> slot_bytes_here;
+    if (sym) slot_bytes_here = slot_bytes_at(layout_, values);
+    const std::vector<size_t>& slot_bytes = sym ? slot_bytes_here : memory_.slot_bytes;
+    // Bind every plan buffer: inputs from the caller, temps and outputs from the allocator.
+    std::vector<BufferPtr> owned(buffers_.size());
+    std::vector<CUdeviceptr> ptrs(buffers_.size(), 0);
+    // A donated input must hold its output at this binding: the check sees this binding's sizes.
+    std::vector<BufferSpec> sized;
+    if (sym) {
+      sized = buffers_;
+      for (size_t b = 0; b < sized.size(); ++b) sized[b].numel = numels[b];
+    }
+    const std::vector<int> donated =
+        donated_outputs(sym ? sized : buffers_, donations_, inputs, "cuda executable");
+    // A static plan's temporaries keep their memory from run to run (LT_CUDA_KEEP_TEMPS=0: not), so
+    // the GEMMs of a replayed CUDA graph see the same addresses and need no recapture (held as
+    // torch's CUDA graphs hold their private pool); otherwise they come from the allocator each
+    // run.
+    const bool keep = !sym && keep_temps();
+    std::vector<std::shared_ptr<CudaBuffer>> slot_bufs(slot_bytes.size());
+    if (keep && kept_slots_.size() == slot_bytes.size()) {
+      slot_bufs = kept_slots_;
+    } else {
+      for (size_t s = 0; s < slot_bufs.size(); ++s)
+        slot_bufs[s] = std::make_shared<CudaBuffer>(alloc_, std::max<size_t>(slot_bytes[s], 1));
+      if (keep) kept_slots_ = slot_bufs;
+    }
+    // The addresses of the last run's outputs and temporaries, asked for again: see
+    // CudaCachingAllocator::allocate.
+    std::vector<CUdeviceptr> last;
+    {
+      std::lock_guard<std::mutex> lock(last_addr_mu_);
+      last = last_addr_;
+    }
+    last.resize(buffers_.size(), 0);
+    for (size_t b = 0; b < buffers_.size(); ++b) {
+      const BufferSpec& spec = buffers_[b];
+      const size_t bytes = static_cast<size_t>(numels[b]) * dtype_size(spec.dtype);
+      switch (spec.kind) {
+        case BufferSpec::Kind::Input: {
+          if (spec.input < 0 || spec.input >= static_cast<int>(inputs.size()) ||
+              !inputs[spec.input].buffer)
+            fail(ErrorKind::Runtime, "cuda executable: graph input ", spec.input, " is missing (",
+                 inputs.size(), " given)");
+          const CudaBuffer& cb = as_cuda(*inputs[spec.input].buffer, "cuda executable input");
+          if (cb.bytes() < bytes)
+            fail(ErrorKind::Runtime, "cuda executable: input ", spec.input, " holds ", cb.bytes(),
+                 " bytes, expected ", bytes, " (", numels[b], " x ", dtype_name(spec.dtype), ")");
+          ptrs[b] = cb.ptr();
+          break;
+        }
+        case BufferSpec::Kind::Scalar:
+          if (spec.input < 0 || spec.input >= static_cast<int>(inputs.size()))
+            fail(ErrorKind::Runtime, "cuda executable: scalar input ", spec.input, " is missing");
+          break;
+        case BufferSpec::Kind::Temp:
+          if (memory_.slot_of[b] >= 0) {  // shared with temporaries of disjoint lifetimes
+            ptrs[b] = slot_bufs[static_cast<size_t>(memory_.slot_of[b])]->ptr();
+            break;
+          }
+          [[fallthrough]];
+        case BufferSpec::Kind::Output: {
+          // A donated output is written in place: nothing to allocate.
+          if (spec.kind == BufferSpec::Kind::Output && donated[b] >= 0) {
+            ptrs[b] = as_cuda(*inputs[static_cast<size_t>(donated[b])].buffer,
+                              "cuda executable donated input")
+                          .ptr();
+            break;
+          }
+          auto buf = std::make_shared<CudaBuffer>(alloc_, bytes, last[b]);
+          ptrs[b] = buf->ptr();
+          owned[b] = std::move(buf);
+          break;
+        }
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(last_addr_mu_);
+      last_addr_ = ptrs;
+    }
+    {
+      std::lock_guard<std::mutex> lock(
+          launch_mu_);  // the pointer arrays' host staging is per executable
+      Bound& bound = sym ? bound_at(symbols, values, numels) : static_;
+      std::vector<CudaLaunchStep> steps = resolve_steps(inputs, ptrs, bound);
+      // Profiling times each launch, so it launches plainly.
+      const bool profiled = stats && stats->on_kernel;
+      const bool graph = graphs_ && !profiled && steps.size() >= kCudaGraphMinSteps &&
+                         ++bound.runs > kCudaGraphWarmupRuns;
+      if (graph && !bound.graph) bound.graph = std::make_unique<CudaGraphReplay>(dev_, blas_);
+      int recaptured = 0;
+      if (graph && bound.graph->launch(steps, &recaptured)) {
+        if (stats) {
+          stats->kernel_launches += static_cast<int>(steps.size());
+          ++stats->graph_launches;
+        }
+        if (!graphs_always_) judge_replay(bound, recaptured, steps.size());
+      } else {
+        launch_cuda_steps(*dev_, blas_.get(), steps, stats);
+      }
+    }
+    // Asynchronous: the outputs are valid for later work on the stream, and host reads wait
+    // (copy_to_host). Temporaries go back to the cache now; only later stream work reuses them.
+    if (CudaDevice::synchronous_runs()) dev_->synchronize();
+    std::vector<BufferPtr> out(buffers_.size());
+    for (size_t b = 0; b < buffers_.size(); ++b)
+      if (buffers_[b].kind == BufferSpec::Kind::Output) out[b] = std::move(owned[b]);
+    return out;  // temps return to the cache here
+  }
+
+  // This run's steps in plan order with their addresses, scalar values and (symbolic) sizes.
+  std::vector<CudaLaunchStep> resolve_steps(const std::vector<RunInput>& inputs,
+                                            const std::vector<CUdeviceptr>& ptrs, Bound& bound) {
+    std::vector<CudaLaunchStep> out;
+    out.reserve(steps_.size());
+    for (const PlanStep& step : steps_) {
+      if (step.kind == PlanStep::Kind::Attention) {
+        add_attention_launches(bound.attentions[static_cast<size_t>(step.index)], ptrs, out);
+        continue;
+      }
+      if (step.kind == PlanStep::Kind::Conv) {
+        out.push_back(conv_launch(*bound.convs[static_cast<size_t>(step.index)], ptrs));
+        continue;
+      }
+      if (step.kind == PlanStep::Kind::Gemm) {
+        const Gemm& g = bound.gemms[static_cast<size_t>(step.index)];
+        CudaLaunchStep s;
+        s.name = g.name;
+        s.gemm = &g;
+        s.tf32 = matmul_allow_tf32();  // a captured CUDA graph is rebuilt when the setting changes
+        s.a = ptrs[g.a], s.b = ptrs[g.b], s.out = ptrs[g.out];
+        if (const size_t bytes = CublasHandle::pointer_array_bytes(g)) {
+          GemmArrays& ga = bound.gemm_arrays[static_cast<size_t>(step.index)];
+          if (!ga.device)
+            ga.device = std::make_shared<CudaBuffer>(alloc_, bytes);  // kept with the executable
+          s.arrays = {ga.device->ptr(), &ga.host};
+        }
+        out.push_back(std::move(s));
+        continue;
+      }
+      const size_t k = static_cast<size_t>(step.index);
+      const CudaKernelLaunch& l = module_image_.launches[k];
+      const loop::Kernel& kern = kernels_[k];
+      // A symbolic kernel's grid follows this binding's outer extent (cuda_codegen.h).
+      int64_t blocks = l.max_blocks;
+      if (!l.size_params.empty()) {
+        int64_t outer = 1;
+        for (size_t d = 0; d < kern.outer.size(); ++d) {
+          const int p = d < kern.outer_params.size() ? kern.outer_params[d] : -1;
+          const int64_t e = p >= 0 ? bound.values[static_cast<size_t>(p)] : kern.outer[d];
+          LT_CHECK(e >= 0, ErrorKind::Value,
+                   "cuda executable: the size symbols' values give kernel ", kern.name,
+                   " a loop of extent ", e);
+          LT_CHECK(!__builtin_mul_overflow(outer, e, &outer), ErrorKind::Value,
+                   "cuda executable: the size symbols' values make kernel ", kern.name,
+                   "'s loop overflow int64");
+        }
+        for (size_t d = 0; d < kern.inner_params.size(); ++d)
+          LT_CHECK(kern.inner_params[d] < 0 || bound.values[kern.inner_params[d]] >= 0,
+                   ErrorKind::Value, "cuda executable: the size symbols' values give kernel ",
+                   kern.name, " a negative row length");
+        blocks = cuda_launch_blocks(l, outer);
+      }
+      if (blocks <= 0) continue;
+      CudaLaunchStep s;
+      s.name = kern.name;
+      s.fn = functions_[k];
+      const int64_t cap =
+          static_cast<int64_t>(dev_->sm_count()) * std::max(1, 2048 / l.threads) * 4;
+      s.grid =
+          static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, std::min<int64_t>(cap, 1 << 30)));
+      s.threads = static_cast<unsigned>(l.threads);
+      // One 8-byte slot per parameter: device pointers, and scalars by value (double / long long).
+      s.slots.assign(kern.args.size(), 0);
+      for (size_t a = 0; a < kern.args.size(); ++a) {
+        const loop::Arg& arg = kern.args[a];
+        const BufferSpec& spec = buffers_[static_cast<size_t>(arg.buffer)];
+        if (arg.scalar) {
+          const RunInput& in = inputs.at(static_cast<size_t>(spec.input));
+          if (is_floating(arg.dtype)) {
+            double v = in.scalar;
+            std::memcpy(&s.slots[a], &v, sizeof v);
+          } else {
+            long long v = in.scalar_i;
+            std::memcpy(&s.slots[a], &v, sizeof v);
+          }
+        } else {
+          CUdeviceptr p = ptrs[static_cast<size_t>(arg.buffer)];
+          std::memcpy(&s.slots[a], &p, sizeof p);
+        }
+      }
+      // Symbolic: the size parameters the kernel takes, by value after its arguments.
+      for (int p : l.size_params) {
+        const long long v = bound.values.at(static_cast<size_t>(p));
+        uint64_t slot = 0;
+        std::memcpy(&slot, &v, sizeof v);
+        s.slots.push_back(slot);
+      }
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  // A cuDNN convolution step with its addresses; its algorithm for the current TF32 setting is
+  // chosen on first use, and the executable's one workspace (steps run one after another on the
+  // stream) grows to what it needs. Called under launch_mu_.
+  CudaLaunchStep conv_launch(CudnnConv& conv, const std::vector<CUdeviceptr>& ptrs) {
+    const ConvStep& c = conv.step();
+    CudaLaunchStep s;
+    s.name = c.name;
+    s.conv = &conv;
+    s.tf32 = conv_allow_tf32();  // a captured CUDA graph is rebuilt when the setting changes
+    const size_t bytes = conv.prepare(s.tf32);
+    if (bytes && (!workspace_ || workspace_->bytes() < bytes))
+      workspace_ = std::make_shared<CudaBuffer>(alloc_, bytes);
+    s.workspace = bytes ? workspace_->ptr() : 0;
+    s.a = ptrs[c.a], s.b = ptrs[c.b], s.out = ptrs[c.out];
+    s.bias = c.bias >= 0 ? ptrs[c.bias] : 0;
+    return s;
+  }
+
+  // The flash kernel launches of one attention step (flash_attention.h): the forward, or the
+  // backward's kernels for the wanted gradients. float32: dQ zeroed, then the dK/dV/dQ kernel;
+  // 16-bit: the dK/dV kernel and the dQ kernel. Arguments as the kernels declare them
+  // (flash_attention.cu), each in an 8-byte slot: pointers, then batch, L, S, causal, then the
+  // scale times log2(e) and (backward) the scale.
+  void add_attention_launches(const AttentionStep& a, const std::vector<CUdeviceptr>& ptrs,
+                              std::vector<CudaLaunchStep>& out) const {
+    auto ptr = [&](int b) { return b < 0 ? CUdeviceptr(0) : ptrs[static_cast<size_t>(b)]; };
+    const float scale_log2 = static_cast<float>(a.scale * 1.4426950408889634);
+    const float scale = static_cast<float>(a.scale);
+    const int base = flash_kernel_base(a.dtype);
+    auto launch = [&](int which, int64_t rows, std::vector<CUdeviceptr> p) {
+      const FlashKernel& k = kFlashKernels[base + which];
+      CudaLaunchStep s;
+      s.name = a.name;
+      s.fn = functions_[kernels_.size() + static_cast<size_t>(base + which)];
+      s.grid = static_cast<unsigned>(flash_blocks(a.batch, rows));
+      s.threads = k.threads;
+      s.smem = k.smem;
+      for (CUdeviceptr v : p) s.slots.push_back(v);
+      for (int64_t v : {a.batch, a.L, a.S, static_cast<int64_t>(a.causal)}) {
+        uint64_t slot = 0;
+        const int32_t i = static_cast<int32_t>(v);
+        std::memcpy(&slot, &i, sizeof i);
+        s.slots.push_back(slot);
+      }
+      for (float f : {scale_log2, scale}) {
+        uint64_t slot = 0;
+        std::memcpy(&slot, &f, sizeof f);
+        s.slots.push_back(slot);
+      }
+      if (which == 0) s.slots.pop_back();  // the forward takes no plain scale
+      out.push_back(std::move(s));
+    };
+    if (a.kind == AttentionStep::Kind::Forward) {
+      launch(0, a.L, {ptr(a.q), ptr(a.k), ptr(a.v), ptr(a.out), ptr(a.lse)});
+      return;
+    }
+    const std::vector<CUdeviceptr> common = {ptr(a.q),    ptr(a.k),   ptr(a.v),
+                                             ptr(a.dout), ptr(a.lse), ptr(a.dsum)};
+    auto with = [&](std::initializer_list<CUdeviceptr> more) {
+      std::vector<CUdeviceptr> p = common;
+      p.insert(p.end(), more);
+      return p;
+    };
+    if (a.dtype != DType::Float32) {
+      if (a.dk >= 0 || a.dv >= 0) launch(1, a.S, with({ptr(a.dk), ptr(a.dv)}));
+      if (a.dq >= 0) launch(2, a.L, with({ptr(a.dq)}));
+      return;
+    }
+    if (a.dq >= 0) {
+      // dQ = 0 first: the dK/dV/dQ kernel adds each key tile's share into it.
+      const uint64_t n4 = static_cast<uint64_t>(a.batch * a.L * kFlashTile / 4);
+      CudaLaunchStep z;
+      z.name = a.name;
+      z.fn = functions_[kernels_.size() + 2];
+      z.grid = static_cast<unsigned>(std::clamp<uint64_t>((n4 + 255) / 256, 1, 65535));
+      z.threads = kFlashKernels[2].threads;
+      z.smem = kFlashKernels[2].smem;
+      z.slots = {ptr(a.dq), n4};
+      out.push_back(std::move(z));
+    }
+    if (a.dk >= 0 || a.dv >= 0 || a.dq >= 0)
+      launch(1, a.S, with({ptr(a.dk), ptr(a.dv), ptr(a.dq)}));
+  }
+
+  std::shared_ptr<CudaCachingAllocator> alloc_;
+  std::mutex last_addr_mu_;
+  std::vector<CUdeviceptr> last_addr_;  // per buffer, its address in the last run (0: none)
+  std::shared_ptr<CudaDevice> dev_;
+  std::vector<BufferSpec> buffers_;
+  std::vector<loop::Kernel> kernels_;
+  std::vector<Gemm> gemms_;
+  std::vector<AttentionStep> attentions_;
+  std::vector<ConvStep> conv_steps_;
+  std::vector<PlanStep> steps_;
+  std::shared_ptr<const CublasHandle> blas_;
+  std::shared_ptr<const CudnnHandle> dnn_;
+  Bound static_;
+  std::map<std::vector<int64_t>, std::unique_ptr<Bound>> bound_;  // keyed by the symbols' values
+  // Symbolic sizes: the plan's symbols and parameters, and its buffers and memory plan (for
+  // slot_bytes_at). Empty for a static plan.
+  PlanSymbols sym_;
+  Plan layout_;
+  std::shared_ptr<CudaBuffer> workspace_;  // shared by the conv steps, kept with the executable
+  std::mutex launch_mu_;
+  std::vector<Donation> donations_;  // outputs a run may write into an input's memory
+  MemoryPlan memory_;                // which temporaries share an allocation
+  std::vector<std::shared_ptr<CudaBuffer>> kept_slots_;  // keep_temps() (run_with)
+  CudaModuleImage module_image_;                         // kept for the disk cache (serialize)
+  std::vector<CUmodule> modules_;                        // one per NVRTC program
+  std::vector<CUfunction> functions_;
+  // Whether launches may replay a binding's graph (Bound::graph), created after its warm-up runs
+  // (never with LT_CUDA_GRAPHS=0, a driver without graphs, or fewer than kCudaGraphMinSteps steps).
+  bool graphs_ = false;
+  // The graph's keep-or-drop rule (cuda_graph.h): replays in a row that cost more than plain
+  // launches would have.
+  const bool graphs_always_ = cuda_graphs_always();
+
+  void judge_replay(Bound& b, int recaptured, size_t steps) {
+    const bool slow = static_cast<size_t>(recaptured) * kCudaGraphRecaptureCost > steps;
+    b.slow_replays = slow ? b.slow_replays + 1 : 0;
+    if (b.slow_replays < kCudaGraphSlowReplays) return;
+    graphs_ = false;  // plain launches from now on; the graph goes when its launches complete
+    b.graph.reset();
+  }
+
+  // Keeps the plan's size symbols; checks that every size parameter a kernel launch, buffer or
+  // library step names is one of the plan's (a static plan names none).
+  void keep_symbols(const Plan& plan) {
+    validate_size_params(plan);
+    if (!plan.sym.symbolic()) return;
+    sym_ = plan.sym;
+    layout_.buffers = plan.buffers;
+    layout_.memory = plan.memory;
+    const int np = static_cast<int>(sym_.params.size());
+    for (const auto& l : module_image_.launches)
+      for (int p : l.size_params)
+        LT_CHECK(p >= 0 && p < np, ErrorKind::Runtime, "internal: cuda kernel ", l.name,
+                 " takes size parameter ", p, " of ", np);
+  }
+
+  // The library steps for this binding (made on first use, checked against this binding's
+  // buffer sizes). Called under launch_mu_.
+  Bound& bound_at(std::span<const int64_t> symbols, const std::vector<int64_t>& values,
+                  const std::vector<int64_t>& numels) {
+    std::vector<int64_t> key(symbols.begin(), symbols.end());
+    auto it = bound_.find(key);
+    if (it != bound_.end()) return *it->second;
+    if (bound_.size() >= kMaxBindings) {
+      // Their graphs and library steps may still be in use by launched work.
+      dev_->synchronize();
+      bound_.clear();
+    }
+    auto b = std::make_unique<Bound>();
+    b->values = values;
+    auto n = [&](int buf) { return numels[static_cast<size_t>(buf)]; };
+    for (size_t i = 0; i < gemms_.size(); ++i) {
+      Gemm g = with_sizes(gemms_[i], sym_.gemms[i], values);
+      validate_gemm(g, n(g.a), n(g.b), n(g.out), "cuda executable");
+      b->gemms.push_back(std::move(g));
+    }
+    b->gemm_arrays.resize(gemms_.size());
+    for (size_t i = 0; i < conv_steps_.size(); ++i) {
+      ConvStep c = with_sizes(conv_steps_[i], sym_.convs[i], values);
+      validate_conv(c, n(c.a), n(c.b), c.bias >= 0 ? n(c.bias) : 0, n(c.out), "cuda executable");
+      b->convs.push_back(std::make_unique<CudnnConv>(dnn_, c));
+    }
+    std::vector<int64_t> sized(numels);
+    for (size_t i = 0; i < buffers_.size(); ++i)
+      if (buffers_[i].kind == BufferSpec::Kind::Scalar) sized[i] = -1;
+    std::vector<DType> dtypes;
+    for (const BufferSpec& spec : buffers_) dtypes.push_back(spec.dtype);
+    for (size_t i = 0; i < attentions_.size(); ++i) {
+      AttentionStep a = with_sizes(attentions_[i], sym_.attentions[i], values);
+      validate_attention(a, sized, dtypes, "cuda executable");
+      check_attention(a);
+      b->attentions.push_back(std::move(a));
+    }
+    return *bound_.emplace(std::move(key), std::move(b)).first->second;
+  }
+};
+
+}  // namespace lt
