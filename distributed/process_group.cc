@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 
 #include "distributed/gloo_communicator.h"
@@ -45,6 +46,19 @@ struct Group {
 std::mutex lifecycle_mu;
 std::mutex state_mu;
 std::shared_ptr<Group> current;
+// Engines other than Gloo, by name (register_engine).
+std::mutex engines_mu;
+std::map<std::string, EngineFactory>& engines() {
+  static std::map<std::string, EngineFactory> m;
+  return m;
+}
+
+EngineFactory engine_named(const std::string& name) {
+  std::lock_guard<std::mutex> lock(engines_mu);
+  auto it = engines().find(name);
+  return it == engines().end() ? EngineFactory{} : it->second;
+}
+
 // How many groups this process has started: every rank counts alike, so it names the group in the
 // store (a key prefix, and the store's generation that turns away a client of another group).
 uint64_t groups_started = 0;
@@ -106,6 +120,11 @@ ProcessGroupConfig config_from_env(const std::function<const char*(const char*)>
   return c;
 }
 
+void register_engine(const std::string& name, EngineFactory make) {
+  std::lock_guard<std::mutex> lock(engines_mu);
+  engines()[name] = std::move(make);
+}
+
 void init_process_group(const std::string& backend) {
   std::lock_guard<std::mutex> life(lifecycle_mu);
   {
@@ -116,11 +135,12 @@ void init_process_group(const std::string& backend) {
              "); call destroy_process_group() before initializing another");
   }
   std::string b = backend.empty() ? "gloo" : backend;
-  LT_CHECK(b != "nccl", ErrorKind::NotImplemented,
-           "not implemented: nccl process group (no CUDA build)");
-  LT_CHECK(b == "gloo", ErrorKind::Value, "init_process_group: unknown backend '", backend,
-           "' (expected \"gloo\", \"nccl\" or \"\")");
-  LT_CHECK(gloo_available(), ErrorKind::NotImplemented,
+  EngineFactory engine = b == "gloo" ? EngineFactory{} : engine_named(b);
+  LT_CHECK(b != "nccl" || engine, ErrorKind::NotImplemented,
+           "not implemented: nccl process group (built without CUDA)");
+  LT_CHECK(b == "gloo" || engine, ErrorKind::Value, "init_process_group: unknown backend '",
+           backend, "' (expected \"gloo\", \"nccl\" or \"\")");
+  LT_CHECK(engine || gloo_available(), ErrorKind::NotImplemented,
            "not implemented: gloo (built without libgloo-dev)");
   auto g = std::make_shared<Group>();
   g->cfg = config_from_env([](const char* n) -> const char* { return std::getenv(n); });
@@ -129,14 +149,19 @@ void init_process_group(const std::string& backend) {
   try {
     if (c.rank == 0) g->server = std::make_unique<TcpStoreServer>(c.master_port, generation);
     g->store = std::make_unique<TcpStore>(c.master_addr, c.master_port, generation, c.timeout);
-    GlooOptions o;
-    o.rank = c.rank;
-    o.size = c.world_size;
-    o.timeout = c.timeout;
-    o.prefix = "lt/pg" + std::to_string(generation);
-    o.iface = c.gloo_iface;
-    o.hostname = c.gloo_hostname;
-    g->comm = make_gloo_communicator(*g->store, o);
+    const std::string prefix = "lt/pg" + std::to_string(generation);
+    if (engine) {
+      g->comm = engine(EngineRendezvous{c, *g->store, prefix});
+    } else {
+      GlooOptions o;
+      o.rank = c.rank;
+      o.size = c.world_size;
+      o.timeout = c.timeout;
+      o.prefix = prefix;
+      o.iface = c.gloo_iface;
+      o.hostname = c.gloo_hostname;
+      g->comm = make_gloo_communicator(*g->store, o);
+    }
   } catch (const Error& e) {
     teardown(*g, false);
     fail(e.kind(), "init_process_group(", b, "): rank ", c.rank, " of ", c.world_size,

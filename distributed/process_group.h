@@ -39,9 +39,27 @@ struct ProcessGroupConfig {
 // A missing or malformed variable is an lt::Error naming it.
 ProcessGroupConfig config_from_env(const std::function<const char*(const char*)>& getenv);
 
+class TcpStore;
+
+// What an engine other than Gloo needs to join a group: the group's configuration, its rendezvous
+// store and the key prefix of this group in it (every rank gets the same).
+struct EngineRendezvous {
+  const ProcessGroupConfig& cfg;
+  TcpStore& store;
+  std::string prefix;
+};
+// Makes the engine's communicator for this rank (collective: every rank calls it); throws
+// lt::Error.
+using EngineFactory = std::function<std::shared_ptr<Communicator>(const EngineRendezvous&)>;
+// Makes engine `name` ("nccl") known to init_process_group. The layers above distributed/ register
+// theirs (runtime/distributed.cc registers the CUDA backend's NCCL): this folder names no device.
+// A later registration of the same name replaces the earlier one.
+void register_engine(const std::string& name, EngineFactory make);
+
 // Joins the group that the environment describes: returns once every rank has joined, or throws
 // lt::Error (naming the timeout when a rank did not join in time). backend "" or "gloo": Gloo;
-// "nccl": not implemented yet. An error when a group is already initialized in this process.
+// another name: a registered engine ("nccl": lt::distributed registers it when built with CUDA),
+// else "not implemented". An error when a group is already initialized in this process.
 void init_process_group(const std::string& backend = "");
 bool is_initialized();
 // These throw lt::Error when no group is initialized.

@@ -1,12 +1,28 @@
 #include "runtime/distributed.h"
 
+#include <mutex>
+
 #include "distributed/process_group.h"
 #include "ir/error.h"
 #include "runtime/indexing.h"
+#ifdef LT_HAVE_CUDA
+#include "backends/cuda/driver_api.h"
+#include "backends/cuda/nccl_communicator.h"
+#endif
 
 namespace lt::distributed {
 
-void init_process_group(const std::string& backend) { dist::init_process_group(backend); }
+void init_process_group(const std::string& backend) {
+  std::string b = backend;
+#ifdef LT_HAVE_CUDA
+  static std::once_flag registered;
+  std::call_once(registered, register_nccl_engine);
+  // As torch.distributed: NCCL where this rank sees a GPU, Gloo otherwise. NCCL's group also runs
+  // the collectives of host tensors (staged through the GPU).
+  if (b.empty()) b = cuda_device_available() ? "nccl" : "gloo";
+#endif
+  dist::init_process_group(b);
+}
 void destroy_process_group() { dist::destroy_process_group(); }
 bool is_initialized() { return dist::is_initialized(); }
 int get_rank() { return dist::get_rank(); }

@@ -11,7 +11,9 @@
 
 namespace lt::distributed {
 
-void init_process_group(const std::string& backend = "");  // "" or "gloo"; "nccl": not yet
+// backend "nccl" (GPUs: each rank on cuda:LOCAL_RANK), "gloo" (CPUs), or "": NCCL when this
+// process sees a GPU and lazytensor was built with CUDA, else Gloo.
+void init_process_group(const std::string& backend = "");
 void destroy_process_group();
 bool is_initialized();
 int get_rank();

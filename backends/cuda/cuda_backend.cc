@@ -165,6 +165,7 @@ class CudaBackendImpl : public CudaBackend {
       const CudaDriver& d = dev->driver();
       dev->bind();
       d.check(d.cuEventSynchronize(slot->done), "cuEventSynchronize");
+      raise_collective_error(dev->ordinal());  // the values may come from a failed collective
       std::memcpy(dst, slot->host, bytes);
     };
   }

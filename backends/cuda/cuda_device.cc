@@ -1,6 +1,9 @@
 #include "backends/cuda/cuda_device.h"
 
+#include <atomic>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 
 #include "ir/error.h"
 
@@ -48,6 +51,32 @@ void CudaDevice::bind() const { drv_->check(drv_->cuCtxSetCurrent(ctx_), "cuCtxS
 void CudaDevice::synchronize() const {
   bind();
   drv_->check(drv_->cuStreamSynchronize(stream_), "cuStreamSynchronize");
+  raise_collective_error(ordinal_);
+}
+
+namespace {
+std::mutex collective_errors_mu;
+std::map<int, std::string> collective_errors;   // by GPU
+std::atomic<bool> any_collective_error{false};  // read without the lock on every synchronize
+}  // namespace
+
+void set_collective_error(int ordinal, std::string message) {
+  std::lock_guard<std::mutex> lock(collective_errors_mu);
+  collective_errors[ordinal] = std::move(message);
+  any_collective_error = true;
+}
+
+void clear_collective_error(int ordinal) {
+  std::lock_guard<std::mutex> lock(collective_errors_mu);
+  collective_errors.erase(ordinal);
+  any_collective_error = !collective_errors.empty();
+}
+
+void raise_collective_error(int ordinal) {
+  if (!any_collective_error) return;
+  std::lock_guard<std::mutex> lock(collective_errors_mu);
+  auto it = collective_errors.find(ordinal);
+  if (it != collective_errors.end()) fail(ErrorKind::Runtime, it->second);
 }
 
 bool CudaDevice::synchronous_runs() {

@@ -25,7 +25,8 @@ class CudaDevice {
   void bind() const;
   const CudaDriver& driver() const { return *drv_; }
   CUstream stream() const { return stream_; }
-  // Waits for everything issued on the stream (binds the context first); throws on a device fault.
+  // Waits for everything issued on the stream (binds the context first); throws on a device fault,
+  // and after a collective on this GPU failed (collective_error).
   void synchronize() const;
   // LT_CUDA_SYNC=1: every run waits for its kernels, so a fault is reported by the run that caused
   // it (for debugging; read once).
@@ -46,5 +47,13 @@ class CudaDevice {
   int cc_major_ = 0, cc_minor_ = 0, sm_count_ = 1;
   std::string name_;
 };
+
+// A collective on GPU `ordinal` that failed (nccl_communicator.h: a peer gone, a timeout): work
+// queued after it read garbage, so every synchronize() of that GPU raises `message` from then on,
+// until a new communicator on it clears it.
+void set_collective_error(int ordinal, std::string message);
+void clear_collective_error(int ordinal);
+// Throws lt::Error with the message when one is set for `ordinal`.
+void raise_collective_error(int ordinal);
 
 }  // namespace lt

@@ -1,13 +1,17 @@
 // The CUDA backend's executable (cuda_backend.cc compiles and loads them): one plan's buffers,
-// kernels, cuBLAS GEMMs, cuDNN convolutions and flash-attention steps, run on the device's stream
-// with memory from the caching allocator, plainly or as a CUDA graph (cuda_graph.h); a symbolic
-// plan keeps its library steps and graph per binding of its size symbols. Included by
+// kernels, cuBLAS GEMMs, cuDNN convolutions, flash-attention steps and collectives, run on the
+// device's stream with memory from the caching allocator, plainly or as a CUDA graph
+// (cuda_graph.h); a symbolic plan keeps its library steps and graph per binding of its size
+// symbols. Collectives run through the process group's communicator: NCCL on its own stream,
+// overlapping the steps that do not touch their memory (launch_with_collectives), or, for a
+// Gloo group, through host memory. Included by
 // cuda_backend.cc alone: its own file because running a plan and being a backend (device, memory,
 // compiling and caching) are separate jobs.
 #pragma once
 #include <cuda.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -25,8 +29,11 @@
 #include "backends/cuda/cuda_module_image.h"
 #include "backends/cuda/cudnn_conv.h"
 #include "backends/cuda/flash_attention.h"
+#include "backends/cuda/nccl_communicator.h"
+#include "backends/host_collective.h"
 #include "ir/error.h"
 #include "lowering/memory_plan.h"
+#include "lowering/plan.h"
 #include "lowering/size_fields.h"
 
 namespace lt {
@@ -111,7 +118,21 @@ class CudaExecutable : public Executable {
     if (module_image_.launches.size() != launches)
       fail(ErrorKind::Runtime, "internal: cuda module with ", module_image_.launches.size(),
            " launches for ", launches, " kernels");
-    graphs_ = steps_.size() >= kCudaGraphMinSteps && cuda_graphs_enabled();
+    // A plan with collectives launches plainly: its collectives wait on other ranks, which a
+    // graph replay could not bound by the timeout.
+    graphs_ =
+        steps_.size() >= kCudaGraphMinSteps && cuda_graphs_enabled() && plan.collectives.empty();
+    collectives_ = plan.collectives;
+    if (!collectives_.empty()) {
+      // What each step touches: a step waits for the collectives in flight on that memory.
+      step_touches_.resize(steps_.size());
+      std::vector<int> reads, writes;
+      for (size_t s = 0; s < steps_.size(); ++s) {
+        step_buffers(plan, steps_[s], reads, writes);
+        step_touches_[s] = reads;
+        step_touches_[s].insert(step_touches_[s].end(), writes.begin(), writes.end());
+      }
+    }
     if (launches == 0) return;
     const CudaDriver& d = dev_->driver();
     dev_->bind();
@@ -196,14 +217,20 @@ class CudaExecutable : public Executable {
       validate_attention(a, numels, dtypes, "cuda executable");
       check_attention(a);
     }
-    if (!plan.collectives.empty())
-      fail(ErrorKind::NotImplemented, "not implemented: ", op_name(plan.collectives[0].op),
-           " on cuda (an NCCL communicator)");
+    for (const CollectiveStep& c : plan.collectives) {
+      for (int buf : {c.in, c.out})
+        if (buf < 0 || buf >= static_cast<int>(plan.buffers.size()) ||
+            plan.buffers[buf].kind == BufferSpec::Kind::Scalar)
+          fail(ErrorKind::Runtime, "internal: collective ", c.name, " names bad buffer ", buf);
+      validate_collective(c, plan.buffers[c.in].numel, plan.buffers[c.out].numel,
+                          "cuda executable");
+    }
     for (const PlanStep& st : plan.ordered_steps()) {
-      const size_t count = st.kind == PlanStep::Kind::Gemm        ? plan.gemms.size()
-                           : st.kind == PlanStep::Kind::Attention ? plan.attentions.size()
-                           : st.kind == PlanStep::Kind::Conv      ? plan.convs.size()
-                                                                  : plan.kernels.size();
+      const size_t count = st.kind == PlanStep::Kind::Gemm         ? plan.gemms.size()
+                           : st.kind == PlanStep::Kind::Attention  ? plan.attentions.size()
+                           : st.kind == PlanStep::Kind::Conv       ? plan.convs.size()
+                           : st.kind == PlanStep::Kind::Collective ? plan.collectives.size()
+                                                                   : plan.kernels.size();
       if (st.index < 0 || st.index >= static_cast<int>(count))
         fail(ErrorKind::Runtime, "internal: plan step names step ", st.index,
              " that does not exist");
@@ -371,14 +398,18 @@ class CudaExecutable : public Executable {
       std::lock_guard<std::mutex> lock(
           launch_mu_);  // the pointer arrays' host staging is per executable
       Bound& bound = sym ? bound_at(symbols, values, numels) : static_;
-      std::vector<CudaLaunchStep> steps = resolve_steps(inputs, ptrs, bound);
+      std::vector<size_t> starts;
+      std::vector<CudaLaunchStep> steps =
+          resolve_steps(inputs, ptrs, bound, collectives_.empty() ? nullptr : &starts);
       // Profiling times each launch, so it launches plainly.
       const bool profiled = stats && stats->on_kernel;
       const bool graph = graphs_ && !profiled && steps.size() >= kCudaGraphMinSteps &&
                          ++bound.runs > kCudaGraphWarmupRuns;
       if (graph && !bound.graph) bound.graph = std::make_unique<CudaGraphReplay>(dev_, blas_);
       int recaptured = 0;
-      if (graph && bound.graph->launch(steps, &recaptured)) {
+      if (!collectives_.empty()) {
+        launch_with_collectives(steps, starts, ptrs, stats);
+      } else if (graph && bound.graph->launch(steps, &recaptured)) {
         if (stats) {
           stats->kernel_launches += static_cast<int>(steps.size());
           ++stats->graph_launches;
@@ -398,11 +429,16 @@ class CudaExecutable : public Executable {
   }
 
   // This run's steps in plan order with their addresses, scalar values and (symbolic) sizes.
+  // Collective steps launch nothing here (launch_with_collectives runs them); `starts`, when
+  // given, gets the index of each plan step's first launch, and the launches' count last.
   std::vector<CudaLaunchStep> resolve_steps(const std::vector<RunInput>& inputs,
-                                            const std::vector<CUdeviceptr>& ptrs, Bound& bound) {
+                                            const std::vector<CUdeviceptr>& ptrs, Bound& bound,
+                                            std::vector<size_t>* starts = nullptr) {
     std::vector<CudaLaunchStep> out;
     out.reserve(steps_.size());
     for (const PlanStep& step : steps_) {
+      if (starts) starts->push_back(out.size());
+      if (step.kind == PlanStep::Kind::Collective) continue;
       if (step.kind == PlanStep::Kind::Attention) {
         add_attention_launches(bound.attentions[static_cast<size_t>(step.index)], ptrs, out);
         continue;
@@ -487,7 +523,88 @@ class CudaExecutable : public Executable {
       }
       out.push_back(std::move(s));
     }
+    if (starts) starts->push_back(out.size());
     return out;
+  }
+
+  // Launches a plan's steps with its collectives (under launch_mu_). The first run checks that
+  // every rank runs the same collectives. An NCCL collective is enqueued after the steps before
+  // it and runs on the communicator's stream; a later step that touches its operand or result
+  // (temporaries sharing a slot share its address) makes the stream wait for it first, and the
+  // stream waits for all of them before the run's work ends, so outputs, freed temporaries and the
+  // next run see them done. A Gloo group runs the collective through host memory, in order.
+  void launch_with_collectives(const std::vector<CudaLaunchStep>& launches,
+                               const std::vector<size_t>& starts,
+                               const std::vector<CUdeviceptr>& ptrs, RunStats* stats) {
+    const CollectiveStep& first = collectives_.front();
+    std::shared_ptr<dist::Communicator> comm = communicator_for(first.op, first.world);
+    auto* nccl = dynamic_cast<NcclCommunicator*>(comm.get());
+    if (nccl && nccl->device_ordinal() != dev_->ordinal())
+      fail(ErrorKind::Runtime, op_name(first.op), " on cuda:", dev_->ordinal(),
+           ": this rank's NCCL communicator is on cuda:", nccl->device_ordinal(),
+           " (LOCAL_RANK chooses it: run each rank's tensors there)");
+    if (!collectives_checked_.exchange(true)) {
+      try {
+        check_same_collectives(collectives_);
+      } catch (const Error& e) {
+        collectives_differ_ = e.what();  // every later run raises it too
+        throw;
+      }
+    } else if (!collectives_differ_.empty()) {
+      fail(ErrorKind::Runtime, collectives_differ_);
+    }
+    const CudaDriver& d = dev_->driver();
+    const CUstream stream = dev_->stream();
+    struct Flight {
+      CUdeviceptr in, out;
+      std::shared_ptr<CUevent_st> done;
+    };
+    std::vector<Flight> flights;
+    auto join = [&](const Flight& f) {
+      d.check(d.cuStreamWaitEvent(stream, f.done.get(), 0), "cuStreamWaitEvent");
+    };
+    for (size_t s = 0; s < steps_.size(); ++s) {
+      for (int b : flights.empty() ? std::vector<int>{} : step_touches_[s]) {
+        const CUdeviceptr p = b >= 0 ? ptrs[static_cast<size_t>(b)] : 0;
+        for (size_t i = 0; p && i < flights.size();)
+          if (flights[i].in == p || flights[i].out == p) {
+            join(flights[i]);
+            flights.erase(flights.begin() + static_cast<std::ptrdiff_t>(i));
+          } else {
+            ++i;
+          }
+      }
+      if (steps_[s].kind != PlanStep::Kind::Collective) {
+        launch_cuda_steps(
+            *dev_, blas_.get(),
+            std::span<const CudaLaunchStep>(launches).subspan(starts[s], starts[s + 1] - starts[s]),
+            stats);
+        continue;
+      }
+      const CollectiveStep& c = collectives_[static_cast<size_t>(steps_[s].index)];
+      if (stats) ++stats->kernel_launches;
+      if (c.count == 0) continue;  // every rank has the same graph: all skip it
+      const CUdeviceptr in = ptrs[static_cast<size_t>(c.in)];
+      const CUdeviceptr out = ptrs[static_cast<size_t>(c.out)];
+      if (nccl)
+        flights.push_back({in, out, nccl->enqueue(c, in, out, stream)});
+      else
+        host_collective(c, in, out);
+    }
+    for (const Flight& f : flights) join(f);
+  }
+
+  // A collective of device memory through a host-memory communicator (Gloo), synchronously.
+  void host_collective(const CollectiveStep& c, CUdeviceptr in, CUdeviceptr out) {
+    const size_t in_bytes = static_cast<size_t>(c.count) * dtype_size(c.dtype);
+    const size_t out_bytes = in_bytes * (c.op == Op::AllGather ? static_cast<size_t>(c.world) : 1);
+    std::vector<char> host_in(in_bytes), host_out(out_bytes);
+    const CudaDriver& d = dev_->driver();
+    dev_->synchronize();  // the steps that write the operand
+    d.check(d.cuMemcpyDtoH_v2(host_in.data(), in, in_bytes), "cuMemcpyDtoH");
+    prepare_host_collective(c, host_in.data(), host_out.data());
+    finish_host_collective(c, host_out.data());
+    d.check(d.cuMemcpyHtoD_v2(out, host_out.data(), out_bytes), "cuMemcpyHtoD");
   }
 
   // A cuDNN convolution step with its addresses; its algorithm for the current TF32 setting is
@@ -597,8 +714,12 @@ class CudaExecutable : public Executable {
   std::vector<Donation> donations_;  // outputs a run may write into an input's memory
   MemoryPlan memory_;                // which temporaries share an allocation
   std::vector<std::shared_ptr<CudaBuffer>> kept_slots_;  // keep_temps() (run_with)
-  CudaModuleImage module_image_;                         // kept for the disk cache (serialize)
-  std::vector<CUmodule> modules_;                        // one per NVRTC program
+  std::vector<CollectiveStep> collectives_;
+  std::vector<std::vector<int>> step_touches_;  // per step its buffers, when there are collectives
+  std::atomic<bool> collectives_checked_{false};  // the first run checks them across ranks
+  std::string collectives_differ_;                // why they differ: every later run raises it
+  CudaModuleImage module_image_;                  // kept for the disk cache (serialize)
+  std::vector<CUmodule> modules_;                 // one per NVRTC program
   std::vector<CUfunction> functions_;
   // Whether launches may replay a binding's graph (Bound::graph), created after its warm-up runs
   // (never with LT_CUDA_GRAPHS=0, a driver without graphs, or fewer than kCudaGraphMinSteps steps).

@@ -58,7 +58,7 @@ bool cuda_graphs_always() {
 }
 
 void launch_cuda_steps(const CudaDevice& dev, const CublasHandle* blas,
-                       const std::vector<CudaLaunchStep>& steps, RunStats* stats) {
+                       std::span<const CudaLaunchStep> steps, RunStats* stats) {
   const CudaDriver& d = dev.driver();
   const bool timed = stats && stats->on_kernel;
   std::vector<void*> ptrs;

@@ -39,6 +39,7 @@
 
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -91,7 +92,7 @@ struct CudaLaunchStep {
 // Launches `steps` in order on the device's stream with cuLaunchKernel and cuBLAS (the plain path),
 // counting them in stats->kernel_launches and timing each under profiling (stats->on_kernel).
 void launch_cuda_steps(const CudaDevice& dev, const CublasHandle* blas,
-                       const std::vector<CudaLaunchStep>& steps, RunStats* stats);
+                       std::span<const CudaLaunchStep> steps, RunStats* stats);
 
 // One executable's CUDA graph. Thread-safe; the device's context must be current.
 class CudaGraphReplay {

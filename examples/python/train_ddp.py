@@ -1,14 +1,16 @@
 """examples/python/train_gpt.py's character-level GPT, data-parallel over processes:
 
     torchrun --nproc-per-node 2 examples/python/train_ddp.py [--steps 200] [--device lazy]
+    torchrun --nproc-per-node 2 examples/python/train_ddp.py --device "lazy:cuda:{local_rank}"
 
 (from the project's environment: `PYTHONPATH=build/python .venv/bin/python -m
 torch.distributed.run --nproc-per-node 2 examples/python/train_ddp.py`). Each rank draws its own batches; lt.nn.parallel.
 DistributedDataParallel starts every rank from rank 0's weights and averages the gradients over
 the ranks after each backward pass (on "lazy" inside the step's one compiled graph, with the
-forward, the backward and AdamW's update). Rank 0 prints progress and the loss averaged over the
-ranks; every rank ends with the same weights (checked at the end). Exits with status 1 if the
-final loss is above --max-loss.
+forward, the backward and AdamW's update). In --device, "{local_rank}" stands for the rank's
+LOCAL_RANK, so that each rank of a GPU host runs on its own GPU. Rank 0 prints progress and the
+loss averaged over the ranks; every rank ends with the same weights (checked at the end). Exits
+with status 1 if the final loss is above --max-loss.
 """
 import argparse
 import math
@@ -28,7 +30,11 @@ from train_gpt import GPT, load_corpus  # noqa: E402
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--device", default="lazy", help="lazy | cpu (CPU ranks talk over Gloo)")
+    ap.add_argument("--device", default="lazy",
+                    help="lazy | cpu (CPU ranks talk over Gloo) | lazy:cuda:{local_rank} (each "
+                         "rank on the GPU of its LOCAL_RANK, over NCCL)")
+    ap.add_argument("--backend", default=None,
+                    help="gloo | nccl (default: lt.distributed's choice, NCCL when a GPU is seen)")
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--batch-size", type=int, default=16, help="per rank")
     ap.add_argument("--block", type=int, default=64)
@@ -36,14 +42,15 @@ def main(argv=None):
     ap.add_argument("--max-loss", type=float, default=2.8)
     args = ap.parse_args(argv)
 
-    dist.init_process_group()
+    dist.init_process_group(args.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     lt.manual_seed(rank)  # different starting weights per rank: DDP replaces them with rank 0's
     text = load_corpus()
     chars = sorted(set(text))
     data = np.array([{c: i for i, c in enumerate(chars)}[c] for c in text], np.int64)
     rng = np.random.default_rng(1000 + rank)  # each rank its own batches
-    device, block = args.device, args.block
+    device = args.device.replace("{local_rank}", os.environ.get("LOCAL_RANK", "0"))
+    block = args.block
 
     def batch():
         starts = rng.integers(0, len(data) - block - 1, args.batch_size)

@@ -189,7 +189,7 @@ TEST(DistributedConfig, AMissingOrMalformedVariableIsNamed) {
 
 TEST(DistributedConfig, BackendsOtherThanGlooAreErrors) {
   std::string msg = error_of([] { lt::dist::init_process_group("nccl"); });
-  EXPECT_TRUE(has(msg, "not implemented: nccl process group (no CUDA build)")) << msg;
+  EXPECT_TRUE(has(msg, "not implemented: nccl process group (built without CUDA)")) << msg;
   msg = error_of([] { lt::dist::init_process_group("mpi"); });
   EXPECT_TRUE(has(msg, "unknown backend 'mpi'")) << msg;
   EXPECT_FALSE(lt::dist::is_initialized());

@@ -17,7 +17,8 @@
 #    lazytensor's CUDA backend against the same code on "cuda"); check_compile_training_cuda.py
 #    (lt.compile(module) training on lazy:cuda, eager cuda views); check_conv_cudnn.py (cuDNN
 #    convolutions in four dtypes, the cudnn.allow_tf32 switch); cuDNN's headers against
-#    backends/cuda/cudnn_api.h (tests/gpu/cudnn_abi_check.cc, compiled only);
+#    backends/cuda/cudnn_api.h (tests/gpu/cudnn_abi_check.cc, compiled only), and NCCL's against
+#    backends/cuda/nccl_api.h (tests/gpu/nccl_abi_check.cc);
 # 4. runs the benchmarks: bench/gpu.py (stage "bench") and bench/torch_compile.py --device cuda
 #    (stage "tcbench"; TORCH_BENCH_ARGS overrides its "--steps 10 --rounds 3"). Each needs most of
 #    one call's 10 minutes: run STAGES="build cpp py", STAGES="bench" and STAGES="tcbench" as three
@@ -36,7 +37,8 @@
 # the build, to stay within a command's time limit; "profile" adds tests/gpu/profile_gpt.py, the
 # per-kernel GPU time of the GPT rows, under $OUT/profile; "profile_gpt2" adds
 # tests/gpu/profile_gpt2.py, the GPT-2 124M bf16 row's kernels against torch.compile's, under
-# $OUT/profile_gpt2; "profile_resnet" the same for the ResNet-18 row; "rows" adds tests/gpu/profile_rows.py,
+# $OUT/profile_gpt2; "profile_resnet" the same for the ResNet-18 row; "ddp" the data-parallel
+# checks over NCCL and "ddpbench" the 1-GPU vs all-GPU GPT-2 training benchmark (2+ GPUs); "rows" adds tests/gpu/profile_rows.py,
 # kernel vs host time of the one-graph rows under codegen variants), GPU_TESTS (default all: the
 # C++ GPU test binaries the cpp stage runs, by name, e.g. "cuda_symbolic_gpu_test"), TARGETS
 # (default all: the build stage builds only these CMake targets, e.g. "cuda_symbolic_gpu_test";
@@ -67,6 +69,9 @@ failures=0
 STAGES=" ${STAGES:-build cpp py bench tcbench} "
 stage() { case "$STAGES" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 export PYTHONUNBUFFERED=1 LT_CACHE_DIR=off
+# NVLink multicast stays off on the shared GPU hosts (the device tool's KINDS.md: a program that
+# uses it can put the host's GPUs out of service); every process this script starts inherits these.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
 say() { echo "== $*" | tee -a "$SUMMARY"; }
 record() {  # record NAME EXIT_STATUS
@@ -212,6 +217,21 @@ if stage cpp; then
   fi
 fi
 
+# ---- NCCL's real header (PyTorch's nvidia-nccl wheel) against backends/cuda/nccl_api.h ----
+if stage cpp; then
+  nccl_inc="$("$PY" -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "include"))' 2>/dev/null)"
+  if [ -n "$nccl_inc" ] && [ -f "$nccl_inc/nccl.h" ]; then
+    echo "NCCL header: $nccl_inc/nccl.h ($(grep -m1 'define NCCL_VERSION_CODE' "$nccl_inc/nccl.h"))" >>"$SUMMARY"
+    ${CXX:-c++} -std=c++20 -fsyntax-only -I"$ROOT" -I"$nccl_inc" -I/usr/local/cuda/include tests/gpu/nccl_abi_check.cc >>"$BUILD_LOG" 2>&1
+    rc=$?
+    [ "$rc" -eq 0 ] || tail -n 20 "$BUILD_LOG"
+    record "NCCL ABI of backends/cuda/nccl_api.h (tests/gpu/nccl_abi_check.cc)" "$rc"
+  else
+    say "NCCL ABI check: FAIL: no nccl.h in PyTorch's nvidia-nccl wheel ($nccl_inc)"
+    failures=$((failures + 1))
+  fi
+fi
+
 # ---- C++ GPU tests: a skip means no device was seen, which on this machine is a failure ----
 if stage cpp && [ "$built" -eq 1 ] && [ "$have_gtest" -eq 1 ]; then
   LOG="$OUT/gpu_cpp_tests.log"
@@ -294,6 +314,22 @@ if [ "$built" -eq 1 ] && [ -d "$BUILD/python/lazytensor" ]; then
     rc=$?
     tail -n 8 "$OUT/bench_torch_compile_cuda.log"
     record "torch.compile backends (bench/torch_compile.py --device cuda)" "$rc"
+  fi
+  if stage ddp; then
+    # Not in the default stages (needs 2 or more GPUs: nvidia-h200-x2): data parallel over this
+    # machine's GPUs through NCCL (issue 31): collectives against numpy, DDP training equal to one
+    # process, a rank that dies, ranks whose graphs differ (tests/gpu/check_ddp_cuda.py).
+    LD_PRELOAD="$TRACE_SO" timeout 500 "$PY" -u -X faulthandler tests/gpu/check_ddp_cuda.py ${DDP_CHECK_ARGS:-} >"$OUT/ddp_cuda.log" 2>&1
+    rc=$?
+    tail -n 20 "$OUT/ddp_cuda.log"
+    record "data parallel over NCCL (check_ddp_cuda.py)" "$rc"
+  fi
+  if stage ddpbench; then
+    # Not in the default stages: GPT-2 124M bf16 training tokens/s on 1 GPU and on all of them.
+    LD_PRELOAD="$TRACE_SO" timeout 560 "$PY" -u -X faulthandler bench/ddp_gpu.py --out "$OUT/bench_ddp_gpu.json" ${DDP_BENCH_ARGS:-} >"$OUT/bench_ddp_gpu.log" 2>&1
+    rc=$?
+    tail -n 20 "$OUT/bench_ddp_gpu.log"
+    record "data-parallel GPT-2 benchmark (bench/ddp_gpu.py)" "$rc"
   fi
   if stage rows; then
     # Not in the default stages: kernel vs host time of the one-graph rows, and codegen variants.

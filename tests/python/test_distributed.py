@@ -133,3 +133,25 @@ def test_collectives_need_a_group():
         dist.all_reduce(t)
     with pytest.raises(ValueError, match="op must be one of"):
         dist._op("mean")
+
+
+def test_nccl_without_a_gpu_is_a_clear_error_and_gloo_still_works(monkeypatch):
+    # This machine has no GPU (and no NCCL library): init_process_group("nccl") says which is
+    # missing, leaves no group behind, and a Gloo group of one starts afterwards in the same
+    # process. The NCCL group itself is tested on GPUs (tests/gpu/check_ddp_cuda.py).
+    port = _free_port_pair()
+    for k, v in {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+                 "MASTER_PORT": str(port), "LT_DIST_TIMEOUT": "5"}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("TORCHELASTIC_USE_AGENT_STORE", raising=False)
+    with pytest.raises((NotImplementedError, RuntimeError),
+                       match=r"init_process_group\(nccl\): rank 0 of 1 .*nccl"):
+        dist.init_process_group("nccl")
+    assert not dist.is_initialized()
+    dist.init_process_group()  # no GPU here: None means Gloo
+    try:
+        t = lt.tensor([1.5, -2.0], device="lazy")
+        dist.all_reduce(t, op="sum")
+        assert t.tolist() == [1.5, -2.0]
+    finally:
+        dist.destroy_process_group()

@@ -2,7 +2,8 @@
 
 Launch one process per rank with torchrun (`torchrun --nproc-per-node N script.py`), which sets
 RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT; `init_process_group()` reads them.
-CPU tensors go over Gloo. LT_DIST_TIMEOUT (seconds, default 300) bounds every wait: a rank that
+Tensors on GPUs go over NCCL (each rank on `lazy:cuda:LOCAL_RANK`, or `cuda:LOCAL_RANK`), CPU
+tensors over Gloo. LT_DIST_TIMEOUT (seconds, default 300) bounds every wait: a rank that
 died or never came makes the others raise RuntimeError naming the timeout, never hang.
 
 On a `lazy` device a collective is a node of the graph: it runs at the next sync, in graph order,
@@ -26,7 +27,9 @@ _OPS = {"sum": 0, "avg": 1, "max": 2}
 
 def init_process_group(backend=None, **kwargs):
     """Joins the group torchrun's environment describes; returns when every rank has joined.
-    backend: None or "gloo" (CPU tensors); "nccl" is not implemented yet."""
+    backend: "nccl" (GPU tensors, on cuda:LOCAL_RANK; host tensors are staged through the GPU),
+    "gloo" (CPU tensors), or None: "nccl" when lazytensor was built with CUDA and this process
+    sees a GPU, else "gloo" (as torch.distributed picks)."""
     unknown = set(kwargs) - {"init_method", "timeout", "world_size", "rank"}
     if unknown:
         raise TypeError(f"init_process_group: unexpected arguments {sorted(unknown)}")

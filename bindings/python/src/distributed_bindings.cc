@@ -4,12 +4,13 @@
 #include "bindings.h"
 #include "distributed/process_group.h"
 #include "runtime/collectives.h"
+#include "runtime/distributed.h"
 
 namespace lt::python {
 
 void init_distributed(py::module_& m) {
   py::module_ d = m.def_submodule("distributed", "The default process group and collectives");
-  d.def("init_process_group", &dist::init_process_group, py::arg("backend") = "",
+  d.def("init_process_group", &distributed::init_process_group, py::arg("backend") = "",
         py::call_guard<py::gil_scoped_release>());
   d.def("destroy_process_group", &dist::destroy_process_group,
         py::call_guard<py::gil_scoped_release>());

@@ -1,6 +1,10 @@
-"""What the rank scripts of tests/python/test_distributed.py share: their output, the small MLP
-and data of the training checks, and the oracle (one PyTorch process, float64, whole batch)."""
+"""What the rank scripts of tests/python/test_distributed.py share: their output, the group and the
+device (from the environment, so that tests/gpu/check_ddp_cuda.py runs the same scripts on GPUs),
+the small MLP and data of the training checks, and the oracle (one PyTorch process, float64, whole
+batch)."""
+import os
 import sys
+import time
 
 import numpy as np
 import torch
@@ -16,14 +20,30 @@ def say(line):
     sys.stdout.flush()
 
 
+def rank_device():
+    """The device the ranks compute on: LT_TEST_DEVICE, "lazy" when unset (the CPU tests), with
+    "{local_rank}" replaced by this rank's LOCAL_RANK: tests/gpu/check_ddp_cuda.py sets
+    "lazy:cuda:{local_rank}", each rank on its own GPU."""
+    template = os.environ.get("LT_TEST_DEVICE") or "lazy"
+    return template.replace("{local_rank}", os.environ.get("LOCAL_RANK", "0"))
+
+
+def init_group(dist):
+    """Joins the group with LT_TEST_BACKEND's backend ("gloo", "nccl"); unset or empty: the default
+    (backend=None), as the CPU tests always did."""
+    dist.init_process_group(os.environ.get("LT_TEST_BACKEND") or None)
+
+
 def must_raise(rank, collective):
     """Runs collective() (which must fail on every rank) and exits: prints "raised <rank>: <the
-    RuntimeError's first line>", or "no error <rank>" and exits 1."""
-    import os
+    RuntimeError's first line> [after <s> s]" (the seconds from the call to the error, so that a
+    launcher can tell an error at the timeout from one after it), or "no error <rank>" and exits
+    1."""
+    t0 = time.perf_counter()
     try:
         collective()
     except RuntimeError as e:
-        say(f"raised {rank}: {str(e).splitlines()[0]}")
+        say(f"raised {rank}: {str(e).splitlines()[0]} [after {time.perf_counter() - t0:.1f} s]")
         os._exit(0)
     say(f"no error {rank}")
     os._exit(1)
@@ -43,7 +63,7 @@ def batches():
 def start(dist):
     """Joins the group; returns (rank, world, xs, ys, ref, lo, hi): the batches, the oracle's
     float64 torch model (seed 3) and this rank's slice [lo, hi) of each batch."""
-    dist.init_process_group()
+    init_group(dist)
     rank, world = dist.get_rank(), dist.get_world_size()
     xs, ys = batches()
     torch.manual_seed(3)

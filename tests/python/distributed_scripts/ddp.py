@@ -1,8 +1,9 @@
 """One rank of tests/python/test_distributed.py's DistributedDataParallel check (run by torchrun):
 ranks start from different weights (DDP broadcasts rank 0's), train 6 steps of a small MLP on
-their slices of a global batch through lt.nn.parallel.DistributedDataParallel on `lazy`, and
-rank 0 compares losses and weights with one PyTorch process on the whole batch; the step's graph
-is compiled once. Then no_sync(): local gradients stay local. Prints "ok <rank>"."""
+their slices of a global batch through lt.nn.parallel.DistributedDataParallel on `lazy` (or
+LT_TEST_DEVICE's device: _common.rank_device), and rank 0 compares losses and weights with one
+PyTorch process on the whole batch; the step's graph is compiled once. Then no_sync(): local
+gradients stay local. Prints "ok <rank>"."""
 import sys
 
 import numpy as np
@@ -10,16 +11,18 @@ import torch
 
 import lazytensor as lt
 import lazytensor.distributed as dist
-from _common import STEPS, check_against_one_process, make, say, start
+from _common import STEPS, check_against_one_process, make, rank_device, say, start
 from lazytensor.nn.parallel import DistributedDataParallel as DDP
+
+DEVICE = rank_device()  # "lazy", or LT_TEST_DEVICE's (tests/gpu/check_ddp_cuda.py)
 
 
 def main():
     rank, world, xs, ys, ref, lo, hi = start(dist)
     torch.manual_seed(3 + rank)  # every rank's own start: DDP must replace it with rank 0's
     mine = make(torch.nn)
-    model = make(lt.nn).to("lazy")
-    model.load_state_dict({k: lt.tensor(v.detach().numpy(), device="lazy")
+    model = make(lt.nn).to(DEVICE)
+    model.load_state_dict({k: lt.tensor(v.detach().numpy(), device=DEVICE)
                            for k, v in mine.state_dict().items()})
     ddp = DDP(model, bucket_cap_mb=0.001)  # several buckets
     opt = lt.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
@@ -27,8 +30,8 @@ def main():
     lt.mark_step()
     compiles0 = lt.metrics.counters()["graph_compiles"]
     for step in range(STEPS):
-        x = lt.tensor(xs[step % 3][lo:hi], device="lazy")
-        y = lt.tensor(ys[step % 3][lo:hi], device="lazy")
+        x = lt.tensor(xs[step % 3][lo:hi], device=DEVICE)
+        y = lt.tensor(ys[step % 3][lo:hi], device=DEVICE)
         opt.zero_grad(set_to_none=True)
         loss = lt.nn.functional.cross_entropy(ddp(x), y)
         loss.backward()
@@ -45,10 +48,10 @@ def main():
     # no_sync: the gradient of this rank's slice only, so ranks differ.
     opt.zero_grad(set_to_none=True)
     with ddp.no_sync():
-        lt.nn.functional.cross_entropy(ddp(lt.tensor(xs[0][lo:hi], device="lazy")),
-                                       lt.tensor(ys[0][lo:hi], device="lazy")).backward()
+        lt.nn.functional.cross_entropy(ddp(lt.tensor(xs[0][lo:hi], device=DEVICE)),
+                                       lt.tensor(ys[0][lo:hi], device=DEVICE)).backward()
     g = model[0].weight.grad
-    gathered = [lt.zeros(tuple(g.shape), device="lazy") for _ in range(world)]
+    gathered = [lt.zeros(tuple(g.shape), device=DEVICE) for _ in range(world)]
     dist.all_gather(gathered, g)
     assert not np.allclose(gathered[0].numpy(), gathered[1].numpy())
     dist.destroy_process_group()

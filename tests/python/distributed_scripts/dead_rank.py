@@ -1,21 +1,22 @@
 """One rank of tests/python/test_distributed.py's failure check (run by torchrun): the last rank
-dies after the group's first barrier; every other rank's next all_reduce must raise RuntimeError
-(a peer gone, or LT_DIST_TIMEOUT) instead of hanging. Prints "raised <rank>: <message>"."""
+dies after the group's first barrier; every other rank's next all_reduce (on `lazy`, or
+LT_TEST_DEVICE's device) must raise RuntimeError (a peer gone, or LT_DIST_TIMEOUT) instead of
+hanging. Prints "raised <rank>: <message> [after <s> s]"."""
 import os
 import sys
 
 import lazytensor as lt
 import lazytensor.distributed as dist
-from _common import must_raise
+from _common import init_group, must_raise, rank_device
 
 
 def main():
-    dist.init_process_group()
+    init_group(dist)
     rank, world = dist.get_rank(), dist.get_world_size()
     dist.barrier()  # every rank fully connected: the death below is mid-training, not mid-join
     if rank == world - 1:
         os._exit(0)  # dies without leaving the group
-    t = lt.ones(5, device="lazy")
+    t = lt.ones(5, device=rank_device())
 
     def reduce():
         dist.all_reduce(t)

@@ -1,0 +1,52 @@
+// The NCCL engine of a process group (init_process_group("nccl")): one NCCL communicator on this
+// rank's GPU (LOCAL_RANK, else rank modulo the visible GPUs), joined through the group's store
+// (rank 0 makes NCCL's unique id and publishes it there).
+//
+// Device collectives are stream-ordered: a plan's collective step (cuda_executable.h) waits for
+// the work the executable issued so far, runs on this communicator's own stream, and hands back
+// an event that the executable's stream waits on before any later step touches the step's memory,
+// so a gradient bucket's all-reduce overlaps the rest of the backward pass (issue 31).
+//
+// Failures never hang: the communicator is nonblocking (NCCL's config.blocking = 0), joining is
+// polled against LT_DIST_TIMEOUT, and a watchdog thread polls every collective in flight; one that
+// has not finished within the timeout, or an error NCCL reports (a peer gone), aborts the
+// communicator (ncclCommAbort ends its kernels, so waiting streams drain) and records the error.
+// From then on every collective throws it at once, and so does every host wait on the device
+// (CudaDevice::synchronize: a tensor's values, an explicit synchronize), naming the collective,
+// this rank, the group's size and the timeout. Destroy the group and start a new one.
+//
+// The host-memory calls of dist::Communicator (barrier, the collectives of CPU tensors, the
+// executables' check that every rank runs the same collectives) are staged through device memory.
+#pragma once
+#include <cuda.h>
+
+#include <memory>
+
+#include "distributed/process_group.h"
+#include "lowering/collective.h"
+
+namespace lt {
+
+class CudaDevice;
+
+class NcclCommunicator : public dist::Communicator {
+ public:
+  // Joins the group on this rank's GPU (collective); throws lt::Error (NCCL missing, no such GPU,
+  // a rank that did not join in time).
+  static std::shared_ptr<NcclCommunicator> join(const dist::EngineRendezvous& group);
+
+  std::string_view engine() const override { return "nccl"; }
+  // The GPU this rank's communicator runs on.
+  virtual int device_ordinal() const = 0;
+  // Enqueues collective `c` from device memory `in` to `out` (distinct buffers) after the work
+  // issued on `after` so far; returns the event that marks its end (the caller's stream waits on
+  // it before touching `in` or `out`; the caller keeps it until then). Throws lt::Error once the
+  // communicator has failed.
+  virtual std::shared_ptr<CUevent_st> enqueue(const CollectiveStep& c, CUdeviceptr in,
+                                              CUdeviceptr out, CUstream after) = 0;
+};
+
+// Registers the "nccl" engine with distributed/ (runtime/distributed.cc calls it once).
+void register_nccl_engine();
+
+}  // namespace lt
