@@ -33,10 +33,15 @@ bool is_matmul_product(const PrimGraph& g, const PNode& r) {
 }
 
 // A reduction whose result is read back over its rows (softmax's max and sum, layer norm's
-// statistics: used at a larger shape, directly or through same-size ops) belongs to a row
-// kernel that computes it and its consumers in one pass; splitting it would break that kernel up.
+// statistics: broadcast back to the size of the rows it reduced, directly or through same-size
+// ops) belongs to a row kernel that computes it and its consumers in one pass; splitting it would
+// break that kernel up. A use at another larger size is no read-back: cat places each piece by
+// tiling it along the whole length (runtime/indexing.cc), and a bias gradient gathered into
+// DistributedDataParallel's bucket lost its split (4x slower on the GPU) to that rule.
 bool read_back_over_rows(const PrimGraph& g, const std::vector<std::vector<int>>& users, int r) {
   const int64_t size = numel(g.nodes[static_cast<size_t>(r)].shape);
+  const int64_t rows =
+      numel(g.nodes[static_cast<size_t>(g.nodes[static_cast<size_t>(r)].inputs[0])].shape);
   std::vector<int> todo{r};
   std::vector<bool> seen(g.nodes.size(), false);
   while (!todo.empty()) {
@@ -45,7 +50,9 @@ bool read_back_over_rows(const PrimGraph& g, const std::vector<std::vector<int>>
     for (int u : users[static_cast<size_t>(n)]) {
       if (seen[static_cast<size_t>(u)]) continue;
       seen[static_cast<size_t>(u)] = true;
-      if (numel(g.nodes[static_cast<size_t>(u)].shape) > size) return true;
+      const int64_t n_u = numel(g.nodes[static_cast<size_t>(u)].shape);
+      if (n_u == rows && n_u > size) return true;
+      if (n_u > size) continue;
       todo.push_back(u);  // same size (1 / sum, a reshape): what reads that counts too
     }
   }

@@ -197,3 +197,26 @@ def test_column_reductions_of_integers_halves_and_nan(device, rng):
     got = lt.tensor(xn, device=device).amax(0).numpy()
     assert np.isnan(got[3]) and np.isnan(got[80])
     np.testing.assert_array_equal(np.delete(got, [3, 80]), np.delete(xn.max(0), [3, 80]))
+
+
+def test_a_bias_gradient_gathered_by_cat_keeps_its_two_stages(rng):
+    # DistributedDataParallel concatenates gradients into buckets: cat tiles each piece along the
+    # bucket's length, which is no read-back over the reduced rows, so the [8192, 768] column sum
+    # stays split in two stages (8 x 768 partial rows of 1024). A read-back at the rows' own size
+    # (x - x.mean(0)) keeps one row kernel.
+    x_np = rng.standard_normal((8192, 768)).astype(np.float32)
+    w_np = rng.standard_normal(1000).astype(np.float32)
+    x, w = lt.tensor(x_np, device="lazy"), lt.tensor(w_np, device="lazy")
+    lt.mark_step()
+    bucket = lt.cat([x.sum(0), w * 2])
+    got = bucket.numpy()
+    grouping = lt.metrics.last_graph()["grouping"]
+    assert "reduce_sum: outer [8, 768] inner [1024]" in grouping, grouping
+    np.testing.assert_allclose(got, np.concatenate([x_np.sum(0, dtype=np.float64), w_np * 2]),
+                               rtol=1e-4, atol=1e-3)
+    centered = x - x.mean(0, keepdim=True)
+    centered_np = centered.numpy()
+    grouping = lt.metrics.last_graph()["grouping"]
+    assert "outer [8, 768]" not in grouping, grouping
+    np.testing.assert_allclose(centered_np, x_np - x_np.mean(0, keepdims=True, dtype=np.float64),
+                               rtol=1e-4, atol=1e-4)

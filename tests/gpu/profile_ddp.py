@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Where DistributedDataParallel's cost goes on one GPU (issue 31): bench/ddp_gpu.py's GPT-2 124M
+bf16 step, the bare model against the model wrapped in DDP over a group of one rank (this process,
+NCCL), each with its per-kernel GPU time (torch.profiler sees our launches), its GPU busy time and
+idle gaps, and lazytensor's host breakdown (tests/gpu/profile_gpt.py's tables); each variant's
+kernel grouping goes to DIR/ddp_grouping_{bare,ddp}.txt (kernel names to IR nodes).
+
+  PYTHONPATH=build-gpu/python python3 tests/gpu/profile_ddp.py --out DIR [--top 30]
+"""
+import argparse
+import os
+import socket
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
+import lazytensor as lt  # noqa: E402
+import lazytensor.distributed as dist  # noqa: E402
+from ddp_gpu import FULL, RANK_ENV, ddp_train_step, global_batch, initial_state  # noqa: E402
+from profile_gpt import host_breakdown, kernel_table, profiled  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--steps", type=int, default=3)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.update(RANK_ENV, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0",
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("nccl")
+    idx, tgt = global_batch(FULL, 8)
+    state = initial_state(FULL)
+    report = []
+    for wrap in (False, True):
+        step, _ = ddp_train_step(lt, FULL, state, idx, tgt, "lazy:cuda:0", wrap=wrap)
+        c0 = lt.metrics.counters()
+        prof, wall = profiled(step, args.steps)
+        c1 = lt.metrics.counters()
+        g = lt.metrics.last_graph()
+        print(f"{'ddp' if wrap else 'bare'}: cuda_graph_launches "
+              f"{c1['cuda_graph_launches'] - c0['cuda_graph_launches']}, kernel_launches "
+              f"{c1['kernel_launches'] - c0['kernel_launches']} over {2 * args.steps + 3} steps",
+              flush=True)
+        name = "DDP over 1 rank" if wrap else "bare model"
+        report.append(f"== {name}: wall {wall:.3f} ms/step, {g['kernels']} kernels, "
+                      f"{g['nodes']} nodes\n{kernel_table(prof, args.steps, args.top)}\n"
+                      + host_breakdown(step, 5))
+        print(report[-1], flush=True)
+        with open(os.path.join(args.out, f"ddp_grouping_{'ddp' if wrap else 'bare'}.txt"), "w") as f:
+            f.write(g.get("grouping", ""))
+    with open(os.path.join(args.out, "ddp_profile.txt"), "w") as f:
+        f.write("\n".join(report) + "\n")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
