@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -31,6 +32,7 @@
 #include "backends/cuda/flash_attention.h"
 #include "backends/cuda/nccl_communicator.h"
 #include "backends/host_collective.h"
+#include "ir/debug_level.h"
 #include "ir/error.h"
 #include "lowering/memory_plan.h"
 #include "lowering/plan.h"
@@ -408,7 +410,7 @@ class CudaExecutable : public Executable {
       if (graph && !bound.graph) bound.graph = std::make_unique<CudaGraphReplay>(dev_, blas_);
       int recaptured = 0;
       if (!collectives_.empty()) {
-        launch_with_collectives(steps, starts, ptrs, stats);
+        launch_with_collectives(steps, starts, ptrs, bound, graph, stats);
       } else if (graph && bound.graph->launch(steps, &recaptured)) {
         if (stats) {
           stats->kernel_launches += static_cast<int>(steps.size());
@@ -528,14 +530,16 @@ class CudaExecutable : public Executable {
   }
 
   // Launches a plan's steps with its collectives (under launch_mu_). The first run checks that
-  // every rank runs the same collectives. An NCCL collective is enqueued after the steps before
-  // it and runs on the communicator's stream; a later step that touches its operand or result
-  // (temporaries sharing a slot share its address) makes the stream wait for it first, and the
-  // stream waits for all of them before the run's work ends, so outputs, freed temporaries and the
-  // next run see them done. A Gloo group runs the collective through host memory, in order.
+  // every rank runs the same collectives. An NCCL collective runs after the steps before it, on
+  // the communicator's stream (plain launches) or as a branch of the CUDA graph (replays); a
+  // later step that touches its operand or result (temporaries sharing a slot share its address)
+  // waits for it first, and the run's work ends after all of them, so outputs, freed temporaries
+  // and the next run see them done. A Gloo group runs each collective through host memory, in
+  // order.
   void launch_with_collectives(const std::vector<CudaLaunchStep>& launches,
                                const std::vector<size_t>& starts,
-                               const std::vector<CUdeviceptr>& ptrs, RunStats* stats) {
+                               const std::vector<CUdeviceptr>& ptrs, Bound& bound, bool graph,
+                               RunStats* stats) {
     const CollectiveStep& first = collectives_.front();
     std::shared_ptr<dist::Communicator> comm = communicator_for(first.op, first.world);
     auto* nccl = dynamic_cast<NcclCommunicator*>(comm.get());
@@ -553,45 +557,94 @@ class CudaExecutable : public Executable {
     } else if (!collectives_differ_.empty()) {
       fail(ErrorKind::Runtime, collectives_differ_);
     }
+    if (!nccl) {
+      for (size_t s = 0; s < steps_.size(); ++s) {
+        if (steps_[s].kind != PlanStep::Kind::Collective) {
+          launch_cuda_steps(*dev_, blas_.get(),
+                            std::span<const CudaLaunchStep>(launches).subspan(
+                                starts[s], starts[s + 1] - starts[s]),
+                            stats);
+          continue;
+        }
+        const CollectiveStep& c = collectives_[static_cast<size_t>(steps_[s].index)];
+        if (stats) ++stats->kernel_launches;
+        if (c.count)
+          host_collective(c, ptrs[static_cast<size_t>(c.in)], ptrs[static_cast<size_t>(c.out)]);
+      }
+      return;
+    }
+    const std::vector<CudaLaunchStep> seq = with_collectives(launches, starts, ptrs, nccl);
+    int recaptured = 0;
+    if (graph && bound.graph->launch(seq, &recaptured)) {
+      nccl->watch(dev_->stream(), "a CUDA graph replay with collectives");
+      if (stats) {
+        stats->kernel_launches += static_cast<int>(seq.size());
+        ++stats->graph_launches;
+      }
+      if (!graphs_always_) judge_replay(bound, recaptured, seq.size());
+      return;
+    }
     const CudaDriver& d = dev_->driver();
     const CUstream stream = dev_->stream();
-    struct Flight {
-      CUdeviceptr in, out;
-      std::shared_ptr<CUevent_st> done;
-    };
-    std::vector<Flight> flights;
-    auto join = [&](const Flight& f) {
-      d.check(d.cuStreamWaitEvent(stream, f.done.get(), 0), "cuStreamWaitEvent");
-    };
+    std::vector<std::shared_ptr<CUevent_st>> done(seq.size());
+    for (size_t i = 0; i < seq.size(); ++i) {
+      const CudaLaunchStep& l = seq[i];
+      for (uint32_t j : l.after)
+        if (done[j]) d.check(d.cuStreamWaitEvent(stream, done[j].get(), 0), "cuStreamWaitEvent");
+      if (!l.collective) {
+        launch_cuda_steps(*dev_, blas_.get(), std::span<const CudaLaunchStep>(&l, 1), stats);
+        continue;
+      }
+      done[i] = nccl->enqueue(*l.collective, l.a, l.out, stream);
+      if (stats) ++stats->kernel_launches;
+    }
+    for (const auto& e : done)
+      if (e) d.check(d.cuStreamWaitEvent(stream, e.get(), 0), "cuStreamWaitEvent");
+  }
+
+  // The run's launches with its NCCL collectives in plan order; each kernel or library launch
+  // lists in `after` the collectives in flight whose memory its plan step touches (the first
+  // launch of the step; a step with no launches passes them on to the next).
+  std::vector<CudaLaunchStep> with_collectives(const std::vector<CudaLaunchStep>& launches,
+                                               const std::vector<size_t>& starts,
+                                               const std::vector<CUdeviceptr>& ptrs,
+                                               NcclCommunicator* nccl) const {
+    std::vector<CudaLaunchStep> seq;
+    seq.reserve(launches.size() + collectives_.size());
+    std::vector<uint32_t> in_flight, waits;
     for (size_t s = 0; s < steps_.size(); ++s) {
-      for (int b : flights.empty() ? std::vector<int>{} : step_touches_[s]) {
+      if (steps_[s].kind == PlanStep::Kind::Collective) {
+        // Collectives keep their order among themselves (one stream, or the graph's collective
+        // chain): they claim no waits.
+        const CollectiveStep& c = collectives_[static_cast<size_t>(steps_[s].index)];
+        if (c.count == 0) continue;  // every rank has the same graph: all skip it
+        CudaLaunchStep x;
+        x.name = c.name;
+        x.collective = &c;
+        x.comm = nccl;
+        x.a = ptrs[static_cast<size_t>(c.in)];
+        x.out = ptrs[static_cast<size_t>(c.out)];
+        in_flight.push_back(static_cast<uint32_t>(seq.size()));
+        seq.push_back(std::move(x));
+        continue;
+      }
+      for (int b : in_flight.empty() ? std::vector<int>{} : step_touches_[s]) {
         const CUdeviceptr p = b >= 0 ? ptrs[static_cast<size_t>(b)] : 0;
-        for (size_t i = 0; p && i < flights.size();)
-          if (flights[i].in == p || flights[i].out == p) {
-            join(flights[i]);
-            flights.erase(flights.begin() + static_cast<std::ptrdiff_t>(i));
+        for (size_t i = 0; p && i < in_flight.size();)
+          if (seq[in_flight[i]].a == p || seq[in_flight[i]].out == p) {
+            waits.push_back(in_flight[i]);
+            in_flight.erase(in_flight.begin() + static_cast<std::ptrdiff_t>(i));
           } else {
             ++i;
           }
       }
-      if (steps_[s].kind != PlanStep::Kind::Collective) {
-        launch_cuda_steps(
-            *dev_, blas_.get(),
-            std::span<const CudaLaunchStep>(launches).subspan(starts[s], starts[s + 1] - starts[s]),
-            stats);
-        continue;
+      for (size_t k = starts[s]; k < starts[s + 1]; ++k) {
+        seq.push_back(launches[k]);
+        seq.back().after = std::move(waits);
+        waits.clear();
       }
-      const CollectiveStep& c = collectives_[static_cast<size_t>(steps_[s].index)];
-      if (stats) ++stats->kernel_launches;
-      if (c.count == 0) continue;  // every rank has the same graph: all skip it
-      const CUdeviceptr in = ptrs[static_cast<size_t>(c.in)];
-      const CUdeviceptr out = ptrs[static_cast<size_t>(c.out)];
-      if (nccl)
-        flights.push_back({in, out, nccl->enqueue(c, in, out, stream)});
-      else
-        host_collective(c, in, out);
     }
-    for (const Flight& f : flights) join(f);
+    return seq;
   }
 
   // A collective of device memory through a host-memory communicator (Gloo), synchronously.
@@ -732,6 +785,11 @@ class CudaExecutable : public Executable {
     const bool slow = static_cast<size_t>(recaptured) * kCudaGraphRecaptureCost > steps;
     b.slow_replays = slow ? b.slow_replays + 1 : 0;
     if (b.slow_replays < kCudaGraphSlowReplays) return;
+    if (debug_level() >= 1)
+      std::fprintf(stderr,
+                   "lazytensor: cuda graph: dropped after %d replays in a row that recaptured "
+                   "%d of %zu steps (LT_DEBUG=2 names them)\n",
+                   kCudaGraphSlowReplays, recaptured, steps);
     graphs_ = false;  // plain launches from now on; the graph goes when its launches complete
     b.graph.reset();
   }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "backends/cuda/nccl_communicator.h"
 #include "ir/debug_level.h"
 #include "ir/error.h"
 
@@ -17,6 +18,8 @@ bool is_gemm(const CudaLaunchStep& s) { return s.gemm != nullptr; }
 // Enqueues a library step on the stream; `staged`: a GEMM's pointer arrays already hold its
 // addresses (a graph capture, cuda_graph.h).
 void run_library_step(const CublasHandle* blas, const CudaLaunchStep& s, bool staged) {
+  if (s.collective)  // the executable enqueues them itself (events, the watchdog)
+    fail(ErrorKind::Runtime, "internal: collective step ", s.name, " in a plain launch");
   if (s.conv) {
     s.conv->run(s.a, s.b, s.bias, s.out, s.workspace, s.tf32);
     return;
@@ -114,7 +117,10 @@ CUgraph CudaGraphReplay::capture(const CudaLaunchStep& step) {
   d.check(d.cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED), "cuStreamBeginCapture");
   try {
     // A GEMM's address copy is issued before each graph launch, outside the graph.
-    run_library_step(blas_.get(), step, true);
+    if (step.collective)
+      step.comm->enqueue_captured(*step.collective, step.a, step.out, s);
+    else
+      run_library_step(blas_.get(), step, true);
   } catch (...) {
     CUgraph junk = nullptr;
     d.cuStreamEndCapture(s, &junk);  // leaves capture mode whatever went wrong
@@ -133,19 +139,27 @@ void CudaGraphReplay::build(const std::vector<CudaLaunchStep>& steps) {
   nodes_.assign(steps.size(), nullptr);
   children_.assign(steps.size(), nullptr);
   std::vector<void*> ptrs;
+  // The chain in plan order, with collectives branching off it (CudaLaunchStep says how).
+  CUgraphNode chain = nullptr, last_collective = nullptr;
+  std::vector<CUgraphNode> deps;
   for (size_t i = 0; i < steps.size(); ++i) {
     const CudaLaunchStep& s = steps[i];
-    CUgraphNode* dep = i ? &nodes_[i - 1] : nullptr;  // a chain: plan order
-    const size_t ndeps = i ? 1 : 0;
+    deps.clear();
+    if (chain) deps.push_back(chain);
+    if (s.collective && last_collective) deps.push_back(last_collective);
+    for (uint32_t j : s.after)
+      if (j < i && steps[j].collective) deps.push_back(nodes_[j]);
     if (s.is_library()) {
       children_[i] = capture(s);
-      d.check(d.cuGraphAddChildGraphNode(&nodes_[i], graph_, dep, ndeps, children_[i]),
-              "cuGraphAddChildGraphNode");
+      d.check(
+          d.cuGraphAddChildGraphNode(&nodes_[i], graph_, deps.data(), deps.size(), children_[i]),
+          "cuGraphAddChildGraphNode");
     } else {
       const CUDA_KERNEL_NODE_PARAMS p = kernel_params(s, &ptrs);
-      d.check(d.cuGraphAddKernelNode_v2(&nodes_[i], graph_, dep, ndeps, &p),
+      d.check(d.cuGraphAddKernelNode_v2(&nodes_[i], graph_, deps.data(), deps.size(), &p),
               "cuGraphAddKernelNode");
     }
+    (s.collective ? last_collective : chain) = nodes_[i];
   }
   d.check(d.cuGraphInstantiateWithFlags(&exec_, graph_, 0), "cuGraphInstantiate");
   last_ = steps;
@@ -155,8 +169,9 @@ bool CudaGraphReplay::matches(const std::vector<CudaLaunchStep>& steps) const {
   if (!exec_ || steps.size() != last_.size()) return false;
   for (size_t i = 0; i < steps.size(); ++i) {
     const CudaLaunchStep &s = steps[i], &l = last_[i];
-    if (s.gemm != l.gemm || s.conv != l.conv || s.tf32 != l.tf32 || s.fn != l.fn ||
-        s.grid != l.grid || s.threads != l.threads || s.slots.size() != l.slots.size() ||
+    if (s.gemm != l.gemm || s.conv != l.conv || s.collective != l.collective ||
+        s.after != l.after || s.tf32 != l.tf32 || s.fn != l.fn || s.grid != l.grid ||
+        s.threads != l.threads || s.slots.size() != l.slots.size() ||
         s.arrays.device != l.arrays.device)
       return false;
   }
@@ -211,7 +226,13 @@ bool CudaGraphReplay::launch(const std::vector<CudaLaunchStep>& steps, int* reca
       build(steps);
     }
     if (recaptured) *recaptured = captured;
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    // Plain launches from now on; LT_DEBUG=1 says why (e.g. a library that cannot be captured).
+    if (debug_level() >= 1)
+      std::fprintf(stderr,
+                   "lazytensor: cuda graph: building or updating failed, launching plainly "
+                   "from now on: %s\n",
+                   e.what());
     reset();
     failed_ = true;
     return false;
@@ -221,6 +242,8 @@ bool CudaGraphReplay::launch(const std::vector<CudaLaunchStep>& steps, int* reca
   for (const CudaLaunchStep& s : steps)
     if (is_gemm(s) && s.arrays.device) blas_->stage(*s.gemm, s.a, s.b, s.out, s.arrays);
   if (d.cuGraphLaunch(exec_, dev_->stream()) != CUDA_SUCCESS) {
+    if (debug_level() >= 1)
+      std::fprintf(stderr, "lazytensor: cuda graph: cuGraphLaunch failed, launching plainly\n");
     reset();
     failed_ = true;
     return false;

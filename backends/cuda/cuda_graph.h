@@ -47,8 +47,11 @@
 #include "backends/cuda/cublas_gemm.h"
 #include "backends/cuda/cuda_device.h"
 #include "backends/cuda/cudnn_conv.h"
+#include "lowering/collective.h"
 
 namespace lt {
+
+class NcclCommunicator;
 
 // Runs of an executable launched plainly before its launches are replayed as a graph.
 inline constexpr int kCudaGraphWarmupRuns = 3;
@@ -68,9 +71,13 @@ bool cuda_graphs_enabled();
 // launches (tests of the update path).
 bool cuda_graphs_always();
 
-// One step of a run with its arguments resolved: a kernel (fn set), a cuBLAS GEMM (gemm set) or a
-// cuDNN convolution (conv set). GEMMs and convolutions are library steps: a graph holds each as a
-// child graph captured from the stream.
+// One step of a run with its arguments resolved: a kernel (fn set), a cuBLAS GEMM (gemm set), a
+// cuDNN convolution (conv set) or an NCCL collective (collective set; `a` its operand, `out` its
+// result). GEMMs, convolutions and collectives are library steps: a graph holds each as a child
+// graph captured from the stream. In a graph, a step follows the kernel or library step before it
+// (a chain in plan order), except that a collective branches off that chain (after the previous
+// collective too: every rank must run them in one order) and joins it again at the steps that
+// list it in `after`, so communication overlaps the steps between.
 struct CudaLaunchStep {
   std::string_view name;  // for profiling
   CUfunction fn = nullptr;
@@ -85,8 +92,11 @@ struct CudaLaunchStep {
   CUdeviceptr a = 0, b = 0, out = 0;
   CUdeviceptr bias = 0, workspace = 0;  // a convolution's (0 when it has none)
   CublasPointerArrays arrays;  // device memory fixed per executable, when the GEMM needs it
+  const CollectiveStep* collective = nullptr;
+  NcclCommunicator* comm = nullptr;  // the collective's
+  std::vector<uint32_t> after;       // indices of earlier collective steps this step waits for
 
-  bool is_library() const { return gemm || conv; }
+  bool is_library() const { return gemm || conv || collective; }
 };
 
 // Launches `steps` in order on the device's stream with cuLaunchKernel and cuBLAS (the plain path),

@@ -101,7 +101,7 @@ class Nccl final : public NcclCommunicator {
       fail(ErrorKind::Runtime, "nccl: joining the group failed on rank ", rank_, " of ", size_,
            " (cuda:", dev_->ordinal(), "): ", why);
     }
-    watchdog_ = std::thread([this] { watch(); });
+    watchdog_ = std::thread([this] { watchdog_loop(); });
   }
 
   ~Nccl() override {
@@ -210,6 +210,67 @@ class Nccl final : public NcclCommunicator {
     return std::shared_ptr<CUevent_st>(e, [drv](CUevent ev) { drv->cuEventDestroy_v2(ev); });
   }
 
+  void enqueue_captured(const CollectiveStep& c, CUdeviceptr in, CUdeviceptr out,
+                        CUstream stream) override {
+    std::lock_guard<std::mutex> lock(call_mu_);
+    raise_if_broken(c.name);
+    dev_->bind();
+    issue(c, in, out, stream, /*abort_on_error=*/false);  // the graph falls back to plain launches
+  }
+
+  void watch(CUstream stream, const std::string& what) override {
+    std::lock_guard<std::mutex> lock(call_mu_);
+    dev_->bind();
+    track(stream, what);
+  }
+
+  // The NCCL call of `c` on `stream` (under call_mu_).
+  void issue(const CollectiveStep& c, CUdeviceptr in, CUdeviceptr out, CUstream stream,
+             bool abort_on_error = true) {
+    const size_t count = static_cast<size_t>(c.count);
+    const int dt = nccl_dtype(c.dtype, op_name(c.op));
+    void* src = reinterpret_cast<void*>(in);
+    void* dst = reinterpret_cast<void*>(out);
+    nccl::Result r = nccl::kSuccess;
+    switch (c.op) {
+      case Op::AllReduce:
+        r = api_->all_reduce(src, dst, count, dt, nccl_op(c.reduce), comm_, stream);
+        break;
+      case Op::Broadcast:
+        LT_CHECK(c.root >= 0 && c.root < size_, ErrorKind::Value, "broadcast: root ", c.root,
+                 " is not a rank of a group of ", size_);
+        r = api_->broadcast(src, dst, count, dt, c.root, comm_, stream);
+        break;
+      case Op::AllGather:
+        r = api_->all_gather(src, dst, count, dt, comm_, stream);
+        break;
+      default:
+        fail(ErrorKind::Runtime, "internal: collective step ", c.name, " has op ", op_name(c.op));
+    }
+    // Nonblocking: an enqueue may still be in progress when it returns; it is issued in order on
+    // the stream either way, so work issued after it follows it.
+    if (r == nccl::kInProgress) r = settle();
+    if (r != nccl::kSuccess && !abort_on_error)
+      fail(ErrorKind::Runtime, op_name(c.op), " on nccl: ", describe(r));
+    if (r != nccl::kSuccess) {
+      abort_with(std::string(op_name(c.op)) + ": " + describe(r));
+      raise_if_broken(c.name);
+    }
+  }
+
+  // An event after the work issued on `stream` so far, polled by the watchdog (under call_mu_).
+  std::shared_ptr<CUevent_st> track(CUstream stream, const std::string& what) {
+    const CudaDriver& d = dev_->driver();
+    auto done = new_event();
+    d.check(d.cuEventRecord(done.get(), stream), "cuEventRecord");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_.push_back({done, Clock::now() + timeout_, what});
+    }
+    wake_.notify_all();
+    return done;
+  }
+
   // Under call_mu_.
   std::shared_ptr<CUevent_st> enqueue_locked(const CollectiveStep& c, CUdeviceptr in,
                                              CUdeviceptr out, CUstream after) {
@@ -222,41 +283,8 @@ class Nccl final : public NcclCommunicator {
       d.check(d.cuEventRecord(ready.get(), after), "cuEventRecord");
       d.check(d.cuStreamWaitEvent(comm_stream, ready.get(), 0), "cuStreamWaitEvent");
     }
-    const size_t count = static_cast<size_t>(c.count);
-    const int dt = nccl_dtype(c.dtype, op_name(c.op));
-    void* src = reinterpret_cast<void*>(in);
-    void* dst = reinterpret_cast<void*>(out);
-    nccl::Result r = nccl::kSuccess;
-    switch (c.op) {
-      case Op::AllReduce:
-        r = api_->all_reduce(src, dst, count, dt, nccl_op(c.reduce), comm_, comm_stream);
-        break;
-      case Op::Broadcast:
-        LT_CHECK(c.root >= 0 && c.root < size_, ErrorKind::Value, "broadcast: root ", c.root,
-                 " is not a rank of a group of ", size_);
-        r = api_->broadcast(src, dst, count, dt, c.root, comm_, comm_stream);
-        break;
-      case Op::AllGather:
-        r = api_->all_gather(src, dst, count, dt, comm_, comm_stream);
-        break;
-      default:
-        fail(ErrorKind::Runtime, "internal: collective step ", c.name, " has op ", op_name(c.op));
-    }
-    // Nonblocking: an enqueue may still be in progress when it returns; it is issued in order on
-    // the stream either way, so the event below follows it.
-    if (r == nccl::kInProgress) r = settle();
-    if (r != nccl::kSuccess) {
-      abort_with(std::string(op_name(c.op)) + ": " + describe(r));
-      raise_if_broken(c.name);
-    }
-    auto done = new_event();
-    d.check(d.cuEventRecord(done.get(), comm_stream), "cuEventRecord");
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      pending_.push_back({done, Clock::now() + timeout_, std::string(op_name(c.op))});
-    }
-    wake_.notify_all();
-    return done;
+    issue(c, in, out, comm_stream);
+    return track(comm_stream, std::string(op_name(c.op)));
   }
 
   // A host-memory collective: `in` (in_bytes) to the device, the collective, `out` (out_bytes)
@@ -306,7 +334,7 @@ class Nccl final : public NcclCommunicator {
   }
 
   // The watchdog: polls the collectives in flight every millisecond or so.
-  void watch() {
+  void watchdog_loop() {
     try {
       dev_->bind();
     } catch (...) {

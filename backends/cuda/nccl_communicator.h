@@ -44,6 +44,13 @@ class NcclCommunicator : public dist::Communicator {
   // communicator has failed.
   virtual std::shared_ptr<CUevent_st> enqueue(const CollectiveStep& c, CUdeviceptr in,
                                               CUdeviceptr out, CUstream after) = 0;
+  // The NCCL call of `c` alone on `stream`, which is capturing a CUDA graph (cuda_graph.h): no
+  // events, no watchdog; watch() the graph's launch instead. Throws once the communicator failed.
+  virtual void enqueue_captured(const CollectiveStep& c, CUdeviceptr in, CUdeviceptr out,
+                                CUstream stream) = 0;
+  // The watchdog bounds the work issued on `stream` so far (a graph launch holding collectives)
+  // by the timeout, as it does each enqueue's collective; `what` names it in the error.
+  virtual void watch(CUstream stream, const std::string& what) = 0;
 };
 
 // Registers the "nccl" engine with distributed/ (runtime/distributed.cc calls it once).
