@@ -171,12 +171,13 @@ def global_batch(cfg, rows):
     return idx, tgt
 
 
-def ddp_train_step(lt, cfg, state, idx_np, tgt_np, device, wrap=True):
+def ddp_train_step(lt, cfg, state, idx_np, tgt_np, device, wrap=True, compiled=False):
     """gpu_gpt2.lt_train_step's step (the model with `state`'s weights, cross_entropy under bf16
     autocast, backward, AdamW; the optimizer's update ends the step: one graph) with the model
     wrapped in DistributedDataParallel, whose gradient all_reduces join that graph. lt_train_step
     builds its model inside and cannot wrap it, hence this copy. wrap=False: the bare model (the
-    step a one-GPU user runs, without DDP's bucketing and collectives). Returns (step, the model)."""
+    step a one-GPU user runs, without DDP's bucketing and collectives). compiled: the step under
+    lt.compile (traced once, then replayed without Python tracing). Returns (step, the model)."""
     from gpu_gpt2 import _amp, _model
     from lazytensor.nn.parallel import DistributedDataParallel as DDP
     vocab, ctx = cfg[0], cfg[1]
@@ -197,7 +198,7 @@ def ddp_train_step(lt, cfg, state, idx_np, tgt_np, device, wrap=True):
         loss.backward()
         opt.step()  # ends the step on lazy (one graph)
         return loss
-    return step, m
+    return (lt.compile(step, fullgraph=True) if compiled else step), m
 
 
 def synchronizer(lt, device, losses):
@@ -233,14 +234,15 @@ def worker(args):
     rows = args.global_batch // world
     idx, tgt = global_batch(cfg, args.global_batch)
     step, model = ddp_train_step(lt, cfg, initial_state(cfg), idx[rank * rows:(rank + 1) * rows],
-                                 tgt[rank * rows:(rank + 1) * rows], device, wrap=not args.no_ddp)
+                                 tgt[rank * rows:(rank + 1) * rows], device, wrap=not args.no_ddp,
+                                 compiled=args.compile)
     losses = []
     sync = synchronizer(lt, device, losses)
     t0 = time.perf_counter()
     losses.append(step())
     sync()
     res = {"world": world, "device": device, "rows_per_rank": rows, "global_rows": rows * world,
-           "ddp": not args.no_ddp,
+           "ddp": not args.no_ddp, "lt_compile": args.compile,
            "first_step_s": time.perf_counter() - t0}
     for _ in range(args.loss_steps - 1):
         losses.append(step())
@@ -280,6 +282,7 @@ def run_phase(args, name, nproc, global_rows, timed, no_ddp=False):
                        "--repeats", str(args.repeats), "--rounds", str(args.rounds)]
         worker_args += (["--timed"] if timed else []) + (["--tiny"] if args.tiny else [])
         worker_args += ["--no-ddp"] if no_ddp else []
+        worker_args += ["--compile"] if args.compile else []
         t0 = time.perf_counter()
         rc, out = torchrun(worker_args, nproc, rank_env(args.dist_timeout), args.deadline)
         status = f"exit {rc}" if rc is not None else f"killed at the {args.deadline} s deadline"
@@ -430,6 +433,8 @@ def parse(argv):
     ap.add_argument("--dist-timeout", type=int, default=120, help="LT_DIST_TIMEOUT, seconds")
     ap.add_argument("--deadline", type=int, default=180,
                     help="seconds per run (three runs), then killed")
+    ap.add_argument("--compile", action="store_true",
+                    help="every run's step under lt.compile (no Python tracing on replays)")
     ap.add_argument("--out", default=None, help="JSON (default bench/results/ddp_gpu_<date>.json)")
     # The ranks' own arguments (the launcher passes them).
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

@@ -5,8 +5,9 @@ and by examples/python/train_ddp.py, each launched here on N ranks with torchrun
 
 - collectives: all_reduce sum/avg/max in float32, float64, float16, bfloat16, int64 and int32,
   broadcast and all_gather against numpy, and a collective inside a graph;
-- data_parallel, ddp: a small MLP trained on slices of a global batch (all_reduce by hand, then
-  DistributedDataParallel) equals one float64 PyTorch process on the whole batch (1e-5);
+- data_parallel, ddp, ddp_compiled: a small MLP trained on slices of a global batch (all_reduce by
+  hand, then DistributedDataParallel, then DDP with the whole step under lt.compile) equals one
+  float64 PyTorch process on the whole batch (1e-5);
 - dead_rank: a rank that dies makes the others raise an error naming the timeout, within it;
 - mismatch: ranks that sync different graphs raise "collectives differ between ranks", before
   the timeout;
@@ -132,6 +133,7 @@ CHECKS = {
     "collectives": every_rank_ok("collectives.py"),
     "data_parallel": every_rank_ok("data_parallel.py"),
     "ddp": every_rank_ok("ddp.py"),
+    "ddp_compiled": every_rank_ok("ddp_compiled.py"),
     "dead_rank": dead_rank,
     "mismatch": mismatch,
     "train_ddp": train_ddp,

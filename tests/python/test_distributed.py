@@ -66,6 +66,11 @@ def test_distributed_data_parallel_matches_one_process(nproc):
     _every_rank_ok("ddp.py", nproc)
 
 
+def test_distributed_data_parallel_under_lt_compile_matches_one_process():
+    # The whole step compiled (lt.compile): its bucket all_reduces are captured and replayed.
+    _every_rank_ok("ddp_compiled.py", 2)
+
+
 def test_bucket_all_reduces_overlap_the_backward_pass(tmp_path):
     """LT_PROFILE's Chrome trace of a DDP step: kernels start on the compute thread while a
     gradient bucket's all_reduce runs on the collective worker."""
