@@ -50,7 +50,7 @@ class CudaDevice {
 
 // A collective on GPU `ordinal` that failed (nccl_communicator.h: a peer gone, a timeout): work
 // queued after it read garbage, so every synchronize() of that GPU raises `message` from then on,
-// until a new communicator on it clears it.
+// until the failed communicator is destroyed (destroy_process_group) or a new one on it is made.
 void set_collective_error(int ordinal, std::string message);
 void clear_collective_error(int ordinal);
 // Throws lt::Error with the message when one is set for `ordinal`.

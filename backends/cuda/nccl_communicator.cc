@@ -116,10 +116,13 @@ class Nccl final : public NcclCommunicator {
     try {
       dev_->bind();
       if (staging_) dev_->driver().cuMemFree_v2(staging_);
-      if (!comm_) return;
-      // A healthy communicator is finalized (its last operations flushed) within the timeout; a
-      // broken one, or one whose finalize does not end, is aborted: ncclCommDestroy could block.
-      nccl::Result r = broken_.empty() ? api_->comm_finalize(comm_) : nccl::kInProgress + 1;
+      // A broken communicator was aborted (freed) when it broke (abort_with); leaving the group
+      // is the user's answer to its error, so the device's host waits stop raising it.
+      if (!broken_.empty()) clear_collective_error(dev_->ordinal());
+      if (!comm_ || !broken_.empty()) return;
+      // A healthy communicator is finalized (its last operations flushed) within the timeout; one
+      // whose finalize does not end is aborted: ncclCommDestroy could block.
+      const nccl::Result r = api_->comm_finalize(comm_);
       const bool clean =
           (r == nccl::kSuccess || r == nccl::kInProgress) && settle() == nccl::kSuccess;
       if (clean)
@@ -180,10 +183,11 @@ class Nccl final : public NcclCommunicator {
            describe(r));
   }
 
-  std::string describe(nccl::Result r) const {
+  std::string describe(nccl::Result r) {
     std::string s = api_->get_error_string ? api_->get_error_string(r) : "error";
     s += " (ncclResult " + std::to_string(r) + ")";
-    if (comm_ && api_->get_last_error)
+    std::lock_guard<std::mutex> lock(abort_mu_);  // an aborted communicator is freed
+    if (comm_ && !aborted_ && api_->get_last_error)
       if (const char* last = api_->get_last_error(comm_); last && *last)
         s += ": " + std::string(last);
     return s;
@@ -195,7 +199,7 @@ class Nccl final : public NcclCommunicator {
     const auto deadline = Clock::now() + timeout_;
     nccl::Result state = nccl::kInProgress;
     while (true) {
-      nccl::Result r = api_->comm_get_async_error(comm_, &state);
+      const nccl::Result r = async_error(&state);
       if (r != nccl::kSuccess) return r;
       if (state != nccl::kInProgress || Clock::now() > deadline) return state;
       std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -317,8 +321,10 @@ class Nccl final : public NcclCommunicator {
       fail(ErrorKind::Runtime, what, " on nccl: the communicator failed earlier: ", broken_);
   }
 
-  // Records why the communicator failed and aborts it (once): its kernels end, so streams that
-  // wait on them drain, and every later call and host wait on the device raises `why`.
+  // Records why the communicator failed and aborts it (once; ncclCommAbort frees it, so nothing
+  // touches comm_ after: every entry point raises broken_ first, the watchdog stops polling and
+  // the destructor leaves it): its kernels end, so streams that wait on them drain, and every
+  // later call and host wait on the device raises `why`.
   void abort_with(const std::string& why) {
     std::string message;
     {
@@ -329,8 +335,23 @@ class Nccl final : public NcclCommunicator {
       message = broken_;
     }
     set_collective_error(dev_->ordinal(), "a collective failed on nccl: " + message);
-    api_->comm_abort(comm_);
+    {
+      std::lock_guard<std::mutex> lock(abort_mu_);
+      aborted_ = true;
+      api_->comm_abort(comm_);
+    }
     idle_.notify_all();
+  }
+
+  // ncclCommGetAsyncError, never on an aborted (freed) communicator: the watchdog and a failing
+  // call may abort it from either thread.
+  nccl::Result async_error(nccl::Result* state) {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    if (aborted_) {
+      *state = nccl::kInProgress + 1;  // not success, not in progress: the caller stops
+      return nccl::kSuccess;
+    }
+    return api_->comm_get_async_error(comm_, state);
   }
 
   // The watchdog: polls the collectives in flight every millisecond or so.
@@ -355,7 +376,7 @@ class Nccl final : public NcclCommunicator {
       const InFlight front = pending_.front();
       lock.unlock();
       nccl::Result state = nccl::kSuccess;
-      const nccl::Result r = api_->comm_get_async_error(comm_, &state);
+      const nccl::Result r = async_error(&state);
       std::string why;
       if (r != nccl::kSuccess)
         why = front.what + ": ncclCommGetAsyncError: " + describe(r);
@@ -384,6 +405,8 @@ class Nccl final : public NcclCommunicator {
   std::deque<InFlight> pending_;
   std::string broken_;
   bool stop_ = false;
+  std::mutex abort_mu_;  // aborted_, and every ncclCommGetAsyncError and ncclCommAbort
+  bool aborted_ = false;
   std::thread watchdog_;
 };
 

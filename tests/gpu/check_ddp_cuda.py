@@ -80,7 +80,8 @@ def every_rank_ok(script):
 
 def dead_rank(args, nproc):
     """The last rank dies after a barrier; every other one must raise, naming the timeout (the
-    contract of lt.distributed's docstring), at most SLACK_S after LT_DIST_TIMEOUT."""
+    contract of lt.distributed's docstring), at most SLACK_S after LT_DIST_TIMEOUT, then leave the
+    group and compute on its device again ("alive <rank>")."""
     _, out = run_script(args, nproc, "dead_rank.py")
     raised, problems = raised_by_rank(out), []
     for r in range(nproc - 1):
@@ -92,6 +93,9 @@ def dead_rank(args, nproc):
             problems.append(f"rank {r}'s error does not name the timeout: {msg}")
         if s > args.timeout + SLACK_S:
             problems.append(f"rank {r} raised after {s} s (LT_DIST_TIMEOUT {args.timeout} s)")
+        if f"alive {r}" not in out:
+            problems.append(f"rank {r} did not keep working after the error (destroy_process_group "
+                            "and a new computation on its device)")
     if "no error" in out:
         problems.append("a rank got no error")
     if problems:

@@ -34,16 +34,18 @@ def init_group(dist):
     dist.init_process_group(os.environ.get("LT_TEST_BACKEND") or None)
 
 
-def must_raise(rank, collective):
+def must_raise(rank, collective, then=None):
     """Runs collective() (which must fail on every rank) and exits: prints "raised <rank>: <the
     RuntimeError's first line> [after <s> s]" (the seconds from the call to the error, so that a
     launcher can tell an error at the timeout from one after it), or "no error <rank>" and exits
-    1."""
+    1. then(), when given, runs after the error (an exception there propagates: exit 1)."""
     t0 = time.perf_counter()
     try:
         collective()
     except RuntimeError as e:
         say(f"raised {rank}: {str(e).splitlines()[0]} [after {time.perf_counter() - t0:.1f} s]")
+        if then is not None:
+            then()  # what must still work after the error (its failure exits 1)
         os._exit(0)
     say(f"no error {rank}")
     os._exit(1)
