@@ -6,6 +6,10 @@
 // and MASTER_PORT):
 //
 //   torchrun --nproc-per-node 2 --no-python build/bin/train_ddp [--device lazy|cpu] [--steps 200]
+//   torchrun --nproc-per-node 2 --no-python build/bin/train_ddp --device "lazy:cuda:{local_rank}"
+//
+// In --device, "{local_rank}" stands for the rank's LOCAL_RANK: each rank of a GPU host on its own
+// GPU (the group is then NCCL's: lt::distributed picks it where a GPU is visible).
 //
 // Rank 0 prints the loss averaged over the ranks, the held-out accuracy and whether every rank
 // ended with the same weights; each rank exits 1 unless the accuracy reaches 90% and the weights
@@ -13,6 +17,7 @@
 #include <lazytensor/lazytensor.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -42,12 +47,17 @@ bool same_on_every_rank(const lt::Tensor& t, int world) {
 
 int main(int argc, char** argv) {
   teacher_task::Options options;
-  if (!teacher_task::parse_options(
-          argc, argv,
-          "torchrun --nproc-per-node N --no-python train_ddp [--device lazy|cpu] [--steps N]",
-          options))
+  if (!teacher_task::parse_options(argc, argv,
+                                   "torchrun --nproc-per-node N --no-python train_ddp [--device "
+                                   "lazy|cpu|lazy:cuda:{local_rank}] "
+                                   "[--steps N]",
+                                   options))
     return 2;
-  const std::string& device = options.device;
+  std::string device = options.device;
+  if (const size_t at = device.find("{local_rank}"); at != std::string::npos) {
+    const char* local = std::getenv("LOCAL_RANK");
+    device.replace(at, std::strlen("{local_rank}"), local && *local ? local : "0");
+  }
   const int steps = options.steps;
   try {
     const lt::Device dev = lt::Device::parse(device);

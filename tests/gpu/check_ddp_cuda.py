@@ -11,6 +11,8 @@ and by examples/python/train_ddp.py, each launched here on N ranks with torchrun
 - dead_rank: a rank that dies makes the others raise an error naming the timeout, within it;
 - mismatch: ranks that sync different graphs raise "collectives differ between ranks", before
   the timeout;
+- cpp_train_ddp: examples/cpp/train_ddp.cpp (the C++ API's DistributedDataParallel) reaches 90%
+  held-out accuracy with equal weights on every rank;
 - train_ddp: the character-level GPT example trains (--steps 20, mean loss of the last 10 steps
   below 3.7; it starts at ln 65 = 4.17, and reaches 3.35 on 2 CPU ranks) with equal weights on
   every rank.
@@ -133,6 +135,23 @@ def train_ddp(args, nproc):
     return ok, detail, out
 
 
+def cpp_train_ddp(args, nproc):
+    """examples/cpp/train_ddp.cpp (lt::nn::DistributedDataParallel from C++) under torchrun
+    --no-python, on args' device: its MLP must reach 90% held-out accuracy with equal weights on
+    every rank. The binary comes from the GPU build (build-gpu/bin), else build/bin."""
+    exe = next((p for p in (os.path.join(ROOT, d, "bin", "train_ddp") for d in ("build-gpu", "build"))
+                if os.path.exists(p)), None)
+    if exe is None:
+        return False, "examples/cpp/train_ddp.cpp is not built (build-gpu/bin/train_ddp)", ""
+    env = rank_env(max(args.timeout, 60))
+    rc, out = torchrun(["--no-python", exe, "--device", args.device_template, "--steps", "100"],
+                       nproc, env, args.deadline)
+    summary = re.search(r"^\d+ ranks on .*$", out, re.M)
+    ok = rc == 0 and "weights equal on every rank: true" in out
+    detail = f"{exit_text(rc, args)}: " + (summary.group(0) if summary else "no summary line")
+    return ok, detail, out
+
+
 CHECKS = {
     "collectives": every_rank_ok("collectives.py"),
     "data_parallel": every_rank_ok("data_parallel.py"),
@@ -141,6 +160,7 @@ CHECKS = {
     "dead_rank": dead_rank,
     "mismatch": mismatch,
     "train_ddp": train_ddp,
+    "cpp_train_ddp": cpp_train_ddp,
 }
 
 
