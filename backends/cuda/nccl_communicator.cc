@@ -95,7 +95,11 @@ class Nccl final : public NcclCommunicator {
     nccl::Result r = api_->comm_init_rank_config(&comm_, size_, id, rank_, &cfg);
     if (r == nccl::kSuccess || r == nccl::kInProgress) r = settle();
     if (r != nccl::kSuccess) {
-      const std::string why = describe(r);
+      // kInProgress: still joining when the timeout passed (a rank that never came).
+      const std::string why = r == nccl::kInProgress
+                                  ? "not every rank joined within the timeout (" +
+                                        dist::seconds_text(timeout_) + ", LT_DIST_TIMEOUT)"
+                                  : describe(r);
       if (comm_) api_->comm_abort(comm_);
       comm_ = nullptr;
       fail(ErrorKind::Runtime, "nccl: joining the group failed on rank ", rank_, " of ", size_,
