@@ -628,7 +628,8 @@ class CudaExecutable : public Executable {
         seq.push_back(std::move(x));
         continue;
       }
-      for (int b : in_flight.empty() ? std::vector<int>{} : step_touches_[s]) {
+      for (int b : step_touches_[s]) {
+        if (in_flight.empty()) break;
         const CUdeviceptr p = b >= 0 ? ptrs[static_cast<size_t>(b)] : 0;
         for (size_t i = 0; p && i < in_flight.size();)
           if (seq[in_flight[i]].a == p || seq[in_flight[i]].out == p) {
