@@ -27,6 +27,7 @@ void destroy_process_group() { dist::destroy_process_group(); }
 bool is_initialized() { return dist::is_initialized(); }
 int get_rank() { return dist::get_rank(); }
 int get_world_size() { return dist::get_world_size(); }
+std::string get_backend() { return std::string(dist::default_communicator()->engine()); }
 void barrier() { dist::default_communicator()->barrier(); }
 
 void all_reduce(Tensor& t, ReduceOp op) { t.assign(lt::all_reduce(t, op, get_world_size())); }

@@ -18,6 +18,8 @@ void destroy_process_group();
 bool is_initialized();
 int get_rank();
 int get_world_size();
+// The group's engine: "nccl" or "gloo" (torch.distributed.get_backend()).
+std::string get_backend();
 void barrier();
 
 // Every rank's t combined elementwise (Sum, Avg, Max); every rank's t gets the result.

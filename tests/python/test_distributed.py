@@ -134,6 +134,8 @@ def test_collectives_need_a_group():
     assert not dist.is_initialized()
     with pytest.raises(RuntimeError, match="init_process_group"):
         dist.get_rank()
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        dist.get_backend()
     t = lt.ones(3, device="lazy")
     with pytest.raises(RuntimeError, match="init_process_group"):
         dist.all_reduce(t)
@@ -156,6 +158,7 @@ def test_nccl_without_a_gpu_is_a_clear_error_and_gloo_still_works(monkeypatch):
     assert not dist.is_initialized()
     dist.init_process_group()  # no GPU here: None means Gloo
     try:
+        assert dist.get_backend() == "gloo"
         t = lt.tensor([1.5, -2.0], device="lazy")
         dist.all_reduce(t, op="sum")
         assert t.tolist() == [1.5, -2.0]

@@ -59,6 +59,11 @@ def get_world_size(group=None):
     return _D.get_world_size()
 
 
+def get_backend(group=None):
+    """The group's engine: "nccl" (GPUs) or "gloo" (CPUs), as torch.distributed.get_backend()."""
+    return _D.get_backend()
+
+
 def barrier(group=None):
     """Returns once every rank has called it (a host wait; pending lazy collectives run at their
     graph's sync, in the same order on every rank)."""

@@ -29,9 +29,12 @@ def rank_device():
 
 
 def init_group(dist):
-    """Joins the group with LT_TEST_BACKEND's backend ("gloo", "nccl"); unset or empty: the default
-    (backend=None), as the CPU tests always did."""
-    dist.init_process_group(os.environ.get("LT_TEST_BACKEND") or None)
+    """Joins the group with LT_TEST_BACKEND's backend ("gloo", "nccl"), and checks that the group
+    runs on it (get_backend); unset or empty: the default (backend=None), as the CPU tests always
+    did."""
+    backend = os.environ.get("LT_TEST_BACKEND") or None
+    dist.init_process_group(backend)
+    assert backend is None or dist.get_backend() == backend, (dist.get_backend(), backend)
 
 
 def must_raise(rank, collective, then=None):
