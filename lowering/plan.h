@@ -163,5 +163,8 @@ struct Plan {
 // negative ids). Memory planning, donation and the step-order passes share it.
 void step_buffers(const Plan& plan, const PlanStep& st, std::vector<int>& reads,
                   std::vector<int>& writes);
+// Per step of `steps`, every buffer it reads or writes (step_buffers' two lists in one): what the
+// executables check against the collectives in flight before running a step.
+std::vector<std::vector<int>> step_touches(const Plan& plan, const std::vector<PlanStep>& steps);
 
 }  // namespace lt

@@ -23,4 +23,15 @@ void step_buffers(const Plan& plan, const PlanStep& st, std::vector<int>& reads,
   }
 }
 
+std::vector<std::vector<int>> step_touches(const Plan& plan, const std::vector<PlanStep>& steps) {
+  std::vector<std::vector<int>> touches(steps.size());
+  std::vector<int> reads, writes;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    step_buffers(plan, steps[s], reads, writes);
+    touches[s] = reads;
+    touches[s].insert(touches[s].end(), writes.begin(), writes.end());
+  }
+  return touches;
+}
+
 }  // namespace lt

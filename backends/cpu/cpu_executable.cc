@@ -200,16 +200,8 @@ void CpuExecutable::prepare_gemms(const Plan& plan) {
   }
   steps_ = plan.ordered_steps();
   collectives_ = plan.collectives;
-  if (!collectives_.empty()) {
-    // What each step touches, for waiting on collectives in flight (run).
-    step_touches_.resize(steps_.size());
-    std::vector<int> reads, writes;
-    for (size_t s = 0; s < steps_.size(); ++s) {
-      step_buffers(plan, steps_[s], reads, writes);
-      step_touches_[s] = reads;
-      step_touches_[s].insert(step_touches_[s].end(), writes.begin(), writes.end());
-    }
-  }
+  // What each step touches, for waiting on collectives in flight (run).
+  if (!collectives_.empty()) step_touches_ = step_touches(plan, steps_);
   if (!collectives_.empty()) comm_ = std::make_unique<CollectiveQueue>();
   for (const PlanStep& st : steps_)
     LT_CHECK(st.index >= 0 &&
