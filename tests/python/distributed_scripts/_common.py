@@ -58,6 +58,20 @@ def make(nn):
     return nn.Sequential(nn.Linear(10, 24), nn.Tanh(), nn.Linear(24, 5))
 
 
+def ddp_from_own_start(lt, rank, device):
+    """The DDP checks' model (ddp.py, ddp_compiled.py): the small MLP from this rank's own seed,
+    which DistributedDataParallel must replace with rank 0's, wrapped with several buckets, and its
+    SGD with momentum. Returns (the module, the DDP wrapper, the optimizer)."""
+    from lazytensor.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(3 + rank)
+    mine = make(torch.nn)
+    model = make(lt.nn).to(device)
+    model.load_state_dict({k: lt.tensor(v.detach().numpy(), device=device)
+                           for k, v in mine.state_dict().items()})
+    ddp = DDP(model, bucket_cap_mb=0.001)  # several buckets
+    return model, ddp, lt.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+
+
 def batches():
     rng = np.random.default_rng(7)
     xs = [rng.standard_normal((BATCH, 10)).astype(np.float32) for _ in range(3)]

@@ -7,25 +7,17 @@ gradients stay local. Prints "ok <rank>"."""
 import sys
 
 import numpy as np
-import torch
 
 import lazytensor as lt
 import lazytensor.distributed as dist
-from _common import STEPS, check_against_one_process, make, rank_device, say, start
-from lazytensor.nn.parallel import DistributedDataParallel as DDP
+from _common import STEPS, check_against_one_process, ddp_from_own_start, rank_device, say, start
 
 DEVICE = rank_device()  # "lazy", or LT_TEST_DEVICE's (tests/gpu/check_ddp_cuda.py)
 
 
 def main():
     rank, world, xs, ys, ref, lo, hi = start(dist)
-    torch.manual_seed(3 + rank)  # every rank's own start: DDP must replace it with rank 0's
-    mine = make(torch.nn)
-    model = make(lt.nn).to(DEVICE)
-    model.load_state_dict({k: lt.tensor(v.detach().numpy(), device=DEVICE)
-                           for k, v in mine.state_dict().items()})
-    ddp = DDP(model, bucket_cap_mb=0.001)  # several buckets
-    opt = lt.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+    model, ddp, opt = ddp_from_own_start(lt, rank, DEVICE)  # DDP must replace rank r's start
     losses = []
     lt.mark_step()
     compiles0 = lt.metrics.counters()["graph_compiles"]
