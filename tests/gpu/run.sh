@@ -203,33 +203,25 @@ else
   failures=$((failures + 1))
 fi
 
-# ---- cuDNN's real headers (PyTorch's wheel) against our declarations of its ABI ----
-if stage cpp; then
-  cudnn_inc="$("$PY" -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "include"))' 2>/dev/null)"
-  if [ -n "$cudnn_inc" ] && [ -f "$cudnn_inc/cudnn.h" ]; then
-    ${CXX:-c++} -std=c++20 -fsyntax-only -I"$ROOT" -I"$cudnn_inc" -I/usr/local/cuda/include tests/gpu/cudnn_abi_check.cc >>"$BUILD_LOG" 2>&1
-    rc=$?
-    [ "$rc" -eq 0 ] || tail -n 20 "$BUILD_LOG"
-    record "cuDNN ABI of backends/cuda/cudnn_api.h (tests/gpu/cudnn_abi_check.cc)" "$rc"
-  else
-    say "cuDNN ABI check: FAIL: no cudnn.h in PyTorch's nvidia-cudnn wheel ($cudnn_inc)"
+# ---- the real headers of the dlopen'ed libraries (PyTorch's nvidia-* wheels) against our
+# declarations of their ABI: tests/gpu/<lib>_abi_check.cc compiles only where they match ----
+abi_check() {  # abi_check NAME WHEEL_MODULE HEADER LIB (e.g. cuDNN cudnn cudnn.h cudnn)
+  local inc
+  inc="$("$PY" -c "import nvidia.$2, os; print(os.path.join(list(nvidia.$2.__path__)[0], 'include'))" 2>/dev/null)"
+  if [ -z "$inc" ] || [ ! -f "$inc/$3" ]; then
+    say "$1 ABI check: FAIL: no $3 in PyTorch's nvidia-$2 wheel ($inc)"
     failures=$((failures + 1))
+    return
   fi
-fi
-
-# ---- NCCL's real header (PyTorch's nvidia-nccl wheel) against backends/cuda/nccl_api.h ----
+  echo "$1 header: $inc/$3 ($(grep -h -m1 -E 'define (NCCL_VERSION_CODE|CUDNN_MAJOR) ' "$inc"/*.h 2>/dev/null | head -n 1))" >>"$SUMMARY"
+  ${CXX:-c++} -std=c++20 -fsyntax-only -I"$ROOT" -I"$inc" -I/usr/local/cuda/include "tests/gpu/$4_abi_check.cc" >>"$BUILD_LOG" 2>&1
+  local rc=$?
+  [ "$rc" -eq 0 ] || tail -n 20 "$BUILD_LOG"
+  record "$1 ABI of backends/cuda/$4_api.h (tests/gpu/$4_abi_check.cc)" "$rc"
+}
 if stage cpp; then
-  nccl_inc="$("$PY" -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "include"))' 2>/dev/null)"
-  if [ -n "$nccl_inc" ] && [ -f "$nccl_inc/nccl.h" ]; then
-    echo "NCCL header: $nccl_inc/nccl.h ($(grep -m1 'define NCCL_VERSION_CODE' "$nccl_inc/nccl.h"))" >>"$SUMMARY"
-    ${CXX:-c++} -std=c++20 -fsyntax-only -I"$ROOT" -I"$nccl_inc" -I/usr/local/cuda/include tests/gpu/nccl_abi_check.cc >>"$BUILD_LOG" 2>&1
-    rc=$?
-    [ "$rc" -eq 0 ] || tail -n 20 "$BUILD_LOG"
-    record "NCCL ABI of backends/cuda/nccl_api.h (tests/gpu/nccl_abi_check.cc)" "$rc"
-  else
-    say "NCCL ABI check: FAIL: no nccl.h in PyTorch's nvidia-nccl wheel ($nccl_inc)"
-    failures=$((failures + 1))
-  fi
+  abi_check cuDNN cudnn cudnn.h cudnn
+  abi_check NCCL nccl nccl.h nccl
 fi
 
 # ---- C++ GPU tests: a skip means no device was seen, which on this machine is a failure ----
