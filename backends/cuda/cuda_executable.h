@@ -120,11 +120,9 @@ class CudaExecutable : public Executable {
     if (module_image_.launches.size() != launches)
       fail(ErrorKind::Runtime, "internal: cuda module with ", module_image_.launches.size(),
            " launches for ", launches, " kernels");
-    // A plan with collectives still launches plainly: launch_with_collectives and cuda_graph.cc
-    // can replay one as a graph (NCCL calls as captured branches), but that path has not run on
-    // a GPU yet; dropping `plan.collectives.empty()` here turns it on.
-    graphs_ =
-        steps_.size() >= kCudaGraphMinSteps && cuda_graphs_enabled() && plan.collectives.empty();
+    // A plan with collectives replays as a graph too (launch_with_collectives: each NCCL call a
+    // child graph captured from the stream, a branch joined at the first step touching its memory).
+    graphs_ = steps_.size() >= kCudaGraphMinSteps && cuda_graphs_enabled();
     collectives_ = plan.collectives;
     // What each step touches: a step waits for the collectives in flight on that memory.
     if (!collectives_.empty()) step_touches_ = step_touches(plan, steps_);
