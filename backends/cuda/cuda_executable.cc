@@ -111,7 +111,7 @@ std::vector<BufferPtr> CudaExecutable::run_with(const std::vector<RunInput>& inp
     const bool profiled = stats && stats->on_kernel;
     const bool graph = graphs_ && !profiled && steps.size() >= kCudaGraphMinSteps &&
                        ++bound.runs > kCudaGraphWarmupRuns;
-    if (graph && !bound.graph) bound.graph = std::make_unique<CudaGraphReplay>(dev_, blas_);
+    if (graph && !bound.graph) bound.graph = std::make_shared<CudaGraphReplay>(dev_, blas_);
     int recaptured = 0;
     if (!collectives_.empty()) {
       launch_with_collectives(steps, starts, ptrs, bound, graph, stats);

@@ -83,8 +83,8 @@ class CudaExecutable : public Executable {
     std::vector<std::unique_ptr<CudnnConv>> convs;  // descriptors and algorithms
     std::vector<AttentionStep> attentions;
     int64_t runs = 0;  // from the (kCudaGraphWarmupRuns + 1)-th on, launches replay graph
-    std::unique_ptr<CudaGraphReplay> graph;
-    int slow_replays = 0;  // the graph's keep-or-drop rule (cuda_graph.h)
+    std::shared_ptr<CudaGraphReplay> graph;  // shared: communicators may drop it (hold_graph)
+    int slow_replays = 0;                    // the graph's keep-or-drop rule (cuda_graph.h)
   };
 
  public:

@@ -1,5 +1,6 @@
 #include "backends/cuda/cuda_graph.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -107,6 +108,17 @@ void CudaGraphReplay::reset() {
     if (c) d.cuGraphDestroy(c);
   exec_ = nullptr, graph_ = nullptr;
   children_.clear(), nodes_.clear(), last_.clear();
+  for (NcclCommunicator* c : comms_) c->release_graph(this);
+  comms_.clear();
+}
+
+void CudaGraphReplay::drop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  try {
+    dev_->bind();
+    reset();
+  } catch (...) {  // the driver gone at exit: nothing left to free
+  }
 }
 
 // The cuBLAS or cuDNN calls of one library step, captured from the stream into a graph of their
@@ -149,6 +161,10 @@ void CudaGraphReplay::build(const std::vector<CudaLaunchStep>& steps) {
     if (s.collective && last_collective) deps.push_back(last_collective);
     for (uint32_t j : s.after)
       if (j < i && steps[j].collective) deps.push_back(nodes_[j]);
+    if (s.collective && std::find(comms_.begin(), comms_.end(), s.comm) == comms_.end()) {
+      s.comm->hold_graph(shared_from_this());  // before the capture: see hold_graph
+      comms_.push_back(s.comm);
+    }
     if (s.is_library()) {
       children_[i] = capture(s);
       d.check(

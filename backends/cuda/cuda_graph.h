@@ -104,8 +104,9 @@ struct CudaLaunchStep {
 void launch_cuda_steps(const CudaDevice& dev, const CublasHandle* blas,
                        std::span<const CudaLaunchStep> steps, RunStats* stats);
 
-// One executable's CUDA graph. Thread-safe; the device's context must be current.
-class CudaGraphReplay {
+// One executable's CUDA graph. Thread-safe; the device's context must be current. Owned by a
+// shared_ptr: a graph holding NCCL calls registers with their communicator (hold_graph).
+class CudaGraphReplay : public std::enable_shared_from_this<CudaGraphReplay> {
  public:
   CudaGraphReplay(std::shared_ptr<CudaDevice> dev, std::shared_ptr<const CublasHandle> blas);
   ~CudaGraphReplay();
@@ -119,6 +120,9 @@ class CudaGraphReplay {
   // then on). `recaptured`, when given, receives the library steps captured again for this
   // launch's update (0 when nothing changed or the graph was built afresh).
   bool launch(const std::vector<CudaLaunchStep>& steps, int* recaptured = nullptr);
+  // Destroys the graph (a launch in flight completes first); the next launch builds it afresh.
+  // A communicator calls it before it goes (NcclCommunicator::drop_graphs), from any thread.
+  void drop();
 
  private:
   void build(const std::vector<CudaLaunchStep>& steps);
@@ -134,8 +138,9 @@ class CudaGraphReplay {
   CUgraph graph_ = nullptr;  // kept: exec updates name its nodes
   CUgraphExec exec_ = nullptr;
   std::vector<CUgraphNode> nodes_;
-  std::vector<CUgraph> children_;     // per GEMM step, the last graph captured for it
-  std::vector<CudaLaunchStep> last_;  // arguments of the last launch, per step
+  std::vector<CUgraph> children_;         // per GEMM step, the last graph captured for it
+  std::vector<CudaLaunchStep> last_;      // arguments of the last launch, per step
+  std::vector<NcclCommunicator*> comms_;  // those whose calls the graph holds (hold_graph)
 };
 
 }  // namespace lt

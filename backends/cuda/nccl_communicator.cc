@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "backends/cuda/cuda_device.h"
+#include "backends/cuda/cuda_graph.h"
 #include "backends/cuda/nccl_api.h"
 #include "distributed/tcp_store.h"
 #include "ir/error.h"
@@ -118,6 +119,7 @@ class Nccl final : public NcclCommunicator {
     wake_.notify_all();
     watchdog_.join();
     try {
+      drop_graphs();  // NCCL's finalize, destroy and abort wait for them (hold_graph)
       dev_->bind();
       if (staging_) dev_->driver().cuMemFree_v2(staging_);
       // A broken communicator was aborted (freed) when it broke (abort_with); leaving the group
@@ -339,6 +341,7 @@ class Nccl final : public NcclCommunicator {
       message = broken_;
     }
     set_collective_error(dev_->ordinal(), "a collective failed on nccl: " + message);
+    drop_graphs();  // ncclCommAbort would wait for them (hold_graph)
     {
       std::lock_guard<std::mutex> lock(abort_mu_);
       aborted_ = true;
@@ -415,6 +418,32 @@ class Nccl final : public NcclCommunicator {
 };
 
 }  // namespace
+
+void NcclCommunicator::hold_graph(const std::shared_ptr<CudaGraphReplay>& graph) {
+  std::lock_guard<std::mutex> lock(graphs_mu_);
+  if (graphs_closed_)
+    fail(ErrorKind::Runtime, "nccl: the communicator is closing: no new CUDA graph may capture it");
+  for (const auto& held : graphs_)
+    if (held.first == graph.get()) return;
+  graphs_.emplace_back(graph.get(), graph);
+}
+
+void NcclCommunicator::release_graph(const CudaGraphReplay* graph) {
+  std::lock_guard<std::mutex> lock(graphs_mu_);
+  std::erase_if(graphs_, [&](const auto& held) { return held.first == graph; });
+}
+
+void NcclCommunicator::drop_graphs() {
+  std::vector<std::pair<const CudaGraphReplay*, std::weak_ptr<CudaGraphReplay>>> held;
+  {
+    std::lock_guard<std::mutex> lock(graphs_mu_);
+    graphs_closed_ = true;
+    held.swap(graphs_);
+  }
+  // Outside graphs_mu_: a graph's reset releases itself here.
+  for (const auto& h : held)
+    if (std::shared_ptr<CudaGraphReplay> g = h.second.lock()) g->drop();
+}
 
 std::shared_ptr<NcclCommunicator> NcclCommunicator::join(const dist::EngineRendezvous& group) {
   return std::make_shared<Nccl>(group);

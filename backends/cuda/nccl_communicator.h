@@ -21,6 +21,8 @@
 #include <cuda.h>
 
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "distributed/process_group.h"
 #include "lowering/collective.h"
@@ -28,6 +30,7 @@
 namespace lt {
 
 class CudaDevice;
+class CudaGraphReplay;
 
 class NcclCommunicator : public dist::Communicator {
  public:
@@ -51,6 +54,25 @@ class NcclCommunicator : public dist::Communicator {
   // The watchdog bounds the work issued on `stream` so far (a graph launch holding collectives)
   // by the timeout, as it does each enqueue's collective; `what` names it in the error.
   virtual void watch(CUstream stream, const std::string& what) = 0;
+
+  // The CUDA graphs holding this communicator's calls. NCCL frees a communicator (destroy or
+  // abort) only once every graph that captured its calls is gone: it waits for them, so a graph
+  // still cached by an executable would hang destroy_process_group and the watchdog's abort. A
+  // graph registers before it captures (throws once the communicator is closing: the caller
+  // launches plainly and raises the communicator's error); drop_graphs() resets each (its next
+  // launch builds afresh, on whatever communicator the plan then uses).
+  void hold_graph(const std::shared_ptr<CudaGraphReplay>& graph);
+  void release_graph(const CudaGraphReplay* graph);
+
+ protected:
+  // Resets the held graphs and refuses new ones. Call before ncclCommFinalize/Destroy/Abort,
+  // holding no lock a graph's launch takes (CudaGraphReplay's own, call_mu_).
+  void drop_graphs();
+
+ private:
+  std::mutex graphs_mu_;
+  std::vector<std::pair<const CudaGraphReplay*, std::weak_ptr<CudaGraphReplay>>> graphs_;
+  bool graphs_closed_ = false;
 };
 
 // Registers the "nccl" engine with distributed/ (runtime/distributed.cc calls it once).
