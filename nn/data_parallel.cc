@@ -59,6 +59,16 @@ void average_flat(std::vector<Tensor>& params) {
   }
 }
 
+// One all_reduce(avg) per gradient (distributed::ddp_reduce_per_tensor). Every result is made
+// before any is set: one gradient tensor may be several parameters' (see average_flat).
+void average_each(std::vector<Tensor>& params) {
+  const int world = distributed::get_world_size();
+  std::vector<Tensor> averaged;
+  averaged.reserve(params.size());
+  for (const Tensor& p : params) averaged.push_back(all_reduce(p.grad(), ReduceOp::Avg, world));
+  for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(averaged[i]);
+}
+
 }  // namespace
 
 // Every rank averages the same buckets in the same order: the parameters with a gradient, by
@@ -66,6 +76,7 @@ void average_flat(std::vector<Tensor>& params) {
 // the collectives' check between ranks reports).
 void DistributedDataParallel::Reducer::average() const {
   NoGradGuard no_grad;
+  const bool each = distributed::ddp_reduce_per_tensor();
   for (const auto& bucket : buckets) {
     std::vector<std::pair<DType, std::vector<Tensor>>> by_dtype;
     for (const Tensor& p : bucket) {
@@ -75,7 +86,7 @@ void DistributedDataParallel::Reducer::average() const {
       if (it == by_dtype.end()) it = by_dtype.insert(by_dtype.end(), {p.dtype(), {}});
       it->second.push_back(p);
     }
-    for (auto& [dtype, params] : by_dtype) average_flat(params);
+    for (auto& [dtype, params] : by_dtype) each ? average_each(params) : average_flat(params);
   }
 }
 

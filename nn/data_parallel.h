@@ -3,9 +3,10 @@
 // the whole module on its shard of the batch; the parameters and buffers start as rank 0's, and
 // after each backward pass through this module's forward the gradients are averaged over the
 // ranks, in buckets of about bucket_cap_mb in reverse parameter order (the order backward produces
-// them), one all_reduce per bucket and dtype over the bucket's gradients flattened into one
-// tensor. On a lazy device the averaging is traced right after the backward (autograd's
-// queue_callback), so forward, backward, the collectives and the optimizer's update are one graph.
+// them): on NCCL one all_reduce per gradient, elsewhere one per bucket and dtype over the bucket's
+// gradients flattened into one tensor (lt::distributed::ddp_reduce_per_tensor). On a lazy device
+// the averaging is traced right after the backward (autograd's queue_callback), so forward,
+// backward, the collectives and the optimizer's update are one graph.
 #pragma once
 #include <memory>
 #include <utility>

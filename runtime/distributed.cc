@@ -1,5 +1,6 @@
 #include "runtime/distributed.h"
 
+#include <cstdlib>
 #include <mutex>
 
 #include "distributed/process_group.h"
@@ -29,6 +30,16 @@ int get_rank() { return dist::get_rank(); }
 int get_world_size() { return dist::get_world_size(); }
 std::string get_backend() { return std::string(dist::default_communicator()->engine()); }
 void barrier() { dist::default_communicator()->barrier(); }
+
+bool ddp_reduce_per_tensor() {
+  const char* e = std::getenv("LT_DDP_REDUCE");
+  const std::string mode = e ? e : "";
+  if (mode == "per_tensor") return true;
+  if (mode == "flat") return false;
+  if (!mode.empty())
+    fail(ErrorKind::Value, "LT_DDP_REDUCE=", mode, ": expected per_tensor or flat (or unset)");
+  return get_backend() == "nccl";
+}
 
 void all_reduce(Tensor& t, ReduceOp op) { t.assign(lt::all_reduce(t, op, get_world_size())); }
 

@@ -22,6 +22,13 @@ int get_world_size();
 std::string get_backend();
 void barrier();
 
+// How DistributedDataParallel averages a bucket of gradients. Per tensor: one all_reduce per
+// gradient, in place of that gradient's buffer, no copies (on NCCL each runs on the device as
+// soon as its gradient is ready, overlapping the rest of backward). Flat: the bucket's gradients
+// concatenated into one all_reduce and sliced back (engines that pay a host round trip per call:
+// Gloo). By the group's engine (per tensor on "nccl"); LT_DDP_REDUCE=per_tensor|flat overrides it.
+bool ddp_reduce_per_tensor();
+
 // Every rank's t combined elementwise (Sum, Avg, Max); every rank's t gets the result.
 void all_reduce(Tensor& t, ReduceOp op = ReduceOp::Sum);
 // Rank src's t into every rank's t.

@@ -6,6 +6,13 @@ idle gaps, and lazytensor's host breakdown (tests/gpu/profile_gpt.py's tables); 
 kernel grouping goes to DIR/ddp_grouping_{bare,ddp}.txt (kernel names to IR nodes).
 
   PYTHONPATH=build-gpu/python python3 tests/gpu/profile_ddp.py --out DIR [--top 30]
+
+Under torchrun (RANK etc. set) each rank profiles its own GPU and rank 0 writes the files: the DDP
+variant is then the real data-parallel step, with NCCL's kernels in the table (their time beyond
+"GPU busy"'s union is what overlapped):
+
+  PYTHONPATH=build-gpu/python python3 -m torch.distributed.run --nproc-per-node 2 \
+      tests/gpu/profile_ddp.py --out DIR
 """
 import argparse
 import os
@@ -15,6 +22,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
+import torch  # noqa: E402
+
 import lazytensor as lt  # noqa: E402
 import lazytensor.distributed as dist  # noqa: E402
 from ddp_gpu import FULL, RANK_ENV, ddp_train_step, global_batch, initial_state  # noqa: E402
@@ -28,17 +37,22 @@ def main():
     ap.add_argument("--steps", type=int, default=3)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    os.environ.update(RANK_ENV, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0",
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(RANK_ENV)
+    if "RANK" not in os.environ:  # alone: a group of one rank
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=str(port))
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))  # profile_gpt's synchronize: this GPU
     dist.init_process_group("nccl")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    device = f"lazy:cuda:{os.environ.get('LOCAL_RANK', '0')}"
     idx, tgt = global_batch(FULL, 8)
     state = initial_state(FULL)
     report = []
     for wrap in (False, True):
-        step, _ = ddp_train_step(lt, FULL, state, idx, tgt, "lazy:cuda:0", wrap=wrap)
+        step, _ = ddp_train_step(lt, FULL, state, idx, tgt, device, wrap=wrap)
         c0 = lt.metrics.counters()
         prof, wall = profiled(step, args.steps)
         c1 = lt.metrics.counters()
@@ -47,15 +61,18 @@ def main():
               f"{c1['cuda_graph_launches'] - c0['cuda_graph_launches']}, kernel_launches "
               f"{c1['kernel_launches'] - c0['kernel_launches']} over {2 * args.steps + 3} steps",
               flush=True)
-        name = "DDP over 1 rank" if wrap else "bare model"
+        name = f"DDP over {world} rank(s)" if wrap else "bare model"
         report.append(f"== {name}: wall {wall:.3f} ms/step, {g['kernels']} kernels, "
                       f"{g['nodes']} nodes\n{kernel_table(prof, args.steps, args.top)}\n"
                       + host_breakdown(step, 5))
+        if rank:
+            continue
         print(report[-1], flush=True)
         with open(os.path.join(args.out, f"ddp_grouping_{'ddp' if wrap else 'bare'}.txt"), "w") as f:
             f.write(g.get("grouping", ""))
-    with open(os.path.join(args.out, "ddp_profile.txt"), "w") as f:
-        f.write("\n".join(report) + "\n")
+    if rank == 0:
+        with open(os.path.join(args.out, "ddp_profile.txt"), "w") as f:
+            f.write("\n".join(report) + "\n")
     dist.destroy_process_group()
 
 

@@ -44,8 +44,8 @@ def _torchrun(script, nproc, timeout_s=20, deadline_s=240, **extra_env):
     return p.returncode, p.stdout + p.stderr
 
 
-def _every_rank_ok(script, nproc):
-    rc, out = _torchrun(script, nproc)
+def _every_rank_ok(script, nproc, **extra_env):
+    rc, out = _torchrun(script, nproc, **extra_env)
     assert rc == 0, out
     for r in range(nproc):
         assert f"ok {r}" in out, out
@@ -64,6 +64,17 @@ def test_data_parallel_training_matches_one_process(nproc):
 @pytest.mark.parametrize("nproc", [2, 3])
 def test_distributed_data_parallel_matches_one_process(nproc):
     _every_rank_ok("ddp.py", nproc)
+
+
+@pytest.mark.parametrize("script", ["ddp.py", "ddp_compiled.py"])
+def test_ddp_with_one_all_reduce_per_gradient_matches_one_process(script):
+    # NCCL's way (runtime/distributed.h: ddp_reduce_per_tensor), forced here over Gloo.
+    _every_rank_ok(script, 2, LT_DDP_REDUCE="per_tensor")
+
+
+def test_ddp_reduce_mode_rejects_unknown_values():
+    rc, out = _torchrun("ddp.py", 2, LT_DDP_REDUCE="bogus")
+    assert rc != 0 and "LT_DDP_REDUCE=bogus: expected per_tensor or flat" in out, out
 
 
 def test_distributed_data_parallel_under_lt_compile_matches_one_process():

@@ -19,6 +19,7 @@ void init_distributed(py::module_& m) {
   d.def("get_world_size", &dist::get_world_size);
   d.def("get_local_rank", &dist::get_local_rank);
   d.def("get_backend", &distributed::get_backend);
+  d.def("ddp_reduce_per_tensor", &distributed::ddp_reduce_per_tensor);
   d.def(
       "barrier", [] { dist::default_communicator()->barrier(); },
       py::call_guard<py::gil_scoped_release>());

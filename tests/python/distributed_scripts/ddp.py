@@ -15,6 +15,14 @@ from _common import STEPS, check_against_one_process, ddp_from_own_start, rank_d
 DEVICE = rank_device()  # "lazy", or LT_TEST_DEVICE's (tests/gpu/check_ddp_cuda.py)
 
 
+def assert_all_reduces(grouping):
+    """The step's gradient all_reduces: one per parameter where DDP reduces each gradient (NCCL,
+    or LT_DDP_REDUCE=per_tensor), else one per bucket (_common's cap makes two of the four)."""
+    steps = [ln for ln in grouping.splitlines() if ln.split(":")[0].endswith("all_reduce")]
+    want = 4 if lt._C.distributed.ddp_reduce_per_tensor() else 2
+    assert len(steps) == want, (want, steps, grouping[:2000])
+
+
 def main():
     rank, world, xs, ys, ref, lo, hi = start(dist)
     model, ddp, opt = ddp_from_own_start(lt, rank, DEVICE)  # DDP must replace rank r's start
@@ -28,6 +36,8 @@ def main():
         loss = lt.nn.functional.cross_entropy(ddp(x), y)
         loss.backward()
         opt.step()  # ends the step: forward, backward, the all_reduces and the update, one graph
+        if step == 0:
+            assert_all_reduces(lt.metrics.last_graph().get("grouping", ""))
         mean_loss = loss.detach() * 1
         dist.all_reduce(mean_loss, op="avg")
         losses.append(mean_loss.item())

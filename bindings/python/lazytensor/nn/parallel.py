@@ -26,7 +26,8 @@ class DistributedDataParallel(Module):
     """Data parallelism over the default process group (lt.distributed), as torch's DDP: the
     parameters and buffers start as rank 0's; after each backward pass through this module's
     forward the gradients are averaged over the ranks, in buckets of about bucket_cap_mb in
-    reverse parameter order (the order backward produces them), one all_reduce per bucket. On
+    reverse parameter order (the order backward produces them): on NCCL one all_reduce per
+    gradient, elsewhere one per bucket over its gradients flattened (LT_DDP_REDUCE overrides). On
     "lazy" the averaging is part of the step's graph (traced right after the backward), so forward,
     backward, the collectives and the optimizer's update are one compiled graph. `no_sync()` skips
     the averaging (gradient accumulation)."""
@@ -68,7 +69,12 @@ class DistributedDataParallel(Module):
 
     def _average_gradients(self):
         from .. import cat
+        from .._C import distributed as _D
         from ..autograd import no_grad
+        # One all_reduce per gradient on NCCL (no copies; each runs as soon as its gradient is
+        # ready), one per bucket flattened elsewhere (runtime/distributed.h says why).
+        per_tensor = _D.ddp_reduce_per_tensor()
+        avg = self._dist._op("avg")
         with no_grad():
             for bucket in self._buckets:
                 grads = [p.grad for p in bucket if p.grad is not None]
@@ -78,6 +84,13 @@ class DistributedDataParallel(Module):
                 for g in grads:
                     by_dtype.setdefault(g.dtype, []).append(g)
                 for group in by_dtype.values():
+                    if per_tensor:
+                        # Every result before any assignment: one gradient tensor may be several
+                        # parameters'.
+                        averaged = [_D.all_reduce(g, avg) for g in group]
+                        for g, a in zip(group, averaged):
+                            g._assign(a)
+                        continue
                     flat = cat([g.reshape(-1) for g in group]) if len(group) > 1 else group[0] * 1
                     self._dist.all_reduce(flat, op="avg")
                     offset = 0
