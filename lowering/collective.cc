@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <queue>
+#include <tuple>
 #include <vector>
 
 #include "ir/error.h"
@@ -86,6 +88,67 @@ void hoist_collectives(Plan& plan) {
     }
     if (placed[s]) place_due(s);
   }
+  plan.steps = std::move(order);
+}
+
+void order_by_collectives(Plan& plan) {
+  if (plan.collectives.empty() || plan.steps.empty()) return;
+  const int ns = static_cast<int>(plan.steps.size());
+  const int nb = static_cast<int>(plan.buffers.size());
+  // Dependencies in the current order: read after write, write after read or write, and each
+  // collective after the previous one (every rank keeps one collective order).
+  std::vector<std::vector<int>> next(ns);
+  std::vector<int> waiting(ns, 0), level(ns, -1), last_writer(nb, -1);
+  std::vector<std::vector<int>> readers(nb);
+  std::vector<int> reads, writes, deps;
+  int last_collective = -1, collectives = 0;
+  for (int s = 0; s < ns; ++s) {
+    const bool collective = plan.steps[s].kind == PlanStep::Kind::Collective;
+    step_buffers(plan, plan.steps[s], reads, writes);
+    deps.clear();
+    for (int b : reads)
+      if (b >= 0 && b < nb && last_writer[b] >= 0) deps.push_back(last_writer[b]);
+    for (int b : writes)
+      if (b >= 0 && b < nb) {
+        if (last_writer[b] >= 0) deps.push_back(last_writer[b]);
+        deps.insert(deps.end(), readers[b].begin(), readers[b].end());
+      }
+    if (collective && last_collective >= 0) deps.push_back(last_collective);
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    for (int d : deps) {
+      if (d == s) continue;
+      next[d].push_back(s);
+      ++waiting[s];
+      level[s] = std::max(level[s], level[d]);
+    }
+    if (collective) level[s] = collectives++, last_collective = s;
+    for (int b : reads)
+      if (b >= 0 && b < nb) readers[b].push_back(s);
+    for (int b : writes)
+      if (b >= 0 && b < nb) last_writer[b] = s, readers[b].clear();
+  }
+  // Ready steps by (priority, position): collectives at once; then the steps that wait on no
+  // collective, in order; then those that do, by the last collective they wait on.
+  using Key = std::tuple<int, int>;
+  std::priority_queue<Key, std::vector<Key>, std::greater<Key>> ready;
+  auto priority = [&](int s) {
+    return plan.steps[s].kind == PlanStep::Kind::Collective ? -2 : level[s];
+  };
+  for (int s = 0; s < ns; ++s)
+    if (waiting[s] == 0) ready.emplace(priority(s), s);
+  std::vector<PlanStep> order;
+  order.reserve(plan.steps.size());
+  while (!ready.empty()) {
+    const int s = std::get<1>(ready.top());
+    ready.pop();
+    order.push_back(plan.steps[s]);
+    for (int n : next[s])
+      if (--waiting[n] == 0) ready.emplace(priority(n), n);
+  }
+  if (static_cast<int>(order.size()) != ns)
+    fail(ErrorKind::Runtime, "internal: ordering ", ns, " steps by their collectives placed ",
+         order.size());
   plan.steps = std::move(order);
 }
 

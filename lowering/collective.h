@@ -36,6 +36,15 @@ struct Plan;
 // with the rest of the backward pass. Deterministic: every rank gets the same order.
 void hoist_collectives(Plan& plan);
 
+// Then reorders the steps (a topological order of their buffer dependencies) so that work waiting
+// on no collective goes first, in its order, and the steps that wait on a collective follow by the
+// last collective they wait on: a data-parallel step's optimizer updates run as their own
+// gradients' all_reduces end, the earliest first, instead of all queuing behind the update that
+// waits on the last all_reduce (the embedding's, which backward finishes last). Collectives keep
+// their order and are placed as soon as they are ready. Deterministic: every rank gets the same
+// order.
+void order_by_collectives(Plan& plan);
+
 // Checks the step's invariants (op, reduce or root in range, buffer sizes); throws lt::Error
 // naming `where` (a damaged cache entry, a bad plan).
 void validate_collective(const CollectiveStep& c, int64_t in_numel, int64_t out_numel,

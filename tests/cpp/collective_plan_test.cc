@@ -84,6 +84,46 @@ TEST(CollectivePlan, RunsAsSoonAsItsOperandIsReady) {
   EXPECT_TRUE(writes_operand) << p.grouping;
 }
 
+// The position of the kernel step that reads buffer `b` (-1: none).
+int reader_of(const Plan& p, int b) {
+  for (size_t s = 0; s < p.steps.size(); ++s) {
+    if (p.steps[s].kind != PlanStep::Kind::Kernel) continue;
+    for (const auto& arg : p.kernels[p.steps[s].index].args)
+      if (!arg.output && arg.buffer == b) return static_cast<int>(s);
+  }
+  return -1;
+}
+
+// Consumers of collectives follow the collectives' order, after the work that waits on none: a
+// DDP step's optimizer update of the gradient reduced first runs first, whatever order the updates
+// were traced in (order_by_collectives).
+TEST(CollectivePlan, ConsumersFollowTheirCollectivesOrder) {
+  auto x = param({64, 33}), y = param({300}), z = param({50});
+  auto b = collective(Op::AllReduce, y, 1, 2);
+  auto a = collective(Op::AllReduce, x, 1, 2);
+  auto other = make_node(Op::Mul, {make_node(Op::Cos, {z}), make_node(Op::Cos, {z})});
+  // Traced b, b's consumer, a, a's consumer: hoisting moves a (its operand an input) to the front,
+  // ahead of b, so a's consumer must now come before b's.
+  Plan p = plan_of({make_node(Op::Neg, {b}), make_node(Op::Neg, {a}), other});
+  ASSERT_EQ(p.collectives.size(), 2u) << p.grouping;
+  ASSERT_EQ(p.steps.size(), 5u) << p.grouping;
+  std::vector<int> collective_at, reader_at;
+  int other_at = -1;
+  for (size_t s = 0; s < p.steps.size(); ++s) {
+    if (p.steps[s].kind == PlanStep::Kind::Collective) {
+      collective_at.push_back(static_cast<int>(s));
+      reader_at.push_back(reader_of(p, p.collectives[p.steps[s].index].out));
+      continue;
+    }
+    for (const auto& arg : p.kernels[p.steps[s].index].args)
+      if (arg.output && arg.buffer == p.output_buffers[2]) other_at = static_cast<int>(s);
+  }
+  ASSERT_EQ(collective_at, (std::vector<int>{0, 1})) << p.grouping;         // both at once
+  EXPECT_EQ(p.collectives[p.steps[0].index].count, 64 * 33) << p.grouping;  // a first
+  EXPECT_LT(reader_at[0], reader_at[1]) << p.grouping;                      // so a's consumer first
+  EXPECT_EQ(other_at, 2) << p.grouping;  // the cos kernel waits on no collective: before both
+}
+
 TEST(CollectivePlan, RoundTripsAndRejectsDamage) {
   auto x = param({10});
   Plan p = plan_of({collective(Op::Broadcast, make_node(Op::Sin, {x}), 1, 2)});
