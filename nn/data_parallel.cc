@@ -41,32 +41,36 @@ std::vector<std::vector<Tensor>> make_buckets(const std::vector<Tensor>& params,
   return buckets;
 }
 
-// One all_reduce(avg) over the gradients of `params` (one dtype), flattened into one tensor; each
-// parameter's gradient becomes its slice of the result. A new tensor is reduced, never a gradient
-// in place: one gradient tensor may be several parameters' (add's rule hands the same gradient to
-// both operands), and an in-place reduction would reach them all.
-void average_flat(std::vector<Tensor>& params) {
-  std::vector<Tensor> flats;
-  flats.reserve(params.size());
-  for (const Tensor& p : params) flats.push_back(reshape(p.grad(), {-1}));
-  Tensor flat = flats.size() > 1 ? cat(flats, 0) : flats[0] * 1;
-  distributed::all_reduce(flat, ReduceOp::Avg);
+// The averaged gradients of `params` (one dtype), in order, as `mode` says (runtime/distributed.h):
+// each gradient alone, or several flattened into one all_reduce and sliced back. New tensors are
+// reduced, never a gradient in place, and every result is made before any gradient is set: one
+// gradient tensor may be several parameters' (add's rule hands the same gradient to both operands).
+std::vector<Tensor> averaged(const std::vector<Tensor>& params, distributed::DdpReduce mode) {
+  const int world = distributed::get_world_size();
+  std::vector<Tensor> out(params.size());
+  std::vector<size_t> flat;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const bool alone = mode == distributed::DdpReduce::PerTensor ||
+                       (mode == distributed::DdpReduce::Mixed &&
+                        params[i].numel() >= distributed::kDdpAloneElements);
+    if (alone)
+      out[i] = all_reduce(params[i].grad(), ReduceOp::Avg, world);
+    else
+      flat.push_back(i);
+  }
+  if (flat.size() == 1) out[flat[0]] = all_reduce(params[flat[0]].grad(), ReduceOp::Avg, world);
+  if (flat.size() < 2) return out;
+  std::vector<Tensor> pieces;
+  pieces.reserve(flat.size());
+  for (size_t i : flat) pieces.push_back(reshape(params[i].grad(), {-1}));
+  const Tensor sum = all_reduce(cat(pieces, 0), ReduceOp::Avg, world);
   int64_t offset = 0;
-  for (Tensor& p : params) {
-    const int64_t n = p.numel();
-    p.set_grad(reshape_to(narrow(flat, 0, offset, n), p.shape()));
+  for (size_t i : flat) {
+    const int64_t n = params[i].numel();
+    out[i] = reshape_to(narrow(sum, 0, offset, n), params[i].shape());
     offset += n;
   }
-}
-
-// One all_reduce(avg) per gradient (distributed::ddp_reduce_per_tensor). Every result is made
-// before any is set: one gradient tensor may be several parameters' (see average_flat).
-void average_each(std::vector<Tensor>& params) {
-  const int world = distributed::get_world_size();
-  std::vector<Tensor> averaged;
-  averaged.reserve(params.size());
-  for (const Tensor& p : params) averaged.push_back(all_reduce(p.grad(), ReduceOp::Avg, world));
-  for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(averaged[i]);
+  return out;
 }
 
 }  // namespace
@@ -76,7 +80,7 @@ void average_each(std::vector<Tensor>& params) {
 // the collectives' check between ranks reports).
 void DistributedDataParallel::Reducer::average() const {
   NoGradGuard no_grad;
-  const bool each = distributed::ddp_reduce_per_tensor();
+  const distributed::DdpReduce mode = distributed::ddp_reduce_mode();
   for (const auto& bucket : buckets) {
     std::vector<std::pair<DType, std::vector<Tensor>>> by_dtype;
     for (const Tensor& p : bucket) {
@@ -86,7 +90,10 @@ void DistributedDataParallel::Reducer::average() const {
       if (it == by_dtype.end()) it = by_dtype.insert(by_dtype.end(), {p.dtype(), {}});
       it->second.push_back(p);
     }
-    for (auto& [dtype, params] : by_dtype) each ? average_each(params) : average_flat(params);
+    for (auto& [dtype, params] : by_dtype) {
+      const std::vector<Tensor> avg = averaged(params, mode);
+      for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(avg[i]);
+    }
   }
 }
 

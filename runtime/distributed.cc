@@ -31,14 +31,16 @@ int get_world_size() { return dist::get_world_size(); }
 std::string get_backend() { return std::string(dist::default_communicator()->engine()); }
 void barrier() { dist::default_communicator()->barrier(); }
 
-bool ddp_reduce_per_tensor() {
+DdpReduce ddp_reduce_mode() {
   const char* e = std::getenv("LT_DDP_REDUCE");
   const std::string mode = e ? e : "";
-  if (mode == "per_tensor") return true;
-  if (mode == "flat") return false;
+  if (mode == "flat") return DdpReduce::Flat;
+  if (mode == "per_tensor") return DdpReduce::PerTensor;
+  if (mode == "mixed") return DdpReduce::Mixed;
   if (!mode.empty())
-    fail(ErrorKind::Value, "LT_DDP_REDUCE=", mode, ": expected per_tensor or flat (or unset)");
-  return get_backend() == "nccl";
+    fail(ErrorKind::Value, "LT_DDP_REDUCE=", mode,
+         ": expected flat, per_tensor or mixed (or unset: mixed on nccl, else flat)");
+  return get_backend() == "nccl" ? DdpReduce::Mixed : DdpReduce::Flat;
 }
 
 void all_reduce(Tensor& t, ReduceOp op) { t.assign(lt::all_reduce(t, op, get_world_size())); }

@@ -3,6 +3,7 @@
 // tensors, in place: on a lazy device a node of the graph, run at the next sync in graph order
 // (every rank must sync the same graphs in the same order), else at once.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,12 +23,19 @@ int get_world_size();
 std::string get_backend();
 void barrier();
 
-// How DistributedDataParallel averages a bucket of gradients. Per tensor: one all_reduce per
-// gradient, in place of that gradient's buffer, no copies (on NCCL each runs on the device as
-// soon as its gradient is ready, overlapping the rest of backward). Flat: the bucket's gradients
-// concatenated into one all_reduce and sliced back (engines that pay a host round trip per call:
-// Gloo). By the group's engine (per tensor on "nccl"); LT_DDP_REDUCE=per_tensor|flat overrides it.
-bool ddp_reduce_per_tensor();
+// How DistributedDataParallel averages a bucket of gradients (of one dtype):
+//  Flat: the bucket's gradients concatenated into one all_reduce and sliced back: one collective
+//    a bucket, for engines that pay a host round trip per call (Gloo).
+//  PerTensor: one all_reduce per gradient, no copies (on NCCL each runs on the device as soon as
+//    its gradient is ready, overlapping the rest of backward).
+//  Mixed: gradients of at least kDdpAloneElements elements alone, the bucket's smaller ones
+//  (biases,
+//    norm weights) in one flat all_reduce: few NCCL calls, copies only of small tensors.
+// By the group's engine (Mixed on "nccl", else Flat); LT_DDP_REDUCE=flat|per_tensor|mixed
+// overrides it.
+enum class DdpReduce { Flat, PerTensor, Mixed };
+inline constexpr int64_t kDdpAloneElements = int64_t{1} << 16;
+DdpReduce ddp_reduce_mode();
 
 // Every rank's t combined elementwise (Sum, Avg, Max); every rank's t gets the result.
 void all_reduce(Tensor& t, ReduceOp op = ReduceOp::Sum);

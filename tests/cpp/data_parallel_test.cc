@@ -107,13 +107,17 @@ TEST(DistributedDataParallel, TwoRanksTrainLikeOneProcessOnTheWholeBatch) {
   trains_like_one_process(2, 25, 1);  // one bucket, two dtype groups (float32, float64)
 }
 
-// NCCL's way (lt::distributed::ddp_reduce_per_tensor: one all_reduce per gradient, no flat
-// buffer), forced over Gloo; the ranks inherit the variable.
+// NCCL's ways of averaging a bucket (lt::distributed::ddp_reduce_mode: each gradient alone, or
+// the large ones alone and the small ones flattened), forced over Gloo; the ranks inherit the
+// variable.
 TEST(DistributedDataParallel, TwoRanksReducingEachGradientTrainLikeOneProcess) {
   SKIP_WITHOUT_GLOO();
-  ::setenv("LT_DDP_REDUCE", "per_tensor", 1);
-  trains_like_one_process(2, 25, 1);
-  ::unsetenv("LT_DDP_REDUCE");
+  for (const char* mode : {"per_tensor", "mixed"}) {
+    SCOPED_TRACE(mode);
+    ::setenv("LT_DDP_REDUCE", mode, 1);
+    trains_like_one_process(2, 25, 1);
+    ::unsetenv("LT_DDP_REDUCE");
+  }
 }
 
 // 1e-4 MB (104 bytes) is below every parameter but the 3-element ones, so no two share a

@@ -66,15 +66,16 @@ def test_distributed_data_parallel_matches_one_process(nproc):
     _every_rank_ok("ddp.py", nproc)
 
 
+@pytest.mark.parametrize("mode", ["per_tensor", "mixed"])
 @pytest.mark.parametrize("script", ["ddp.py", "ddp_compiled.py"])
-def test_ddp_with_one_all_reduce_per_gradient_matches_one_process(script):
-    # NCCL's way (runtime/distributed.h: ddp_reduce_per_tensor), forced here over Gloo.
-    _every_rank_ok(script, 2, LT_DDP_REDUCE="per_tensor")
+def test_ddp_reduce_modes_match_one_process(script, mode):
+    # NCCL's ways of averaging a bucket (runtime/distributed.h: ddp_reduce_mode), forced over Gloo.
+    _every_rank_ok(script, 2, LT_DDP_REDUCE=mode)
 
 
 def test_ddp_reduce_mode_rejects_unknown_values():
     rc, out = _torchrun("ddp.py", 2, LT_DDP_REDUCE="bogus")
-    assert rc != 0 and "LT_DDP_REDUCE=bogus: expected per_tensor or flat" in out, out
+    assert rc != 0 and "LT_DDP_REDUCE=bogus: expected flat, per_tensor or mixed" in out, out
 
 
 def test_distributed_data_parallel_under_lt_compile_matches_one_process():

@@ -20,3 +20,37 @@ def test_nn_parallel_import_path_as_in_pytorch():
         torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(3, 2))
     with pytest.raises(ValueError, match="process group"):
         DDP(lin)
+
+
+@pytest.mark.parametrize("mode,want", [("flat", 1), ("per_tensor", 5), ("mixed", 3)])
+def test_ddp_bucket_averaging_modes(monkeypatch, mode, want):
+    """One bucket's averaging (lt.nn.parallel._averaged) in a group of one rank: the values come
+    back unchanged, and the step has one all_reduce per bucket (flat), per gradient (per_tensor),
+    or per large gradient plus one for the small ones (mixed: the two of 70,000 elements alone)."""
+    import socket
+    import lazytensor.distributed as dist
+    from lazytensor._C import distributed as _D
+    from lazytensor.nn.parallel import _averaged
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for k, v in dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                     MASTER_PORT=str(port)).items():
+        monkeypatch.setenv(k, v)
+    rng = np.random.default_rng(11)
+    sizes = [(70000,), (2, 5), (20,), (350, 200), (5,)]
+    values = [rng.standard_normal(s).astype(np.float32) for s in sizes]
+    dist.init_process_group("gloo")
+    try:
+        grads = [lt.tensor(v, device="lazy") * 1 for v in values]
+        out = _averaged(_D, grads, mode, 1)
+        pos = {id(g): i for i, g in enumerate(grads)}
+        assert sorted(pos[id(g)] for g, _ in out) == list(range(len(grads)))  # each once
+        lt.mark_step()
+        steps = [ln for ln in lt.metrics.last_graph()["grouping"].splitlines()
+                 if ln.split(":")[0].endswith("all_reduce")]
+        assert len(steps) == want, steps
+        for g, a in out:
+            np.testing.assert_allclose(a.numpy(), values[pos[id(g)]], rtol=1e-6)
+    finally:
+        dist.destroy_process_group()

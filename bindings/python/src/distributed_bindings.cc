@@ -19,7 +19,18 @@ void init_distributed(py::module_& m) {
   d.def("get_world_size", &dist::get_world_size);
   d.def("get_local_rank", &dist::get_local_rank);
   d.def("get_backend", &distributed::get_backend);
-  d.def("ddp_reduce_per_tensor", &distributed::ddp_reduce_per_tensor);
+  // "flat", "per_tensor" or "mixed", and the size from which "mixed" reduces a gradient alone.
+  d.def("ddp_reduce_mode", [] {
+    switch (distributed::ddp_reduce_mode()) {
+      case distributed::DdpReduce::PerTensor:
+        return "per_tensor";
+      case distributed::DdpReduce::Mixed:
+        return "mixed";
+      default:
+        return "flat";
+    }
+  });
+  d.attr("DDP_ALONE_ELEMENTS") = distributed::kDdpAloneElements;
   d.def(
       "barrier", [] { dist::default_communicator()->barrier(); },
       py::call_guard<py::gil_scoped_release>());

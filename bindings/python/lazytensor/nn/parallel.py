@@ -26,8 +26,9 @@ class DistributedDataParallel(Module):
     """Data parallelism over the default process group (lt.distributed), as torch's DDP: the
     parameters and buffers start as rank 0's; after each backward pass through this module's
     forward the gradients are averaged over the ranks, in buckets of about bucket_cap_mb in
-    reverse parameter order (the order backward produces them): on NCCL one all_reduce per
-    gradient, elsewhere one per bucket over its gradients flattened (LT_DDP_REDUCE overrides). On
+    reverse parameter order (the order backward produces them): on Gloo one all_reduce per bucket
+    over its gradients flattened, on NCCL one per large gradient and one over the bucket's small
+    ones (LT_DDP_REDUCE=flat|per_tensor|mixed overrides). On
     "lazy" the averaging is part of the step's graph (traced right after the backward), so forward,
     backward, the collectives and the optimizer's update are one compiled graph. `no_sync()` skips
     the averaging (gradient accumulation)."""
@@ -68,36 +69,21 @@ class DistributedDataParallel(Module):
         return self.module(*args, **kwargs)
 
     def _average_gradients(self):
-        from .. import cat
         from .._C import distributed as _D
         from ..autograd import no_grad
-        # One all_reduce per gradient on NCCL (no copies; each runs as soon as its gradient is
-        # ready), one per bucket flattened elsewhere (runtime/distributed.h says why).
-        per_tensor = _D.ddp_reduce_per_tensor()
+        mode = _D.ddp_reduce_mode()  # runtime/distributed.h: flat on Gloo, mixed on NCCL
         avg = self._dist._op("avg")
         with no_grad():
             for bucket in self._buckets:
                 grads = [p.grad for p in bucket if p.grad is not None]
-                if not grads:
-                    continue
                 by_dtype = {}
                 for g in grads:
                     by_dtype.setdefault(g.dtype, []).append(g)
                 for group in by_dtype.values():
-                    if per_tensor:
-                        # Every result before any assignment: one gradient tensor may be several
-                        # parameters'.
-                        averaged = [_D.all_reduce(g, avg) for g in group]
-                        for g, a in zip(group, averaged):
-                            g._assign(a)
-                        continue
-                    flat = cat([g.reshape(-1) for g in group]) if len(group) > 1 else group[0] * 1
-                    self._dist.all_reduce(flat, op="avg")
-                    offset = 0
-                    for g in group:
-                        n = g.numel()
-                        g._assign(flat[offset:offset + n].reshape(tuple(g.shape)))
-                        offset += n
+                    # Every result before any assignment: one gradient tensor may be several
+                    # parameters'.
+                    for g, a in _averaged(_D, group, mode, avg):
+                        g._assign(a)
 
     def no_sync(self):
         """Within it, backward passes accumulate local gradients only (as torch's no_sync)."""
@@ -112,6 +98,27 @@ class DistributedDataParallel(Module):
                 return False
 
         return _NoSync()
+
+
+def _averaged(_D, grads, mode, avg):
+    """(gradient, its average over the ranks) for each of `grads` (one dtype, in order): each alone
+    (per_tensor; mixed: those of at least DDP_ALONE_ELEMENTS), the rest flattened into one
+    all_reduce and sliced back."""
+    from .. import cat
+    alone = [mode == "per_tensor" or (mode == "mixed" and g.numel() >= _D.DDP_ALONE_ELEMENTS)
+             for g in grads]
+    rest = [g for g, a in zip(grads, alone) if not a]
+    if len(rest) == 1:
+        alone = [True] * len(grads)
+    out = [(g, _D.all_reduce(g, avg)) for g, a in zip(grads, alone) if a]
+    if len(rest) > 1:
+        flat = _D.all_reduce(cat([g.reshape(-1) for g in rest]), avg)
+        offset = 0
+        for g in rest:
+            n = g.numel()
+            out.append((g, flat[offset:offset + n].reshape(tuple(g.shape))))
+            offset += n
+    return out
 
 
 __all__ = ["DataParallel", "DistributedDataParallel"]
