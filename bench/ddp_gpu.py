@@ -19,6 +19,10 @@ process of this same script (--worker):
      its first --loss-steps losses must equal run 2's averaged ones (bf16, so loosely: within
      --loss-tol of how far the loss moved).
 
+--peer adds PyTorch's runs (bench/ddp_torch_worker.py: torch.nn.parallel.DistributedDataParallel,
+then torch.compile, AdamW eager, the same weights, batches and timing): the bare compiled model
+on 1 GPU and DDP on N, so the table shows the peer's speedup and our N-GPU step against its.
+
 Prints a table to stdout (every rank's output goes to stderr, the log) and writes the figures as
 JSON to --out. Exit 0 when every run finished and the losses and weights agree (the throughput
 target, >= 0.95 x N, is reported, not enforced).
@@ -271,12 +275,16 @@ def worker(args):
 
 # ---- the launcher ----
 
-def run_phase(args, name, nproc, global_rows, timed, no_ddp=False):
-    """Runs this script's worker on nproc ranks; returns rank 0's figures, or None when the run
-    failed. Every rank's output goes to stderr, the log, which says why."""
+PEER = os.path.join(HERE, "ddp_torch_worker.py")  # --peer's ranks: PyTorch's DDP + torch.compile
+
+
+def run_phase(args, name, nproc, global_rows, timed, no_ddp=False, script=None, env=None):
+    """Runs this script's worker (or `script`, the peer's) on nproc ranks, with `env` added to
+    their environment; returns rank 0's figures, or None when the run failed. Every rank's output
+    goes to stderr, the log, which says why."""
     with tempfile.TemporaryDirectory() as tmp:
         result = os.path.join(tmp, "result.json")
-        worker_args = [os.path.abspath(__file__), "--worker", "--result", result,
+        worker_args = [script or os.path.abspath(__file__), "--worker", "--result", result,
                        "--device-template", args.device_template, "--backend", args.backend,
                        "--global-batch", str(global_rows), "--loss-steps", str(args.loss_steps),
                        "--repeats", str(args.repeats), "--rounds", str(args.rounds)]
@@ -284,7 +292,8 @@ def run_phase(args, name, nproc, global_rows, timed, no_ddp=False):
         worker_args += ["--no-ddp"] if no_ddp else []
         worker_args += ["--compile"] if args.compile else []
         t0 = time.perf_counter()
-        rc, out = torchrun(worker_args, nproc, rank_env(args.dist_timeout), args.deadline)
+        rc, out = torchrun(worker_args, nproc, rank_env(args.dist_timeout, **(env or {})),
+                           args.deadline)
         status = f"exit {rc}" if rc is not None else f"killed at the {args.deadline} s deadline"
         sys.stderr.write(f"==== {name}: {nproc} rank(s), {global_rows} rows per step, {status}, "
                          f"{time.perf_counter() - t0:.1f} s\n{out}")
@@ -310,7 +319,7 @@ def compare_losses(many, oracle, tol):
             "passed": bool(moved > 0 and diff.max() <= tol * moved)}
 
 
-def summarize(args, nproc, one, many, oracle, plain=None):
+def summarize(args, nproc, one, many, oracle, plain=None, peer_one=None, peer_many=None):
     """The JSON's figures: the three runs as they came, the speedup and the loss comparison."""
     import torch
     import lazytensor as lt
@@ -338,6 +347,13 @@ def summarize(args, nproc, one, many, oracle, plain=None):
         out["target_met"] = out["speedup"] >= out["target_speedup"]
     if many and oracle:
         out["loss_check"] = compare_losses(many, oracle, args.loss_tol)
+    if args.peer:
+        out["peer"] = "PyTorch: torch.nn.parallel.DistributedDataParallel, then torch.compile"
+        out["peer_one"], out["peer_n"] = peer_one, peer_many
+        if peer_one and peer_many:
+            out["peer_speedup"] = peer_many["tokens_per_s"] / peer_one["tokens_per_s"]
+        if many and peer_many and "step_ms" in many:
+            out["n_step_vs_peer"] = many["step_ms"] / peer_many["step_ms"]
     return out
 
 
@@ -357,16 +373,23 @@ def print_table(s):
           f"{s['device_template']} over {s['backend']}; 1-GPU run: {s['one_gpu_run']}")
     print(f"{'ranks':>5} {'rows/step':>9} {'step ms':>9} {'tokens/s':>12} {'first step s':>12} "
           f"{'compiles':>8} {'weights equal':>13}")
-    for r in (s.get("one_plain"), s["one"], s["n"]):
+    for r in (s.get("one_plain"), s["one"], s["n"], s.get("peer_one"), s.get("peer_n")):
         if r and "tokens_per_s" in r:
-            print(f"{r['world']:>5}{'' if r.get('ddp', True) else ' bare'} "
+            who = ("torch " if r.get("peer") else "") + ("" if r.get("ddp", True) else "bare")
+            compiles = r["graph_compiles_while_timed"]
+            print(f"{r['world']:>5} {who:<10} "
                   f"{r['global_rows']:>9} {r['step_ms']:>9.2f} "
                   f"{r['tokens_per_s']:>12,.0f} {r['first_step_s']:>12.2f} "
-                  f"{r['graph_compiles_while_timed']:>8} {str(r['weights_equal']):>13}")
+                  f"{'-' if compiles is None else compiles:>8} {str(r['weights_equal']):>13}")
     if "speedup" in s:
         print(f"speedup {s['nproc']} vs 1 ({s['one_gpu_baseline']}): {s['speedup']:.3f}x (efficiency "
               f"{s['scaling_efficiency']:.1%}; target >= {s['target_speedup']:.2f}x: "
               f"{'met' if s['target_met'] else 'NOT met'})")
+    if "peer_speedup" in s:
+        print(f"peer ({s['peer']}): speedup {s['nproc']} vs 1 (bare compiled model): "
+              f"{s['peer_speedup']:.3f}x")
+    if "n_step_vs_peer" in s:
+        print(f"our {s['nproc']}-rank step / the peer's: {s['n_step_vs_peer']:.3f}x")
     for name in ("one", "n"):
         if s[name]:
             print(f"rank 0's losses, {s[name]['world']} rank(s): "
@@ -393,10 +416,28 @@ def launch(args):
     one = run_phase(args, "1 rank", 1, args.batch, timed=True)
     many = run_phase(args, f"{nproc} ranks", nproc, nproc * args.batch, timed=True)
     oracle = run_phase(args, "oracle", 1, nproc * args.batch, timed=False)
-    s = summarize(args, nproc, one, many, oracle, plain)
+    peer_one = peer_many = None
+    if args.peer:
+        peer_one = run_phase(args, "peer, 1 rank, no DDP", 1, args.batch, timed=True, no_ddp=True,
+                             script=PEER)
+        peer_many = run_phase(args, f"peer, {nproc} ranks", nproc, nproc * args.batch, timed=True,
+                              script=PEER)
+    # The N-rank step under each of DDP's ways to average a bucket (runtime/distributed.h).
+    by_mode = {m: run_phase(args, f"{nproc} ranks, LT_DDP_REDUCE={m}", nproc, nproc * args.batch,
+                            timed=True, env={"LT_DDP_REDUCE": m})
+               for m in args.reduce_modes.split(",") if m}
+    s = summarize(args, nproc, one, many, oracle, plain, peer_one, peer_many)
+    s["n_by_reduce_mode"] = by_mode
     print_table(s)
-    failed = [name for name, r in (("1 rank, no DDP", plain), ("1 rank", one),
-                                   (f"{nproc} ranks", many), ("oracle", oracle)) if r is None]
+    for m, r in by_mode.items():
+        print(f"{nproc} ranks with LT_DDP_REDUCE={m}: "
+              + (f"{r['step_ms']:.2f} ms a step" if r else "failed"))
+    phases = (("1 rank, no DDP", plain), ("1 rank", one), (f"{nproc} ranks", many),
+              ("oracle", oracle))
+    if args.peer:
+        phases += (("peer, 1 rank", peer_one), (f"peer, {nproc} ranks", peer_many))
+    phases += tuple((f"LT_DDP_REDUCE={m}", r) for m, r in by_mode.items())
+    failed = [name for name, r in phases if r is None]
     if many and not many["weights_equal"]:
         failed.append("weights differ between ranks")
     if "loss_check" in s and not s["loss_check"]["passed"]:
@@ -435,6 +476,12 @@ def parse(argv):
                     help="seconds per run (three runs), then killed")
     ap.add_argument("--compile", action="store_true",
                     help="every run's step under lt.compile (no Python tracing on replays)")
+    ap.add_argument("--peer", action="store_true",
+                    help="also time the peer (bench/ddp_torch_worker.py): PyTorch's DDP then "
+                         "torch.compile, bare on 1 GPU and on N")
+    ap.add_argument("--reduce-modes", default="",
+                    help="comma-separated LT_DDP_REDUCE values (flat, per_tensor, mixed): the "
+                         "N-rank run again under each")
     ap.add_argument("--out", default=None, help="JSON (default bench/results/ddp_gpu_<date>.json)")
     # The ranks' own arguments (the launcher passes them).
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
