@@ -34,7 +34,12 @@ struct ThreadPool::Job {
 };
 
 int default_num_threads() {
-  if (const char* s = std::getenv("LT_NUM_THREADS")) {
+  // OMP_NUM_THREADS as PyTorch honours it: torchrun sets it to 1 for every rank when it starts
+  // several on one host, so that N ranks do not each run a pool as wide as the machine (N pools
+  // of polling workers on the same cores).
+  for (const char* name : {"LT_NUM_THREADS", "OMP_NUM_THREADS"}) {
+    const char* s = std::getenv(name);
+    if (!s) continue;
     char* endp = nullptr;
     long v = std::strtol(s, &endp, 10);
     if (endp != s && *endp == '\0' && v > 0) return static_cast<int>(std::min<long>(v, 1024));

@@ -14,7 +14,8 @@
 
 namespace lt::cpu {
 
-// LT_NUM_THREADS when set to a positive integer, else std::thread::hardware_concurrency().
+// LT_NUM_THREADS when set to a positive integer, else OMP_NUM_THREADS (as PyTorch; torchrun sets
+// it to 1 for several ranks on one host), else std::thread::hardware_concurrency().
 int default_num_threads();
 
 class ThreadPool {

@@ -10,9 +10,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "backends/backend.h"
@@ -25,6 +27,34 @@ namespace {
 using namespace cpu_codegen_test;  // NOLINT: the shared test helpers
 
 // out = max((x * y + 1.5) - |x| / (y*y + 1), x) and exp(x) as float64, N odd (vector remainder).
+// The pool's default width: LT_NUM_THREADS, else OMP_NUM_THREADS (torchrun's 1 per rank), else
+// the cores; values that are not positive integers are skipped.
+TEST(CpuThreads, DefaultWidthFollowsLtThenOmpThenTheCores) {
+  const char* lt_saved = std::getenv("LT_NUM_THREADS");
+  const char* omp_saved = std::getenv("OMP_NUM_THREADS");
+  const std::string lt_old = lt_saved ? lt_saved : "", omp_old = omp_saved ? omp_saved : "";
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  ::unsetenv("LT_NUM_THREADS");
+  ::unsetenv("OMP_NUM_THREADS");
+  EXPECT_EQ(cpu::default_num_threads(), cores);
+  ::setenv("OMP_NUM_THREADS", "3", 1);
+  EXPECT_EQ(cpu::default_num_threads(), 3);
+  ::setenv("LT_NUM_THREADS", "5", 1);
+  EXPECT_EQ(cpu::default_num_threads(), 5);
+  ::setenv("LT_NUM_THREADS", "zero", 1);
+  EXPECT_EQ(cpu::default_num_threads(), 3);
+  ::setenv("OMP_NUM_THREADS", "-2", 1);
+  EXPECT_EQ(cpu::default_num_threads(), cores);
+  if (lt_saved)
+    ::setenv("LT_NUM_THREADS", lt_old.c_str(), 1);
+  else
+    ::unsetenv("LT_NUM_THREADS");
+  if (omp_saved)
+    ::setenv("OMP_NUM_THREADS", omp_old.c_str(), 1);
+  else
+    ::unsetenv("OMP_NUM_THREADS");
+}
+
 TEST(CpuCodegen, ElementwiseChain1D) {
   const int64_t N = 1003;
   PlanBuilder pb;

@@ -318,7 +318,7 @@ if [ "$built" -eq 1 ] && [ -d "$BUILD/python/lazytensor" ]; then
   fi
   if stage ddpbench; then
     # Not in the default stages: GPT-2 124M bf16 training tokens/s on 1 GPU and on all of them.
-    LD_PRELOAD="$TRACE_SO" timeout 560 "$PY" -u -X faulthandler bench/ddp_gpu.py --out "$OUT/bench_ddp_gpu.json" ${DDP_BENCH_ARGS:-} >"$OUT/bench_ddp_gpu.log" 2>&1
+    LD_PRELOAD="$TRACE_SO" timeout 560 "$PY" -u -X faulthandler bench/ddp_gpu.py --out "$OUT/bench_ddp_gpu.json" ${DDP_BENCH_ARGS:---peer} >"$OUT/bench_ddp_gpu.log" 2>&1
     rc=$?
     tail -n 20 "$OUT/bench_ddp_gpu.log"
     record "data-parallel GPT-2 benchmark (bench/ddp_gpu.py)" "$rc"
