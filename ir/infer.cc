@@ -285,9 +285,12 @@ Inferred infer(Op op, const NodeList& in, const Attrs& a) {
     case OpClass::Attention:
       return infer_attention(op, in, a);
     case OpClass::Collective: {
-      if (a.ints.size() != 2 || a.ints[1] < 1)
+      const size_t most = op == Op::AllReduce ? 3 : 2;  // all_reduce's optional group
+      if (a.ints.size() < 2 || a.ints.size() > most || a.ints[1] < 1 ||
+          (a.ints.size() == 3 && a.ints[2] < 0))
         fail(ErrorKind::Runtime, name, ": attributes {", op == Op::AllReduce ? "reduce" : "root",
-             ", world size} expected, got ", shape_str(a.ints));
+             ", world size", op == Op::AllReduce ? "[, group >= 0]" : "", "} expected, got ",
+             shape_str(a.ints));
       if (op == Op::AllReduce && (a.ints[0] < 0 || a.ints[0] > 2))
         fail(ErrorKind::Runtime, name, ": reduce op ", a.ints[0],
              " is not one of 0 (sum), 1 (avg), 2 (max)");

@@ -45,6 +45,7 @@ std::string attrs_text(const Node& n) {
              : n.op == Op::Broadcast ? "root="
                                      : "_=")
          << n.attrs.ints.at(0) << ", world=" << n.attrs.ints.at(1);
+      if (n.attrs.ints.size() > 2) os << ", group=" << n.attrs.ints[2];
       break;
     case OpClass::LayerNorm:
       os << "dims=" << n.attrs.ints.at(0) << ", eps=" << n.attrs.value;

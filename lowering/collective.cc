@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <queue>
 #include <tuple>
 #include <vector>
@@ -15,10 +16,11 @@ void validate_collective(const CollectiveStep& c, int64_t in_numel, int64_t out_
                          const char* where) {
   if (c.op != Op::AllReduce && c.op != Op::Broadcast && c.op != Op::AllGather)
     fail(ErrorKind::Runtime, where, ": collective ", c.name, " has op ", op_name(c.op));
-  if (c.world < 1 || (c.op == Op::AllReduce && (c.reduce < 0 || c.reduce > 2)) ||
+  if (c.world < 1 || c.group < 0 || (c.op != Op::AllReduce && c.group != 0) ||
+      (c.op == Op::AllReduce && (c.reduce < 0 || c.reduce > 2)) ||
       (c.op == Op::Broadcast && (c.root < 0 || c.root >= c.world)))
     fail(ErrorKind::Runtime, where, ": collective ", c.name, " has reduce ", c.reduce, ", root ",
-         c.root, " in a group of ", c.world);
+         c.root, ", call group ", c.group, " in a group of ", c.world);
   const int64_t want_out = c.op == Op::AllGather ? c.count * c.world : c.count;
   if (c.count < 0 || in_numel != c.count || out_numel != want_out)
     fail(ErrorKind::Runtime, where, ": collective ", c.name, " of ", c.count,
@@ -31,10 +33,22 @@ CollectiveStep collective_step_of(Op op, DType t, const Attrs& a, int64_t count)
   c.dtype = t;
   c.world = static_cast<int>(a.ints.at(1));
   if (op == Op::AllReduce) c.reduce = static_cast<int>(a.ints.at(0));
+  if (op == Op::AllReduce && a.ints.size() > 2) c.group = static_cast<int>(a.ints[2]);
   if (op == Op::Broadcast) c.root = static_cast<int>(a.ints.at(0));
   c.count = count;
   return c;
 }
+
+namespace {
+
+// The call group of a collective step (0: none, or not a collective).
+int group_of(const Plan& plan, const PlanStep& st) {
+  return st.kind == PlanStep::Kind::Collective
+             ? plan.collectives[static_cast<size_t>(st.index)].group
+             : 0;
+}
+
+}  // namespace
 
 void hoist_collectives(Plan& plan) {
   if (plan.collectives.empty() || plan.steps.empty()) return;
@@ -54,9 +68,18 @@ void hoist_collectives(Plan& plan) {
       if (b >= 0 && b < nb) after = std::max(after, writer[b]);
     return after;
   };
+  // A call group's all_reduces (a DDP bucket) go together, after the latest of their operands.
+  std::map<int, int> group_ready;
+  for (int s = 0; s < ns; ++s)
+    if (int g = group_of(plan, plan.steps[s]); g > 0)
+      group_ready[g] = std::max(group_ready.count(g) ? group_ready[g] : -1, ready_after(s));
   std::vector<int> target(ns, -2);  // -2: stays; else the step it now follows (-1: the front)
   for (int s = 0; s < ns; ++s) {
     if (plan.steps[s].kind != PlanStep::Kind::Collective) continue;
+    if (int g = group_of(plan, plan.steps[s]); g > 0 && group_ready[g] < s) {
+      target[s] = group_ready[g];  // never later than where it was traced
+      continue;
+    }
     const int w = ready_after(s);
     // The operand's own kernel (a bucket's concatenation) comes along, to right after what it
     // reads (its outputs are new values: nothing earlier reads them).
@@ -102,6 +125,20 @@ void order_by_collectives(Plan& plan) {
   std::vector<std::vector<int>> readers(nb);
   std::vector<int> reads, writes, deps;
   int last_collective = -1, collectives = 0;
+  // The writers of each call group's operands: every member waits for all of them, so the group
+  // stays adjacent (one engine call).
+  std::map<int, std::vector<int>> group_writers;
+  {
+    std::vector<int> writer(nb, -1);
+    for (int s = 0; s < ns; ++s) {
+      step_buffers(plan, plan.steps[s], reads, writes);
+      if (int g = group_of(plan, plan.steps[s]); g > 0)
+        for (int b : reads)
+          if (b >= 0 && b < nb && writer[b] >= 0) group_writers[g].push_back(writer[b]);
+      for (int b : writes)
+        if (b >= 0 && b < nb) writer[b] = s;
+    }
+  }
   for (int s = 0; s < ns; ++s) {
     const bool collective = plan.steps[s].kind == PlanStep::Kind::Collective;
     step_buffers(plan, plan.steps[s], reads, writes);
@@ -114,6 +151,9 @@ void order_by_collectives(Plan& plan) {
         deps.insert(deps.end(), readers[b].begin(), readers[b].end());
       }
     if (collective && last_collective >= 0) deps.push_back(last_collective);
+    if (int g = group_of(plan, plan.steps[s]); g > 0)
+      for (int w : group_writers[g])
+        if (w < s) deps.push_back(w);
     std::sort(deps.begin(), deps.end());
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
     for (int d : deps) {

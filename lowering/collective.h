@@ -21,6 +21,7 @@ struct CollectiveStep {
   int world = 1;                 // the group's size when the graph was traced
   int in = -1, out = -1;         // plan buffers: in holds count elements, out count (x world)
   int64_t count = 0;             // elements of one rank's value
+  int group = 0;  // AllReduce: > 0, runs in one engine call with the adjacent steps of its group
 };
 
 // The step of a collective prim `op` of dtype t, attributes a (ir/ops.def) over `count` elements a
@@ -33,7 +34,9 @@ struct Plan;
 // values ready earlier) to right after the steps its operand needs: a data-parallel step's
 // gradient all_reduce, traced after the whole backward pass, then runs as soon as its bucket is
 // ready, and a backend that runs collectives on a worker (backends/collective_queue.h) overlaps it
-// with the rest of the backward pass. Deterministic: every rank gets the same order.
+// with the rest of the backward pass. The all_reduces of one call group (CollectiveStep::group)
+// move together, adjacent, to right after the latest of their operands. Deterministic: every rank
+// gets the same order.
 void hoist_collectives(Plan& plan);
 
 // Then reorders the steps (a topological order of their buffer dependencies) so that work waiting

@@ -23,8 +23,9 @@ void emit_collective_step(const PrimGraph& g, const LibraryMatch& m, const Fusio
   c.name = "x" + std::to_string(m.prim) + "_" + std::string(op_name(p.op));
   c.in = nodes[p.inputs[0]].buffer, c.out = nodes[m.root].buffer;
   grouping << c.name << ": " << op_name(p.op) << " " << dtype_name(c.dtype) << " "
-           << shape_str(g.nodes[p.inputs[0]].shape) << " over " << c.world << " ranks, node %"
-           << m.prim << "\n";
+           << shape_str(g.nodes[p.inputs[0]].shape) << " over " << c.world << " ranks";
+  if (c.group) grouping << ", call group=" << c.group;
+  grouping << ", node %" << m.prim << "\n";
   plan.steps.push_back({PlanStep::Kind::Collective, static_cast<int>(plan.collectives.size())});
   plan.collectives.push_back(std::move(c));
 }

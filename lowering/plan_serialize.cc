@@ -13,10 +13,11 @@ namespace lt {
 namespace {
 
 // Bumped whenever the layout below changes; a reader rejects other versions.
-constexpr uint32_t kPlanFormat = 9;  // 2: Gemm steps and the step order; 3: donations, inplace; 4:
-                                     // gather/scatter; 6: attention steps indices; 5: Conv steps;
-                                     // 7: loop IR size-parameter fields (always static here);
-                                     // 8: collective steps; 9: conv channels-last operands
+constexpr uint32_t kPlanFormat = 10;  // 2: Gemm steps and the step order; 3: donations, inplace; 4:
+                                      // gather/scatter; 6: attention steps indices; 5: Conv steps;
+                                      // 7: loop IR size-parameter fields (always static here);
+                                      // 8: collective steps; 9: conv channels-last operands;
+                                      // 10: a collective's group
 
 void put_gemm(ByteWriter& w, const Gemm& g) {
   w.bytes(g.name);
@@ -48,7 +49,7 @@ void put_collective(ByteWriter& w, const CollectiveStep& c) {
   w.u8(static_cast<uint8_t>(c.op));
   w.u8(static_cast<uint8_t>(c.dtype));
   for (int64_t v : {int64_t{c.reduce}, int64_t{c.root}, int64_t{c.world}, int64_t{c.in},
-                    int64_t{c.out}, c.count})
+                    int64_t{c.out}, c.count, int64_t{c.group}})
     w.i64(v);
 }
 
@@ -156,6 +157,7 @@ struct Decoder {
     c.in = id(0, nbuffers, "collective input buffer");
     c.out = id(0, nbuffers, "collective output buffer");
     c.count = r.i64();
+    c.group = static_cast<int>(r.i64());
     for (int b : {c.in, c.out})
       if (buffers[b].dtype != c.dtype || buffers[b].kind == BufferSpec::Kind::Scalar)
         r.bad("collective " + c.name + " buffer " + std::to_string(b) + " does not hold " +

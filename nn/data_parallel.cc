@@ -45,10 +45,16 @@ std::vector<std::vector<Tensor>> make_buckets(const std::vector<Tensor>& params,
 // each gradient alone, or several flattened into one all_reduce and sliced back. New tensors are
 // reduced, never a gradient in place, and every result is made before any gradient is set: one
 // gradient tensor may be several parameters' (add's rule hands the same gradient to both operands).
-std::vector<Tensor> averaged(const std::vector<Tensor>& params, distributed::DdpReduce mode) {
+std::vector<Tensor> averaged(const std::vector<Tensor>& params, distributed::DdpReduce mode,
+                             int64_t group) {
   const int world = distributed::get_world_size();
   std::vector<Tensor> out(params.size());
   std::vector<size_t> flat;
+  if (mode == distributed::DdpReduce::Bucket) {
+    for (size_t i = 0; i < params.size(); ++i)
+      out[i] = all_reduce(params[i].grad(), ReduceOp::Avg, world, group);
+    return out;
+  }
   for (size_t i = 0; i < params.size(); ++i) {
     const bool alone = mode == distributed::DdpReduce::PerTensor ||
                        (mode == distributed::DdpReduce::Mixed &&
@@ -81,6 +87,7 @@ std::vector<Tensor> averaged(const std::vector<Tensor>& params, distributed::Ddp
 void DistributedDataParallel::Reducer::average() const {
   NoGradGuard no_grad;
   const distributed::DdpReduce mode = distributed::ddp_reduce_mode();
+  int64_t group = 0;  // Bucket mode: each bucket and dtype its own call group, 1, 2, ...
   for (const auto& bucket : buckets) {
     std::vector<std::pair<DType, std::vector<Tensor>>> by_dtype;
     for (const Tensor& p : bucket) {
@@ -91,7 +98,7 @@ void DistributedDataParallel::Reducer::average() const {
       it->second.push_back(p);
     }
     for (auto& [dtype, params] : by_dtype) {
-      const std::vector<Tensor> avg = averaged(params, mode);
+      const std::vector<Tensor> avg = averaged(params, mode, ++group);
       for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(avg[i]);
     }
   }

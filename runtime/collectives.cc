@@ -7,10 +7,11 @@
 namespace lt {
 namespace {
 
-Tensor collective(Op op, const Tensor& x, int64_t first, int world) {
+Tensor collective(Op op, const Tensor& x, int64_t first, int world, int64_t group = 0) {
   if (!x.defined()) fail(ErrorKind::Runtime, op_name(op), ": an undefined tensor");
   Attrs at;
   at.ints = {first, world};
+  if (group) at.ints.push_back(group);
   NodeList ins{x.node()};
   Tensor out(make_tensor(make_node(op, ins, at), x.device()));
   record_op(op, at, out, ins, {x});
@@ -19,8 +20,9 @@ Tensor collective(Op op, const Tensor& x, int64_t first, int world) {
 
 }  // namespace
 
-Tensor all_reduce(const Tensor& x, ReduceOp op, int world) {
-  return collective(Op::AllReduce, x, static_cast<int64_t>(op), world);
+Tensor all_reduce(const Tensor& x, ReduceOp op, int world, int64_t group) {
+  if (group < 0) fail(ErrorKind::Value, "all_reduce: group ", group, " is negative");
+  return collective(Op::AllReduce, x, static_cast<int64_t>(op), world, group);
 }
 
 Tensor broadcast(const Tensor& x, int root, int world) {

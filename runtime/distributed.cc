@@ -37,10 +37,11 @@ DdpReduce ddp_reduce_mode() {
   if (mode == "flat") return DdpReduce::Flat;
   if (mode == "per_tensor") return DdpReduce::PerTensor;
   if (mode == "mixed") return DdpReduce::Mixed;
+  if (mode == "bucket") return DdpReduce::Bucket;
   if (!mode.empty())
     fail(ErrorKind::Value, "LT_DDP_REDUCE=", mode,
-         ": expected flat, per_tensor or mixed (or unset: mixed on nccl, else flat)");
-  return get_backend() == "nccl" ? DdpReduce::Mixed : DdpReduce::Flat;
+         ": expected flat, per_tensor, mixed or bucket (or unset: per_tensor on nccl, else flat)");
+  return get_backend() == "nccl" ? DdpReduce::PerTensor : DdpReduce::Flat;
 }
 
 void all_reduce(Tensor& t, ReduceOp op) { t.assign(lt::all_reduce(t, op, get_world_size())); }

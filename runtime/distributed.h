@@ -29,11 +29,12 @@ void barrier();
 //  PerTensor: one all_reduce per gradient, no copies (on NCCL each runs on the device as soon as
 //    its gradient is ready, overlapping the rest of backward).
 //  Mixed: gradients of at least kDdpAloneElements elements alone, the bucket's smaller ones
-//  (biases,
-//    norm weights) in one flat all_reduce: few NCCL calls, copies only of small tensors.
-// By the group's engine (Mixed on "nccl", else Flat); LT_DDP_REDUCE=flat|per_tensor|mixed
-// overrides it.
-enum class DdpReduce { Flat, PerTensor, Mixed };
+//    (biases, norm weights) in one flat all_reduce: fewer NCCL calls, copies of small tensors only.
+//  Bucket: one all_reduce per gradient, a bucket's tagged as one call group (ir/ops.def): on NCCL
+//    one group call per bucket (ncclGroupStart/End), no copies; elsewhere as PerTensor.
+// By the group's engine (PerTensor on "nccl", the fastest measured there so far, else Flat);
+// LT_DDP_REDUCE=flat|per_tensor|mixed|bucket overrides it.
+enum class DdpReduce { Flat, PerTensor, Mixed, Bucket };
 inline constexpr int64_t kDdpAloneElements = int64_t{1} << 16;
 DdpReduce ddp_reduce_mode();
 

@@ -287,7 +287,7 @@ void CudaExecutable::launch_with_collectives(const std::vector<CudaLaunchStep>& 
       launch_cuda_steps(*dev_, blas_.get(), std::span<const CudaLaunchStep>(&l, 1), stats);
       continue;
     }
-    done[i] = nccl->enqueue(*l.collective, l.a, l.out, stream);
+    done[i] = nccl->enqueue(l.calls, stream);
     if (stats) ++stats->kernel_launches;
   }
   for (const auto& e : done)
@@ -306,12 +306,22 @@ std::vector<CudaLaunchStep> CudaExecutable::with_collectives(
       // chain): they claim no waits.
       const CollectiveStep& c = collectives_[static_cast<size_t>(steps_[s].index)];
       if (c.count == 0) continue;  // every rank has the same graph: all skip it
+      const CollectiveCall call{&c, ptrs[static_cast<size_t>(c.in)],
+                                ptrs[static_cast<size_t>(c.out)]};
+      // The next all_reduce of a call group (hoisting keeps a group adjacent) joins its group
+      // call: one NCCL group call, one graph branch.
+      if (c.group > 0 && !seq.empty() && seq.back().collective &&
+          seq.back().collective->group == c.group) {
+        seq.back().calls.push_back(call);
+        continue;
+      }
       CudaLaunchStep x;
       x.name = c.name;
       x.collective = &c;
+      x.calls = {call};
       x.comm = nccl;
-      x.a = ptrs[static_cast<size_t>(c.in)];
-      x.out = ptrs[static_cast<size_t>(c.out)];
+      x.a = call.in;
+      x.out = call.out;
       in_flight.push_back(static_cast<uint32_t>(seq.size()));
       seq.push_back(std::move(x));
       continue;
@@ -320,7 +330,8 @@ std::vector<CudaLaunchStep> CudaExecutable::with_collectives(
       if (in_flight.empty()) break;
       const CUdeviceptr p = b >= 0 ? ptrs[static_cast<size_t>(b)] : 0;
       for (size_t i = 0; p && i < in_flight.size();)
-        if (seq[in_flight[i]].a == p || seq[in_flight[i]].out == p) {
+        if (std::any_of(seq[in_flight[i]].calls.begin(), seq[in_flight[i]].calls.end(),
+                        [&](const CollectiveCall& k) { return k.in == p || k.out == p; })) {
           waits.push_back(in_flight[i]);
           in_flight.erase(in_flight.begin() + static_cast<std::ptrdiff_t>(i));
         } else {

@@ -130,7 +130,7 @@ CUgraph CudaGraphReplay::capture(const CudaLaunchStep& step) {
   try {
     // A GEMM's address copy is issued before each graph launch, outside the graph.
     if (step.collective)
-      step.comm->enqueue_captured(*step.collective, step.a, step.out, s);
+      step.comm->enqueue_captured(step.calls, s);
     else
       run_library_step(blas_.get(), step, true);
   } catch (...) {
@@ -186,13 +186,25 @@ bool CudaGraphReplay::matches(const std::vector<CudaLaunchStep>& steps) const {
   for (size_t i = 0; i < steps.size(); ++i) {
     const CudaLaunchStep &s = steps[i], &l = last_[i];
     if (s.gemm != l.gemm || s.conv != l.conv || s.collective != l.collective ||
-        s.after != l.after || s.tf32 != l.tf32 || s.fn != l.fn || s.grid != l.grid ||
-        s.threads != l.threads || s.slots.size() != l.slots.size() ||
-        s.arrays.device != l.arrays.device)
+        s.calls.size() != l.calls.size() || s.after != l.after || s.tf32 != l.tf32 ||
+        s.fn != l.fn || s.grid != l.grid || s.threads != l.threads ||
+        s.slots.size() != l.slots.size() || s.arrays.device != l.arrays.device)
       return false;
   }
   return true;
 }
+
+namespace {
+
+// Whether two call lists make the same NCCL calls on the same memory.
+bool same_calls(const std::vector<CollectiveCall>& a, const std::vector<CollectiveCall>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].step != b[i].step || a[i].in != b[i].in || a[i].out != b[i].out) return false;
+  return true;
+}
+
+}  // namespace
 
 bool CudaGraphReplay::update(const std::vector<CudaLaunchStep>& steps, int* recaptured) {
   const CudaDriver& d = dev_->driver();
@@ -210,7 +222,7 @@ bool CudaGraphReplay::update(const std::vector<CudaLaunchStep>& steps, int* reca
     // A pointer-array GEMM reads its addresses from its fixed device arrays: the node never
     // changes.
     if (s.arrays.device || (s.a == l.a && s.b == l.b && s.out == l.out && s.bias == l.bias &&
-                            s.workspace == l.workspace))
+                            s.workspace == l.workspace && same_calls(s.calls, l.calls)))
       continue;
     if (debug_level() >= 2)  // which library steps keep recapturing, and why (the drop rule)
       std::fprintf(stderr, "lazytensor: cuda graph: recapture %.*s:%s%s%s%s%s\n",
@@ -226,6 +238,7 @@ bool CudaGraphReplay::update(const std::vector<CudaLaunchStep>& steps, int* reca
     children_[i] = child;
     ++*recaptured;
     l.a = s.a, l.b = s.b, l.out = s.out, l.bias = s.bias, l.workspace = s.workspace;
+    l.calls = s.calls;
   }
   return true;
 }

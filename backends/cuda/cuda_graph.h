@@ -47,6 +47,7 @@
 #include "backends/cuda/cublas_gemm.h"
 #include "backends/cuda/cuda_device.h"
 #include "backends/cuda/cudnn_conv.h"
+#include "backends/cuda/nccl_communicator.h"
 #include "lowering/collective.h"
 
 namespace lt {
@@ -92,9 +93,10 @@ struct CudaLaunchStep {
   CUdeviceptr a = 0, b = 0, out = 0;
   CUdeviceptr bias = 0, workspace = 0;  // a convolution's (0 when it has none)
   CublasPointerArrays arrays;  // device memory fixed per executable, when the GEMM needs it
-  const CollectiveStep* collective = nullptr;
-  NcclCommunicator* comm = nullptr;  // the collective's
-  std::vector<uint32_t> after;       // indices of earlier collective steps this step waits for
+  const CollectiveStep* collective = nullptr;  // the first of `calls`
+  std::vector<CollectiveCall> calls;  // a collective step's NCCL calls: several for a call group
+  NcclCommunicator* comm = nullptr;   // the collective's
+  std::vector<uint32_t> after;        // indices of earlier collective steps this step waits for
 
   bool is_library() const { return gemm || conv || collective; }
 };

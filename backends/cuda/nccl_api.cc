@@ -50,6 +50,8 @@ const Library& library() {
     sym(a.all_reduce, "ncclAllReduce");
     sym(a.broadcast, "ncclBroadcast");
     sym(a.all_gather, "ncclAllGather");
+    sym(a.group_start, "ncclGroupStart");
+    sym(a.group_end, "ncclGroupEnd");
     if (!missing.empty()) {
       l.error = "NCCL is too old (no " + missing + "; lazytensor needs NCCL 2.18 or later)";
       return;

@@ -66,6 +66,8 @@ struct Api {
   Result (*broadcast)(const void* send, void* recv, size_t count, int dtype, int root, Comm,
                       Stream);
   Result (*all_gather)(const void* send, void* recv, size_t send_count, int dtype, Comm, Stream);
+  Result (*group_start)();  // the calls between these two run as one (ncclGroupStart/End)
+  Result (*group_end)();
 };
 
 struct Library {

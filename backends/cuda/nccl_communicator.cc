@@ -143,10 +143,10 @@ class Nccl final : public NcclCommunicator {
   int size() const override { return size_; }
   int device_ordinal() const override { return dev_->ordinal(); }
 
-  std::shared_ptr<CUevent_st> enqueue(const CollectiveStep& c, CUdeviceptr in, CUdeviceptr out,
+  std::shared_ptr<CUevent_st> enqueue(std::span<const CollectiveCall> calls,
                                       CUstream after) override {
     std::lock_guard<std::mutex> lock(call_mu_);
-    return enqueue_locked(c, in, out, after);
+    return enqueue_locked(calls, after);
   }
 
   void all_reduce(void* data, int64_t count, DType dtype, dist::ReduceOp op) override {
@@ -220,12 +220,11 @@ class Nccl final : public NcclCommunicator {
     return std::shared_ptr<CUevent_st>(e, [drv](CUevent ev) { drv->cuEventDestroy_v2(ev); });
   }
 
-  void enqueue_captured(const CollectiveStep& c, CUdeviceptr in, CUdeviceptr out,
-                        CUstream stream) override {
+  void enqueue_captured(std::span<const CollectiveCall> calls, CUstream stream) override {
     std::lock_guard<std::mutex> lock(call_mu_);
-    raise_if_broken(c.name);
+    raise_if_broken(calls.front().step->name);
     dev_->bind();
-    issue(c, in, out, stream, /*abort_on_error=*/false);  // the graph falls back to plain launches
+    issue(calls, stream, /*abort_on_error=*/false);  // the graph falls back to plain launches
   }
 
   void watch(CUstream stream, const std::string& what) override {
@@ -234,9 +233,30 @@ class Nccl final : public NcclCommunicator {
     track(stream, what);
   }
 
-  // The NCCL call of `c` on `stream` (under call_mu_).
-  void issue(const CollectiveStep& c, CUdeviceptr in, CUdeviceptr out, CUstream stream,
-             bool abort_on_error = true) {
+  // The NCCL calls on `stream`, several as one group call (under call_mu_).
+  void issue(std::span<const CollectiveCall> calls, CUstream stream, bool abort_on_error = true) {
+    const CollectiveStep& first = *calls.front().step;
+    if (calls.size() == 1) {
+      finish(call(first, calls[0].in, calls[0].out, stream), first, abort_on_error);
+      return;
+    }
+    nccl::Result r = api_->group_start();
+    if (r != nccl::kSuccess) fail(ErrorKind::Runtime, "nccl: ncclGroupStart: ", describe(r));
+    try {
+      for (const CollectiveCall& k : calls) {
+        r = call(*k.step, k.in, k.out, stream);
+        if (r != nccl::kSuccess && r != nccl::kInProgress) break;
+      }
+    } catch (...) {
+      api_->group_end();  // leaves the group whatever went wrong
+      throw;
+    }
+    const nccl::Result end = api_->group_end();
+    finish(r == nccl::kSuccess || r == nccl::kInProgress ? end : r, first, abort_on_error);
+  }
+
+  // One NCCL call (inside a group or not); returns NCCL's result.
+  nccl::Result call(const CollectiveStep& c, CUdeviceptr in, CUdeviceptr out, CUstream stream) {
     const size_t count = static_cast<size_t>(c.count);
     const int dt = nccl_dtype(c.dtype, op_name(c.op));
     void* src = reinterpret_cast<void*>(in);
@@ -257,6 +277,12 @@ class Nccl final : public NcclCommunicator {
       default:
         fail(ErrorKind::Runtime, "internal: collective step ", c.name, " has op ", op_name(c.op));
     }
+    return r;
+  }
+
+  // A call's (or a group call's) result: settled, then raised (a call made while capturing) or
+  // the communicator aborted with it.
+  void finish(nccl::Result r, const CollectiveStep& c, bool abort_on_error) {
     // Nonblocking: an enqueue may still be in progress when it returns; it is issued in order on
     // the stream either way, so work issued after it follows it.
     if (r == nccl::kInProgress) r = settle();
@@ -282,8 +308,9 @@ class Nccl final : public NcclCommunicator {
   }
 
   // Under call_mu_.
-  std::shared_ptr<CUevent_st> enqueue_locked(const CollectiveStep& c, CUdeviceptr in,
-                                             CUdeviceptr out, CUstream after) {
+  std::shared_ptr<CUevent_st> enqueue_locked(std::span<const CollectiveCall> calls,
+                                             CUstream after) {
+    const CollectiveStep& c = *calls.front().step;
     raise_if_broken(c.name);
     dev_->bind();
     const CudaDriver& d = dev_->driver();
@@ -293,7 +320,7 @@ class Nccl final : public NcclCommunicator {
       d.check(d.cuEventRecord(ready.get(), after), "cuEventRecord");
       d.check(d.cuStreamWaitEvent(comm_stream, ready.get(), 0), "cuStreamWaitEvent");
     }
-    issue(c, in, out, comm_stream);
+    issue(calls, comm_stream);
     return track(comm_stream, std::string(op_name(c.op)));
   }
 
@@ -315,7 +342,8 @@ class Nccl final : public NcclCommunicator {
     }
     const CUdeviceptr din = staging_, dout = staging_ + in_bytes;
     d.check(d.cuMemcpyHtoDAsync_v2(din, in, in_bytes, dev_->stream()), "cuMemcpyHtoDAsync");
-    enqueue_locked(c, din, dout, nullptr);  // the synchronize below waits for it
+    const CollectiveCall staged{&c, din, dout};
+    enqueue_locked({&staged, 1}, nullptr);  // the synchronize below waits for it
     d.check(d.cuMemcpyDtoHAsync_v2(out, dout, out_bytes, dev_->stream()), "cuMemcpyDtoHAsync");
     d.check(d.cuStreamSynchronize(dev_->stream()), "cuStreamSynchronize");
     raise_if_broken(c.name);

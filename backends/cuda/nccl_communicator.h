@@ -22,6 +22,7 @@
 
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "distributed/process_group.h"
@@ -32,6 +33,12 @@ namespace lt {
 class CudaDevice;
 class CudaGraphReplay;
 
+// One NCCL call of a plan: collective step `step` from device memory `in` to `out` (distinct).
+struct CollectiveCall {
+  const CollectiveStep* step = nullptr;
+  CUdeviceptr in = 0, out = 0;
+};
+
 class NcclCommunicator : public dist::Communicator {
  public:
   // Joins the group on this rank's GPU (collective); throws lt::Error (NCCL missing, no such GPU,
@@ -41,16 +48,15 @@ class NcclCommunicator : public dist::Communicator {
   std::string_view engine() const override { return "nccl"; }
   // The GPU this rank's communicator runs on.
   virtual int device_ordinal() const = 0;
-  // Enqueues collective `c` from device memory `in` to `out` (distinct buffers) after the work
-  // issued on `after` so far; returns the event that marks its end (the caller's stream waits on
-  // it before touching `in` or `out`; the caller keeps it until then). Throws lt::Error once the
-  // communicator has failed.
-  virtual std::shared_ptr<CUevent_st> enqueue(const CollectiveStep& c, CUdeviceptr in,
-                                              CUdeviceptr out, CUstream after) = 0;
-  // The NCCL call of `c` alone on `stream`, which is capturing a CUDA graph (cuda_graph.h): no
-  // events, no watchdog; watch() the graph's launch instead. Throws once the communicator failed.
-  virtual void enqueue_captured(const CollectiveStep& c, CUdeviceptr in, CUdeviceptr out,
-                                CUstream stream) = 0;
+  // Enqueues `calls` (several: one NCCL group call, ncclGroupStart/End, as a call group of
+  // all_reduces runs) after the work issued on `after` so far; returns the event that marks their
+  // end (the caller's stream waits on it before touching their memory; the caller keeps it until
+  // then). Throws lt::Error once the communicator has failed.
+  virtual std::shared_ptr<CUevent_st> enqueue(std::span<const CollectiveCall> calls,
+                                              CUstream after) = 0;
+  // The NCCL calls alone on `stream`, which is capturing a CUDA graph (cuda_graph.h): no events,
+  // no watchdog; watch() the graph's launch instead. Throws once the communicator failed.
+  virtual void enqueue_captured(std::span<const CollectiveCall> calls, CUstream stream) = 0;
   // The watchdog bounds the work issued on `stream` so far (a graph launch holding collectives)
   // by the timeout, as it does each enqueue's collective; `what` names it in the error.
   virtual void watch(CUstream stream, const std::string& what) = 0;

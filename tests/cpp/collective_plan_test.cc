@@ -124,6 +124,52 @@ TEST(CollectivePlan, ConsumersFollowTheirCollectivesOrder) {
   EXPECT_EQ(other_at, 2) << p.grouping;  // the cos kernel waits on no collective: before both
 }
 
+NodePtr grouped_all_reduce(NodePtr x, int64_t group) {
+  Attrs a;
+  a.ints = {1, 2, group};  // avg over 2 ranks, in call group `group`
+  return make_node(Op::AllReduce, {std::move(x)}, a);
+}
+
+// A call group's all_reduces (a DDP bucket, ir/ops.def) move together to right after the latest
+// of their operands, adjacent, whatever was traced between their operands: one engine call.
+TEST(CollectivePlan, ACallGroupRunsTogetherAfterItsLastOperand) {
+  auto x = param({64, 33}), y = param({300}), z = param({50});
+  auto gx = make_node(Op::Exp, {x});
+  auto gy = make_node(Op::Mul, {make_node(Op::Sin, {y}), make_node(Op::Sin, {y})});
+  auto gz = make_node(Op::Cos, {z});
+  auto ax = grouped_all_reduce(gx, 7), ay = grouped_all_reduce(gy, 7);
+  auto az = collective(Op::AllReduce, gz, 1, 2);  // no group: right after its operand
+  Plan p = plan_of(
+      {gx, gz, gy, make_node(Op::Neg, {ax}), make_node(Op::Neg, {ay}), make_node(Op::Neg, {az})});
+  ASSERT_EQ(p.collectives.size(), 3u) << p.grouping;
+  std::vector<int> grouped_at;
+  int alone_at = -1;
+  for (size_t s = 0; s < p.steps.size(); ++s)
+    if (p.steps[s].kind == PlanStep::Kind::Collective) {
+      const CollectiveStep& c = p.collectives[p.steps[s].index];
+      (c.group == 7 ? grouped_at.push_back(static_cast<int>(s)) : void(alone_at = s));
+    }
+  ASSERT_EQ(grouped_at.size(), 2u) << p.grouping;
+  EXPECT_EQ(grouped_at[1], grouped_at[0] + 1) << p.grouping;  // adjacent
+  // After every operand's kernel: exp, cos, sin*sin (3 kernels) come first, in some order.
+  int kernels_before = 0;
+  for (int s = 0; s < grouped_at[0]; ++s)
+    kernels_before += p.steps[s].kind == PlanStep::Kind::Kernel;
+  EXPECT_EQ(kernels_before, 3) << p.grouping;
+  EXPECT_LT(alone_at, grouped_at[0]) << p.grouping;  // cos's all_reduce did not wait for them
+  // The group survives the cache format; a negative group or a broadcast in one does not load.
+  const Plan back = deserialize_plan(serialize_plan(p));
+  EXPECT_EQ(back.collectives[p.steps[grouped_at[0]].index].group, 7);
+  Plan bad = p;
+  bad.collectives[0].group = -1;
+  EXPECT_THROW(deserialize_plan(serialize_plan(bad)), Error);
+  Attrs three;
+  three.ints = {0, 2, 1};
+  EXPECT_THROW(make_node(Op::Broadcast, {x}, three), Error);  // only all_reduce has a group
+  three.ints = {1, 2, -3};
+  EXPECT_THROW(make_node(Op::AllReduce, {x}, three), Error);
+}
+
 TEST(CollectivePlan, RoundTripsAndRejectsDamage) {
   auto x = param({10});
   Plan p = plan_of({collective(Op::Broadcast, make_node(Op::Sin, {x}), 1, 2)});

@@ -112,7 +112,7 @@ TEST(DistributedDataParallel, TwoRanksTrainLikeOneProcessOnTheWholeBatch) {
 // variable.
 TEST(DistributedDataParallel, TwoRanksReducingEachGradientTrainLikeOneProcess) {
   SKIP_WITHOUT_GLOO();
-  for (const char* mode : {"per_tensor", "mixed"}) {
+  for (const char* mode : {"per_tensor", "mixed", "bucket"}) {
     SCOPED_TRACE(mode);
     ::setenv("LT_DDP_REDUCE", mode, 1);
     trains_like_one_process(2, 25, 1);

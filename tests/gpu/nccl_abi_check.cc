@@ -62,4 +62,6 @@ static_assert(std::is_same_v<decltype(&ncclBroadcast),
 static_assert(std::is_same_v<decltype(&ncclAllGather),
                              ncclResult_t (*)(const void*, void*, size_t, ncclDataType_t,
                                               ncclComm_t, cudaStream_t)>);
+static_assert(std::is_same_v<decltype(&ncclGroupStart), ncclResult_t (*)()>);
+static_assert(std::is_same_v<decltype(&ncclGroupEnd), ncclResult_t (*)()>);
 static_assert(sizeof(ncclComm_t) == sizeof(n::Comm) && sizeof(cudaStream_t) == sizeof(n::Stream));

@@ -66,7 +66,7 @@ def test_distributed_data_parallel_matches_one_process(nproc):
     _every_rank_ok("ddp.py", nproc)
 
 
-@pytest.mark.parametrize("mode", ["per_tensor", "mixed"])
+@pytest.mark.parametrize("mode", ["per_tensor", "mixed", "bucket"])
 @pytest.mark.parametrize("script", ["ddp.py", "ddp_compiled.py"])
 def test_ddp_reduce_modes_match_one_process(script, mode):
     # NCCL's ways of averaging a bucket (runtime/distributed.h: ddp_reduce_mode), forced over Gloo.
@@ -75,7 +75,7 @@ def test_ddp_reduce_modes_match_one_process(script, mode):
 
 def test_ddp_reduce_mode_rejects_unknown_values():
     rc, out = _torchrun("ddp.py", 2, LT_DDP_REDUCE="bogus")
-    assert rc != 0 and "LT_DDP_REDUCE=bogus: expected flat, per_tensor or mixed" in out, out
+    assert rc != 0 and "LT_DDP_REDUCE=bogus: expected flat, per_tensor, mixed or bucket" in out, out
 
 
 def test_distributed_data_parallel_under_lt_compile_matches_one_process():

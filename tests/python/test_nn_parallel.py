@@ -22,7 +22,8 @@ def test_nn_parallel_import_path_as_in_pytorch():
         DDP(lin)
 
 
-@pytest.mark.parametrize("mode,want", [("flat", 1), ("per_tensor", 5), ("mixed", 3)])
+@pytest.mark.parametrize("mode,want", [("flat", 1), ("per_tensor", 5), ("mixed", 3),
+                                       ("bucket", 5)])
 def test_ddp_bucket_averaging_modes(monkeypatch, mode, want):
     """One bucket's averaging (lt.nn.parallel._averaged) in a group of one rank: the values come
     back unchanged, and the step has one all_reduce per bucket (flat), per gradient (per_tensor),
@@ -43,13 +44,15 @@ def test_ddp_bucket_averaging_modes(monkeypatch, mode, want):
     dist.init_process_group("gloo")
     try:
         grads = [lt.tensor(v, device="lazy") * 1 for v in values]
-        out = _averaged(_D, grads, mode, 1)
+        out = _averaged(_D, grads, mode, 1, group=4)
         pos = {id(g): i for i, g in enumerate(grads)}
         assert sorted(pos[id(g)] for g, _ in out) == list(range(len(grads)))  # each once
         lt.mark_step()
         steps = [ln for ln in lt.metrics.last_graph()["grouping"].splitlines()
                  if ln.split(":")[0].endswith("all_reduce")]
         assert len(steps) == want, steps
+        # bucket: every all_reduce in the call group, which the grouping names
+        assert all(("call group=4" in ln) == (mode == "bucket") for ln in steps), steps
         for g, a in out:
             np.testing.assert_allclose(a.numpy(), values[pos[id(g)]], rtol=1e-6)
     finally:

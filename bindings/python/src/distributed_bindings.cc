@@ -26,6 +26,8 @@ void init_distributed(py::module_& m) {
         return "per_tensor";
       case distributed::DdpReduce::Mixed:
         return "mixed";
+      case distributed::DdpReduce::Bucket:
+        return "bucket";
       default:
         return "flat";
     }
@@ -37,10 +39,10 @@ void init_distributed(py::module_& m) {
   // Traced: on a lazy device a node of the graph (run at the next sync), else run now.
   d.def(
       "all_reduce",
-      [](const Tensor& t, int op) {
-        return all_reduce(t, static_cast<ReduceOp>(op), dist::get_world_size());
+      [](const Tensor& t, int op, int64_t group) {
+        return all_reduce(t, static_cast<ReduceOp>(op), dist::get_world_size(), group);
       },
-      py::arg("tensor"), py::arg("op"));
+      py::arg("tensor"), py::arg("op"), py::arg("group") = 0);
   d.def(
       "broadcast",
       [](const Tensor& t, int root) { return broadcast(t, root, dist::get_world_size()); },

@@ -17,10 +17,10 @@ DEVICE = rank_device()  # "lazy", or LT_TEST_DEVICE's (tests/gpu/check_ddp_cuda.
 
 def assert_all_reduces(grouping):
     """The step's gradient all_reduces: one per parameter where DDP reduces each gradient alone
-    (LT_DDP_REDUCE=per_tensor), else one per bucket (_common's cap makes two of the four, and all
+    (LT_DDP_REDUCE=per_tensor or bucket), else one per bucket (_common's cap makes two of the four, and all
     four are below "mixed"'s size for reducing a gradient alone)."""
     steps = [ln for ln in grouping.splitlines() if ln.split(":")[0].endswith("all_reduce")]
-    want = 4 if lt._C.distributed.ddp_reduce_mode() == "per_tensor" else 2
+    want = 4 if lt._C.distributed.ddp_reduce_mode() in ("per_tensor", "bucket") else 2
     assert len(steps) == want, (want, steps, grouping[:2000])
 
 

@@ -27,8 +27,8 @@ class DistributedDataParallel(Module):
     parameters and buffers start as rank 0's; after each backward pass through this module's
     forward the gradients are averaged over the ranks, in buckets of about bucket_cap_mb in
     reverse parameter order (the order backward produces them): on Gloo one all_reduce per bucket
-    over its gradients flattened, on NCCL one per large gradient and one over the bucket's small
-    ones (LT_DDP_REDUCE=flat|per_tensor|mixed overrides). On
+    over its gradients flattened, on NCCL one per gradient (LT_DDP_REDUCE=flat|per_tensor|mixed|
+    bucket overrides: runtime/distributed.h). On
     "lazy" the averaging is part of the step's graph (traced right after the backward), so forward,
     backward, the collectives and the optimizer's update are one compiled graph. `no_sync()` skips
     the averaging (gradient accumulation)."""
@@ -71,18 +71,20 @@ class DistributedDataParallel(Module):
     def _average_gradients(self):
         from .._C import distributed as _D
         from ..autograd import no_grad
-        mode = _D.ddp_reduce_mode()  # runtime/distributed.h: flat on Gloo, mixed on NCCL
+        mode = _D.ddp_reduce_mode()  # runtime/distributed.h: flat on Gloo, per_tensor on NCCL
         avg = self._dist._op("avg")
+        group = 0  # bucket mode: each bucket and dtype its own call group, 1, 2, ...
         with no_grad():
             for bucket in self._buckets:
                 grads = [p.grad for p in bucket if p.grad is not None]
                 by_dtype = {}
                 for g in grads:
                     by_dtype.setdefault(g.dtype, []).append(g)
-                for group in by_dtype.values():
+                for grads_of_dtype in by_dtype.values():
                     # Every result before any assignment: one gradient tensor may be several
                     # parameters'.
-                    for g, a in _averaged(_D, group, mode, avg):
+                    group += 1
+                    for g, a in _averaged(_D, grads_of_dtype, mode, avg, group):
                         g._assign(a)
 
     def no_sync(self):
@@ -100,11 +102,13 @@ class DistributedDataParallel(Module):
         return _NoSync()
 
 
-def _averaged(_D, grads, mode, avg):
+def _averaged(_D, grads, mode, avg, group=0):
     """(gradient, its average over the ranks) for each of `grads` (one dtype, in order): each alone
-    (per_tensor; mixed: those of at least DDP_ALONE_ELEMENTS), the rest flattened into one
-    all_reduce and sliced back."""
+    (per_tensor; mixed: those of at least DDP_ALONE_ELEMENTS; bucket: tagged with call group
+    `group`), the rest flattened into one all_reduce and sliced back."""
     from .. import cat
+    if mode == "bucket":
+        return [(g, _D.all_reduce(g, avg, group)) for g in grads]
     alone = [mode == "per_tensor" or (mode == "mixed" and g.numel() >= _D.DDP_ALONE_ELEMENTS)
              for g in grads]
     rest = [g for g, a in zip(grads, alone) if not a]
