@@ -47,9 +47,10 @@ RAISED = re.compile(r"^raised (\d+): (.*) \[after ([0-9.]+) s\]$", re.M)
 AGENT_LOG = re.compile(r"^[IWE]\d{4} [0-9:.]+ +\d+ .*torch/distributed/", re.M)
 
 
-def run_script(args, nproc, script):
+def run_script(args, nproc, script, **extra_env):
     """One of the CPU tests' rank scripts on nproc ranks of args' device and backend."""
-    env = rank_env(args.timeout, LT_TEST_DEVICE=args.device_template, LT_TEST_BACKEND=args.backend)
+    env = rank_env(args.timeout, LT_TEST_DEVICE=args.device_template, LT_TEST_BACKEND=args.backend,
+                   **extra_env)
     return torchrun([os.path.join(SCRIPTS, script)], nproc, env, args.deadline)
 
 
@@ -69,10 +70,10 @@ def raised_by_rank(out):
     return {int(r): (msg, float(s)) for r, msg, s in RAISED.findall(out)}
 
 
-def every_rank_ok(script):
+def every_rank_ok(script, **extra_env):
     """A check that passes when the script exits 0 and every rank printed "ok <rank>"."""
     def check(args, nproc):
-        rc, out = run_script(args, nproc, script)
+        rc, out = run_script(args, nproc, script, **extra_env)
         done = {int(r) for r in re.findall(r"^ok (\d+)$", out, re.M)}
         missing = sorted(set(range(nproc)) - done)
         detail = exit_text(rc, args) + (f", no 'ok' from rank(s) {missing}" if missing else "")
@@ -157,6 +158,10 @@ CHECKS = {
     "data_parallel": every_rank_ok("data_parallel.py"),
     "ddp": every_rank_ok("ddp.py"),
     "ddp_compiled": every_rank_ok("ddp_compiled.py"),
+    # DDP's other ways to average a bucket (runtime/distributed.h): bucket is NCCL's group call.
+    "ddp_mixed": every_rank_ok("ddp.py", LT_DDP_REDUCE="mixed"),
+    "ddp_bucket": every_rank_ok("ddp.py", LT_DDP_REDUCE="bucket"),
+    "ddp_bucket_compiled": every_rank_ok("ddp_compiled.py", LT_DDP_REDUCE="bucket"),
     "dead_rank": dead_rank,
     "mismatch": mismatch,
     "train_ddp": train_ddp,
