@@ -57,7 +57,7 @@ uint64_t collectives_signature(const std::vector<CollectiveStep>& steps) {
   mix(static_cast<int64_t>(steps.size()));
   for (const CollectiveStep& c : steps) {
     mix(static_cast<int64_t>(c.op)), mix(static_cast<int64_t>(c.dtype)), mix(c.count);
-    mix(c.world), mix(c.reduce), mix(c.root);
+    mix(c.world), mix(c.reduce), mix(c.root), mix(c.group);
   }
   return h;
 }

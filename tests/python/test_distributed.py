@@ -66,8 +66,8 @@ def test_distributed_data_parallel_matches_one_process(nproc):
     _every_rank_ok("ddp.py", nproc)
 
 
-@pytest.mark.parametrize("mode", ["per_tensor", "mixed", "bucket"])
-@pytest.mark.parametrize("script", ["ddp.py", "ddp_compiled.py"])
+@pytest.mark.parametrize("script,mode", [("ddp.py", "per_tensor"), ("ddp.py", "mixed"),
+                                         ("ddp.py", "bucket"), ("ddp_compiled.py", "bucket")])
 def test_ddp_reduce_modes_match_one_process(script, mode):
     # NCCL's ways of averaging a bucket (runtime/distributed.h: ddp_reduce_mode), forced over Gloo.
     _every_rank_ok(script, 2, LT_DDP_REDUCE=mode)
