@@ -19,9 +19,9 @@ import torch.distributed as tdist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from ddp_gpu import FULL, LR, TINY, global_batch, initial_state  # noqa: E402
+from ddp_gpu import FULL, TINY, global_batch, initial_state  # noqa: E402
 from gpu import wall_ms  # noqa: E402
-from gpu_gpt2 import _model  # noqa: E402
+from gpu_gpt2 import _model, torch_train_step  # noqa: E402
 
 
 def peer_worker(args):
@@ -44,20 +44,11 @@ def peer_worker(args):
     model.to(device)
     wrapped = model if args.no_ddp else torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[local] if on_gpu else None)
-    fwd = torch.compile(wrapped)
-    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.1)
     amp = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if on_gpu else \
         contextlib.nullcontext
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with amp():
-            loss = torch.nn.functional.cross_entropy(fwd(idx, pos).reshape(-1, vocab),
-                                                     tgt.reshape(-1))
-        loss.backward()
-        opt.step()
-        return loss.detach()
+    # gpu_gpt2's torch step (its AdamW: lr 1e-4 = ddp_gpu.LR, weight decay 0.1).
+    step = torch_train_step(model, torch.compile(wrapped), idx, tgt, pos, vocab, amp)
 
     losses = []
     t0 = time.perf_counter()
