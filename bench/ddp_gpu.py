@@ -405,6 +405,29 @@ def print_table(s):
               f"{c['tol_of_moved']:g} of that: {'PASS' if c['passed'] else 'FAIL'}")
 
 
+def parse_variants(args):
+    """--reduce-modes m1,m2 and --variants "K=V,K2=V2;K=V3" as (label, environment) pairs."""
+    out = [(f"LT_DDP_REDUCE={m}", {"LT_DDP_REDUCE": m}) for m in args.reduce_modes.split(",") if m]
+    for v in (args.variants or "").split(";"):
+        v = v.strip()
+        if not v:
+            continue
+        env = {}
+        for kv in v.split(","):
+            k, eq, val = kv.strip().partition("=")
+            if not eq or not k:
+                raise SystemExit(f"--variants: {kv!r} is not NAME=VALUE (in {v!r})")
+            env[k] = val
+        out.append((v, env))
+    return out
+
+
+def best_one_tokens(s):
+    """The one-GPU baseline's tokens/s (summarize's), or None."""
+    ones = [r for r in (s.get("one"), s.get("one_plain")) if r and "tokens_per_s" in r]
+    return max(r["tokens_per_s"] for r in ones) if ones else None
+
+
 def launch(args):
     os.environ.update(RANK_ENV)  # this process and torchrun's agent too
     nproc = args.nproc or default_nproc(args.device_template)
@@ -422,21 +445,25 @@ def launch(args):
                              script=PEER)
         peer_many = run_phase(args, f"peer, {nproc} ranks", nproc, nproc * args.batch, timed=True,
                               script=PEER)
-    # The N-rank step under each of DDP's ways to average a bucket (runtime/distributed.h).
-    by_mode = {m: run_phase(args, f"{nproc} ranks, LT_DDP_REDUCE={m}", nproc, nproc * args.batch,
-                            timed=True, env={"LT_DDP_REDUCE": m})
-               for m in args.reduce_modes.split(",") if m}
+    # The N-rank step again under each variant: DDP's ways to average a bucket
+    # (runtime/distributed.h) and any other environment (NCCL's channels, the stream priority).
+    variants = parse_variants(args)
+    by_variant = {label: run_phase(args, f"{nproc} ranks, {label}", nproc, nproc * args.batch,
+                                   timed=True, env=env)
+                  for label, env in variants}
     s = summarize(args, nproc, one, many, oracle, plain, peer_one, peer_many)
-    s["n_by_reduce_mode"] = by_mode
+    s["n_by_variant"] = by_variant
     print_table(s)
-    for m, r in by_mode.items():
-        print(f"{nproc} ranks with LT_DDP_REDUCE={m}: "
-              + (f"{r['step_ms']:.2f} ms a step" if r else "failed"))
+    for label, r in by_variant.items():
+        print(f"{nproc} ranks with {label}: "
+              + (f"{r['step_ms']:.2f} ms a step, {r['tokens_per_s'] / best_one_tokens(s):.2f}x "
+                 "one GPU" if r and best_one_tokens(s) else (f"{r['step_ms']:.2f} ms a step"
+                                                             if r else "failed")))
     phases = (("1 rank, no DDP", plain), ("1 rank", one), (f"{nproc} ranks", many),
               ("oracle", oracle))
     if args.peer:
         phases += (("peer, 1 rank", peer_one), (f"peer, {nproc} ranks", peer_many))
-    phases += tuple((f"LT_DDP_REDUCE={m}", r) for m, r in by_mode.items())
+    phases += tuple(by_variant.items())
     failed = [name for name, r in phases if r is None]
     if many and not many["weights_equal"]:
         failed.append("weights differ between ranks")
@@ -482,6 +509,10 @@ def parse(argv):
     ap.add_argument("--reduce-modes", default="",
                     help="comma-separated LT_DDP_REDUCE values (flat, per_tensor, mixed): the "
                          "N-rank run again under each")
+    ap.add_argument("--variants", default="",
+                    help='semicolon-separated environments, each "NAME=VALUE[,NAME=VALUE]" '
+                         '(e.g. "NCCL_MAX_NCHANNELS=8;LT_DDP_REDUCE=bucket,NCCL_PROTO=LL128"): '
+                         "the N-rank run again under each")
     ap.add_argument("--out", default=None, help="JSON (default bench/results/ddp_gpu_<date>.json)")
     # The ranks' own arguments (the launcher passes them).
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

@@ -9,7 +9,7 @@
 
 namespace lt {
 
-std::shared_ptr<CudaDevice> CudaDevice::open(int ordinal) {
+std::shared_ptr<CudaDevice> CudaDevice::open(int ordinal, bool high_priority) {
   const CudaDriver& d = cuda_driver();
   if (!d.ok || d.device_count == 0)
     fail(ErrorKind::Runtime,
@@ -34,7 +34,13 @@ std::shared_ptr<CudaDevice> CudaDevice::open(int ordinal) {
   if (d.cuDeviceGetName(name, sizeof name - 1, dev->dev_) == CUDA_SUCCESS) dev->name_ = name;
   d.check(d.cuDevicePrimaryCtxRetain(&dev->ctx_, dev->dev_), "cuDevicePrimaryCtxRetain");
   dev->bind();
-  d.check(d.cuStreamCreate(&dev->stream_, CU_STREAM_DEFAULT), "cuStreamCreate");
+  if (high_priority) {
+    int least = 0, greatest = 0;
+    d.check(d.cuCtxGetStreamPriorityRange(&least, &greatest), "cuCtxGetStreamPriorityRange");
+    dev->stream_priority_ = greatest;
+  }
+  d.check(d.cuStreamCreateWithPriority(&dev->stream_, CU_STREAM_DEFAULT, dev->stream_priority_),
+          "cuStreamCreateWithPriority");
   return dev;
 }
 

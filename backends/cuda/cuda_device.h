@@ -15,7 +15,9 @@ namespace lt {
 class CudaDevice {
  public:
   // Opens device `ordinal`; throws lt::Error ("no CUDA device" when the driver has none).
-  static std::shared_ptr<CudaDevice> open(int ordinal = 0);
+  // high_priority: the stream gets the device's greatest priority (its kernels' blocks are
+  // scheduled before those of normal streams waiting for SMs; an NCCL stream's option).
+  static std::shared_ptr<CudaDevice> open(int ordinal = 0, bool high_priority = false);
   ~CudaDevice();
   CudaDevice(const CudaDevice&) = delete;
   CudaDevice& operator=(const CudaDevice&) = delete;
@@ -25,6 +27,8 @@ class CudaDevice {
   void bind() const;
   const CudaDriver& driver() const { return *drv_; }
   CUstream stream() const { return stream_; }
+  // The stream's priority (0, the default, or the device's greatest: a negative number).
+  int stream_priority() const { return stream_priority_; }
   // Waits for everything issued on the stream (binds the context first); throws on a device fault,
   // and after a collective on this GPU failed (collective_error).
   void synchronize() const;
@@ -44,6 +48,7 @@ class CudaDevice {
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;
   CUstream stream_ = nullptr;
+  int stream_priority_ = 0;
   int cc_major_ = 0, cc_minor_ = 0, sm_count_ = 1;
   std::string name_;
 };

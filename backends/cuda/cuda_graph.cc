@@ -107,6 +107,7 @@ void CudaGraphReplay::reset() {
   for (CUgraph c : children_)
     if (c) d.cuGraphDestroy(c);
   exec_ = nullptr, graph_ = nullptr;
+  node_priorities_ = false;
   children_.clear(), nodes_.clear(), last_.clear();
   for (NcclCommunicator* c : comms_) c->release_graph(this);
   comms_.clear();
@@ -141,7 +142,36 @@ CUgraph CudaGraphReplay::capture(const CudaLaunchStep& step) {
   }
   CUgraph g = nullptr;
   d.check(d.cuStreamEndCapture(s, &g), "cuStreamEndCapture");
+  if (step.collective && step.comm->stream_priority() != 0) {
+    try {
+      prioritize(g, step.comm->stream_priority());
+    } catch (...) {
+      d.cuGraphDestroy(g);
+      throw;
+    }
+  }
   return g;
+}
+
+// The captured NCCL kernels at the communicator's stream priority, as they run without a graph
+// (the capture ran on the executable's stream, whose priority is the default). The graph is
+// instantiated with CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY for it to count.
+void CudaGraphReplay::prioritize(CUgraph g, int priority) {
+  const CudaDriver& d = dev_->driver();
+  size_t n = 0;
+  d.check(d.cuGraphGetNodes(g, nullptr, &n), "cuGraphGetNodes");
+  std::vector<CUgraphNode> nodes(n);
+  d.check(d.cuGraphGetNodes(g, nodes.data(), &n), "cuGraphGetNodes");
+  CUlaunchAttributeValue v{};
+  v.priority = priority;
+  for (CUgraphNode node : nodes) {
+    CUgraphNodeType type{};
+    d.check(d.cuGraphNodeGetType(node, &type), "cuGraphNodeGetType");
+    if (type != CU_GRAPH_NODE_TYPE_KERNEL) continue;
+    d.check(d.cuGraphKernelNodeSetAttribute(node, CU_LAUNCH_ATTRIBUTE_PRIORITY, &v),
+            "cuGraphKernelNodeSetAttribute");
+    node_priorities_ = true;
+  }
 }
 
 void CudaGraphReplay::build(const std::vector<CudaLaunchStep>& steps) {
@@ -177,7 +207,9 @@ void CudaGraphReplay::build(const std::vector<CudaLaunchStep>& steps) {
     }
     (s.collective ? last_collective : chain) = nodes_[i];
   }
-  d.check(d.cuGraphInstantiateWithFlags(&exec_, graph_, 0), "cuGraphInstantiate");
+  d.check(d.cuGraphInstantiateWithFlags(
+              &exec_, graph_, node_priorities_ ? CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY : 0),
+          "cuGraphInstantiate");
   last_ = steps;
 }
 

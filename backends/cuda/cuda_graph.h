@@ -131,6 +131,7 @@ class CudaGraphReplay : public std::enable_shared_from_this<CudaGraphReplay> {
   bool update(const std::vector<CudaLaunchStep>& steps, int* recaptured);
   bool matches(const std::vector<CudaLaunchStep>& steps) const;
   CUgraph capture(const CudaLaunchStep& step);
+  void prioritize(CUgraph g, int priority);
   void reset();
 
   std::shared_ptr<CudaDevice> dev_;
@@ -141,6 +142,7 @@ class CudaGraphReplay : public std::enable_shared_from_this<CudaGraphReplay> {
   CUgraphExec exec_ = nullptr;
   std::vector<CUgraphNode> nodes_;
   std::vector<CUgraph> children_;         // per GEMM step, the last graph captured for it
+  bool node_priorities_ = false;          // a kernel node has its own priority (prioritize)
   std::vector<CudaLaunchStep> last_;      // arguments of the last launch, per step
   std::vector<NcclCommunicator*> comms_;  // those whose calls the graph holds (hold_graph)
 };

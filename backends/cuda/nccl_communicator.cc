@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -69,6 +70,17 @@ int rank_device(const dist::ProcessGroupConfig& cfg) {
   return cfg.rank % d.device_count;
 }
 
+// LT_NCCL_STREAM_PRIORITY: "high" runs the collectives at the device's greatest stream priority,
+// so their blocks take SMs ahead of the backward's kernels queued on the normal stream (PyTorch's
+// ProcessGroupNCCL option is_high_priority_stream); "normal" or unset: the default priority.
+bool high_priority_stream() {
+  const char* e = std::getenv("LT_NCCL_STREAM_PRIORITY");
+  const std::string v = e ? e : "";
+  if (v.empty() || v == "normal") return false;
+  if (v == "high") return true;
+  fail(ErrorKind::Value, "LT_NCCL_STREAM_PRIORITY=", v, ": expected high or normal (or unset)");
+}
+
 class Nccl final : public NcclCommunicator {
  public:
   Nccl(const dist::EngineRendezvous& g) : rank_(g.cfg.rank), size_(g.cfg.world_size) {
@@ -76,7 +88,8 @@ class Nccl final : public NcclCommunicator {
     const nccl::Library& lib = nccl::library();
     LT_CHECK(lib.ok(), ErrorKind::NotImplemented, "not implemented: nccl: ", lib.error);
     api_ = &lib.api;
-    dev_ = CudaDevice::open(rank_device(g.cfg));  // the primary context; its stream is ours
+    // The primary context; its stream is ours.
+    dev_ = CudaDevice::open(rank_device(g.cfg), high_priority_stream());
     clear_collective_error(dev_->ordinal());
     // Rank 0 makes the unique id; every rank reads it from the group's store.
     nccl::UniqueId id{};
@@ -142,6 +155,7 @@ class Nccl final : public NcclCommunicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int device_ordinal() const override { return dev_->ordinal(); }
+  int stream_priority() const override { return dev_->stream_priority(); }
 
   std::shared_ptr<CUevent_st> enqueue(std::span<const CollectiveCall> calls,
                                       CUstream after) override {

@@ -48,6 +48,10 @@ class NcclCommunicator : public dist::Communicator {
   std::string_view engine() const override { return "nccl"; }
   // The GPU this rank's communicator runs on.
   virtual int device_ordinal() const = 0;
+  // The priority its calls run at: 0, or the device's greatest (LT_NCCL_STREAM_PRIORITY=high,
+  // read when the group is made): its stream's, and that of the kernels a CUDA graph captures
+  // from its calls (cuda_graph.cc).
+  virtual int stream_priority() const = 0;
   // Enqueues `calls` (several: one NCCL group call, ncclGroupStart/End, as a call group of
   // all_reduces runs) after the work issued on `after` so far; returns the event that marks their
   // end (the caller's stream waits on it before touching their memory; the caller keeps it until

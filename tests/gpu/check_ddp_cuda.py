@@ -29,6 +29,7 @@ import argparse
 import os
 import re
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -162,6 +163,9 @@ CHECKS = {
     "ddp_mixed": every_rank_ok("ddp.py", LT_DDP_REDUCE="mixed"),
     "ddp_bucket": every_rank_ok("ddp.py", LT_DDP_REDUCE="bucket"),
     "ddp_bucket_compiled": every_rank_ok("ddp_compiled.py", LT_DDP_REDUCE="bucket"),
+    # The collectives' kernels at the greatest stream priority, in CUDA graphs too (node priorities).
+    "ddp_bucket_priority": every_rank_ok("ddp_compiled.py", LT_DDP_REDUCE="bucket",
+                                         LT_NCCL_STREAM_PRIORITY="high"),
     "dead_rank": dead_rank,
     "mismatch": mismatch,
     "train_ddp": train_ddp,
@@ -194,8 +198,10 @@ def main(argv=None):
           f"{args.timeout} s", flush=True)
     failed = []
     for name in names:
+        t0 = time.perf_counter()
         ok, detail, out = CHECKS[name](args, nproc)
-        print(f"{'PASS' if ok else 'FAIL'} {name}: {detail}", flush=True)
+        print(f"{'PASS' if ok else 'FAIL'} {name}: {detail} ({time.perf_counter() - t0:.1f} s)",
+              flush=True)
         if not ok:
             failed.append(name)
             tail = ranks_output(out).strip().splitlines()[-60:]
