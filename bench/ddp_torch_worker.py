@@ -48,7 +48,12 @@ def peer_worker(args):
         contextlib.nullcontext
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
     # gpu_gpt2's torch step (its AdamW: lr 1e-4 = ddp_gpu.LR, weight decay 0.1).
-    step = torch_train_step(model, torch.compile(wrapped), idx, tgt, pos, vocab, amp)
+    # --peer-eager: DDP without torch.compile; --peer-one-graph: dynamo's DDPOptimizer off (one
+    # compiled graph, DDP's all-reduces after the whole backward), to see what each part costs.
+    if args.peer_one_graph:
+        torch._dynamo.config.optimize_ddp = False
+    fwd = wrapped if args.peer_eager else torch.compile(wrapped)
+    step = torch_train_step(model, fwd, idx, tgt, pos, vocab, amp)
 
     losses = []
     t0 = time.perf_counter()
@@ -56,6 +61,7 @@ def peer_worker(args):
     sync()
     res = {"world": world, "device": str(device), "rows_per_rank": rows,
            "global_rows": rows * world, "ddp": not args.no_ddp, "peer": "torch.compile + DDP",
+           "one_graph": bool(args.peer_one_graph), "eager": bool(args.peer_eager),
            "first_step_s": time.perf_counter() - t0}
     for _ in range(args.loss_steps - 1):
         losses.append(step())

@@ -25,15 +25,16 @@ void barrier();
 
 // How DistributedDataParallel averages a bucket of gradients (of one dtype):
 //  Flat: the bucket's gradients concatenated into one all_reduce and sliced back: one collective
-//    a bucket, for engines that pay a host round trip per call (Gloo).
+//    a 25 MB bucket. The default on every engine: Gloo pays a host round trip per call, and on
+//    NCCL a few large calls beat many small ones (2 H200s, GPT-2 124M bf16: 24.3-24.8 ms a step
+//    against 25.5 for PerTensor and Bucket, 25.7 for Mixed; bench/README.md, thirtieth session).
 //  PerTensor: one all_reduce per gradient, no copies (on NCCL each runs on the device as soon as
 //    its gradient is ready, overlapping the rest of backward).
 //  Mixed: gradients of at least kDdpAloneElements elements alone, the bucket's smaller ones
 //    (biases, norm weights) in one flat all_reduce: fewer NCCL calls, copies of small tensors only.
 //  Bucket: one all_reduce per gradient, a bucket's tagged as one call group (ir/ops.def): on NCCL
 //    one group call per bucket (ncclGroupStart/End), no copies; elsewhere as PerTensor.
-// By the group's engine (PerTensor on "nccl", the fastest measured there so far, else Flat);
-// LT_DDP_REDUCE=flat|per_tensor|mixed|bucket overrides it.
+// LT_DDP_REDUCE=flat|per_tensor|mixed|bucket overrides the default.
 enum class DdpReduce { Flat, PerTensor, Mixed, Bucket };
 inline constexpr int64_t kDdpAloneElements = int64_t{1} << 16;
 DdpReduce ddp_reduce_mode();

@@ -107,9 +107,9 @@ TEST(DistributedDataParallel, TwoRanksTrainLikeOneProcessOnTheWholeBatch) {
   trains_like_one_process(2, 25, 1);  // one bucket, two dtype groups (float32, float64)
 }
 
-// NCCL's ways of averaging a bucket (lt::distributed::ddp_reduce_mode: each gradient alone, or
-// the large ones alone and the small ones flattened), forced over Gloo; the ranks inherit the
-// variable.
+// DDP's other ways of averaging a bucket (lt::distributed::ddp_reduce_mode: each gradient alone,
+// the large ones alone and the small ones flattened, or each alone in one call group), over
+// Gloo; the ranks inherit the variable.
 TEST(DistributedDataParallel, TwoRanksReducingEachGradientTrainLikeOneProcess) {
   SKIP_WITHOUT_GLOO();
   for (const char* mode : {"per_tensor", "mixed", "bucket"}) {

@@ -163,7 +163,7 @@ CHECKS = {
     "ddp_mixed": every_rank_ok("ddp.py", LT_DDP_REDUCE="mixed"),
     "ddp_bucket": every_rank_ok("ddp.py", LT_DDP_REDUCE="bucket"),
     "ddp_bucket_compiled": every_rank_ok("ddp_compiled.py", LT_DDP_REDUCE="bucket"),
-    # The collectives' kernels at the greatest stream priority, in CUDA graphs too (node priorities).
+    # The collectives' kernels at the greatest stream priority (CUDA graph node priorities too).
     "ddp_bucket_priority": every_rank_ok("ddp_compiled.py", LT_DDP_REDUCE="bucket",
                                          LT_NCCL_STREAM_PRIORITY="high"),
     "dead_rank": dead_rank,

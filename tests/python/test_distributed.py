@@ -68,7 +68,7 @@ def test_distributed_data_parallel_matches_one_process(nproc):
 
 @pytest.mark.parametrize("script,mode", [("ddp.py", "per_tensor"), ("ddp_compiled.py", "bucket")])
 def test_ddp_reduce_modes_match_one_process(script, mode):
-    # NCCL's ways of averaging a bucket (runtime/distributed.h: ddp_reduce_mode), forced over Gloo.
+    # DDP's other ways of averaging a bucket (runtime/distributed.h: ddp_reduce_mode), over Gloo.
     # mixed (and each mode again) in two ranks: data_parallel_test.cc; every mode's all_reduces and
     # values in one process: test_nn_parallel.py.
     _every_rank_ok(script, 2, LT_DDP_REDUCE=mode)

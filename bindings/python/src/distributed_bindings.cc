@@ -19,7 +19,8 @@ void init_distributed(py::module_& m) {
   d.def("get_world_size", &dist::get_world_size);
   d.def("get_local_rank", &dist::get_local_rank);
   d.def("get_backend", &distributed::get_backend);
-  // "flat", "per_tensor" or "mixed", and the size from which "mixed" reduces a gradient alone.
+  // "flat", "per_tensor", "mixed" or "bucket", and the size from which "mixed" reduces a
+  // gradient alone.
   d.def("ddp_reduce_mode", [] {
     switch (distributed::ddp_reduce_mode()) {
       case distributed::DdpReduce::PerTensor:
