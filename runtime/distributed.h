@@ -33,7 +33,8 @@ void barrier();
 //  Mixed: gradients of at least kDdpAloneElements elements alone, the bucket's smaller ones
 //    (biases, norm weights) in one flat all_reduce: fewer NCCL calls, copies of small tensors only.
 //  Bucket: one all_reduce per gradient, a bucket's tagged as one call group (ir/ops.def): on NCCL
-//    one group call per bucket (ncclGroupStart/End), no copies; elsewhere as PerTensor.
+//    one all_reduce over the bucket packed by copies on NCCL's stream (nccl_communicator.cc:
+//    coalesced), no concatenating kernel; elsewhere as PerTensor.
 // LT_DDP_REDUCE=flat|per_tensor|mixed|bucket overrides the default.
 enum class DdpReduce { Flat, PerTensor, Mixed, Bucket };
 inline constexpr int64_t kDdpAloneElements = int64_t{1} << 16;
