@@ -57,3 +57,33 @@ def test_ddp_bucket_averaging_modes(monkeypatch, mode, want):
             np.testing.assert_allclose(a.numpy(), values[pos[id(g)]], rtol=1e-6)
     finally:
         dist.destroy_process_group()
+
+
+def test_ddp_reduce_mode_rejects_unknown_values(monkeypatch):
+    """A bad LT_DDP_REDUCE is a clear error at the first backward through DDP (in a group of one
+    rank; the variable is read there, as every rank reads it), and the process keeps working."""
+    import socket
+    import lazytensor.distributed as dist
+    from lazytensor.nn.parallel import DistributedDataParallel as DDP
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for k, v in dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                     MASTER_PORT=str(port)).items():
+        monkeypatch.setenv(k, v)
+    rng = np.random.default_rng(12)
+    x = lt.tensor(rng.standard_normal((4, 3)).astype(np.float32), device="lazy")
+    dist.init_process_group("gloo")
+    try:
+        model = DDP(lt.nn.Linear(3, 2).to("lazy"))
+        monkeypatch.setenv("LT_DDP_REDUCE", "bogus")
+        with pytest.raises(ValueError, match="LT_DDP_REDUCE=bogus: expected flat, per_tensor, "
+                                             "mixed or bucket"):
+            model(x).sum().backward()
+        monkeypatch.setenv("LT_DDP_REDUCE", "per_tensor")
+        model.zero_grad()
+        model(x).sum().backward()
+        assert model.module.weight.grad.shape == (2, 3)
+        np.testing.assert_allclose(model.module.bias.grad.numpy(), [4.0, 4.0], rtol=1e-6)
+    finally:
+        dist.destroy_process_group()
