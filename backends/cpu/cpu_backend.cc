@@ -38,11 +38,12 @@ class CpuBackend : public Backend {
   // binding (cpu_executable.h).
   bool symbolic_sizes() const override { return true; }
 
-  // float32 matmuls and convolutions go to oneDNN; float64 (which oneDNN lacks) and other dtypes
-  // stay loop kernels.
+  // float32 matmuls and convolutions go to oneDNN, and bfloat16 and float16 matmuls widened to
+  // float32 (onednn_gemm.h); float64 (which oneDNN lacks) and other dtypes stay loop kernels.
   LowerOptions lower_options() const override {
     LowerOptions o;
-    if (cpu::onednn_gemm_available() && gemm_enabled()) o.gemm_dtypes = {DType::Float32};
+    if (cpu::onednn_gemm_available() && gemm_enabled())
+      o.gemm_dtypes = {DType::Float32, DType::BFloat16, DType::Float16};
     if (cpu::onednn_conv_available() && gemm_enabled()) o.conv_dtypes = {DType::Float32};
     o.conv_channels_last = !o.conv_dtypes.empty() && conv_channels_last(false);
     return o;

@@ -10,6 +10,7 @@
 #include "backends/cpu/small_gemm.h"
 #include "backends/cpu/transpose.h"
 #include "ir/error.h"
+#include "ir/half.h"
 #include "lowering/size_fields.h"
 
 namespace lt::cpu {
@@ -131,10 +132,13 @@ Gemm packed(const Gemm& g) {
   return p;
 }
 
-// Copies a strided batch of rows x cols matrices into a contiguous [batch..., rows, cols] array.
-void pack(const float* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+// Copies a strided batch of rows x cols matrices into a contiguous float32 [batch..., rows, cols]
+// array, each element through to_float (16-bit operands are widened on the way: exactly, every
+// 16-bit value being a float32 one).
+template <class T, class ToFloat>
+void pack(const T* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
           const std::vector<int64_t>& batch, const std::vector<int64_t>& bstride,
-          std::vector<float>& dst) {
+          std::vector<float>& dst, ToFloat to_float) {
   int64_t count = 1;
   for (int64_t e : batch) count *= e;
   dst.resize(static_cast<size_t>(count * rows * cols));
@@ -143,8 +147,14 @@ void pack(const float* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
     int64_t off = 0, rest = i;
     for (size_t d = batch.size(); d-- > 0; rest /= batch[d]) off += rest % batch[d] * bstride[d];
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) *out++ = src[off + r * rs + c * cs];
+      for (int64_t c = 0; c < cols; ++c) *out++ = to_float(src[off + r * rs + c * cs]);
   }
+}
+
+void pack(const float* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+          const std::vector<int64_t>& batch, const std::vector<int64_t>& bstride,
+          std::vector<float>& dst) {
+  pack(src, rows, cols, rs, cs, batch, bstride, dst, [](float v) { return v; });
 }
 
 }  // namespace
@@ -219,6 +229,16 @@ void execute(const OnednnGemm::Impl& impl, const Gemm& g, char* pa, char* pb, vo
   stream.wait();
 }
 
+// The 16-bit operand (bfloat16 or float16 bits) as pack() makes float32 ones.
+void widen(const uint16_t* src, DType t, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+           const std::vector<int64_t>& batch, const std::vector<int64_t>& bstride,
+           std::vector<float>& dst) {
+  if (t == DType::BFloat16)
+    pack(src, rows, cols, rs, cs, batch, bstride, dst, bfloat16_to_float);
+  else
+    pack(src, rows, cols, rs, cs, batch, bstride, dst, half_to_float);
+}
+
 }  // namespace
 
 bool onednn_gemm_available() { return true; }
@@ -230,9 +250,16 @@ size_t onednn_gemm_primitives() {
 }
 
 OnednnGemm::OnednnGemm(const Gemm& g) : g_(g) {
+  if (g.dtype == DType::BFloat16 || g.dtype == DType::Float16) {
+    Gemm p = packed(g);
+    p.dtype = DType::Float32;
+    p.a_offset = p.b_offset = 0;
+    widened_ = std::make_shared<const OnednnGemm>(p);
+    return;
+  }
   if (g.dtype != DType::Float32)
     fail(ErrorKind::NotImplemented, "not implemented: gemm in ", dtype_name(g.dtype),
-         " on cpu (oneDNN: float32 only)");
+         " on cpu (oneDNN: float32, bfloat16 and float16 only)");
   if (small_gemm_fits(g)) return;  // run() uses the loop: no primitive
   // Keyed by everything the primitive depends on; offsets are applied to the pointers instead.
   std::vector<int64_t> key = {g.M, g.N, g.K, g.a_rs, g.a_cs, g.b_rs, g.b_cs};
@@ -280,6 +307,23 @@ void OnednnGemm::run(const void* a, const void* b, void* out) const {
   const size_t es = dtype_size(g_.dtype);
   auto* pa = const_cast<char*>(static_cast<const char*>(a)) + g_.a_offset * es;
   auto* pb = const_cast<char*>(static_cast<const char*>(b)) + g_.b_offset * es;
+  if (widened_) {
+    // Freed on return, not kept per thread: a vocabulary-sized product's float32 copies run to
+    // gigabytes, and allocating them costs little next to the product itself.
+    std::vector<float> wa, wb, wc;
+    widen(reinterpret_cast<const uint16_t*>(pa), g_.dtype, g_.M, g_.K, g_.a_rs, g_.a_cs, g_.batch,
+          g_.a_batch_stride, wa);
+    widen(reinterpret_cast<const uint16_t*>(pb), g_.dtype, g_.K, g_.N, g_.b_rs, g_.b_cs, g_.batch,
+          g_.b_batch_stride, wb);
+    wc.resize(static_cast<size_t>(g_.batch_count() * g_.M * g_.N));
+    widened_->run(wa.data(), wb.data(), wc.data());
+    auto* o = static_cast<uint16_t*>(out);
+    if (g_.dtype == DType::BFloat16)
+      for (size_t i = 0; i < wc.size(); ++i) o[i] = float_to_bfloat16(wc[i]);
+    else
+      for (size_t i = 0; i < wc.size(); ++i) o[i] = float_to_half(wc[i]);
+    return;
+  }
   if (!impl_) {
     small_gemm(g_, reinterpret_cast<const float*>(pa), reinterpret_cast<const float*>(pb),
                static_cast<float*>(out));

@@ -1,6 +1,10 @@
 // Gemm plan steps on the CPU through oneDNN's matmul primitive (float32). Primitives are created
 // once per distinct (dtype, shapes, strides) and shared by every executable that needs them.
 // Products small enough for backends/cpu/small_gemm.h run as its loop instead (no primitive).
+// bfloat16 and float16 products run widened: the operands converted to contiguous float32, the
+// float32 product, the result rounded once (to nearest even), as PyTorch's CPU matmul of 16-bit
+// tensors accumulates in float32 and rounds once; the conversions cost O(MK + KN + MN) against
+// the product's O(MNK) (oneDNN 2.7's 16-bit matmul needs AVX-512 BF16/FP16 hardware).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +17,8 @@
 
 namespace lt::cpu {
 
-// Whether this build has oneDNN, so lowering may emit float32 Gemm steps for the CPU.
+// Whether this build has oneDNN, so lowering may emit Gemm steps for the CPU (float32, and
+// bfloat16 and float16 widened).
 bool onednn_gemm_available();
 
 // How many matmul primitives the process-wide cache behind OnednnGemm and OnednnSymbolicGemm
@@ -22,7 +27,8 @@ size_t onednn_gemm_primitives();
 
 class OnednnGemm {
  public:
-  // Throws lt::Error "not implemented: gemm ... on cpu" without oneDNN or for a dtype it lacks.
+  // Throws lt::Error "not implemented: gemm ... on cpu" without oneDNN or for a dtype it lacks
+  // (float32, bfloat16 and float16 are supported).
   explicit OnednnGemm(const Gemm& g);
   ~OnednnGemm();
   OnednnGemm(OnednnGemm&&) noexcept;
@@ -34,6 +40,9 @@ class OnednnGemm {
  private:
   std::shared_ptr<const Impl> impl_;
   Gemm g_;
+  // 16-bit products: the float32 product over contiguous copies ([batch..., M, K] x
+  // [batch..., K, N] -> [batch..., M, N]) that run() widens the operands into.
+  std::shared_ptr<const OnednnGemm> widened_;
 };
 
 // A symbolic Gemm step (issue 30) run at any binding of its size symbols through primitives whose
