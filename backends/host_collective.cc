@@ -48,6 +48,43 @@ void finish_host_collective(const CollectiveStep& s, void* out) {
   }
 }
 
+bool same_host_call(const CollectiveStep& a, const CollectiveStep& b) {
+  return a.op == Op::AllReduce && b.op == Op::AllReduce && a.group > 0 && a.group == b.group &&
+         a.dtype == b.dtype && a.reduce == b.reduce;
+}
+
+std::shared_ptr<std::vector<char>> prepare_host_call(
+    const std::vector<const CollectiveStep*>& steps, const std::vector<const void*>& ins) {
+  communicator_for(steps.front()->op, steps.front()->world);
+  const size_t es = dtype_size(steps.front()->dtype);
+  size_t total = 0;
+  for (const CollectiveStep* s : steps) total += static_cast<size_t>(s->count) * es;
+  auto packed = std::make_shared<std::vector<char>>(total);
+  size_t off = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const size_t bytes = static_cast<size_t>(steps[i]->count) * es;
+    if (bytes) std::memcpy(packed->data() + off, ins[i], bytes);
+    off += bytes;
+  }
+  return packed;
+}
+
+void finish_host_call(const std::vector<const CollectiveStep*>& steps, std::vector<char>& packed,
+                      const std::vector<void*>& outs) {
+  const CollectiveStep& first = *steps.front();
+  auto comm = communicator_for(first.op, first.world);
+  const size_t es = dtype_size(first.dtype);
+  if (packed.empty()) return;  // every rank has the same graph: all skip it
+  comm->all_reduce(packed.data(), static_cast<int64_t>(packed.size() / es), first.dtype,
+                   static_cast<dist::ReduceOp>(first.reduce));
+  size_t off = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const size_t bytes = static_cast<size_t>(steps[i]->count) * es;
+    if (bytes) std::memcpy(outs[i], packed.data() + off, bytes);
+    off += bytes;
+  }
+}
+
 uint64_t collectives_signature(const std::vector<CollectiveStep>& steps) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields every rank must agree on
   auto mix = [&](int64_t v) {

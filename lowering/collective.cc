@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <queue>
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -114,8 +116,11 @@ void hoist_collectives(Plan& plan) {
   plan.steps = std::move(order);
 }
 
-void order_by_collectives(Plan& plan) {
-  if (plan.collectives.empty() || plan.steps.empty()) return;
+namespace {
+
+// order_by_collectives' list schedule; nullopt when the dependencies have a cycle (whole_groups:
+// a call group member waiting on a writer that needs a collective after it).
+std::optional<std::vector<PlanStep>> collective_order(const Plan& plan, bool whole_groups) {
   const int ns = static_cast<int>(plan.steps.size());
   const int nb = static_cast<int>(plan.buffers.size());
   // Dependencies in the current order: read after write, write after read or write, and each
@@ -126,18 +131,32 @@ void order_by_collectives(Plan& plan) {
   std::vector<int> reads, writes, deps;
   int last_collective = -1, collectives = 0;
   // The writers of each call group's operands: every member waits for all of them, so the group
-  // stays adjacent (one engine call).
+  // stays adjacent (one engine call). Members traced apart (a DDP bucket's all_reduces come in
+  // the order of the graph's outputs, each after its own gradient) wait for writers traced after
+  // them too (whole_groups), when the group's members follow one another among the collectives.
   std::map<int, std::vector<int>> group_writers;
   {
     std::vector<int> writer(nb, -1);
+    std::map<int, int> members_seen;
+    std::set<int> split;  // groups with another collective between two of their members
+    int prev_group = 0;
     for (int s = 0; s < ns; ++s) {
       step_buffers(plan, plan.steps[s], reads, writes);
+      if (plan.steps[s].kind == PlanStep::Kind::Collective) {
+        const int g = group_of(plan, plan.steps[s]);
+        if (g > 0 && members_seen[g]++ > 0 && prev_group != g) split.insert(g);
+        prev_group = g;
+      }
       if (int g = group_of(plan, plan.steps[s]); g > 0)
         for (int b : reads)
           if (b >= 0 && b < nb && writer[b] >= 0) group_writers[g].push_back(writer[b]);
       for (int b : writes)
         if (b >= 0 && b < nb) writer[b] = s;
     }
+    if (!whole_groups)
+      for (auto& [g, ws] : group_writers) split.insert(g);
+    // Split groups keep the rule for writers traced earlier only (applied below: w < s).
+    for (int g : split) group_writers[-g] = std::move(group_writers[g]), group_writers.erase(g);
   }
   for (int s = 0; s < ns; ++s) {
     const bool collective = plan.steps[s].kind == PlanStep::Kind::Collective;
@@ -151,9 +170,13 @@ void order_by_collectives(Plan& plan) {
         deps.insert(deps.end(), readers[b].begin(), readers[b].end());
       }
     if (collective && last_collective >= 0) deps.push_back(last_collective);
-    if (int g = group_of(plan, plan.steps[s]); g > 0)
-      for (int w : group_writers[g])
-        if (w < s) deps.push_back(w);
+    if (int g = group_of(plan, plan.steps[s]); g > 0) {
+      if (auto it = group_writers.find(g); it != group_writers.end())
+        deps.insert(deps.end(), it->second.begin(), it->second.end());
+      if (auto it = group_writers.find(-g); it != group_writers.end())
+        for (int w : it->second)
+          if (w < s) deps.push_back(w);
+    }
     std::sort(deps.begin(), deps.end());
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
     for (int d : deps) {
@@ -186,10 +209,20 @@ void order_by_collectives(Plan& plan) {
     for (int n : next[s])
       if (--waiting[n] == 0) ready.emplace(priority(n), n);
   }
-  if (static_cast<int>(order.size()) != ns)
-    fail(ErrorKind::Runtime, "internal: ordering ", ns, " steps by their collectives placed ",
-         order.size());
-  plan.steps = std::move(order);
+  if (static_cast<int>(order.size()) != ns) return std::nullopt;
+  return order;
+}
+
+}  // namespace
+
+void order_by_collectives(Plan& plan) {
+  if (plan.collectives.empty() || plan.steps.empty()) return;
+  std::optional<std::vector<PlanStep>> order = collective_order(plan, true);
+  if (!order) order = collective_order(plan, false);  // a group that cannot be whole
+  if (!order)
+    fail(ErrorKind::Runtime, "internal: ordering ", plan.steps.size(),
+         " steps by their collectives found a cycle");
+  plan.steps = std::move(*order);
 }
 
 }  // namespace lt

@@ -3,8 +3,9 @@
 // the whole module on its shard of the batch; the parameters and buffers start as rank 0's, and
 // after each backward pass through this module's forward the gradients are averaged over the
 // ranks, in buckets of about bucket_cap_mb in reverse parameter order (the order backward produces
-// them): one all_reduce per bucket and dtype over the bucket's gradients flattened into one tensor
-// (lt::distributed::ddp_reduce_mode says the other ways, LT_DDP_REDUCE chooses one). On a
+// them): each bucket and dtype one engine call, over the gradients flattened on NCCL, packed by
+// the backend on Gloo (lt::distributed::ddp_reduce_mode says the ways, LT_DDP_REDUCE chooses
+// one). On a
 // lazy device the averaging is traced right after the backward (autograd's queue_callback), so
 // forward, backward, the collectives and the optimizer's update are one graph.
 #pragma once

@@ -40,8 +40,8 @@ DdpReduce ddp_reduce_mode() {
   if (mode == "bucket") return DdpReduce::Bucket;
   if (!mode.empty())
     fail(ErrorKind::Value, "LT_DDP_REDUCE=", mode,
-         ": expected flat, per_tensor, mixed or bucket (or unset: flat)");
-  return DdpReduce::Flat;
+         ": expected flat, per_tensor, mixed or bucket (or unset: flat on nccl, else bucket)");
+  return get_backend() == "nccl" ? DdpReduce::Flat : DdpReduce::Bucket;
 }
 
 void all_reduce(Tensor& t, ReduceOp op) { t.assign(lt::all_reduce(t, op, get_world_size())); }

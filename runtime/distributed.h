@@ -25,16 +25,21 @@ void barrier();
 
 // How DistributedDataParallel averages a bucket of gradients (of one dtype):
 //  Flat: the bucket's gradients concatenated into one all_reduce and sliced back: one collective
-//    a 25 MB bucket. The default on every engine: Gloo pays a host round trip per call, and on
-//    NCCL a few large calls beat many small ones (2 H200s, GPT-2 124M bf16: 24.3-24.8 ms a step
-//    against 25.5 for PerTensor and Bucket, 25.7 for Mixed; bench/README.md, thirtieth session).
+//    a 25 MB bucket. NCCL's default: a few large calls beat many small ones (2 H200s, GPT-2 124M
+//    bf16: 24.3-24.8 ms a step against 25.5 for PerTensor, 25.7 for Mixed; bench/README.md,
+//    thirtieth session). The concatenation is a kernel whose every element picks its piece
+//    through a chain of selects (runtime/indexing.cc's cat), costly for many pieces.
 //  PerTensor: one all_reduce per gradient, no copies (on NCCL each runs on the device as soon as
 //    its gradient is ready, overlapping the rest of backward).
 //  Mixed: gradients of at least kDdpAloneElements elements alone, the bucket's smaller ones
 //    (biases, norm weights) in one flat all_reduce: fewer NCCL calls, copies of small tensors only.
-//  Bucket: one all_reduce per gradient, a bucket's tagged as one call group (ir/ops.def): on NCCL
-//    one all_reduce over the bucket packed by copies on NCCL's stream (nccl_communicator.cc:
-//    coalesced), no concatenating kernel; elsewhere as PerTensor.
+//  Bucket: one all_reduce per gradient, a bucket's tagged as one call group (ir/ops.def) that the
+//    plan keeps adjacent (lowering/collective.h) and the backend runs as one engine call over the
+//    operands packed by copies, no concatenating kernel: on NCCL on its stream
+//    (nccl_communicator.cc), on Gloo on the collective worker (backends/host_collective.h).
+//    Gloo's default (a tiny GPT over two CPU ranks: 11.6 ms a step against 19.3 for Flat);
+//    not yet measured on NCCL, whose group ran one call per gradient until the plan kept it
+//    together (the thirtieth session's bench measured that, not the packing).
 // LT_DDP_REDUCE=flat|per_tensor|mixed|bucket overrides the default.
 enum class DdpReduce { Flat, PerTensor, Mixed, Bucket };
 inline constexpr int64_t kDdpAloneElements = int64_t{1} << 16;

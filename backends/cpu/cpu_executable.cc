@@ -466,6 +466,10 @@ std::vector<BufferPtr> CpuExecutable::run_with(const std::vector<RunInput>& inpu
   // Collectives in flight on comm_'s worker: the memory each writes and its ticket. A step that
   // touches that memory waits for it first (temporaries sharing a slot share its address).
   std::vector<std::pair<const void*, int64_t>> in_flight;
+  // A call group's all_reduces gathered so far (their steps, operands and results).
+  std::vector<const CollectiveStep*> call_steps;
+  std::vector<const void*> call_ins;
+  std::vector<void*> call_outs;
   auto settle = [&](const std::vector<int>& buffers) {
     for (int b : buffers) {
       if (b < 0 || in_flight.empty()) continue;
@@ -512,9 +516,32 @@ std::vector<BufferPtr> CpuExecutable::run_with(const std::vector<RunInput>& inpu
       continue;
     }
     if (step.kind == PlanStep::Kind::Collective) {
+      const CollectiveStep& c = collectives_[step.index];
+      // A call group's all_reduces (adjacent in the plan: lowering/collective.h) run as one
+      // engine call over their operands packed together: DDP's bucket mode, one Gloo call a
+      // bucket without a concatenating kernel. Gathered here up to the group's last step.
+      const size_t at = static_cast<size_t>(&step - steps_.data());
+      const PlanStep* next = at + 1 < steps_.size() ? &steps_[at + 1] : nullptr;
+      const bool more = next && next->kind == PlanStep::Kind::Collective &&
+                        same_host_call(c, collectives_[next->index]);
+      if (more || !call_steps.empty()) {
+        call_steps.push_back(&c);
+        call_ins.push_back(data[c.in]);
+        call_outs.push_back(data[c.out]);
+        if (more) continue;
+        auto packed = prepare_host_call(call_steps, call_ins);
+        const RunStats* st = timed ? stats : nullptr;
+        const int64_t ticket = comm_->submit([steps = call_steps, outs = call_outs, packed, st] {
+          const auto s0 = std::chrono::steady_clock::now();
+          finish_host_call(steps, *packed, outs);
+          if (st) st->on_kernel(steps.front()->name, s0, std::chrono::steady_clock::now());
+        });
+        for (void* out : call_outs) in_flight.emplace_back(out, ticket);
+        call_steps.clear(), call_ins.clear(), call_outs.clear();
+        continue;
+      }
       // The operand is copied into the result here; the worker then works on the result alone
       // (the operand's memory may serve another temporary once this step is past).
-      const CollectiveStep& c = collectives_[step.index];
       prepare_host_collective(c, data[c.in], data[c.out]);
       void* out = data[c.out];
       const RunStats* st = timed ? stats : nullptr;

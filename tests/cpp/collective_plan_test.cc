@@ -170,6 +170,33 @@ TEST(CollectivePlan, ACallGroupRunsTogetherAfterItsLastOperand) {
   EXPECT_THROW(make_node(Op::AllReduce, {x}, three), Error);
 }
 
+// A DDP bucket's all_reduces as a trace orders them: each right after its own gradient, the
+// next gradient's work between them (the graph's outputs come one after another). Planning still
+// puts the group together, after the last gradient, so it runs as one engine call.
+TEST(CollectivePlan, ACallGroupTracedApartRunsTogether) {
+  auto x = param({40, 9}), y = param({70}), z = param({25});
+  auto ax = grouped_all_reduce(make_node(Op::Exp, {x}), 3);
+  auto ay = grouped_all_reduce(make_node(Op::Mul, {make_node(Op::Sin, {y}), y}), 3);
+  auto az = grouped_all_reduce(make_node(Op::Cos, {z}), 3);
+  Plan p = plan_of({make_node(Op::Neg, {ax}), make_node(Op::Neg, {ay}), make_node(Op::Neg, {az})});
+  ASSERT_EQ(p.collectives.size(), 3u) << p.grouping;
+  std::vector<int> at;
+  for (size_t s = 0; s < p.steps.size(); ++s)
+    if (p.steps[s].kind == PlanStep::Kind::Collective) at.push_back(static_cast<int>(s));
+  ASSERT_EQ(at.size(), 3u);
+  EXPECT_EQ(at[1], at[0] + 1) << p.grouping;
+  EXPECT_EQ(at[2], at[0] + 2) << p.grouping;
+  // Every gradient's kernel before the group, every consumer (the negations) after it.
+  for (size_t s = 0; s < p.steps.size(); ++s)
+    if (p.steps[s].kind == PlanStep::Kind::Kernel) {
+      const std::string& name = p.kernels[static_cast<size_t>(p.steps[s].index)].name;
+      if (name.find("neg") != std::string::npos)
+        EXPECT_GT(static_cast<int>(s), at[2]) << name << "\n" << p.grouping;
+      else
+        EXPECT_LT(static_cast<int>(s), at[0]) << name << "\n" << p.grouping;
+    }
+}
+
 TEST(CollectivePlan, RoundTripsAndRejectsDamage) {
   auto x = param({10});
   Plan p = plan_of({collective(Op::Broadcast, make_node(Op::Sin, {x}), 1, 2)});

@@ -108,11 +108,11 @@ TEST(DistributedDataParallel, TwoRanksTrainLikeOneProcessOnTheWholeBatch) {
 }
 
 // DDP's other ways of averaging a bucket (lt::distributed::ddp_reduce_mode: each gradient alone,
-// the large ones alone and the small ones flattened, or each alone in one call group), over
-// Gloo; the ranks inherit the variable.
-TEST(DistributedDataParallel, TwoRanksReducingEachGradientTrainLikeOneProcess) {
+// the large ones alone and the small ones flattened, or the whole bucket flattened; the call
+// group, Gloo's default, is the tests above), over Gloo; the ranks inherit the variable.
+TEST(DistributedDataParallel, TwoRanksInTheOtherReduceModesTrainLikeOneProcess) {
   SKIP_WITHOUT_GLOO();
-  for (const char* mode : {"per_tensor", "mixed", "bucket"}) {
+  for (const char* mode : {"per_tensor", "mixed", "flat"}) {
     SCOPED_TRACE(mode);
     ::setenv("LT_DDP_REDUCE", mode, 1);
     trains_like_one_process(2, 25, 1);

@@ -26,9 +26,9 @@ class DistributedDataParallel(Module):
     """Data parallelism over the default process group (lt.distributed), as torch's DDP: the
     parameters and buffers start as rank 0's; after each backward pass through this module's
     forward the gradients are averaged over the ranks, in buckets of about bucket_cap_mb in
-    reverse parameter order (the order backward produces them): one all_reduce per bucket over its
-    gradients flattened (LT_DDP_REDUCE=flat|per_tensor|mixed|bucket chooses another way:
-    runtime/distributed.h). On
+    reverse parameter order (the order backward produces them): each bucket one engine call, over
+    its gradients flattened on NCCL, packed by the backend on Gloo (LT_DDP_REDUCE=flat|per_tensor|
+    mixed|bucket chooses another way: runtime/distributed.h). On
     "lazy" the averaging is part of the step's graph (traced right after the backward), so forward,
     backward, the collectives and the optimizer's update are one compiled graph. `no_sync()` skips
     the averaging (gradient accumulation)."""
@@ -71,7 +71,7 @@ class DistributedDataParallel(Module):
     def _average_gradients(self):
         from .._C import distributed as _D
         from ..autograd import no_grad
-        mode = _D.ddp_reduce_mode()  # runtime/distributed.h: flat unless LT_DDP_REDUCE says
+        mode = _D.ddp_reduce_mode()  # runtime/distributed.h: by engine, or LT_DDP_REDUCE
         avg = self._dist._op("avg")
         group = 0  # bucket mode: each bucket and dtype its own call group, 1, 2, ...
         with no_grad():
