@@ -298,6 +298,7 @@ class Nccl final : public NcclCommunicator {
     };
     size_t bytes = 0;
     for (const CollectiveCall& k : calls) bytes += padded(*k.step);
+    if (bytes == 0) return;  // every rank has the same graph: all skip it
     const CUdeviceptr buf = packing_buffer(bytes);
     const CudaDriver& d = dev_->driver();
     size_t off = 0;
