@@ -38,7 +38,9 @@
 # per-kernel GPU time of the GPT rows, under $OUT/profile; "profile_gpt2" adds
 # tests/gpu/profile_gpt2.py, the GPT-2 124M bf16 row's kernels against torch.compile's, under
 # $OUT/profile_gpt2; "profile_resnet" the same for the ResNet-18 row; "ddp" the data-parallel
-# checks over NCCL and "ddpbench" the 1-GPU vs all-GPU GPT-2 training benchmark (2+ GPUs); "rows" adds tests/gpu/profile_rows.py,
+# checks over NCCL and "ddpbench" the 1-GPU vs all-GPU GPT-2 training benchmark (2+ GPUs; DDP_CHECK_ARGS
+# and DDP_BENCH_ARGS, default "--peer", pass arguments on, e.g. DDP_CHECK_ARGS="--only ddp,ddp_bucket"
+# DDP_BENCH_ARGS="--reduce-modes bucket --variants NCCL_PROTO=Simple"); "rows" adds tests/gpu/profile_rows.py,
 # kernel vs host time of the one-graph rows under codegen variants), GPU_TESTS (default all: the
 # C++ GPU test binaries the cpp stage runs, by name, e.g. "cuda_symbolic_gpu_test"), TARGETS
 # (default all: the build stage builds only these CMake targets, e.g. "cuda_symbolic_gpu_test";
