@@ -48,11 +48,6 @@ void finish_host_collective(const CollectiveStep& s, void* out) {
   }
 }
 
-bool same_host_call(const CollectiveStep& a, const CollectiveStep& b) {
-  return a.op == Op::AllReduce && b.op == Op::AllReduce && a.group > 0 && a.group == b.group &&
-         a.dtype == b.dtype && a.reduce == b.reduce;
-}
-
 std::shared_ptr<std::vector<char>> prepare_host_call(
     const std::vector<const CollectiveStep*>& steps, const std::vector<const void*>& ins) {
   communicator_for(steps.front()->op, steps.front()->world);

@@ -24,12 +24,10 @@ std::shared_ptr<dist::Communicator> communicator_for(Op op, int world);
 void prepare_host_collective(const CollectiveStep& step, const void* in, void* out);
 void finish_host_collective(const CollectiveStep& step, void* out);
 
-// Whether all_reduce steps a and b belong to one call group (CollectiveStep::group, adjacent in
-// the plan) that runs as one engine call: the same group, dtype and reduction.
-bool same_host_call(const CollectiveStep& a, const CollectiveStep& b);
-// A call group's all_reduces as one engine call, in two halves as above: prepare packs every
-// operand into one buffer (returned; each operand's memory is free again once it returns), finish
-// reduces that buffer in place and copies each step's part into its result.
+// A call group's all_reduces (same_engine_call, lowering/collective.h) as one engine call, in two
+// halves as above: prepare packs every operand into one buffer (returned; each operand's memory is
+// free again once it returns), finish reduces that buffer in place and copies each step's part into
+// its result.
 std::shared_ptr<std::vector<char>> prepare_host_call(
     const std::vector<const CollectiveStep*>& steps, const std::vector<const void*>& ins);
 void finish_host_call(const std::vector<const CollectiveStep*>& steps, std::vector<char>& packed,

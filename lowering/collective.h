@@ -28,6 +28,10 @@ struct CollectiveStep {
 // rank (buffers and name unset).
 CollectiveStep collective_step_of(Op op, DType t, const Attrs& a, int64_t count);
 
+// Whether all_reduce steps a and b belong to one call group (CollectiveStep::group) whose
+// members a backend packs into one engine call: the same group, dtype and reduction.
+bool same_engine_call(const CollectiveStep& a, const CollectiveStep& b);
+
 struct Plan;
 
 // Moves each collective step (and the kernel that writes its operand, when that kernel reads only

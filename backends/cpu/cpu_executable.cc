@@ -523,7 +523,7 @@ std::vector<BufferPtr> CpuExecutable::run_with(const std::vector<RunInput>& inpu
       const size_t at = static_cast<size_t>(&step - steps_.data());
       const PlanStep* next = at + 1 < steps_.size() ? &steps_[at + 1] : nullptr;
       const bool more = next && next->kind == PlanStep::Kind::Collective &&
-                        same_host_call(c, collectives_[next->index]);
+                        same_engine_call(c, collectives_[next->index]);
       if (more || !call_steps.empty()) {
         call_steps.push_back(&c);
         call_ins.push_back(data[c.in]);

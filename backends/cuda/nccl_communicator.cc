@@ -279,9 +279,8 @@ class Nccl final : public NcclCommunicator {
 
   static bool coalescable(std::span<const CollectiveCall> calls) {
     const CollectiveStep& f = *calls.front().step;
-    return std::all_of(calls.begin(), calls.end(), [&](const CollectiveCall& k) {
-      return k.step->op == Op::AllReduce && k.step->dtype == f.dtype && k.step->reduce == f.reduce;
-    });
+    return std::all_of(calls.begin(), calls.end(),
+                       [&](const CollectiveCall& k) { return same_engine_call(f, *k.step); });
   }
 
   // A bucket's all_reduces as one: NCCL moves a few large buffers at full bandwidth, while a
@@ -301,25 +300,23 @@ class Nccl final : public NcclCommunicator {
     if (bytes == 0) return;  // every rank has the same graph: all skip it
     const CUdeviceptr buf = packing_buffer(bytes);
     const CudaDriver& d = dev_->driver();
-    size_t off = 0;
-    for (const CollectiveCall& k : calls) {
-      if (k.step->count)
-        d.check(d.cuMemcpyDtoDAsync_v2(buf + off, k.in, static_cast<size_t>(k.step->count) * elem,
-                                       stream),
-                "cuMemcpyDtoDAsync");
-      off += padded(*k.step);
-    }
+    // Each operand into its place in the buffer (pack), or its place back into its result.
+    auto copy_each = [&](bool pack) {
+      size_t off = 0;
+      for (const CollectiveCall& k : calls) {
+        const size_t n = static_cast<size_t>(k.step->count) * elem;
+        if (n)
+          d.check(
+              d.cuMemcpyDtoDAsync_v2(pack ? buf + off : k.out, pack ? k.in : buf + off, n, stream),
+              "cuMemcpyDtoDAsync");
+        off += padded(*k.step);
+      }
+    };
+    copy_each(true);
     CollectiveStep packed = first;
     packed.count = static_cast<int64_t>(bytes / elem);
     finish(call(packed, buf, buf, stream), first, abort_on_error);
-    off = 0;
-    for (const CollectiveCall& k : calls) {
-      if (k.step->count)
-        d.check(d.cuMemcpyDtoDAsync_v2(k.out, buf + off, static_cast<size_t>(k.step->count) * elem,
-                                       stream),
-                "cuMemcpyDtoDAsync");
-      off += padded(*k.step);
-    }
+    copy_each(false);
   }
 
   // Device memory of at least `bytes` for coalesced(). A buffer is never freed before the
