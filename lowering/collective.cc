@@ -41,6 +41,11 @@ CollectiveStep collective_step_of(Op op, DType t, const Attrs& a, int64_t count)
   return c;
 }
 
+bool same_engine_call(const CollectiveStep& a, const CollectiveStep& b) {
+  return a.op == Op::AllReduce && b.op == Op::AllReduce && a.group > 0 && a.group == b.group &&
+         a.dtype == b.dtype && a.reduce == b.reduce;
+}
+
 namespace {
 
 // The call group of a collective step (0: none, or not a collective).
@@ -135,10 +140,12 @@ std::optional<std::vector<PlanStep>> collective_order(const Plan& plan, bool who
   // the order of the graph's outputs, each after its own gradient) wait for writers traced after
   // them too (whole_groups), when the group's members follow one another among the collectives.
   std::map<int, std::vector<int>> group_writers;
+  // Groups that wait only for the writers traced before each member: those with another
+  // collective between two of their members (or all, without whole_groups).
+  std::set<int> split;
   {
     std::vector<int> writer(nb, -1);
     std::map<int, int> members_seen;
-    std::set<int> split;  // groups with another collective between two of their members
     int prev_group = 0;
     for (int s = 0; s < ns; ++s) {
       step_buffers(plan, plan.steps[s], reads, writes);
@@ -154,9 +161,7 @@ std::optional<std::vector<PlanStep>> collective_order(const Plan& plan, bool who
         if (b >= 0 && b < nb) writer[b] = s;
     }
     if (!whole_groups)
-      for (auto& [g, ws] : group_writers) split.insert(g);
-    // Split groups keep the rule for writers traced earlier only (applied below: w < s).
-    for (int g : split) group_writers[-g] = std::move(group_writers[g]), group_writers.erase(g);
+      for (const auto& [g, ws] : group_writers) split.insert(g);
   }
   for (int s = 0; s < ns; ++s) {
     const bool collective = plan.steps[s].kind == PlanStep::Kind::Collective;
@@ -170,13 +175,9 @@ std::optional<std::vector<PlanStep>> collective_order(const Plan& plan, bool who
         deps.insert(deps.end(), readers[b].begin(), readers[b].end());
       }
     if (collective && last_collective >= 0) deps.push_back(last_collective);
-    if (int g = group_of(plan, plan.steps[s]); g > 0) {
-      if (auto it = group_writers.find(g); it != group_writers.end())
-        deps.insert(deps.end(), it->second.begin(), it->second.end());
-      if (auto it = group_writers.find(-g); it != group_writers.end())
-        for (int w : it->second)
-          if (w < s) deps.push_back(w);
-    }
+    if (int g = group_of(plan, plan.steps[s]); g > 0)
+      for (int w : group_writers[g])
+        if (w < s || !split.count(g)) deps.push_back(w);
     std::sort(deps.begin(), deps.end());
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
     for (int d : deps) {
