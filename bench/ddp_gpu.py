@@ -346,8 +346,10 @@ def summarize(args, nproc, one, many, oracle, plain=None, peer_one=None, peer_ma
     # The one-GPU baseline is the faster of DDP over one rank and the bare model (what a one-GPU
     # user runs): DDP's own cost on one GPU counts against the speedup, as it should.
     ones = [r for r in (one, plain) if r and "tokens_per_s" in r]
-    if ones and many and "tokens_per_s" in many:
-        best = max(ones, key=lambda r: r["tokens_per_s"])
+    best = max(ones, key=lambda r: r["tokens_per_s"]) if ones else None
+    if best:
+        out["one_gpu_tokens_per_s"] = best["tokens_per_s"]
+    if best and many and "tokens_per_s" in many:
         out["one_gpu_baseline"] = "bare model, no DDP" if best is plain else "DDP over 1 rank"
         out["speedup"] = many["tokens_per_s"] / best["tokens_per_s"]
         out["scaling_efficiency"] = out["speedup"] / nproc
@@ -437,12 +439,6 @@ def parse_variants(args):
     return out
 
 
-def best_one_tokens(s):
-    """The one-GPU baseline's tokens/s (summarize's), or None."""
-    ones = [r for r in (s.get("one"), s.get("one_plain")) if r and "tokens_per_s" in r]
-    return max(r["tokens_per_s"] for r in ones) if ones else None
-
-
 def launch(args):
     os.environ.update(RANK_ENV)  # this process and torchrun's agent too
     nproc = args.nproc or default_nproc(args.device_template)
@@ -476,10 +472,12 @@ def launch(args):
     s["n_by_variant"] = by_variant
     print_table(s)
     for label, r in by_variant.items():
-        print(f"{nproc} ranks with {label}: "
-              + (f"{r['step_ms']:.2f} ms a step, {r['tokens_per_s'] / best_one_tokens(s):.2f}x "
-                 "one GPU" if r and best_one_tokens(s) else (f"{r['step_ms']:.2f} ms a step"
-                                                             if r else "failed")))
+        if not r:
+            print(f"{nproc} ranks with {label}: failed")
+            continue
+        vs_one = (f", {r['tokens_per_s'] / s['one_gpu_tokens_per_s']:.2f}x one GPU"
+                  if "one_gpu_tokens_per_s" in s else "")
+        print(f"{nproc} ranks with {label}: {r['step_ms']:.2f} ms a step{vs_one}")
     phases = (("1 rank, no DDP", plain), ("1 rank", one), (f"{nproc} ranks", many),
               ("oracle", oracle))
     if args.peer:

@@ -22,22 +22,27 @@ def test_nn_parallel_import_path_as_in_pytorch():
         DDP(lin)
 
 
-@pytest.mark.parametrize("mode,want", [("flat", 1), ("per_tensor", 5), ("mixed", 3),
-                                       ("bucket", 5)])
-def test_ddp_bucket_averaging_modes(monkeypatch, mode, want):
-    """One bucket's averaging (lt.nn.parallel._averaged) in a group of one rank: the values come
-    back unchanged, and the step has one all_reduce per bucket (flat), per gradient (per_tensor),
-    or per large gradient plus one for the small ones (mixed: the two of 70,000 elements alone)."""
+def _one_rank_group_env(monkeypatch):
+    """torchrun's variables for a group of this process alone, on a free port."""
     import socket
-    import lazytensor.distributed as dist
-    from lazytensor._C import distributed as _D
-    from lazytensor.nn.parallel import _averaged
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     for k, v in dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
                      MASTER_PORT=str(port)).items():
         monkeypatch.setenv(k, v)
+
+
+@pytest.mark.parametrize("mode,want", [("flat", 1), ("per_tensor", 5), ("mixed", 3),
+                                       ("bucket", 5)])
+def test_ddp_bucket_averaging_modes(monkeypatch, mode, want):
+    """One bucket's averaging (lt.nn.parallel._averaged) in a group of one rank: the values come
+    back unchanged, and the step has one all_reduce per bucket (flat), per gradient (per_tensor),
+    or per large gradient plus one for the small ones (mixed: the two of 70,000 elements alone)."""
+    import lazytensor.distributed as dist
+    from lazytensor._C import distributed as _D
+    from lazytensor.nn.parallel import _averaged
+    _one_rank_group_env(monkeypatch)
     rng = np.random.default_rng(11)
     sizes = [(70000,), (2, 5), (20,), (350, 200), (5,)]
     values = [rng.standard_normal(s).astype(np.float32) for s in sizes]
@@ -62,15 +67,9 @@ def test_ddp_bucket_averaging_modes(monkeypatch, mode, want):
 def test_ddp_reduce_mode_rejects_unknown_values(monkeypatch):
     """A bad LT_DDP_REDUCE is a clear error at the first backward through DDP (in a group of one
     rank; the variable is read there, as every rank reads it), and the process keeps working."""
-    import socket
     import lazytensor.distributed as dist
     from lazytensor.nn.parallel import DistributedDataParallel as DDP
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    for k, v in dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-                     MASTER_PORT=str(port)).items():
-        monkeypatch.setenv(k, v)
+    _one_rank_group_env(monkeypatch)
     rng = np.random.default_rng(12)
     x = lt.tensor(rng.standard_normal((4, 3)).astype(np.float32), device="lazy")
     dist.init_process_group("gloo")
