@@ -367,10 +367,36 @@ std::string KernelGen::instr_expr(int s, int i, const Hooks& h) {
 
 void KernelGen::emit_body(int s, const Hooks& h) {
   const Stage& st = k_.stages[static_cast<size_t>(s)];
+  emit_region(s, h, loop::branch_regions(k_, st), -1);
+}
+
+// The instructions of region `r` in body order; a select with regions of its own becomes a branch
+// whose sides compute their own instructions (lowering/branch_regions.h: one piece of a cat
+// loaded per element instead of every piece).
+void KernelGen::emit_region(int s, const Hooks& h, const loop::BranchRegions& br, int r) {
+  const Stage& st = k_.stages[static_cast<size_t>(s)];
   for (size_t i = 0; i < st.body.size(); ++i) {
+    if (br.region[i] != r) continue;
     const Instr& in = st.body[i];
-    line("const " + std::string(ctype(in.dtype)) + " v" + std::to_string(i) + " = " +
-         instr_expr(s, static_cast<int>(i), h) + ";");
+    const std::string v = "v" + std::to_string(i);
+    if (!br.branch[i]) {
+      line("const " + std::string(ctype(in.dtype)) + " " + v + " = " +
+           instr_expr(s, static_cast<int>(i), h) + ";");
+      continue;
+    }
+    // The select's operands converted as instr_expr's Where converts them.
+    auto dt = [&](int id) { return st.body.at(static_cast<size_t>(id)).dtype; };
+    const DType t = in.dtype, bt = dt(in.b);
+    const int w = static_cast<int>(i);
+    line(std::string(ctype(t)) + " " + v + ";");
+    open("if (" + cast_expr(dt(in.a), DType::Bool, "v" + std::to_string(in.a)) + ")");
+    emit_region(s, h, br, 2 * w);
+    line(v + " = " + cast_expr(bt, t, "v" + std::to_string(in.b)) + ";");
+    close(" else {");
+    ++ind_;
+    emit_region(s, h, br, 2 * w + 1);
+    line(v + " = " + cast_expr(bt, t, cast_expr(dt(in.c), bt, "v" + std::to_string(in.c))) + ";");
+    close();
   }
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_codegen.h"
+#include "lowering/branch_regions.h"
 
 namespace lt::cudagen {
 
@@ -78,6 +79,7 @@ class KernelGen {
     std::function<bool(int stage, const loop::Store& st, const std::string& value)> store;
   };
   void emit_body(int s, const Hooks& h);
+  void emit_region(int s, const Hooks& h, const loop::BranchRegions& br, int r);
   void emit_stores(int s, const Hooks& h);
   std::string instr_expr(int s, int i, const Hooks& h);
   void check_kernel() const;

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <sstream>
 
 #include "backends/cuda/caching_allocator.h"
 #include "backends/cuda/cuda_backend.h"
@@ -23,6 +24,8 @@
 #include "ir/graph.h"
 #include "lowering/lower.h"
 #include "runtime/device.h"
+#include "runtime/indexing.h"
+#include "test_util.h"
 
 namespace lt {
 namespace {
@@ -515,6 +518,38 @@ TEST(CudaCodegen, KernelNamesAreUniqueInOneProgram) {
 }
 
 // ---- NVRTC, driver, registry -----------------------------------------------------------------
+
+// cat is a chain of selects over its pieces, each a load at a wrapped index (runtime/indexing.cc):
+// each side of a select computes its own load inside a branch, so an element loads the one piece
+// it takes instead of all six (lowering/branch_regions.h). A select between plain values stays a
+// conditional move.
+TEST(CudaCodegen, CatLoadsOnlyThePieceEachElementTakes) {
+  std::vector<Tensor> pieces;
+  for (int i = 0; i < 6; ++i)
+    pieces.push_back(
+        testing::random_tensor({1000 + 37 * i}, static_cast<uint32_t>(i + 1), testing::kLazyCpu));
+  Tensor c = cat(pieces, 0);
+  auto m = compile_ok(lower(collect_graph({c.node().get()})), 1);
+  // Five branches per point (each of the four vector lanes and the scalar tail).
+  EXPECT_EQ(count(m.source, "} else {"), 25u) << m.source;
+  // Every piece's load (a wrapped index: "% <piece length>") sits alone in a branch side, whose
+  // next line hands it to the select's result.
+  std::istringstream lines(m.source);
+  std::vector<std::string> ls;
+  for (std::string l; std::getline(lines, l);) ls.push_back(l);
+  int loads = 0;
+  for (size_t i = 0; i + 1 < ls.size(); ++i) {
+    if (ls[i].find("u))]") == std::string::npos) continue;
+    ++loads;
+    EXPECT_NE(ls[i + 1].find(" = v"), std::string::npos) << ls[i] << "\n" << ls[i + 1];
+  }
+  EXPECT_EQ(loads, 30) << m.source;
+
+  NodePtr x = param({4096}), y = param({4096});
+  NodePtr relu = make_node(Op::Where, {bin(Op::Gt, x, y), bin(Op::Mul, x, y), bin(Op::Sub, x, y)});
+  auto plain = compile_ok(plan_of({relu}), 1);
+  EXPECT_EQ(count(plain.source, "} else {"), 0u) << plain.source;
+}
 
 TEST(Nvrtc, CompileErrorCarriesTheLog) {
   try {
