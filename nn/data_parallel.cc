@@ -84,7 +84,7 @@ std::vector<Tensor> averaged(const std::vector<Tensor>& params, distributed::Ddp
 // Every rank averages the same buckets in the same order: the parameters with a gradient, by
 // dtype in order of first appearance (a parameter unused on one rank only is a mismatch, which
 // the collectives' check between ranks reports).
-void DistributedDataParallel::Reducer::average() const {
+void average_gradients(const std::vector<std::vector<Tensor>>& buckets) {
   NoGradGuard no_grad;
   const distributed::DdpReduce mode = distributed::ddp_reduce_mode();
   int64_t group = 0;  // Bucket mode: each bucket and dtype its own call group, 1, 2, ...
@@ -99,10 +99,13 @@ void DistributedDataParallel::Reducer::average() const {
     }
     for (auto& [dtype, params] : by_dtype) {
       const std::vector<Tensor> avg = averaged(params, mode, ++group);
-      for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(avg[i]);
+      // Into the gradient tensor itself, as PyTorch's DDP does: a reference to it sees the mean.
+      for (size_t i = 0; i < params.size(); ++i) params[i].grad().assign(avg[i]);
     }
   }
 }
+
+void DistributedDataParallel::Reducer::average() const { average_gradients(buckets); }
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
                                                  const DistributedDataParallelOptions& options)

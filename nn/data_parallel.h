@@ -17,6 +17,13 @@
 
 namespace lt::nn {
 
+// Averages the gradients of `buckets` (parameters, in the order DDP averages them) over the
+// default process group, as DistributedDataParallel does after each backward pass (Python's DDP
+// calls it too): each bucket and dtype one engine call, as lt::distributed::ddp_reduce_mode says.
+// The mean is written into each gradient tensor (Tensor::assign); parameters without a gradient
+// are skipped.
+void average_gradients(const std::vector<std::vector<Tensor>>& buckets);
+
 struct DistributedDataParallelOptions {
   double bucket_cap_mb = 25;  // a parameter larger than this is a bucket alone
 };

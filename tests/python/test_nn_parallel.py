@@ -1,4 +1,6 @@
 """lt.nn.parallel: the import path PyTorch scripts use, with PyTorch's behaviour on one process."""
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -33,33 +35,41 @@ def _one_rank_group_env(monkeypatch):
         monkeypatch.setenv(k, v)
 
 
-@pytest.mark.parametrize("mode,want", [("flat", 1), ("per_tensor", 5), ("mixed", 3),
+@pytest.mark.parametrize("mode,want", [("flat", 2), ("per_tensor", 5), ("mixed", 4),
                                        ("bucket", 5)])
 def test_ddp_bucket_averaging_modes(monkeypatch, mode, want):
-    """One bucket's averaging (lt.nn.parallel._averaged) in a group of one rank: the values come
-    back unchanged, and the step has one all_reduce per bucket (flat), per gradient (per_tensor),
-    or per large gradient plus one for the small ones (mixed: the two of 70,000 elements alone)."""
+    """One bucket's averaging (lazytensor._C.distributed.average_gradients, DDP's after each
+    backward) in a group of one rank: the values come back unchanged, written into the gradient
+    tensors themselves. Two buckets of gradients (and an empty one): one all_reduce per bucket
+    (flat), per gradient (per_tensor), or per large gradient plus one per bucket for the small
+    ones (mixed: the two of 70,000 elements alone, and the second bucket's one small gradient
+    alone); bucket tags every all_reduce with its bucket's call group."""
     import lazytensor.distributed as dist
     from lazytensor._C import distributed as _D
-    from lazytensor.nn.parallel import _averaged
     _one_rank_group_env(monkeypatch)
+    monkeypatch.setenv("LT_DDP_REDUCE", mode)
     rng = np.random.default_rng(11)
     sizes = [(70000,), (2, 5), (20,), (350, 200), (5,)]
     values = [rng.standard_normal(s).astype(np.float32) for s in sizes]
     dist.init_process_group("gloo")
     try:
-        grads = [lt.tensor(v, device="lazy") * 1 for v in values]
-        out = _averaged(_D, grads, mode, 1, group=4)
-        pos = {id(g): i for i, g in enumerate(grads)}
-        assert sorted(pos[id(g)] for g, _ in out) == list(range(len(grads)))  # each once
+        params = [lt.zeros(s, device="lazy").requires_grad_() for s in sizes]
+        grads = []
+        for p, v in zip(params, values):
+            p.grad = lt.tensor(v, device="lazy") * 1
+            grads.append(p.grad)
+        lt.mark_step()
+        _D.average_gradients([params[:3], [], params[3:]])
         lt.mark_step()
         steps = [ln for ln in lt.metrics.last_graph()["grouping"].splitlines()
                  if ln.split(":")[0].endswith("all_reduce")]
         assert len(steps) == want, steps
-        # bucket: every all_reduce in the call group, which the grouping names
-        assert all(("call group=4" in ln) == (mode == "bucket") for ln in steps), steps
-        for g, a in out:
-            np.testing.assert_allclose(a.numpy(), values[pos[id(g)]], rtol=1e-6)
+        groups = {m for ln in steps for m in re.findall(r"call group=(\d+)", ln)}
+        assert groups == ({"1", "2"} if mode == "bucket" else set()), steps
+        for p, g, v in zip(params, grads, values):
+            np.testing.assert_allclose(g.numpy(), v, rtol=1e-6)  # the tensor the caller held
+            assert p.grad is not None
+            np.testing.assert_allclose(p.grad.numpy(), v, rtol=1e-6)
     finally:
         dist.destroy_process_group()
 
@@ -84,6 +94,42 @@ def test_ddp_reduce_mode_rejects_unknown_values(monkeypatch):
         model(x).sum().backward()
         assert model.module.weight.grad.shape == (2, 3)
         np.testing.assert_allclose(model.module.bias.grad.numpy(), [4.0, 4.0], rtol=1e-6)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ddp_averages_once_per_backward_after_two_forwards(monkeypatch):
+    """Two forwards (two micro-batches in one loss) before one backward: the gradients are averaged
+    once (per_tensor: one all_reduce per parameter in the step's graph), as the C++ wrapper does.
+    A backward that fails drops the queued averaging, and the next forward queues it again."""
+    import lazytensor.distributed as dist
+    from lazytensor.nn.parallel import DistributedDataParallel as DDP
+    _one_rank_group_env(monkeypatch)
+    monkeypatch.setenv("LT_DDP_REDUCE", "per_tensor")
+    rng = np.random.default_rng(13)
+    x = lt.tensor(rng.standard_normal((4, 3)).astype(np.float32), device="lazy")
+    dist.init_process_group("gloo")
+    try:
+        net = lt.nn.Linear(3, 2).to("lazy")
+        model = DDP(net)
+        lt.mark_step()
+        (model(x).sum() + model(x * 2).sum()).backward()
+        lt.mark_step()
+        steps = [ln for ln in lt.metrics.last_graph()["grouping"].splitlines()
+                 if ln.split(":")[0].endswith("all_reduce")]
+        assert len(steps) == 2, steps  # weight and bias, once each
+        np.testing.assert_allclose(net.bias.grad.numpy(), [8.0, 8.0], rtol=1e-6)
+        model.zero_grad()
+        y = model(x)
+        with pytest.raises(RuntimeError):
+            y.sum().backward(lt.ones((2,), device="lazy"))  # a gradient of the wrong shape
+        model.zero_grad()
+        model(x).sum().backward()
+        lt.mark_step()
+        steps = [ln for ln in lt.metrics.last_graph()["grouping"].splitlines()
+                 if ln.split(":")[0].endswith("all_reduce")]
+        assert len(steps) == 2, steps
+        np.testing.assert_allclose(net.bias.grad.numpy(), [4.0, 4.0], rtol=1e-6)
     finally:
         dist.destroy_process_group()
 

@@ -3,6 +3,7 @@
 // they release the GIL.
 #include "bindings.h"
 #include "distributed/process_group.h"
+#include "nn/data_parallel.h"
 #include "runtime/collectives.h"
 #include "runtime/distributed.h"
 
@@ -34,6 +35,10 @@ void init_distributed(py::module_& m) {
     }
   });
   d.attr("DDP_ALONE_ELEMENTS") = distributed::kDdpAloneElements;
+  // DDP's averaging after a backward pass (nn/data_parallel.h): buckets of parameters. On an eager
+  // device the collectives run now, waiting on the other ranks.
+  d.def("average_gradients", &nn::average_gradients, py::arg("buckets"),
+        py::call_guard<py::gil_scoped_release>());
   d.def(
       "barrier", [] { dist::default_communicator()->barrier(); },
       py::call_guard<py::gil_scoped_release>());
