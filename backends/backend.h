@@ -110,6 +110,10 @@ class Backend {
   // such backends read each other's buffers directly, and DLPack exports them as host data.
   virtual bool host_memory() const { return false; }
   virtual BufferPtr allocate(size_t bytes) = 0;
+  // `bytes` of `parent` from `offset` on, sharing its memory and keeping it alive (a graph output
+  // that is a view of another's buffer, Plan::output_offsets). Not runtime_owned: nothing is ever
+  // written into it in place. Host memory by default; a device backend gives its own kind.
+  virtual BufferPtr sub_buffer(const BufferPtr& parent, size_t offset, size_t bytes);
   virtual void copy_from_host(Buffer& dst, const void* src, size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const Buffer& src, size_t bytes) = 0;
   // Starts copying the first `bytes` of src to the host after the work issued so far, without

@@ -30,4 +30,11 @@ HostSubBuffer::HostSubBuffer(BufferPtr parent, size_t offset, size_t bytes)
   bytes_ = bytes;
 }
 
+BufferPtr Backend::sub_buffer(const BufferPtr& parent, size_t offset, size_t bytes) {
+  if (!parent || !parent->on_host())
+    fail(ErrorKind::NotImplemented, "not implemented: a view of a device buffer on backend ",
+         name());
+  return std::make_shared<HostSubBuffer>(parent, offset, bytes);
+}
+
 }  // namespace lt

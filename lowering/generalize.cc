@@ -649,7 +649,11 @@ GeneralizedPlan generalize_plan(const Graph& g, const SymbolicGraph& sg, const L
   // inside it (a reduction long enough to split, a table small enough to count as a broadcast
   // read) makes the plans at its ends differ: with one symbol, bisection over primes finds where,
   // and the range keeps the side of the current size; with two, a narrower range is tried.
-  Lowerings lw(g, sg, opts);
+  // Without output views (Plan::output_offsets): an offset is not among the numbers the walk
+  // compares, so a symbolic plan's roots each keep a buffer of their own.
+  LowerOptions no_views = opts;
+  no_views.output_views = false;
+  Lowerings lw(g, sg, no_views);
   try {
     if (free.size() == 1) {
       const int64_t h = sg.env.hints()[free[0]];

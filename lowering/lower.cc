@@ -6,13 +6,20 @@
 #include "lowering/decompose.h"
 #include "lowering/donation.h"
 #include "lowering/fuse.h"
+#include "lowering/output_views.h"
 #include "lowering/simplify.h"
 #include "lowering/split_reduce.h"
 
 namespace lt {
 
 Plan lower(const Graph& g, const LowerOptions& opts) {
-  Plan plan = fuse(split_wide_reductions(simplify(decompose(g, opts)), opts), opts);
+  PrimGraph prims = simplify(decompose(g, opts));
+  OutputViews views = opts.output_views ? take_output_views(prims) : OutputViews{};
+  Plan plan = fuse(split_wide_reductions(std::move(prims), opts), opts);
+  if (!views.offsets.empty()) {
+    plan.output_shapes = std::move(views.shapes);  // fusion gave each view root its base's shape
+    plan.output_offsets = std::move(views.offsets);
+  }
   if (opts.conv_channels_last) choose_channels_last(plan);
   hoist_collectives(plan);
   order_by_collectives(plan);

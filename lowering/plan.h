@@ -90,6 +90,10 @@ struct LowerOptions {
   // A backend whose convolution library runs NHWC natively (cuDNN's tensor-core engines) keeps
   // convolution data in NHWC memory between the kernels around them (lowering/channels_last.h).
   bool conv_channels_last = false;
+  // Roots that are contiguous parts of another computed value read its buffer instead of a copy
+  // (lowering/output_views.h). Off where a plan must stay comparable across sizes (symbolic plans,
+  // lowering/generalize.h).
+  bool output_views = true;
   bool gemm(DType t) const { return has(gemm_dtypes, t); }
   bool conv(DType t) const { return has(conv_dtypes, t); }
   bool attention(DType t, int64_t e, int64_t ev) const {
@@ -135,10 +139,15 @@ struct Plan {
   std::vector<PlanStep> steps;       // kernels, gemms, convs and attentions, in the order they run
   std::vector<int> output_buffers;   // per graph root: the buffer holding its value
   std::vector<Shape> output_shapes;  // per graph root
-  std::string grouping;              // human-readable kernel grouping (LT_DEBUG=2)
-  std::vector<Donation> donations;   // outputs that may update an input in place (find_donations)
-  MemoryPlan memory;                 // derived: see complete_plan
-  DistinctKernels distinct;          // derived, over `kernels`: see complete_plan
+  // Per graph root, empty when none is a view: where its value starts in output_buffers[r], in
+  // elements. A root that is a contiguous part of another computed value (a reshape or slice of
+  // it: DDP's gradients sliced out of a flattened bucket, a split's pieces) is that value's buffer
+  // from this offset, output_shapes[r] elements long, not a copy (lowering/output_views.h).
+  std::vector<int64_t> output_offsets;
+  std::string grouping;             // human-readable kernel grouping (LT_DEBUG=2)
+  std::vector<Donation> donations;  // outputs that may update an input in place (find_donations)
+  MemoryPlan memory;                // derived: see complete_plan
+  DistinctKernels distinct;         // derived, over `kernels`: see complete_plan
   // Symbolic sizes; memory.slot_bytes then holds the instantiated binding's sizes, and an
   // executable recomputes them per binding (slot_bytes_at in lowering/memory_plan.h).
   PlanSymbols sym;

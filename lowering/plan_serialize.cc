@@ -13,11 +13,11 @@ namespace lt {
 namespace {
 
 // Bumped whenever the layout below changes; a reader rejects other versions.
-constexpr uint32_t kPlanFormat = 10;  // 2: Gemm steps and the step order; 3: donations, inplace; 4:
+constexpr uint32_t kPlanFormat = 11;  // 2: Gemm steps and the step order; 3: donations, inplace; 4:
                                       // gather/scatter; 6: attention steps indices; 5: Conv steps;
                                       // 7: loop IR size-parameter fields (always static here);
                                       // 8: collective steps; 9: conv channels-last operands;
-                                      // 10: a collective's group
+                                      // 10: a collective's group; 11: output offsets
 
 void put_gemm(ByteWriter& w, const Gemm& g) {
   w.bytes(g.name);
@@ -340,6 +340,8 @@ std::string serialize_plan(const Plan& plan) {
   for (int b : plan.output_buffers) w.i64(b);
   w.u64(plan.output_shapes.size());
   for (const auto& s : plan.output_shapes) put_shape(w, s);
+  w.u64(plan.output_offsets.size());
+  for (int64_t o : plan.output_offsets) w.i64(o);
   w.bytes(plan.grouping);
   w.u64(plan.donations.size());
   for (const Donation& d : plan.donations) {
@@ -407,6 +409,20 @@ Plan deserialize_plan(std::string_view bytes) {
   for (auto& b : plan.output_buffers) b = d.id(0, nbuffers, "output buffer");
   plan.output_shapes.resize(r.count(8));
   for (auto& s : plan.output_shapes) s = d.shape();
+  plan.output_offsets.resize(r.count(8));
+  if (!plan.output_offsets.empty() && (plan.output_offsets.size() != plan.output_buffers.size() ||
+                                       plan.output_shapes.size() != plan.output_buffers.size()))
+    r.bad("output offsets for " + std::to_string(plan.output_offsets.size()) + " of " +
+          std::to_string(plan.output_buffers.size()) + " outputs");
+  for (size_t o = 0; o < plan.output_offsets.size(); ++o) {
+    const int64_t off = r.i64();
+    plan.output_offsets[o] = off;
+    if (o >= plan.output_buffers.size() || o >= plan.output_shapes.size()) continue;
+    const BufferSpec& b = plan.buffers[static_cast<size_t>(plan.output_buffers[o])];
+    if (off < 0 || off > b.numel || numel(plan.output_shapes[o]) > b.numel - off)
+      r.bad("output " + std::to_string(o) + " at offset " + std::to_string(off) +
+            " does not lie inside its buffer of " + std::to_string(b.numel) + " elements");
+  }
   plan.grouping = std::string(r.bytes());
   plan.donations.resize(r.count(16));
   for (Donation& dn : plan.donations) {

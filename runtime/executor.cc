@@ -73,6 +73,10 @@ std::vector<std::shared_ptr<Storage>> make_outputs(const CachedGraph& entry,
       s->buffer = outs.at(b);
       if (!s->buffer && donor_of.at(b) >= 0)
         s->buffer = input(donor_of[b]).storage->buffer;  // updated in place
+      // A view of another root's value (Plan::output_offsets): its part of that buffer.
+      if (s->buffer && !entry.output_views.empty() && entry.output_views[i].second >= 0)
+        s->buffer = backend.sub_buffer(s->buffer, entry.output_views[i].first,
+                                       static_cast<size_t>(entry.output_views[i].second));
     } else if (entry.output_kinds[i] == BufferSpec::Kind::Scalar) {
       // The root is a runtime scalar (lt::full({}, 2.5)): it has no buffer yet, so write one.
       InputView n = input(b);
@@ -332,8 +336,10 @@ std::optional<std::vector<std::shared_ptr<Storage>>> run_cached(
   std::vector<int> donated(inputs.size(), -1);
   for (const DonationCandidate& c : entry->donations) {
     const BoundInput& in = inputs.at(static_cast<size_t>(c.input));
+    // Never into a view's memory (a part of another root's buffer, Plan::output_offsets).
     if (in.owner_root >= 0 && static_cast<size_t>(in.owner_root) < roots &&
-        entry->output_buffers.at(static_cast<size_t>(in.owner_root)) == c.output)
+        entry->output_buffers.at(static_cast<size_t>(in.owner_root)) == c.output && in.storage &&
+        in.storage->buffer && in.storage->buffer->runtime_owned())
       donated[static_cast<size_t>(c.input)] = c.output;
   }
   apply_donations(donated, entry->donations, run);

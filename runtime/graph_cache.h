@@ -4,6 +4,8 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "backends/backend.h"
 #include "ir/hash.h"
@@ -16,6 +18,9 @@ struct CachedGraph {
   std::unique_ptr<Executable> exe;
   std::vector<int> output_buffers;  // per graph root
   std::vector<BufferSpec::Kind> output_kinds;
+  // Per graph root, empty when none is a view (Plan::output_offsets): the root's part of its
+  // buffer as (byte offset, bytes), bytes -1 for the whole buffer.
+  std::vector<std::pair<size_t, int64_t>> output_views;
   std::vector<DonationCandidate> donations;  // outputs a run may write into an input's memory
   int64_t nodes = 0;                         // prim nodes after lowering
   std::string grouping;

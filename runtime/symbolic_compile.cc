@@ -90,6 +90,16 @@ std::unique_ptr<CachedGraph> make_cached_graph(const Plan& plan, std::unique_ptr
   cg->exe = std::move(exe);
   cg->output_buffers = plan.output_buffers;
   for (int b : plan.output_buffers) cg->output_kinds.push_back(plan.buffers[b].kind);
+  if (!plan.output_offsets.empty()) {
+    for (size_t r = 0; r < plan.output_buffers.size(); ++r) {
+      const BufferSpec& b = plan.buffers[static_cast<size_t>(plan.output_buffers[r])];
+      const int64_t n = numel(plan.output_shapes.at(r));
+      const size_t t = dtype_size(b.dtype);
+      cg->output_views.emplace_back(
+          static_cast<size_t>(plan.output_offsets.at(r)) * t,
+          plan.output_offsets[r] == 0 && n == b.numel ? int64_t{-1} : n * static_cast<int64_t>(t));
+    }
+  }
   cg->nodes = nodes;
   cg->grouping = plan.grouping;
   // A symbolic plan's buffer sizes change with the binding; donation (which matches an output to

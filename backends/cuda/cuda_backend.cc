@@ -115,6 +115,15 @@ class CudaBackendImpl : public CudaBackend {
 
   BufferPtr allocate(size_t bytes) override { return std::make_shared<CudaBuffer>(alloc_, bytes); }
 
+  // Device memory owned by `parent` (kept alive by the release function), not runtime-owned.
+  BufferPtr sub_buffer(const BufferPtr& parent, size_t offset, size_t bytes) override {
+    const CudaBuffer& p = as_cuda(*parent, "cuda sub_buffer");
+    if (offset > p.bytes() || bytes > p.bytes() - offset)
+      fail(ErrorKind::Runtime, "internal: a cuda sub-buffer of ", bytes, " bytes at ", offset,
+           " does not lie inside its parent of ", p.bytes(), " bytes");
+    return std::make_shared<CudaBuffer>(p.ptr() + offset, bytes, [keep = parent] {});
+  }
+
   void copy_from_host(Buffer& dst, const void* src, size_t bytes) override {
     const CudaBuffer& cb = as_cuda(dst, "cuda copy_from_host");
     if (bytes > cb.bytes())
