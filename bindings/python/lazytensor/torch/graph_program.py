@@ -225,9 +225,7 @@ class LazyGraph:
         program, why = _C._capture_end(lt_args, rets)
         if program is None and debug_enabled():
             print(f"[lazytensor] torch.compile: {self.name} is traced again on every call: {why}")
-        in_ptrs = {a.data_ptr() for a in lt_args if a.numel()}
-        clone_outs = {i for i, slot in enumerate(out_spec)
-                      if slot is not None and rets[slot].numel() and rets[slot].data_ptr() in in_ptrs}
+        clone_outs = _outputs_to_clone(lt_args, rets, out_spec)
         entry = _Entry(program, extras, out_spec, clone_outs)
         self._entries[key] = entry
         return self._outputs(entry, rets, args)
@@ -284,6 +282,27 @@ _VIEW_OPS = {torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,
              torch.ops.aten.squeeze.dims, torch.ops.aten.squeeze.default,
              torch.ops.aten.alias.default, torch.ops.aten.slice.Tensor,
              torch.ops.aten.select.int}
+
+
+def _outputs_to_clone(lt_args, rets, out_spec):
+    """Output positions torch must get copies of: those whose memory is an input's (a graph input
+    passed through), and those whose memory overlaps another output's (a root our lowering made a
+    view of another root's buffer, lowering/output_views.h, where the FX graph has two distinct
+    tensors: an in-place op torch runs on one must not reach the other). The same program tensor
+    returned twice stays shared, as before."""
+    in_ptrs = {a.data_ptr() for a in lt_args if a.numel()}
+    spans, clone = [], set()
+    for i, slot in enumerate(out_spec):
+        if slot is None or not rets[slot].numel():
+            continue
+        t = rets[slot]
+        start = t.data_ptr()
+        end = start + t.numel() * t.element_size()
+        if start in in_ptrs or any(s < end and start < e and k != slot for s, e, k in spans):
+            clone.add(i)
+        else:
+            spans.append((start, end, slot))
+    return clone
 
 
 def _passthrough_outputs(gm):
