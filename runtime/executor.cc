@@ -336,10 +336,12 @@ std::optional<std::vector<std::shared_ptr<Storage>>> run_cached(
   std::vector<int> donated(inputs.size(), -1);
   for (const DonationCandidate& c : entry->donations) {
     const BoundInput& in = inputs.at(static_cast<size_t>(c.input));
-    // Never into a view's memory (a part of another root's buffer, Plan::output_offsets).
+    // Never into a view's memory (a part of another root's buffer, Plan::output_offsets), nor
+    // into a buffer a view still shares (its values must stay as they were).
     if (in.owner_root >= 0 && static_cast<size_t>(in.owner_root) < roots &&
         entry->output_buffers.at(static_cast<size_t>(in.owner_root)) == c.output && in.storage &&
-        in.storage->buffer && in.storage->buffer->runtime_owned())
+        in.storage->buffer && in.storage->buffer->runtime_owned() &&
+        in.storage->buffer.use_count() == 1)
       donated[static_cast<size_t>(c.input)] = c.output;
   }
   apply_donations(donated, entry->donations, run);
