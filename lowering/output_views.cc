@@ -1,6 +1,7 @@
 #include "lowering/output_views.h"
 
 #include <map>
+#include <set>
 
 namespace lt {
 
@@ -56,8 +57,7 @@ OutputViews take_output_views(PrimGraph& g) {
   std::vector<int> base(roots, -1);
   std::vector<int64_t> offset(roots, 0);
   std::map<int, int64_t> covered;  // per base: the elements its candidate views hold
-  std::map<int, bool> is_root;     // per node: a root names it directly
-  for (int o : g.outputs) is_root[o] = true;
+  const std::set<int> roots_named(g.outputs.begin(), g.outputs.end());  // named directly
   for (size_t r = 0; r < roots; ++r) {
     const int o = g.outputs[r];
     const PNode& n = g.nodes[static_cast<size_t>(o)];
@@ -77,7 +77,7 @@ OutputViews take_output_views(PrimGraph& g) {
     const int b = base[r];
     if (b < 0) continue;
     const int64_t whole = numel(g.nodes[static_cast<size_t>(b)].shape);
-    if (!is_root[b] && 2 * covered[b] < whole) {
+    if (!roots_named.count(b) && 2 * covered[b] < whole) {
       base[r] = -1;  // too small a part to keep the whole value alive for
       continue;
     }

@@ -27,8 +27,9 @@ void barrier();
 //  Flat: the bucket's gradients concatenated into one all_reduce and sliced back: one collective
 //    a 25 MB bucket. NCCL's default: a few large calls beat many small ones (2 H200s, GPT-2 124M
 //    bf16: 24.3-24.8 ms a step against 25.5 for PerTensor, 25.7 for Mixed; bench/README.md,
-//    thirtieth session). The concatenation is a kernel whose every element picks its piece
-//    through a chain of selects (runtime/indexing.cc's cat), costly for many pieces.
+//    thirtieth session). The concatenation is a chain of selects (runtime/indexing.cc's cat): on
+//    CUDA each element loads only its piece (lowering/branch_regions.h), on the CPU every piece;
+//    the gradients sliced back are views of the reduced buffer (lowering/output_views.h).
 //  PerTensor: one all_reduce per gradient, no copies (on NCCL each runs on the device as soon as
 //    its gradient is ready, overlapping the rest of backward).
 //  Mixed: gradients of at least kDdpAloneElements elements alone, the bucket's smaller ones
@@ -37,9 +38,9 @@ void barrier();
 //    plan keeps adjacent (lowering/collective.h) and the backend runs as one engine call over the
 //    operands packed by copies, no concatenating kernel: on NCCL on its stream
 //    (nccl_communicator.cc), on Gloo on the collective worker (backends/host_collective.h).
-//    Gloo's default (a tiny GPT over two CPU ranks: 11.6 ms a step against 19.3 for Flat);
-//    not yet measured on NCCL, whose group ran one call per gradient until the plan kept it
-//    together (the thirtieth session's bench measured that, not the packing).
+//    Gloo's default (a tiny GPT over two CPU ranks: 11.6 ms a step against 19.3 for Flat). On
+//    NCCL no faster than Flat (2 H200s: 24.93 and 25.18 ms against 24.49 and 24.70;
+//    bench/README.md, thirty-first session).
 // LT_DDP_REDUCE=flat|per_tensor|mixed|bucket overrides the default.
 enum class DdpReduce { Flat, PerTensor, Mixed, Bucket };
 inline constexpr int64_t kDdpAloneElements = int64_t{1} << 16;

@@ -336,12 +336,10 @@ std::optional<std::vector<std::shared_ptr<Storage>>> run_cached(
   std::vector<int> donated(inputs.size(), -1);
   for (const DonationCandidate& c : entry->donations) {
     const BoundInput& in = inputs.at(static_cast<size_t>(c.input));
-    // Never into a view's memory (a part of another root's buffer, Plan::output_offsets), nor
-    // into a buffer a view still shares (its values must stay as they were).
+    // owner_root is set (capture/capture.cc) only for a buffer held by its storage alone and owned
+    // by the runtime: never a view's memory (Plan::output_offsets) or memory a view shares.
     if (in.owner_root >= 0 && static_cast<size_t>(in.owner_root) < roots &&
-        entry->output_buffers.at(static_cast<size_t>(in.owner_root)) == c.output && in.storage &&
-        in.storage->buffer && in.storage->buffer->runtime_owned() &&
-        in.storage->buffer.use_count() == 1)
+        entry->output_buffers.at(static_cast<size_t>(in.owner_root)) == c.output)
       donated[static_cast<size_t>(c.input)] = c.output;
   }
   apply_donations(donated, entry->donations, run);

@@ -366,8 +366,9 @@ std::string KernelGen::instr_expr(int s, int i, const Hooks& h) {
 }
 
 void KernelGen::emit_body(int s, const Hooks& h) {
-  const Stage& st = k_.stages[static_cast<size_t>(s)];
-  emit_region(s, h, loop::branch_regions(k_, st), -1);
+  if (regions_.empty())
+    for (const Stage& st : k_.stages) regions_.push_back(loop::branch_regions(k_, st));
+  emit_region(s, h, regions_[static_cast<size_t>(s)], -1);
 }
 
 // The instructions of region `r` in body order; a select with regions of its own becomes a branch

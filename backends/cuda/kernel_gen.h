@@ -112,6 +112,9 @@ class KernelGen {
   std::vector<int> ep_;
   std::vector<int> params_;
   bool uses_half_ = false, uses_rand_ = false;
+  // Per stage, which instructions go inside a select's branch (branch_regions), found at the
+  // stage's first emission: a body is emitted once per vector lane and once more for the tail.
+  std::vector<loop::BranchRegions> regions_;
 };
 
 }  // namespace lt::cudagen
