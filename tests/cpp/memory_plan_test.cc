@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "graph_util.h"
 #include "ir/graph.h"
 #include "lowering/complete_plan.h"
 #include "lowering/lower.h"
@@ -117,6 +118,54 @@ TEST(MemoryPlan, SharedSlotsGiveTheSameGradientsAsTheReference) {
     return all;
   };
   testing::expect_close(grads("lazy:cpu"), grads("lazy:reference"), 1e-4, 1e-5, "MLP gradients");
+}
+
+// A collective runs beside the steps after it until the first step that reads its result waits for
+// it, so no temporary of those steps may take its operand's slot: that would be a write the
+// collective may still be reading, and the executables (which join collectives by address) would
+// hold that step, and all behind it, until the collective ends. Here an all_reduce's consumer runs
+// after unrelated reductions (order_by_collectives), whose temporary would otherwise fit the free
+// slot of the all_reduce's operand.
+TEST(MemoryPlan, ACollectivesOperandKeepsItsSlotUntilItsResultIsRead) {
+  auto op = [](Op o, NodeList in, std::vector<int64_t> ints = {}) {
+    Attrs a;
+    a.ints = to_ints(ints);
+    return make_node(o, std::move(in), a);
+  };
+  auto x = testing::param({64, 33}), z = testing::param({40, 50});
+  auto reduced = op(Op::AllReduce, {op(Op::Exp, {x})}, {0, 2});
+  auto rows = op(Op::ReduceSum, {op(Op::Sin, {z})}, {1});
+  auto other = op(Op::ReduceSum, {op(Op::Mul, {rows, rows})}, {0});
+  Plan p = testing::plan_of({op(Op::Neg, {reduced}), other});
+  ASSERT_EQ(p.collectives.size(), 1u) << p.grouping;
+  const CollectiveStep& c = p.collectives[0];
+  ASSERT_EQ(p.buffers[c.in].kind, BufferSpec::Kind::Temp) << p.grouping;
+  const std::vector<PlanStep> steps = p.ordered_steps();
+  int at = -1, join = -1;
+  std::vector<std::vector<int>> touched(steps.size());
+  std::vector<int> reads, writes;
+  for (int s = 0; s < static_cast<int>(steps.size()); ++s) {
+    step_buffers(p, steps[s], reads, writes);
+    touched[s] = reads;
+    touched[s].insert(touched[s].end(), writes.begin(), writes.end());
+    if (steps[s].kind == PlanStep::Kind::Collective) at = s;
+    for (int b : touched[s])
+      if (at >= 0 && s > at && join < 0 && b == c.out) join = s;
+  }
+  ASSERT_GE(at, 0);
+  ASSERT_GT(join, at + 1) << "the reductions should run between the all_reduce and its reader\n"
+                          << p.grouping;
+  int between = 0;  // temporaries touched while the all_reduce may run
+  for (int s = at + 1; s < join; ++s)
+    for (int b : touched[s]) {
+      if (b < 0 || p.buffers[b].kind != BufferSpec::Kind::Temp || b == c.in) continue;
+      ++between;
+      EXPECT_NE(p.memory.slot_of[b], p.memory.slot_of[c.in])
+          << "buffer " << b << ", touched at step " << s << ", takes the slot of the all_reduce's "
+          << "operand " << c.in << " before step " << join << " reads its result\n"
+          << p.grouping;
+    }
+  EXPECT_GT(between, 0) << p.grouping;
 }
 
 }  // namespace

@@ -30,11 +30,41 @@ from ddp_gpu import FULL, RANK_ENV, ddp_train_step, global_batch, initial_state 
 from profile_gpt import host_breakdown, kernel_table, profiled  # noqa: E402
 
 
+def write_timeline(prof, path):
+    """Every GPU kernel and copy of the profiled steps, in start order: start and end (us from
+    the first), duration, stream and name; a blank line marks a gap of over 20 us on a stream.
+    From the Chrome trace, whose GPU events carry their stream as "tid"."""
+    import json
+    import tempfile
+    with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+        prof.export_chrome_trace(tmp.name)
+        with open(tmp.name) as f:
+            trace = json.load(f)
+    gpu = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"
+           and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    gpu.sort(key=lambda e: e["ts"])
+    if not gpu:
+        return
+    t0 = gpu[0]["ts"]
+    last_end = {}
+    with open(path, "w") as f:
+        f.write("start_us end_us dur_us stream name\n")
+        for e in gpu:
+            s, d, tid = e["ts"] - t0, e.get("dur", 0), e.get("tid")
+            gap = s - last_end.get(tid, s)
+            mark = f"  [gap {gap:.0f} us on stream {tid}]" if gap > 20 else ""
+            f.write(f"{s:10.1f} {s + d:10.1f} {d:8.1f} {tid} {e['name'][:90]}{mark}\n")
+            last_end[tid] = s + d
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--timeline", action="store_true",
+                    help="also write DIR/ddp_timeline.txt: the DDP step's GPU kernels in time "
+                         "order with their streams (rank 0)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     os.environ.update(RANK_ENV)
@@ -70,6 +100,8 @@ def main():
         print(report[-1], flush=True)
         with open(os.path.join(args.out, f"ddp_grouping_{'ddp' if wrap else 'bare'}.txt"), "w") as f:
             f.write(g.get("grouping", ""))
+        if args.timeline:
+            write_timeline(prof, os.path.join(args.out, f"ddp_timeline_{'ddp' if wrap else 'bare'}.txt"))
     if rank == 0:
         with open(os.path.join(args.out, "ddp_profile.txt"), "w") as f:
             f.write("\n".join(report) + "\n")
