@@ -226,27 +226,4 @@ void order_by_collectives(Plan& plan) {
   plan.steps = std::move(*order);
 }
 
-std::vector<bool> steps_beside_collectives(const Plan& plan, const std::vector<PlanStep>& steps) {
-  std::vector<bool> beside(steps.size(), false);
-  std::vector<const CollectiveStep*> in_flight;
-  std::vector<int> reads, writes;
-  for (size_t s = 0; s < steps.size(); ++s) {
-    if (steps[s].kind == PlanStep::Kind::Collective) {
-      const CollectiveStep& c = plan.collectives.at(static_cast<size_t>(steps[s].index));
-      if (c.count > 0) in_flight.push_back(&c);  // an empty one is skipped at run time
-      continue;
-    }
-    step_buffers(plan, steps[s], reads, writes);
-    auto joined = [&](const CollectiveStep* c) {
-      for (const auto* list : {&reads, &writes})
-        for (int b : *list)
-          if (b >= 0 && (b == c->in || b == c->out)) return true;
-      return false;
-    };
-    in_flight.erase(std::remove_if(in_flight.begin(), in_flight.end(), joined), in_flight.end());
-    beside[s] = !in_flight.empty();
-  }
-  return beside;
-}
-
 }  // namespace lt

@@ -5,7 +5,6 @@
 #pragma once
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "ir/dtype.h"
 #include "ir/node.h"
@@ -34,7 +33,6 @@ CollectiveStep collective_step_of(Op op, DType t, const Attrs& a, int64_t count)
 bool same_engine_call(const CollectiveStep& a, const CollectiveStep& b);
 
 struct Plan;
-struct PlanStep;
 
 // Moves each collective step (and the kernel that writes its operand, when that kernel reads only
 // values ready earlier) to right after the steps its operand needs: a data-parallel step's
@@ -53,13 +51,6 @@ void hoist_collectives(Plan& plan);
 // their order and are placed as soon as they are ready. Deterministic: every rank gets the same
 // order.
 void order_by_collectives(Plan& plan);
-
-// Per step of `steps` (a plan's ordered steps): whether it may run while a collective issued
-// before it is still running, i.e. whether some earlier collective has not yet been joined by a
-// step touching its operand or result (the executables' joins, backends/cuda/cuda_graph.h). A
-// library GEMM there shares the GPU with NCCL's kernels, which hold some of its SMs: the CUDA
-// backend tells cuBLAS to plan for fewer (LT_CUDA_GEMM_SM_CARVEOUT).
-std::vector<bool> steps_beside_collectives(const Plan& plan, const std::vector<PlanStep>& steps);
 
 // Checks the step's invariants (op, reduce or root in range, buffer sizes); throws lt::Error
 // naming `where` (a damaged cache entry, a bad plan).

@@ -34,7 +34,6 @@
 #include "backends/host_collective.h"
 #include "ir/debug_level.h"
 #include "ir/error.h"
-#include "lowering/collective.h"
 #include "lowering/memory_plan.h"
 #include "lowering/plan.h"
 #include "lowering/size_fields.h"
@@ -127,11 +126,6 @@ class CudaExecutable : public Executable {
     collectives_ = plan.collectives;
     // What each step touches: a step waits for the collectives in flight on that memory.
     if (!collectives_.empty()) step_touches_ = step_touches(plan, steps_);
-    // GEMMs that may share the GPU with a collective plan for the SMs it leaves them.
-    if (const int carveout = collectives_.empty() ? 0 : cuda_gemm_sm_carveout()) {
-      gemm_sm_target_ = std::max(1, dev_->sm_count() - carveout);
-      beside_collective_ = steps_beside_collectives(plan, steps_);
-    }
     if (launches == 0) return;
     const CudaDriver& d = dev_->driver();
     dev_->bind();
@@ -382,10 +376,6 @@ class CudaExecutable : public Executable {
   std::vector<std::shared_ptr<CudaBuffer>> kept_slots_;  // keep_temps() (run_with)
   std::vector<CollectiveStep> collectives_;
   std::vector<std::vector<int>> step_touches_;  // per step its buffers, when there are collectives
-  // With LT_CUDA_GEMM_SM_CARVEOUT: per step whether it may run beside a collective, and the SMs a
-  // GEMM there plans for (cuda_gemm_sm_carveout).
-  std::vector<bool> beside_collective_;
-  int gemm_sm_target_ = 0;
   std::atomic<bool> collectives_checked_{false};  // the first run checks them across ranks
   std::string collectives_differ_;                // why they differ: every later run raises it
   CudaModuleImage module_image_;                  // kept for the disk cache (serialize)

@@ -28,7 +28,7 @@ void run_library_step(const CublasHandle* blas, const CudaLaunchStep& s, bool st
   if (!blas) fail(ErrorKind::Runtime, "internal: cuda gemm step without a cuBLAS handle");
   CublasPointerArrays arrays = s.arrays;
   arrays.staged = staged;
-  blas->gemm(*s.gemm, s.a, s.b, s.out, arrays, s.tf32, s.sm_target);
+  blas->gemm(*s.gemm, s.a, s.b, s.out, arrays, s.tf32);
 }
 
 // A kernel step as the driver's launch and node calls take it; `ptrs` keeps the slot pointers.
@@ -54,17 +54,6 @@ bool cuda_graphs_enabled() {
     if (v == "0" || v == "off" || v == "OFF" || v == "false") return false;
   }
   return cuda_driver().graphs;
-}
-
-int cuda_gemm_sm_carveout() {
-  const char* e = std::getenv("LT_CUDA_GEMM_SM_CARVEOUT");
-  if (!e || !*e) return 0;
-  char* end = nullptr;
-  const long v = std::strtol(e, &end, 10);
-  if (*end != '\0' || v < 0 || v > 1024)
-    fail(ErrorKind::Value, "LT_CUDA_GEMM_SM_CARVEOUT=", e,
-         ": expected a whole number of SMs from 0 to 1024");
-  return static_cast<int>(v);
 }
 
 bool cuda_graphs_always() {
@@ -230,7 +219,7 @@ bool CudaGraphReplay::matches(const std::vector<CudaLaunchStep>& steps) const {
     const CudaLaunchStep &s = steps[i], &l = last_[i];
     if (s.gemm != l.gemm || s.conv != l.conv || s.collective != l.collective ||
         s.calls.size() != l.calls.size() || s.after != l.after || s.tf32 != l.tf32 ||
-        s.sm_target != l.sm_target || s.fn != l.fn || s.grid != l.grid || s.threads != l.threads ||
+        s.fn != l.fn || s.grid != l.grid || s.threads != l.threads ||
         s.slots.size() != l.slots.size() || s.arrays.device != l.arrays.device)
       return false;
   }

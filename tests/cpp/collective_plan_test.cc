@@ -197,36 +197,6 @@ TEST(CollectivePlan, ACallGroupTracedApartRunsTogether) {
     }
 }
 
-// Which steps may run while a collective is in flight (steps_beside_collectives): those after it
-// and before the step that touches its memory (the executables' join). A GEMM there shares the GPU
-// with NCCL's kernels (the CUDA backend's LT_CUDA_GEMM_SM_CARVEOUT).
-TEST(CollectivePlan, StepsBesideACollectiveEndAtItsJoin) {
-  LowerOptions o;
-  o.gemm_dtypes = {DType::Float32};
-  auto x = param({64, 32}), w = param({32, 48}), y = param({40, 32}), v = param({32, 24});
-  auto reduced = collective(Op::AllReduce, make_node(Op::Exp, {x}), 0, 2);
-  auto unrelated = make_node(Op::Matmul, {y, v});    // waits on no collective
-  auto after = make_node(Op::Matmul, {reduced, w});  // reads the result: after the join
-  Plan p = plan_of({after, unrelated}, o);
-  ASSERT_EQ(p.gemms.size(), 2u) << p.grouping;
-  const std::vector<PlanStep> steps = p.ordered_steps();
-  const std::vector<bool> beside = steps_beside_collectives(p, steps);
-  ASSERT_EQ(beside.size(), steps.size());
-  int at = -1, unrelated_at = -1, after_at = -1;
-  for (int s = 0; s < static_cast<int>(steps.size()); ++s) {
-    if (steps[s].kind == PlanStep::Kind::Collective) at = s;
-    if (steps[s].kind != PlanStep::Kind::Gemm) continue;
-    const Gemm& g = p.gemms[steps[s].index];
-    (g.a == p.collectives[0].out ? after_at : unrelated_at) = s;
-  }
-  ASSERT_GE(at, 0);
-  ASSERT_GT(unrelated_at, at) << p.grouping;  // order_by_collectives: before the consumer
-  ASSERT_GT(after_at, unrelated_at) << p.grouping;
-  for (int s = 0; s <= at; ++s) EXPECT_FALSE(beside[s]) << "step " << s;
-  EXPECT_TRUE(beside[unrelated_at]);
-  EXPECT_FALSE(beside[after_at]);
-}
-
 TEST(CollectivePlan, RoundTripsAndRejectsDamage) {
   auto x = param({10});
   Plan p = plan_of({collective(Op::Broadcast, make_node(Op::Sin, {x}), 1, 2)});

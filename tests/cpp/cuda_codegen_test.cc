@@ -17,7 +17,6 @@
 #include "backends/cuda/caching_allocator.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_codegen.h"
-#include "backends/cuda/cuda_graph.h"
 #include "backends/cuda/driver_api.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "graph_util.h"
@@ -654,31 +653,6 @@ TEST(CudaDriver, GraphEntryPointsResolveFromTheToolkitStub) {
   EXPECT_TRUE(d.graphs) << d.error;
   EXPECT_NE(d.cuGraphExecKernelNodeSetParams_v2, nullptr);
   EXPECT_NE(d.cuStreamBeginCapture_v2, nullptr);
-}
-
-// LT_CUDA_GEMM_SM_CARVEOUT (cuda_graph.h): unset or empty is off, a whole number of SMs is taken,
-// anything else is an error naming the variable.
-TEST(CudaGemmSmCarveout, ReadsTheVariableAndRejectsBadValues) {
-  const char* old = std::getenv("LT_CUDA_GEMM_SM_CARVEOUT");
-  const std::string saved = old ? old : "";
-  ::unsetenv("LT_CUDA_GEMM_SM_CARVEOUT");
-  EXPECT_EQ(cuda_gemm_sm_carveout(), 0);
-  ::setenv("LT_CUDA_GEMM_SM_CARVEOUT", "24", 1);
-  EXPECT_EQ(cuda_gemm_sm_carveout(), 24);
-  for (const char* bad : {"-1", "12x", "2000", "lots"}) {
-    ::setenv("LT_CUDA_GEMM_SM_CARVEOUT", bad, 1);
-    try {
-      cuda_gemm_sm_carveout();
-      ADD_FAILURE() << bad << ": expected an error";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::Value);
-      EXPECT_NE(std::string(e.what()).find("LT_CUDA_GEMM_SM_CARVEOUT"), std::string::npos);
-    }
-  }
-  if (old)
-    ::setenv("LT_CUDA_GEMM_SM_CARVEOUT", saved.c_str(), 1);
-  else
-    ::unsetenv("LT_CUDA_GEMM_SM_CARVEOUT");
 }
 
 // Asking for device `dev`'s backend is a RuntimeError whose message contains "no CUDA device"
