@@ -180,19 +180,21 @@ def global_batch(cfg, rows):
     return idx, tgt
 
 
-def ddp_train_step(lt, cfg, state, idx_np, tgt_np, device, wrap=True, compiled=False):
+def ddp_train_step(lt, cfg, state, idx_np, tgt_np, device, wrap=True, compiled=False,
+                   bucket_cap_mb=25.0):
     """gpu_gpt2.lt_train_step's step (the model with `state`'s weights, cross_entropy under bf16
     autocast, backward, AdamW; the optimizer's update ends the step: one graph) with the model
     wrapped in DistributedDataParallel, whose gradient all_reduces join that graph. lt_train_step
     builds its model inside and cannot wrap it, hence this copy. wrap=False: the bare model (the
     step a one-GPU user runs, without DDP's bucketing and collectives). compiled: the step under
-    lt.compile (traced once, then replayed without Python tracing). Returns (step, the model)."""
+    lt.compile (traced once, then replayed without Python tracing); bucket_cap_mb: DDP's bucket
+    size. Returns (step, the model)."""
     from gpu_gpt2 import _amp, _model
     from lazytensor.nn.parallel import DistributedDataParallel as DDP
     vocab, ctx = cfg[0], cfg[1]
     m = _model(lt.nn, lt.nn.functional, *cfg).to(device)
     m.load_state_dict({k: lt.tensor(v, device=device) for k, v in state.items()})
-    ddp = DDP(m) if wrap else m
+    ddp = DDP(m, bucket_cap_mb=bucket_cap_mb) if wrap else m
     lidx, ltgt = lt.tensor(idx_np, device=device), lt.tensor(tgt_np, device=device)
     lpos = lt.tensor(np.arange(ctx, dtype=np.int64), device=device)
     opt = lt.optim.AdamW(ddp.parameters(), lr=LR, weight_decay=0.1)
@@ -244,7 +246,7 @@ def worker(args):
     idx, tgt = global_batch(cfg, args.global_batch)
     step, model = ddp_train_step(lt, cfg, initial_state(cfg), idx[rank * rows:(rank + 1) * rows],
                                  tgt[rank * rows:(rank + 1) * rows], device, wrap=not args.no_ddp,
-                                 compiled=args.compile)
+                                 compiled=args.compile, bucket_cap_mb=args.bucket_cap_mb)
     losses = []
     sync = synchronizer(lt, device, losses)
     t0 = time.perf_counter()
@@ -297,6 +299,7 @@ def run_phase(args, name, nproc, global_rows, timed, no_ddp=False, script=None, 
         worker_args += (["--timed"] if timed else []) + (["--tiny"] if args.tiny else [])
         worker_args += ["--no-ddp"] if no_ddp else []
         worker_args += ["--compile"] if args.compile else []
+        worker_args += ["--bucket-cap-mb", str(args.bucket_cap_mb)]
         worker_args += list(extra_args)
         t0 = time.perf_counter()
         rc, out = torchrun(worker_args, nproc, rank_env(args.dist_timeout, **(env or {})),
@@ -521,6 +524,8 @@ def parse(argv):
     ap.add_argument("--dist-timeout", type=int, default=120, help="LT_DIST_TIMEOUT, seconds")
     ap.add_argument("--deadline", type=int, default=180,
                     help="seconds per run (three runs), then killed")
+    ap.add_argument("--bucket-cap-mb", type=float, default=25.0,
+                    help="DDP's bucket size in MB (every DDP run; default 25, PyTorch's)")
     ap.add_argument("--compile", action="store_true",
                     help="every run's step under lt.compile (no Python tracing on replays)")
     ap.add_argument("--peer", action="store_true",

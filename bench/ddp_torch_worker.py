@@ -43,7 +43,7 @@ def peer_worker(args):
     model.load_state_dict({k: torch.from_numpy(v) for k, v in initial_state(cfg).items()})
     model.to(device)
     wrapped = model if args.no_ddp else torch.nn.parallel.DistributedDataParallel(
-        model, device_ids=[local] if on_gpu else None)
+        model, device_ids=[local] if on_gpu else None, bucket_cap_mb=args.bucket_cap_mb)
     amp = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if on_gpu else \
         contextlib.nullcontext
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
