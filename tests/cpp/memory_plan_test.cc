@@ -168,5 +168,67 @@ TEST(MemoryPlan, ACollectivesOperandKeepsItsSlotUntilItsResultIsRead) {
   EXPECT_GT(between, 0) << p.grouping;
 }
 
+// The executables join a collective at the first step that touches its operand's or result's
+// address (backends/cuda/cuda_executable.cc, with_collectives). Buffers of one slot share an
+// address, so a step whose temporary shares a slot with an in-flight collective's buffers would
+// wait for it without reading it: a false join, which holds that step and every step after it. A
+// DDP-like plan (gradients all_reduced one by one, optimizer updates scaled by bias corrections
+// computed from a step counter after the backward pass, as AdamW's are) must have none.
+TEST(MemoryPlan, ADataParallelStepHasNoFalseJoins) {
+  auto op = [](Op o, NodeList in, std::vector<int64_t> ints = {}) {
+    Attrs a;
+    a.ints = to_ints(ints);
+    return make_node(o, std::move(in), a);
+  };
+  auto step = testing::param({}), beta = testing::param({}), lr = testing::param({});
+  NodeList roots;
+  for (int i = 0; i < 4; ++i) {
+    auto p = testing::param({16 + 8 * i, 24});
+    auto grad = op(Op::Exp, {op(Op::Sin, {p})});
+    auto reduced = op(Op::AllReduce, {grad}, {1, 2});
+    // A bias correction of its own per parameter (AdamW's), from scalars alone: work that waits on
+    // no collective, which order_by_collectives runs before every update.
+    auto correction = op(Op::Sqrt, {op(Op::Sub, {op(Op::Exp, {step}), op(Op::Pow, {beta, step})})});
+    auto scaled = op(Op::ReduceSum, {op(Op::Mul, {reduced, reduced})}, {1});
+    roots.push_back(op(Op::Sub, {op(Op::Mul, {lr, correction}), op(Op::ReduceSum, {scaled}, {0})}));
+  }
+  Plan p = testing::plan_of(roots);
+  ASSERT_EQ(p.collectives.size(), 4u) << p.grouping;
+  // The address a buffer has in a run: its slot's for a temporary, its own otherwise.
+  auto address = [&](int b) {
+    const int slot =
+        b >= 0 && b < static_cast<int>(p.memory.slot_of.size()) ? p.memory.slot_of[b] : -1;
+    return slot >= 0 ? -1 - slot : b;
+  };
+  std::vector<const CollectiveStep*> in_flight;
+  std::vector<int> reads, writes;
+  const std::vector<PlanStep> steps = p.ordered_steps();
+  for (size_t s = 0; s < steps.size(); ++s) {
+    if (steps[s].kind == PlanStep::Kind::Collective) {
+      in_flight.push_back(&p.collectives[steps[s].index]);
+      continue;
+    }
+    step_buffers(p, steps[s], reads, writes);
+    std::vector<int> touched = reads;
+    touched.insert(touched.end(), writes.begin(), writes.end());
+    for (size_t i = 0; i < in_flight.size();) {
+      const CollectiveStep& c = *in_flight[i];
+      bool by_address = false, by_buffer = false;
+      for (int b : touched) {
+        if (b < 0) continue;
+        by_buffer |= b == c.in || b == c.out;
+        by_address |= address(b) == address(c.in) || address(b) == address(c.out);
+      }
+      EXPECT_EQ(by_address, by_buffer)
+          << "step " << s << " would wait for " << c.name << " without reading it\n"
+          << p.grouping;
+      if (by_address)
+        in_flight.erase(in_flight.begin() + static_cast<std::ptrdiff_t>(i));
+      else
+        ++i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lt
