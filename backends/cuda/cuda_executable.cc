@@ -266,6 +266,10 @@ void CudaExecutable::launch_with_collectives(const std::vector<CudaLaunchStep>& 
     return;
   }
   const std::vector<CudaLaunchStep> seq = with_collectives(launches, starts, ptrs, nccl);
+  if (graph && graph_segments_) {
+    launch_segments(seq, bound, nccl, stats);
+    return;
+  }
   int recaptured = 0;
   if (graph && bound.graph->launch(seq, &recaptured)) {
     nccl->watch(dev_->stream(), "a CUDA graph replay with collectives");
@@ -292,6 +296,49 @@ void CudaExecutable::launch_with_collectives(const std::vector<CudaLaunchStep>& 
   }
   for (const auto& e : done)
     if (e) d.check(d.cuStreamWaitEvent(stream, e.get(), 0), "cuStreamWaitEvent");
+}
+
+void CudaExecutable::launch_segments(const std::vector<CudaLaunchStep>& seq, Bound& bound,
+                                     NcclCommunicator* nccl, RunStats* stats) {
+  const CudaDriver& d = dev_->driver();
+  const CUstream stream = dev_->stream();
+  std::vector<std::shared_ptr<CUevent_st>> done(seq.size());
+  std::vector<CudaLaunchStep> part;
+  size_t segment = 0;
+  int recaptured = 0;
+  for (size_t i = 0; i < seq.size();) {
+    if (seq[i].collective) {
+      done[i] = nccl->enqueue(seq[i].calls, stream);
+      if (stats) ++stats->kernel_launches;
+      ++i;
+      continue;
+    }
+    // The segment's joins, on the stream before its graph: it is linear inside.
+    for (uint32_t j : seq[i].after)
+      if (done[j]) d.check(d.cuStreamWaitEvent(stream, done[j].get(), 0), "cuStreamWaitEvent");
+    size_t end = i + 1;
+    while (end < seq.size() && !seq[end].collective && seq[end].after.empty()) ++end;
+    part.assign(seq.begin() + static_cast<std::ptrdiff_t>(i),
+                seq.begin() + static_cast<std::ptrdiff_t>(end));
+    part.front().after.clear();
+    if (bound.segments.size() <= segment)
+      bound.segments.push_back(std::make_shared<CudaGraphReplay>(dev_, blas_));
+    int captured = 0;
+    if (part.size() >= kCudaGraphMinSteps && bound.segments[segment]->launch(part, &captured)) {
+      recaptured += captured;
+      if (stats) {
+        stats->kernel_launches += static_cast<int>(part.size());
+        ++stats->graph_launches;
+      }
+    } else {
+      launch_cuda_steps(*dev_, blas_.get(), part, stats);
+    }
+    ++segment;
+    i = end;
+  }
+  for (const auto& e : done)
+    if (e) d.check(d.cuStreamWaitEvent(stream, e.get(), 0), "cuStreamWaitEvent");
+  if (!graphs_always_) judge_replay(bound, recaptured, seq.size());
 }
 
 std::vector<CudaLaunchStep> CudaExecutable::with_collectives(

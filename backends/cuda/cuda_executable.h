@@ -84,7 +84,10 @@ class CudaExecutable : public Executable {
     std::vector<AttentionStep> attentions;
     int64_t runs = 0;  // from the (kCudaGraphWarmupRuns + 1)-th on, launches replay graph
     std::shared_ptr<CudaGraphReplay> graph;  // shared: communicators may drop it (hold_graph)
-    int slow_replays = 0;                    // the graph's keep-or-drop rule (cuda_graph.h)
+    // LT_CUDA_GRAPH_SEGMENTS: one graph per run of steps between collectives and joins
+    // (launch_segments), in order.
+    std::vector<std::shared_ptr<CudaGraphReplay>> segments;
+    int slow_replays = 0;  // the graph's keep-or-drop rule (cuda_graph.h)
   };
 
  public:
@@ -314,6 +317,15 @@ class CudaExecutable : public Executable {
                                const std::vector<CUdeviceptr>& ptrs, Bound& bound, bool graph,
                                RunStats* stats);
 
+  // LT_CUDA_GRAPH_SEGMENTS=1: `seq` (with_collectives') replayed as linear graphs, one per run of
+  // steps between a collective or a join and the next, with the NCCL calls enqueued between them
+  // (as the plain path does) instead of as branches of one graph. A graph with branches runs its
+  // kernels on several streams and loses the back-to-back launches of a linear one (2 H200s,
+  // GPT-2's DDP step: a median gap of 0.4 us before each kernel against none, about 0.35 ms a
+  // step, tests/gpu/timeline_summary.py); segments pay a graph launch each instead.
+  void launch_segments(const std::vector<CudaLaunchStep>& seq, Bound& bound, NcclCommunicator* nccl,
+                       RunStats* stats);
+
   // The run's launches with its NCCL collectives in plan order; each kernel or library launch
   // lists in `after` the collectives in flight whose memory its plan step touches (the first
   // launch of the step; a step with no launches passes them on to the next).
@@ -384,6 +396,9 @@ class CudaExecutable : public Executable {
   // Whether launches may replay a binding's graph (Bound::graph), created after its warm-up runs
   // (never with LT_CUDA_GRAPHS=0, a driver without graphs, or fewer than kCudaGraphMinSteps steps).
   bool graphs_ = false;
+  // LT_CUDA_GRAPH_SEGMENTS=1 (read when the executable is made): a plan with NCCL collectives
+  // replays as linear graph segments (launch_segments), not as one graph with branches.
+  const bool graph_segments_ = cuda_graph_segments();
   // The graph's keep-or-drop rule (cuda_graph.h): replays in a row that cost more than plain
   // launches would have.
   const bool graphs_always_ = cuda_graphs_always();
@@ -399,6 +414,7 @@ class CudaExecutable : public Executable {
                    kCudaGraphSlowReplays, recaptured, steps);
     graphs_ = false;  // plain launches from now on; the graph goes when its launches complete
     b.graph.reset();
+    b.segments.clear();
   }
 
   // Keeps the plan's size symbols; checks that every size parameter a kernel launch, buffer or

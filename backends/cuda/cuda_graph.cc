@@ -56,6 +56,14 @@ bool cuda_graphs_enabled() {
   return cuda_driver().graphs;
 }
 
+bool cuda_graph_segments() {
+  const char* e = std::getenv("LT_CUDA_GRAPH_SEGMENTS");
+  const std::string v = e ? e : "";
+  if (v.empty() || v == "0") return false;
+  if (v == "1") return true;
+  fail(ErrorKind::Value, "LT_CUDA_GRAPH_SEGMENTS=", v, ": expected 1 or 0 (or unset)");
+}
+
 bool cuda_graphs_always() {
   const char* e = std::getenv("LT_CUDA_GRAPHS");
   return e && std::string(e) == "always";

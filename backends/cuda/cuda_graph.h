@@ -68,6 +68,10 @@ inline constexpr size_t kCudaGraphRecaptureCost = 16;
 // LT_CUDA_GRAPHS is not 0/off and the driver has every graph entry point (read at each call;
 // executables read it when they are created).
 bool cuda_graphs_enabled();
+// LT_CUDA_GRAPH_SEGMENTS=1: a plan with NCCL collectives replays as linear graphs between its
+// collectives (cuda_executable.h, launch_segments) instead of one graph whose collectives branch
+// off the chain. 0 or unset: one graph. Anything else is an error naming the variable.
+bool cuda_graph_segments();
 // LT_CUDA_GRAPHS=always: graphs are kept even when their replays cost more host time than plain
 // launches (tests of the update path).
 bool cuda_graphs_always();

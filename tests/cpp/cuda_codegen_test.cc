@@ -17,6 +17,7 @@
 #include "backends/cuda/caching_allocator.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_codegen.h"
+#include "backends/cuda/cuda_graph.h"
 #include "backends/cuda/driver_api.h"
 #include "backends/cuda/nvrtc_compiler.h"
 #include "graph_util.h"
@@ -653,6 +654,33 @@ TEST(CudaDriver, GraphEntryPointsResolveFromTheToolkitStub) {
   EXPECT_TRUE(d.graphs) << d.error;
   EXPECT_NE(d.cuGraphExecKernelNodeSetParams_v2, nullptr);
   EXPECT_NE(d.cuStreamBeginCapture_v2, nullptr);
+}
+
+// LT_CUDA_GRAPH_SEGMENTS (cuda_graph.h): unset, empty or 0 is off, 1 is on, anything else is an
+// error naming the variable.
+TEST(CudaGraphSegments, ReadsTheVariableAndRejectsBadValues) {
+  const char* old = std::getenv("LT_CUDA_GRAPH_SEGMENTS");
+  const std::string saved = old ? old : "";
+  ::unsetenv("LT_CUDA_GRAPH_SEGMENTS");
+  EXPECT_FALSE(cuda_graph_segments());
+  ::setenv("LT_CUDA_GRAPH_SEGMENTS", "0", 1);
+  EXPECT_FALSE(cuda_graph_segments());
+  ::setenv("LT_CUDA_GRAPH_SEGMENTS", "1", 1);
+  EXPECT_TRUE(cuda_graph_segments());
+  for (const char* bad : {"yes", "2", "-1"}) {
+    ::setenv("LT_CUDA_GRAPH_SEGMENTS", bad, 1);
+    try {
+      cuda_graph_segments();
+      ADD_FAILURE() << bad << ": expected an error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Value);
+      EXPECT_NE(std::string(e.what()).find("LT_CUDA_GRAPH_SEGMENTS"), std::string::npos);
+    }
+  }
+  if (old)
+    ::setenv("LT_CUDA_GRAPH_SEGMENTS", saved.c_str(), 1);
+  else
+    ::unsetenv("LT_CUDA_GRAPH_SEGMENTS");
 }
 
 // Asking for device `dev`'s backend is a RuntimeError whose message contains "no CUDA device"

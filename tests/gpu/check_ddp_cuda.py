@@ -166,6 +166,10 @@ CHECKS = {
     # The collectives' kernels at the greatest stream priority (CUDA graph node priorities too).
     "ddp_bucket_priority": every_rank_ok("ddp_compiled.py", LT_DDP_REDUCE="bucket",
                                          LT_NCCL_STREAM_PRIORITY="high"),
+    # The step's graph replayed as linear segments between its collectives
+    # (LT_CUDA_GRAPH_SEGMENTS, cuda_executable.h's launch_segments), traced and compiled.
+    "ddp_segments": every_rank_ok("ddp.py", LT_CUDA_GRAPH_SEGMENTS="1"),
+    "ddp_segments_compiled": every_rank_ok("ddp_compiled.py", LT_CUDA_GRAPH_SEGMENTS="1"),
     "dead_rank": dead_rank,
     "mismatch": mismatch,
     "train_ddp": train_ddp,
