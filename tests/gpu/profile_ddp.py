@@ -57,6 +57,17 @@ def write_timeline(prof, path):
             last_end[tid] = s + d
 
 
+def timeline_report(path):
+    """tests/gpu/timeline_summary.py's reading of a written timeline, one block per step."""
+    import timeline_summary
+    rows = timeline_summary.read(path)
+    lines = [f"  timeline {os.path.basename(path)}:"]
+    for i, step in enumerate(timeline_summary.steps_of(rows)):
+        lines += [f"    step {i}: " + line.strip() if k == 0 else "      " + line
+                  for k, line in enumerate(timeline_summary.summarize(step, gaps=4))]
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -101,7 +112,9 @@ def main():
         with open(os.path.join(args.out, f"ddp_grouping_{'ddp' if wrap else 'bare'}.txt"), "w") as f:
             f.write(g.get("grouping", ""))
         if args.timeline:
-            write_timeline(prof, os.path.join(args.out, f"ddp_timeline_{'ddp' if wrap else 'bare'}.txt"))
+            path = os.path.join(args.out, f"ddp_timeline_{'ddp' if wrap else 'bare'}.txt")
+            write_timeline(prof, path)
+            report.append(timeline_report(path))
     if rank == 0:
         with open(os.path.join(args.out, "ddp_profile.txt"), "w") as f:
             f.write("\n".join(report) + "\n")
