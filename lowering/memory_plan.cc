@@ -7,37 +7,6 @@
 
 namespace lt {
 
-namespace {
-
-// A collective runs beside the steps after it (on NCCL's stream, on the collective worker) until
-// the first step that touches its result waits for it (the executables' `after` joins, by
-// address). Its operand's slot is therefore in use until that step, not only at the collective's
-// own step: a later temporary placed in that slot would be a write the collective may still be
-// reading, and the executable, seeing the address, would make that step wait for the collective
-// and every step behind it with it. A DDP step's AdamW updates all queued behind its last
-// all_reduce (the 154 MB embedding gradient's) that way, because a bias-correction scalar
-// computed after the backward pass had taken the slot of that all_reduce's operand.
-void keep_collective_operands(const Plan& plan, const std::vector<PlanStep>& steps,
-                              std::vector<int>& last) {
-  const int n = static_cast<int>(steps.size()), nb = static_cast<int>(last.size());
-  std::vector<int> reads, writes;
-  for (int s = 0; s < n; ++s) {
-    if (steps[s].kind != PlanStep::Kind::Collective) continue;
-    const CollectiveStep& c = plan.collectives.at(static_cast<size_t>(steps[s].index));
-    if (c.in < 0 || c.in >= nb) continue;
-    int join = n;  // no step reads the result: the run's end waits for it
-    for (int t = s + 1; t < n && join == n; ++t) {
-      step_buffers(plan, steps[t], reads, writes);
-      for (const auto* list : {&reads, &writes})
-        for (int b : *list)
-          if (b == c.out || b == c.in) join = t;
-    }
-    last[c.in] = std::max(last[c.in], join);
-  }
-}
-
-}  // namespace
-
 MemoryPlan plan_memory(const Plan& plan) {
   const int nb = static_cast<int>(plan.buffers.size());
   MemoryPlan mp;
@@ -51,13 +20,36 @@ MemoryPlan plan_memory(const Plan& plan) {
     last[b] = std::max(last[b], step);
   };
   std::vector<PlanStep> steps = plan.ordered_steps();
+  const int n = static_cast<int>(steps.size());
+  // A collective runs beside the steps after it (on NCCL's stream, on the collective worker) until
+  // the first step that touches its operand or result waits for it (the executables' `after`
+  // joins, by address). Its operand's slot is therefore in use until that step, not only at the
+  // collective's own step: a later temporary placed in that slot would be a write the collective
+  // may still be reading, and the executable, seeing the address, would make that step wait for
+  // the collective and every step behind it with it. A DDP step's AdamW updates all queued behind
+  // its last all_reduce (the 154 MB embedding gradient's) that way, because a bias-correction
+  // scalar computed after the backward pass had taken the slot of that all_reduce's operand.
+  std::vector<const CollectiveStep*> unjoined;
   std::vector<int> reads, writes;
-  for (int s = 0; s < static_cast<int>(steps.size()); ++s) {
+  for (int s = 0; s < n; ++s) {
     step_buffers(plan, steps[s], reads, writes);
     for (int b : reads) touch(b, s);
     for (int b : writes) touch(b, s);
+    std::erase_if(unjoined, [&](const CollectiveStep* c) {
+      for (const auto* list : {&reads, &writes})
+        for (int b : *list)
+          if (b == c->out || b == c->in) {
+            last[c->in] = std::max(last[c->in], s);
+            return true;
+          }
+      return false;
+    });
+    if (steps[s].kind != PlanStep::Kind::Collective) continue;
+    const CollectiveStep& c = plan.collectives.at(static_cast<size_t>(steps[s].index));
+    if (c.in >= 0 && c.in < nb) unjoined.push_back(&c);
   }
-  keep_collective_operands(plan, steps, last);
+  for (const CollectiveStep* c : unjoined)  // no step reads the result: the run's end waits
+    last[c->in] = std::max(last[c->in], n);
   std::vector<int> temps;
   for (int b = 0; b < nb; ++b)
     if (plan.buffers[b].kind == BufferSpec::Kind::Temp && last[b] >= 0) temps.push_back(b);
