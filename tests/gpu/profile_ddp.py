@@ -13,6 +13,11 @@ variant is then the real data-parallel step, with NCCL's kernels in the table (t
 
   PYTHONPATH=build-gpu/python python3 -m torch.distributed.run --nproc-per-node 2 \
       tests/gpu/profile_ddp.py --out DIR
+
+--compile profiles both steps under lt.compile (no Python tracing: the host keeps ahead, so the
+timeline's start-to-start times are the GPU's own period); --order chooses which steps run and in
+what order (ddp,bare: the bare step in a process whose NCCL communicator exists). --timeline adds
+each step's kernels in time order with their streams and tests/gpu/timeline_summary.py's reading.
 """
 import argparse
 import os
@@ -62,7 +67,11 @@ def timeline_report(path):
     import timeline_summary
     rows = timeline_summary.read(path)
     lines = [f"  timeline {os.path.basename(path)}:"]
-    for i, step in enumerate(timeline_summary.steps_of(rows)):
+    steps = timeline_summary.steps_of(rows)
+    if len(steps) > 1:
+        lines.append("    start to start, ms: " + " ".join(
+            f"{p / 1e3:.3f}" for p in timeline_summary.periods(steps)))
+    for i, step in enumerate(steps):
         lines += [f"    step {i}: " + line.strip() if k == 0 else "      " + line
                   for k, line in enumerate(timeline_summary.summarize(step, gaps=4))]
     return "\n".join(lines)
@@ -73,6 +82,12 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--compile", action="store_true",
+                    help="both steps under lt.compile (replayed without Python tracing)")
+    ap.add_argument("--order", default="bare,ddp",
+                    help="the steps profiled, in order, each of bare and ddp (e.g. ddp,bare: the "
+                         "bare step in a process whose NCCL communicator exists; bare,bare: what "
+                         "a second profiling session alone changes)")
     ap.add_argument("--timeline", action="store_true",
                     help="also write DIR/ddp_timeline.txt: the DDP step's GPU kernels in time "
                          "order with their streams (rank 0)")
@@ -92,8 +107,12 @@ def main():
     idx, tgt = global_batch(FULL, 8)
     state = initial_state(FULL)
     report = []
-    for wrap in (False, True):
-        step, _ = ddp_train_step(lt, FULL, state, idx, tgt, device, wrap=wrap)
+    order = args.order.split(",")
+    if not order or any(w not in ("bare", "ddp") for w in order):
+        ap.error(f"--order: a comma-separated list of bare and ddp, not {args.order!r}")
+    for n, wrap in enumerate(w == "ddp" for w in order):
+        step, _ = ddp_train_step(lt, FULL, state, idx, tgt, device, wrap=wrap,
+                                 compiled=args.compile)
         c0 = lt.metrics.counters()
         prof, wall = profiled(step, args.steps)
         c1 = lt.metrics.counters()
@@ -103,16 +122,17 @@ def main():
               f"{c1['kernel_launches'] - c0['kernel_launches']} over {2 * args.steps + 3} steps",
               flush=True)
         name = f"DDP over {world} rank(s)" if wrap else "bare model"
+        kind = order[n] if order.count(order[n]) == 1 else f"{order[n]}{n}"  # file names
         report.append(f"== {name}: wall {wall:.3f} ms/step, {g['kernels']} kernels, "
                       f"{g['nodes']} nodes\n{kernel_table(prof, args.steps, args.top)}\n"
                       + host_breakdown(step, 5))
         if rank:
             continue
         print(report[-1], flush=True)
-        with open(os.path.join(args.out, f"ddp_grouping_{'ddp' if wrap else 'bare'}.txt"), "w") as f:
+        with open(os.path.join(args.out, f"ddp_grouping_{kind}.txt"), "w") as f:
             f.write(g.get("grouping", ""))
         if args.timeline:
-            path = os.path.join(args.out, f"ddp_timeline_{'ddp' if wrap else 'bare'}.txt")
+            path = os.path.join(args.out, f"ddp_timeline_{kind}.txt")
             write_timeline(prof, path)
             report.append(timeline_report(path))
     if rank == 0:

@@ -41,6 +41,12 @@ def steps_of(rows):
     return steps
 
 
+def periods(steps):
+    """Start-to-start times of consecutive steps (us): against a step's span, the GPU's idle
+    time between steps (the host not ahead, or ranks waiting for one another)."""
+    return [b[0][0] - a[0][0] for a, b in zip(steps, steps[1:])]
+
+
 def union(intervals):
     """The intervals merged: a list of disjoint (start, end)."""
     out = []
@@ -118,10 +124,13 @@ def main(argv=None):
     if not rows:
         print(f"{args.timeline}: no kernels")
         return 1
-    for i, step in enumerate(steps_of(rows)):
+    steps = steps_of(rows)
+    for i, step in enumerate(steps):
         print(f"step {i}:")
         for line in summarize(step, args.gaps):
             print("  " + line)
+    if len(steps) > 1:
+        print("start to start, ms: " + " ".join(f"{p / 1e3:.3f}" for p in periods(steps)))
     return 0
 
 

@@ -34,6 +34,13 @@ def test_steps_split_where_the_first_kernel_comes_back(timeline):
         ["fwd", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(args)", "bwd", "upd"], ["fwd", "upd"]]
 
 
+def test_period_is_start_to_start_so_idle_between_steps_shows(timeline):
+    # Step 0 spans 40 us but step 1 starts at 100: 60 us of the period is idle between steps.
+    steps = timeline_summary.steps_of(timeline_summary.read(timeline))
+    assert timeline_summary.periods(steps) == [100.0]
+    assert timeline_summary.periods(steps[:1]) == []
+
+
 def test_busy_idle_and_nccl_alone_and_beside(timeline):
     step = timeline_summary.steps_of(timeline_summary.read(timeline))[0]
     lines = timeline_summary.summarize(step, gaps=2)
