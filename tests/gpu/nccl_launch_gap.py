@@ -15,7 +15,8 @@ nothing (1.23 us a kernel before and after), lazytensor's adds 0.15-0.20 us a ke
 without a collective (--no-collective, so no communicator) and lazytensor's CUDA backend alone
 (--lt-only) change nothing; NCCL_CUMEM_ENABLE=0, NCCL_MEM_SYNC_DOMAIN=0, LT_CUDA_GRAPHS=0 and a
 blocking communicator do not remove it. What lazytensor's communicator does differently is not
-yet known.
+yet known; one difference to test first: PyTorch's in-place all_reduce of one rank may launch no
+NCCL kernel at all, where ours (out of place) does (--out-of-place runs an all_gather instead).
 
   PYTHONPATH=build-gpu/python python3 tests/gpu/nccl_launch_gap.py [--ours] [--variants "NCCL_CUMEM_ENABLE=0;NCCL_MEM_SYNC_DOMAIN=0"]
 """
@@ -79,7 +80,11 @@ def one(args):
         dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=0,
                                 world_size=1, device_id=torch.device("cuda:0"))
         t = torch.ones(4, device="cuda")
-        dist.all_reduce(t)
+        if args.out_of_place:  # NCCL launches a kernel (an in-place all_reduce of one rank may not)
+            out = torch.empty(4, device="cuda")
+            dist.all_gather_into_tensor(out, t)
+        else:
+            dist.all_reduce(t)
     torch.cuda.synchronize()
     if dist and args.destroy_first:  # what remains once the group (its threads, NCCL) is gone
         dist.destroy_process_group()
@@ -99,6 +104,9 @@ def main():
                     help="lazytensor's communicator (lt.distributed) instead of PyTorch's")
     ap.add_argument("--lt-only", action="store_true",
                     help="lazytensor's CUDA backend used, no communicator made")
+    ap.add_argument("--out-of-place", action="store_true",
+                    help="PyTorch's communicator: an all_gather into another tensor, not an "
+                         "in-place all_reduce (which NCCL may skip on one rank)")
     ap.add_argument("--no-collective", action="store_true",
                     help="with --ours: the group made, no collective run")
     ap.add_argument("--destroy-first", action="store_true",
@@ -116,7 +124,8 @@ def main():
         r = subprocess.run([sys.executable, __file__, "--one", "--kernels", str(args.kernels),
                             "--replays", str(args.replays)] + (["--ours"] if args.ours else []) + (["--lt-only"] if args.lt_only else [])
                            + (["--no-collective"] if args.no_collective else [])
-                           + (["--destroy-first"] if args.destroy_first else []), env={**os.environ, **env},
+                           + (["--destroy-first"] if args.destroy_first else [])
+                           + (["--out-of-place"] if args.out_of_place else []), env={**os.environ, **env},
                            capture_output=True, text=True, timeout=120)
         try:
             d = json.loads(r.stdout.strip().splitlines()[-1])
