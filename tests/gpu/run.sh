@@ -41,7 +41,8 @@
 # checks over NCCL and "ddpbench" the 1-GPU vs all-GPU GPT-2 training benchmark (2+ GPUs; DDP_CHECK_ARGS
 # and DDP_BENCH_ARGS, default "--peer", pass arguments on, e.g. DDP_CHECK_ARGS="--only ddp,ddp_bucket"
 # DDP_BENCH_ARGS="--reduce-modes bucket --variants NCCL_PROTO=Simple"); "rows" adds tests/gpu/profile_rows.py,
-# kernel vs host time of the one-graph rows under codegen variants), GPU_TESTS (default all: the
+# kernel vs host time of the one-graph rows under codegen variants; "gap" tests/gpu/nccl_launch_gap.py,
+# the kernel launch gaps an NCCL communicator leaves, under GAP_VARIANTS), GPU_TESTS (default all: the
 # C++ GPU test binaries the cpp stage runs, by name, e.g. "cuda_symbolic_gpu_test"), TARGETS
 # (default all: the build stage builds only these CMake targets, e.g. "cuda_symbolic_gpu_test";
 # the Python stages then need an earlier full build).
@@ -324,6 +325,19 @@ if [ "$built" -eq 1 ] && [ -d "$BUILD/python/lazytensor" ]; then
     rc=$?
     tail -n 20 "$OUT/bench_ddp_gpu.log"
     record "data-parallel GPT-2 benchmark (bench/ddp_gpu.py)" "$rc"
+  fi
+  if stage gap; then
+    # Not in the default stages: whether an NCCL communicator slows every later kernel launch
+    # (tests/gpu/nccl_launch_gap.py; bench/README.md, thirty-third session): PyTorch's and
+    # lazytensor's communicators under GAP_VARIANTS (NCCL settings to try).
+    GAP_VARIANTS="${GAP_VARIANTS:-NCCL_CGA_CLUSTER_SIZE=0;NCCL_CGA_CLUSTER_SIZE=1}"
+    {
+      timeout 120 "$PY" -u tests/gpu/nccl_launch_gap.py --replays 5 --out-of-place --variants "$GAP_VARIANTS" &&
+        timeout 120 "$PY" -u tests/gpu/nccl_launch_gap.py --replays 5 --ours --variants "$GAP_VARIANTS"
+    } >"$OUT/nccl_launch_gap.log" 2>&1
+    rc=$?
+    cat "$OUT/nccl_launch_gap.log"
+    record "launch gaps after an NCCL communicator (nccl_launch_gap.py)" "$rc"
   fi
   if stage rows; then
     # Not in the default stages: kernel vs host time of the one-graph rows, and codegen variants.
