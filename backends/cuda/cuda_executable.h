@@ -319,10 +319,10 @@ class CudaExecutable : public Executable {
 
   // LT_CUDA_GRAPH_SEGMENTS=1: `seq` (with_collectives') replayed as linear graphs, one per run of
   // steps between a collective or a join and the next, with the NCCL calls enqueued between them
-  // (as the plain path does) instead of as branches of one graph. A graph with branches runs its
-  // kernels on several streams and loses the back-to-back launches of a linear one (2 H200s,
-  // GPT-2's DDP step: a median gap of 0.4 us before each kernel against none, about 0.35 ms a
-  // step, tests/gpu/timeline_summary.py); segments pay a graph launch each instead.
+  // (as the plain path does) instead of as branches of one graph. Meant to win back the DDP
+  // step's gap before each kernel (0.2-0.5 us, none in the bare step); measured on 2 H200s it
+  // keeps those gaps and is no faster (23.72 against 23.43 ms a step): they follow the process's
+  // NCCL communicator, not the graph's shape (tests/gpu/nccl_launch_gap.py). Off by default.
   void launch_segments(const std::vector<CudaLaunchStep>& seq, Bound& bound, NcclCommunicator* nccl,
                        RunStats* stats);
 
