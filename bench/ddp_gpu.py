@@ -339,6 +339,10 @@ def summarize(args, nproc, one, many, oracle, plain=None, peer_one=None, peer_ma
            "git": git_revision(), "device_template": args.device_template,
            "backend": args.backend, "torch": torch.__version__, "lazytensor": lt.__file__,
            "gpu": torch.cuda.get_device_name(0) if visible_gpus() else None,
+           # The ranks load torch (initial_state) before lazytensor makes its communicator, so
+           # its dlopen of libnccl.so.2 finds PyTorch's (bench/README.md, thirty-third session):
+           # this is the NCCL that ran.
+           "nccl": ".".join(map(str, torch.cuda.nccl.version())) if visible_gpus() else None,
            "model": dict(zip(["vocab", "ctx", "layers", "d", "heads"], cfg)),
            "batch_per_rank": args.batch, "amp": "bf16 autocast", "optimizer":
                f"AdamW lr {LR} weight_decay 0.1", "one_gpu_run": "DDP over a group of 1 rank",
