@@ -16,7 +16,7 @@ without a collective (--no-collective, so no communicator) and lazytensor's CUDA
 (--lt-only) change nothing; NCCL_CUMEM_ENABLE=0, NCCL_MEM_SYNC_DOMAIN=0, LT_CUDA_GRAPHS=0 and a
 blocking communicator do not remove it. What lazytensor's communicator does differently is not
 yet known; one difference to test first: PyTorch's in-place all_reduce of one rank may launch no
-NCCL kernel at all, where ours (out of place) does (--out-of-place runs an all_gather instead).
+NCCL kernel at all, where ours (out of place) does (--out-of-place runs a reduce_scatter instead).
 
   PYTHONPATH=build-gpu/python python3 tests/gpu/nccl_launch_gap.py [--ours] [--variants "NCCL_CUMEM_ENABLE=0;NCCL_MEM_SYNC_DOMAIN=0"]
 """
@@ -80,9 +80,11 @@ def one(args):
         dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=0,
                                 world_size=1, device_id=torch.device("cuda:0"))
         t = torch.ones(4, device="cuda")
-        if args.out_of_place:  # NCCL launches a kernel (an in-place all_reduce of one rank may not)
+        if args.out_of_place:
+            # Out of place, so that NCCL launches its one-rank reduction kernel as ours does (an
+            # in-place all_reduce of one rank may launch nothing, a one-rank all_gather is a copy).
             out = torch.empty(4, device="cuda")
-            dist.all_gather_into_tensor(out, t)
+            dist.reduce_scatter_tensor(out, t)
         else:
             dist.all_reduce(t)
     torch.cuda.synchronize()
@@ -105,7 +107,7 @@ def main():
     ap.add_argument("--lt-only", action="store_true",
                     help="lazytensor's CUDA backend used, no communicator made")
     ap.add_argument("--out-of-place", action="store_true",
-                    help="PyTorch's communicator: an all_gather into another tensor, not an "
+                    help="PyTorch's communicator: a reduce_scatter into another tensor, not an "
                          "in-place all_reduce (which NCCL may skip on one rank)")
     ap.add_argument("--no-collective", action="store_true",
                     help="with --ours: the group made, no collective run")
