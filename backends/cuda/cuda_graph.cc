@@ -9,6 +9,7 @@
 
 #include "backends/cuda/nccl_communicator.h"
 #include "ir/debug_level.h"
+#include "ir/env_switch.h"
 #include "ir/error.h"
 
 namespace lt {
@@ -56,13 +57,7 @@ bool cuda_graphs_enabled() {
   return cuda_driver().graphs;
 }
 
-bool cuda_graph_segments() {
-  const char* e = std::getenv("LT_CUDA_GRAPH_SEGMENTS");
-  const std::string v = e ? e : "";
-  if (v.empty() || v == "0") return false;
-  if (v == "1") return true;
-  fail(ErrorKind::Value, "LT_CUDA_GRAPH_SEGMENTS=", v, ": expected 1 or 0 (or unset)");
-}
+bool cuda_graph_segments() { return env_switch("LT_CUDA_GRAPH_SEGMENTS", "0", "1"); }
 
 bool cuda_graphs_always() {
   const char* e = std::getenv("LT_CUDA_GRAPHS");

@@ -15,6 +15,7 @@
 #include "backends/cuda/nccl_api.h"
 #include "distributed/tcp_store.h"
 #include "ir/dtype.h"
+#include "ir/env_switch.h"
 #include "ir/error.h"
 
 namespace lt {
@@ -74,13 +75,7 @@ int rank_device(const dist::ProcessGroupConfig& cfg) {
 // LT_NCCL_STREAM_PRIORITY: "high" runs the collectives at the device's greatest stream priority,
 // so their blocks take SMs ahead of the backward's kernels queued on the normal stream (PyTorch's
 // ProcessGroupNCCL option is_high_priority_stream); "normal" or unset: the default priority.
-bool high_priority_stream() {
-  const char* e = std::getenv("LT_NCCL_STREAM_PRIORITY");
-  const std::string v = e ? e : "";
-  if (v.empty() || v == "normal") return false;
-  if (v == "high") return true;
-  fail(ErrorKind::Value, "LT_NCCL_STREAM_PRIORITY=", v, ": expected high or normal (or unset)");
-}
+bool high_priority_stream() { return env_switch("LT_NCCL_STREAM_PRIORITY", "normal", "high"); }
 
 class Nccl final : public NcclCommunicator {
  public:
