@@ -432,7 +432,13 @@ def print_table(s):
 def parse_variants(args):
     """--reduce-modes m1,m2 and --variants "K=V,K2=V2;K=V3" as (label, environment) pairs."""
     out = [(f"LT_DDP_REDUCE={m}", {"LT_DDP_REDUCE": m}) for m in args.reduce_modes.split(",") if m]
-    for v in (args.variants or "").split(";"):
+    return out + environments(args.variants)
+
+
+def environments(spec):
+    """A --variants string, "K=V,K2=V2;K=V3", as (label, environment) pairs."""
+    out = []
+    for v in (spec or "").split(";"):
         v = v.strip()
         if not v:
             continue

@@ -28,6 +28,12 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from ddp_gpu import environments  # noqa: E402
+
+# one()'s switches, each an argparse flag the parent passes on to its child processes.
+SWITCHES = ("ours", "lt_only", "out_of_place", "no_collective", "destroy_first")
+
 
 def graph_us_per_kernel(torch, kernels, replays):
     x = torch.randn(1 << 18, device="cuda")
@@ -117,18 +123,16 @@ def main():
     args = ap.parse_args()
     if args.one:
         return one(args)
-    runs = [("default", {})]
-    for v in filter(None, args.variants.split(";")):
-        runs.append((v, dict(kv.split("=", 1) for kv in v.split(","))))
+    runs = [("default", {})] + environments(args.variants)
+    # The child measures under the same switches (those of one()).
+    child = [sys.executable, __file__, "--one", "--kernels", str(args.kernels), "--replays",
+             str(args.replays)] + [f"--{name.replace('_', '-')}" for name in SWITCHES
+                                   if getattr(args, name)]
     print(f"a CUDA graph of {args.kernels} chained small kernels, us per kernel (best of 5 x "
           f"{args.replays} replays), before and after an NCCL communicator exists")
     for label, env in runs:
-        r = subprocess.run([sys.executable, __file__, "--one", "--kernels", str(args.kernels),
-                            "--replays", str(args.replays)] + (["--ours"] if args.ours else []) + (["--lt-only"] if args.lt_only else [])
-                           + (["--no-collective"] if args.no_collective else [])
-                           + (["--destroy-first"] if args.destroy_first else [])
-                           + (["--out-of-place"] if args.out_of_place else []), env={**os.environ, **env},
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(child, env={**os.environ, **env}, capture_output=True, text=True,
+                           timeout=120)
         try:
             d = json.loads(r.stdout.strip().splitlines()[-1])
             print(f"  {label:40s} before {d['before_us']:.3f}  after {d['after_us']:.3f}  "
