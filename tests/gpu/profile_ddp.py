@@ -65,16 +65,8 @@ def write_timeline(prof, path):
 def timeline_report(path):
     """tests/gpu/timeline_summary.py's reading of a written timeline, one block per step."""
     import timeline_summary
-    rows = timeline_summary.read(path)
-    lines = [f"  timeline {os.path.basename(path)}:"]
-    steps = timeline_summary.steps_of(rows)
-    if len(steps) > 1:
-        lines.append("    start to start, ms: " + " ".join(
-            f"{p / 1e3:.3f}" for p in timeline_summary.periods(steps)))
-    for i, step in enumerate(steps):
-        lines += [f"    step {i}: " + line.strip() if k == 0 else "      " + line
-                  for k, line in enumerate(timeline_summary.summarize(step, gaps=4))]
-    return "\n".join(lines)
+    lines = timeline_summary.report(timeline_summary.read(path), gaps=4)
+    return "\n".join([f"  timeline {os.path.basename(path)}:"] + ["    " + line for line in lines])
 
 
 def main():

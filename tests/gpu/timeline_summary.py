@@ -115,6 +115,18 @@ def summarize(step, gaps=8):
     return lines
 
 
+def report(rows, gaps=8):
+    """The whole reading, as lines: the steps' start-to-start times, then each step's summary."""
+    steps = steps_of(rows)
+    lines = []
+    if len(steps) > 1:
+        lines.append("start to start, ms: " + " ".join(f"{p / 1e3:.3f}" for p in periods(steps)))
+    for i, step in enumerate(steps):
+        lines.append(f"step {i}:")
+        lines += ["  " + line for line in summarize(step, gaps)]
+    return lines
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("timeline")
@@ -124,13 +136,8 @@ def main(argv=None):
     if not rows:
         print(f"{args.timeline}: no kernels")
         return 1
-    steps = steps_of(rows)
-    for i, step in enumerate(steps):
-        print(f"step {i}:")
-        for line in summarize(step, args.gaps):
-            print("  " + line)
-    if len(steps) > 1:
-        print("start to start, ms: " + " ".join(f"{p / 1e3:.3f}" for p in periods(steps)))
+    for line in report(rows, args.gaps):
+        print(line)
     return 0
 
 

@@ -39,6 +39,9 @@ def test_period_is_start_to_start_so_idle_between_steps_shows(timeline):
     steps = timeline_summary.steps_of(timeline_summary.read(timeline))
     assert timeline_summary.periods(steps) == [100.0]
     assert timeline_summary.periods(steps[:1]) == []
+    lines = timeline_summary.report(timeline_summary.read(timeline), gaps=0)
+    assert lines[0] == "start to start, ms: 0.100"
+    assert [line for line in lines if line.startswith("step ")] == ["step 0:", "step 1:"]
 
 
 def test_busy_idle_and_nccl_alone_and_beside(timeline):
