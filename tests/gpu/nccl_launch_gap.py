@@ -130,6 +130,7 @@ def main():
                                    if getattr(args, name)]
     print(f"a CUDA graph of {args.kernels} chained small kernels, us per kernel (best of 5 x "
           f"{args.replays} replays), before and after an NCCL communicator exists")
+    failed = 0
     for label, env in runs:
         r = subprocess.run(child, env={**os.environ, **env}, capture_output=True, text=True,
                            timeout=120)
@@ -139,7 +140,8 @@ def main():
                   f"(+{d['after_us'] - d['before_us']:.3f})", flush=True)
         except (ValueError, IndexError, KeyError):
             print(f"  {label:40s} FAILED (exit {r.returncode}): {r.stderr.strip()[-400:]}")
-    return 0
+            failed += 1
+    return 1 if failed else 0  # run.sh's gap stage records a failed measurement as FAIL
 
 
 if __name__ == "__main__":
