@@ -204,6 +204,18 @@ Grads all_reduce_vjp(const VjpCtx& c, const Tensor& g) {
   return {all_reduce(g, op, static_cast<int>(c.attrs.ints.at(1)))};
 }
 
+// concat: each operand's gradient is its range of g.
+Grads concat_vjp(const VjpCtx& c, const Tensor& g) {
+  Grads gs;
+  int64_t off = 0;
+  for (const Saved& x : c.inputs) {
+    const int64_t n = x.shape().at(0);
+    gs.push_back(narrow(g, 0, off, n));
+    off += n;
+  }
+  return gs;
+}
+
 Grads rank_dependent_vjp(const VjpCtx& c, const Tensor&) {
   fail(ErrorKind::NotImplemented, "not implemented: the gradient of ", op_name(c.op),
        " (it depends on this rank's number)");
@@ -389,6 +401,7 @@ const std::map<Op, VjpRule>& rules() {
       {Op::AllReduce, all_reduce_vjp},
       {Op::Broadcast, rank_dependent_vjp},
       {Op::AllGather, rank_dependent_vjp},
+      {Op::Concat, concat_vjp},
       {Op::Conv2dGradWeight, conv2d_grad_weight_vjp},
       {Op::Attention, attention_prim_vjp},
       {Op::AttentionLse, attention_prim_vjp},

@@ -284,6 +284,18 @@ Inferred infer(Op op, const NodeList& in, const Attrs& a) {
       return infer_conv(op, in, a);
     case OpClass::Attention:
       return infer_attention(op, in, a);
+    case OpClass::Concat: {
+      if (in.empty()) fail(ErrorKind::Runtime, name, ": expected at least one operand");
+      same_dtype(op, in, 0);
+      int64_t total = 0;
+      for (const auto& x : in) {
+        if (x->shape.size() != 1)
+          fail(ErrorKind::Runtime, name, ": every operand must be one-dimensional, got ",
+               shapes_of(in));
+        total = size_add(total, x->shape[0], name);
+      }
+      return {in[0]->dtype, Shape{total}};
+    }
     case OpClass::Collective: {
       const size_t most = op == Op::AllReduce ? 3 : 2;  // all_reduce's optional group
       if (a.ints.size() < 2 || a.ints.size() > most || a.ints[1] < 1 ||

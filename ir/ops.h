@@ -40,7 +40,8 @@ enum class OpClass : uint8_t {
   ScatterAdd,
   Conv,
   Attention,
-  Collective
+  Collective,
+  Concat
 };
 
 // The work of one element of an op inside a kernel, in tiers ordered by cost. Three heuristics

@@ -365,6 +365,8 @@ class Analysis {
         return pinned(n);  // output sizes are floor divisions: symbolic form to come
       case OpClass::Collective:
         return pinned(n);  // every rank must compile the same graph: sizes stay static
+      case OpClass::Concat:
+        return pinned(n);  // a DDP bucket: parameter sizes, static
     }
     return pinned(n);
   }

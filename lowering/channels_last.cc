@@ -234,6 +234,9 @@ void choose_channels_last(Plan& plan) {
     last[b] = 0;
   };
   auto temp = [&](int b) { return plan.buffers[b].kind == BufferSpec::Kind::Temp; };
+  // A concat's operands and result (BufferSpec::alias) are ranges of one row-major buffer.
+  for (size_t b = 0; b < nbuf; ++b)
+    if (plan.buffers[b].alias >= 0) ban(static_cast<int>(b)), ban(plan.buffers[b].alias);
 
   // Buffers some step other than a kernel or a conv's data operand touches keep their layout.
   std::vector<int> reads, writes;

@@ -62,12 +62,19 @@ void hoist_collectives(Plan& plan) {
   const int ns = static_cast<int>(plan.steps.size());
   const int nb = static_cast<int>(plan.buffers.size());
   std::vector<std::vector<int>> reads(ns), writes(ns);
-  std::vector<int> writer(nb, -1);
+  std::vector<int> writer(nb, -1), writers(nb, 0);
   for (int s = 0; s < ns; ++s) {
     step_buffers(plan, plan.steps[s], reads[s], writes[s]);
     for (int b : writes[s])
-      if (b >= 0 && b < nb) writer[b] = s;
+      if (b >= 0 && b < nb) writer[b] = s, ++writers[b];
   }
+  // Whether step w is the only one writing what it writes (a concat's result has one writer per
+  // operand: moving the last of them alone would leave the others behind the collective).
+  auto sole_writer = [&](int w) {
+    for (int b : writes[w])
+      if (b >= 0 && b < nb && writers[b] > 1) return false;
+    return true;
+  };
   // The latest writer among the buffers `s` reads (-1: only graph inputs).
   auto ready_after = [&](int s) {
     int after = -1;
@@ -90,7 +97,8 @@ void hoist_collectives(Plan& plan) {
     const int w = ready_after(s);
     // The operand's own kernel (a bucket's concatenation) comes along, to right after what it
     // reads (its outputs are new values: nothing earlier reads them).
-    if (w >= 0 && plan.steps[w].kind == PlanStep::Kind::Kernel && target[w] == -2) {
+    if (w >= 0 && plan.steps[w].kind == PlanStep::Kind::Kernel && target[w] == -2 &&
+        sole_writer(w)) {
       const int kw = ready_after(w);
       if (kw < w - 1) target[w] = kw;
     }

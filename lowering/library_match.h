@@ -22,10 +22,12 @@ struct LibraryMatch {
   // its only user when that user is computed by the step too (an output reshape, a transpose, a
   // ReLU post-op).
   int root = -1;
-  std::vector<int> operands;  // nodes the step reads: each gets a buffer
-  std::vector<int> outputs;   // nodes the step writes (root among them): buffers, no kernels
-  GemmMatch gemm;             // GEMM: the product (buffers and name set when emitted)
-  bool relu = false;          // conv: the root is a ReLU applied as a post-op
+  std::vector<int> operands;    // nodes the step reads: each gets a buffer
+  std::vector<int> outputs;     // nodes the step writes (root among them): buffers, no kernels
+  GemmMatch gemm;               // GEMM: the product (buffers and name set when emitted)
+  bool relu = false;            // conv: the root is a ReLU applied as a post-op
+  bool alias_operands = false;  // concat: operands may live inside the result (concat_match.cc)
+  int table = -1;               // its kind's row of kLibraryKinds (which emitter adds it)
 };
 
 // What a matcher sees: the graph, the backend's capabilities and fusion's state so far (earlier
@@ -43,6 +45,7 @@ std::optional<LibraryMatch> match_gemm_step(const MatchContext& c, int node);
 std::optional<LibraryMatch> match_conv_step(const MatchContext& c, int node);
 std::optional<LibraryMatch> match_attention_step(const MatchContext& c, int node);
 std::optional<LibraryMatch> match_collective_step(const MatchContext& c, int node);
+std::optional<LibraryMatch> match_concat_step(const MatchContext& c, int node);
 
 // The emitters: append the match's step to plan.steps and its step list, and a line describing it
 // to `grouping`. Node buffers are nodes[i].buffer.
@@ -54,6 +57,10 @@ void emit_attention_step(const PrimGraph& g, const LibraryMatch& m, const Fusion
                          Plan& plan, std::ostream& grouping);
 void emit_collective_step(const PrimGraph& g, const LibraryMatch& m, const FusionNodes& nodes,
                           Plan& plan, std::ostream& grouping);
+// A concat adds no step of its own: its operands' buffers become ranges of its result, or copy
+// kernels put them there.
+void emit_concat_step(const PrimGraph& g, const LibraryMatch& m, const FusionNodes& nodes,
+                      Plan& plan, std::ostream& grouping);
 
 struct LibraryKind {
   PlanStep::Kind kind;
@@ -62,13 +69,15 @@ struct LibraryKind {
 };
 
 // In the order they are tried: each runs over every prim (in node order) before the next, so a
-// GEMM's operands are realized before a conv or attention is matched. A node an earlier match
-// writes is not offered again.
+// GEMM's operands are realized before a conv or attention is matched, and a concat's operands
+// (last) are the library steps' results where those write them. A node an earlier match writes is
+// not offered again. `kind` is the plan step a match adds (a concat's: copy kernels, if any).
 inline constexpr LibraryKind kLibraryKinds[] = {
     {PlanStep::Kind::Gemm, match_gemm_step, emit_gemm_step},
     {PlanStep::Kind::Conv, match_conv_step, emit_conv_step},
     {PlanStep::Kind::Attention, match_attention_step, emit_attention_step},
     {PlanStep::Kind::Collective, match_collective_step, emit_collective_step},
+    {PlanStep::Kind::Kernel, match_concat_step, emit_concat_step},
 };
 
 // Runs the matchers over g and applies each match as it is found (its operands and outputs are

@@ -52,7 +52,8 @@ MemoryPlan plan_memory(const Plan& plan) {
     last[c->in] = std::max(last[c->in], n);
   std::vector<int> temps;
   for (int b = 0; b < nb; ++b)
-    if (plan.buffers[b].kind == BufferSpec::Kind::Temp && last[b] >= 0) temps.push_back(b);
+    if (plan.buffers[b].kind == BufferSpec::Kind::Temp && plan.buffers[b].alias < 0 && last[b] >= 0)
+      temps.push_back(b);
   std::sort(temps.begin(), temps.end(),
             [&](int x, int y) { return first[x] != first[y] ? first[x] < first[y] : x < y; });
   std::vector<int> slot_free_after;  // per slot: the last step of its current occupant

@@ -22,7 +22,18 @@ struct BufferSpec {
   int64_t numel;
   int input = -1;        // Input/Scalar: graph input index
   int numel_param = -1;  // symbolic: the size parameter giving numel (see PlanSymbols)
+  // A Temp that lives inside another buffer (`alias`, itself no alias, of the same dtype) from
+  // element alias_offset on: a concat operand written straight into its range of the result
+  // (lowering/concat_match.cc). It has no memory of its own; step_buffers names `alias` for it.
+  int alias = -1;
+  int64_t alias_offset = 0;
 };
+
+// Where a buffer's memory is: its alias's when it has one (BufferSpec::alias), else its own.
+inline int memory_of(const std::vector<BufferSpec>& buffers, int b) {
+  return b >= 0 && b < static_cast<int>(buffers.size()) && buffers[b].alias >= 0 ? buffers[b].alias
+                                                                                 : b;
+}
 
 // A library step's int64 fields that are symbolic: (field ordinal in for_each_size_field's order,
 // size parameter), see lowering/generalize.h.

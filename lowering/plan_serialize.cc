@@ -13,11 +13,12 @@ namespace lt {
 namespace {
 
 // Bumped whenever the layout below changes; a reader rejects other versions.
-constexpr uint32_t kPlanFormat = 11;  // 2: Gemm steps and the step order; 3: donations, inplace; 4:
+constexpr uint32_t kPlanFormat = 12;  // 2: Gemm steps and the step order; 3: donations, inplace; 4:
                                       // gather/scatter; 6: attention steps indices; 5: Conv steps;
                                       // 7: loop IR size-parameter fields (always static here);
                                       // 8: collective steps; 9: conv channels-last operands;
-                                      // 10: a collective's group; 11: output offsets
+                                      // 10: a collective's group; 11: output offsets;
+                                      // 12: buffers inside another (BufferSpec::alias)
 
 void put_gemm(ByteWriter& w, const Gemm& g) {
   w.bytes(g.name);
@@ -320,6 +321,8 @@ std::string serialize_plan(const Plan& plan) {
     w.u8(static_cast<uint8_t>(b.dtype));
     w.i64(b.numel);
     w.i64(b.input);
+    w.i64(b.alias);
+    w.i64(b.alias_offset);
   }
   w.u64(plan.kernels.size());
   for (const auto& k : plan.kernels) put_kernel(w, k);
@@ -358,15 +361,27 @@ Plan deserialize_plan(std::string_view bytes) {
   if (format != kPlanFormat)
     r.bad("plan format " + std::to_string(format) + ", expected " + std::to_string(kPlanFormat));
   Plan plan;
-  plan.buffers.resize(r.count(18));
+  plan.buffers.resize(r.count(34));
   for (auto& b : plan.buffers) {
     b.kind = d.enumeration<BufferSpec::Kind>(4, "buffer kind");
     b.dtype = d.dtype();
     b.numel = r.i64();
     if (b.numel < 0) r.bad("negative buffer size");
     b.input = d.id(-1, INT32_MAX, "buffer input");
+    b.alias = d.id(-1, INT32_MAX, "buffer alias");
+    b.alias_offset = r.i64();
   }
   const int nbuffers = static_cast<int>(plan.buffers.size());
+  // A buffer inside another: a Temp in range of a Temp or Output of its dtype that is no alias.
+  for (const BufferSpec& b : plan.buffers) {
+    if (b.alias < 0) continue;
+    if (b.alias >= nbuffers) r.bad("buffer alias out of range");
+    const BufferSpec& a = plan.buffers[static_cast<size_t>(b.alias)];
+    if (b.kind != BufferSpec::Kind::Temp || a.alias >= 0 || a.dtype != b.dtype ||
+        (a.kind != BufferSpec::Kind::Temp && a.kind != BufferSpec::Kind::Output) ||
+        b.alias_offset < 0 || b.alias_offset > a.numel || b.numel > a.numel - b.alias_offset)
+      r.bad("a buffer's alias does not hold it");
+  }
   plan.kernels.resize(r.count(40));
   for (auto& k : plan.kernels) k = d.kernel(nbuffers);
   plan.gemms.resize(r.count(40));

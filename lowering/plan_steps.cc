@@ -21,6 +21,10 @@ void step_buffers(const Plan& plan, const PlanStep& st, std::vector<int>& reads,
     for (const loop::Arg& a : plan.kernels.at(st.index).args)
       (a.output ? writes : reads).push_back(a.buffer);
   }
+  // A buffer inside another (a concat operand) is that buffer's memory: lifetimes, the order of
+  // steps and the joins with collectives in flight all follow the memory.
+  for (auto* list : {&reads, &writes})
+    for (int& b : *list) b = memory_of(plan.buffers, b);
 }
 
 std::vector<std::vector<int>> step_touches(const Plan& plan, const std::vector<PlanStep>& steps) {

@@ -69,7 +69,8 @@ std::vector<Tensor> averaged(const std::vector<Tensor>& params, distributed::Ddp
   std::vector<Tensor> pieces;
   pieces.reserve(flat.size());
   for (size_t i : flat) pieces.push_back(reshape(params[i].grad(), {-1}));
-  const Tensor sum = all_reduce(cat(pieces, 0), ReduceOp::Avg, world);
+  // concat, not cat: lowering writes each gradient straight into its range of the bucket.
+  const Tensor sum = all_reduce(concat(pieces), ReduceOp::Avg, world);
   int64_t offset = 0;
   for (size_t i : flat) {
     const int64_t n = params[i].numel();

@@ -325,6 +325,26 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
   return composite.finish(out);
 }
 
+Tensor concat(const std::vector<Tensor>& pieces) {
+  if (pieces.empty()) fail(ErrorKind::Runtime, "concat: expected a non-empty list of tensors");
+  NodeList ins;
+  ins.reserve(pieces.size());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const Tensor& x = pieces[i];
+    if (!x.defined()) fail(ErrorKind::Runtime, "concat: tensor ", i, " is undefined");
+    if (x.dim() != 1 || x.dtype() != pieces[0].dtype() || !(x.device() == pieces[0].device()))
+      fail(ErrorKind::Runtime, "concat: expected one-dimensional tensors of one dtype on one ",
+           "device; tensor ", i, " is ", dtype_name(x.dtype()), " ", shape_str(x.shape()), " on ",
+           x.device().str(), ", tensor 0 ", dtype_name(pieces[0].dtype()), " ",
+           shape_str(pieces[0].shape()), " on ", pieces[0].device().str());
+    ins.push_back(x.node());
+  }
+  if (pieces.size() == 1) return pieces[0];
+  Tensor out(make_tensor(make_node(Op::Concat, ins, Attrs{}), pieces[0].device()));
+  record_op(Op::Concat, Attrs{}, out, ins, pieces);
+  return out;
+}
+
 Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
   if (ts.empty()) fail(ErrorKind::Runtime, "stack: expected a non-empty list of tensors");
   dim = norm_dim(dim, ts[0].dim() + 1, "stack");

@@ -33,6 +33,10 @@ Tensor pad_dim(const Tensor& a, int64_t dim, int64_t before, int64_t after, doub
 Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value = 0);
 
 Tensor cat(const std::vector<Tensor>& ts, int64_t dim);
+// One-dimensional tensors of one dtype and device laid end to end, as one concat node (ir/ops.def):
+// a DDP bucket's flattened gradients. Lowering writes each piece's producer straight into its
+// range of the result when it can (no copy); cat's where chain fuses with its neighbours instead.
+Tensor concat(const std::vector<Tensor>& pieces);
 Tensor stack(const std::vector<Tensor>& ts, int64_t dim);
 std::vector<Tensor> split(const Tensor& a, int64_t size, int64_t dim);
 std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim);

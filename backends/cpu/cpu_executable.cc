@@ -415,6 +415,7 @@ std::vector<BufferPtr> CpuExecutable::run_with(const std::vector<RunInput>& inpu
   for (size_t b = 0; b < nb; ++b) {
     const BufferSpec& spec = buffers_[b];
     const size_t bytes = static_cast<size_t>(numels[b]) * dtype_size(spec.dtype);
+    if (spec.alias >= 0) continue;  // a range of another buffer: below
     switch (spec.kind) {
       case BufferSpec::Kind::Input:
       case BufferSpec::Kind::Scalar: {
@@ -460,6 +461,10 @@ std::vector<BufferPtr> CpuExecutable::run_with(const std::vector<RunInput>& inpu
         break;
     }
   }
+  for (size_t b = 0; b < nb; ++b)  // concat operands (BufferSpec::alias), inside their result
+    if (const BufferSpec& spec = buffers_[b]; spec.alias >= 0)
+      data[b] = static_cast<char*>(data[static_cast<size_t>(spec.alias)]) +
+                static_cast<size_t>(spec.alias_offset) * dtype_size(spec.dtype);
   ThreadPool& pool = ThreadPool::global();
   std::vector<void*> args;
   const bool timed = stats && stats->on_kernel;

@@ -58,6 +58,7 @@ std::vector<BufferPtr> CudaExecutable::run_with(const std::vector<RunInput>& inp
   for (size_t b = 0; b < buffers_.size(); ++b) {
     const BufferSpec& spec = buffers_[b];
     const size_t bytes = static_cast<size_t>(numels[b]) * dtype_size(spec.dtype);
+    if (spec.alias >= 0) continue;  // a range of another buffer: below
     switch (spec.kind) {
       case BufferSpec::Kind::Input: {
         if (spec.input < 0 || spec.input >= static_cast<int>(inputs.size()) ||
@@ -96,6 +97,10 @@ std::vector<BufferPtr> CudaExecutable::run_with(const std::vector<RunInput>& inp
       }
     }
   }
+  for (size_t b = 0; b < buffers_.size(); ++b)  // concat operands, inside their result
+    if (const BufferSpec& spec = buffers_[b]; spec.alias >= 0)
+      ptrs[b] = ptrs[static_cast<size_t>(spec.alias)] +
+                static_cast<CUdeviceptr>(spec.alias_offset) * dtype_size(spec.dtype);
   {
     std::lock_guard<std::mutex> lock(last_addr_mu_);
     last_addr_ = ptrs;

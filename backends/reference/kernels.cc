@@ -286,6 +286,22 @@ void eval_slice(Ctx& c) {
     run(a.i, c.out.i);
 }
 
+void eval_concat(Ctx& c) {
+  auto run = [&](auto member) {
+    auto& dst = c.out.*member;
+    dst.clear();
+    dst.reserve(static_cast<size_t>(numel(c.out.shape)));
+    for (const Value* x : c.in) dst.insert(dst.end(), (x->*member).begin(), (x->*member).end());
+    if (static_cast<int64_t>(dst.size()) != numel(c.out.shape))
+      fail(ErrorKind::Runtime, where_am_i(c), ": concat operands hold ", dst.size(),
+           " elements, the result ", shape_str(c.out.shape));
+  };
+  if (c.out.floating())
+    run(&Value::f);
+  else
+    run(&Value::i);
+}
+
 }  // namespace lt::ref
 
 namespace lt::ref {

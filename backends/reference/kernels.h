@@ -37,6 +37,7 @@ void eval_conv2d_grad_weight(Ctx& c);
 void eval_attention(Ctx& c);
 // collective_kernels.cc: all_reduce, broadcast and all_gather through the default process group.
 void eval_collective(Ctx& c);
+void eval_concat(Ctx& c);
 void eval_attention_grad(Ctx& c);
 // Cast (any dtype in; its meaning is the dtype conversion, not a scalar function).
 void eval_cast(Ctx& c);

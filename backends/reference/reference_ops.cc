@@ -61,6 +61,7 @@ const std::pair<Op, EvalFn> kRules[] = {
     {Op::AllReduce, eval_collective},
     {Op::Broadcast, eval_collective},
     {Op::AllGather, eval_collective},
+    {Op::Concat, eval_concat},
 };
 
 const std::array<EvalFn, kNumOps>& table() {

@@ -120,6 +120,10 @@ Lowering kernel_form(OpClass c) {
     case OpClass::Collective:
       return {Form::NotOp, nullptr,
               "a library step (CollectiveStep: the process group's communicator, distributed/)"};
+    case OpClass::Concat:
+      return {Form::NotOp, nullptr,
+              "placement: fusion writes each operand into its range of the result "
+              "(lowering/concat_match.cc)"};
     case OpClass::Matmul:
     case OpClass::AxisUnary:
     case OpClass::LayerNorm:
@@ -156,6 +160,7 @@ bool scalar_meaning(OpClass c) {
     case OpClass::Conv:
     case OpClass::Attention:
     case OpClass::Collective:
+    case OpClass::Concat:
       return false;
   }
   return false;
