@@ -437,6 +437,25 @@ TEST(CudaCodegen, RandUniformIsTheSharedCounterGenerator) {
     EXPECT_NE(m.source.find(c), std::string::npos) << c;
 }
 
+// A concat's copy kernels (lowering/concat_match.cc: a graph input, an unaligned piece; bf16 and
+// float32) store at an offset into the result: they compile as any elementwise kernel.
+TEST(CudaCodegen, ConcatCopiesCompile) {
+  for (DType t : {DType::Float32, DType::BFloat16}) {
+    auto a = param({64}, t), b = param({3}, t), c = param({8, 8}, t);
+    Attrs flat;
+    flat.ints = {64};
+    auto cat = make_node(Op::Concat,
+                         {a, op(Op::Exp, {b}), make_node(Op::Reshape, {op(Op::Exp, {c})}, flat)});
+    const Plan p = plan_of({bin(Op::Add, cat, cat)});
+    int copies = 0;
+    for (const auto& k : p.kernels) copies += k.name.find("_concat_") != std::string::npos;
+    // a (an input) and exp(c) at 67 (unaligned); exp(b) at 64 is in place in float32 (256 bytes
+    // in), not in bfloat16 (128).
+    EXPECT_EQ(copies, t == DType::Float32 ? 2 : 3) << p.grouping;
+    compile_ok(p);
+  }
+}
+
 TEST(CudaCodegen, MatmulAsLoweredToday) {
   auto a = param({8, 16}), b = param({16, 4}), bias = param({4});
   auto p = plan_of({op(Op::Relu, {bin(Op::Add, make_node(Op::Matmul, {a, b}), bias)})});
