@@ -29,9 +29,9 @@ void barrier();
 //    bf16: 24.3-24.8 ms a step against 25.5 for PerTensor, 25.7 for Mixed, thirtieth session;
 //    23.55-23.70 since the optimizer's updates run while the last all_reduce does, thirty-second,
 //    whose PerTensor run just before that change took 25.40; bench/README.md). The concatenation is
-//    a chain of selects (runtime/indexing.cc's cat): on CUDA each element loads only its piece
-//    (lowering/branch_regions.h), on the CPU every piece; the gradients sliced back are views of
-//    the reduced buffer (lowering/output_views.h).
+//    one concat node (runtime/indexing.h): each gradient's producer writes its range of the bucket
+//    (lowering/concat_match.cc; a graph input or unaligned piece is copied there); the gradients
+//    sliced back are views of the reduced buffer (lowering/output_views.h).
 //  PerTensor: one all_reduce per gradient, no copies (on NCCL each runs on the device as soon as
 //    its gradient is ready, overlapping the rest of backward).
 //  Mixed: gradients of at least kDdpAloneElements elements alone, the bucket's smaller ones
