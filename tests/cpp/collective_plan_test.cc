@@ -84,6 +84,34 @@ TEST(CollectivePlan, RunsAsSoonAsItsOperandIsReady) {
   EXPECT_TRUE(writes_operand) << p.grouping;
 }
 
+// A bucket's concat (ir/ops.def) has one writer per gradient, each writing its range of the
+// bucket (BufferSpec::alias). Its all_reduce runs after the last of them, and the last is not
+// moved ahead of the others: here it reads only a graph input, so "the operand's own kernel comes
+// along" (hoist_collectives) would have put it, and the all_reduce, before the first gradient.
+TEST(CollectivePlan, ABucketsAllReduceFollowsEveryWriterOfTheBucket) {
+  auto x = param({64}), w = param({300}), z = param({128});
+  auto first = make_node(Op::Exp, {x});
+  auto unrelated = make_node(Op::Mul, {make_node(Op::Sin, {w}), make_node(Op::Cos, {w})});
+  auto last = make_node(Op::Neg, {z});
+  auto bucket = make_node(Op::Concat, {first, last});
+  auto reduced = collective(Op::AllReduce, bucket, 1, 2);
+  Plan p = plan_of({make_node(Op::Neg, {reduced}), unrelated});
+  ASSERT_EQ(p.collectives.size(), 1u) << p.grouping;
+  const int base = p.collectives[0].in;
+  int collective_at = -1, writers = 0, last_writer = -1;
+  for (size_t s = 0; s < p.steps.size(); ++s) {
+    if (p.steps[s].kind == PlanStep::Kind::Collective) collective_at = static_cast<int>(s);
+    if (p.steps[s].kind != PlanStep::Kind::Kernel) continue;
+    for (const auto& arg : p.kernels[p.steps[s].index].args)
+      if (arg.output && p.buffers[arg.buffer].alias == base) {
+        ++writers;
+        last_writer = static_cast<int>(s);
+      }
+  }
+  EXPECT_EQ(writers, 2) << p.grouping;  // both gradients written in place, no copy
+  EXPECT_EQ(collective_at, last_writer + 1) << p.grouping;
+}
+
 // The position of the kernel step that reads buffer `b` (-1: none).
 int reader_of(const Plan& p, int b) {
   for (size_t s = 0; s < p.steps.size(); ++s) {
