@@ -339,7 +339,6 @@ Tensor concat(const std::vector<Tensor>& pieces) {
            shape_str(pieces[0].shape()), " on ", pieces[0].device().str());
     ins.push_back(x.node());
   }
-  if (pieces.size() == 1) return pieces[0];
   Tensor out(make_tensor(make_node(Op::Concat, ins, Attrs{}), pieces[0].device()));
   record_op(Op::Concat, Attrs{}, out, ins, pieces);
   return out;

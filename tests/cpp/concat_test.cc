@@ -125,6 +125,10 @@ TEST(Concat, TheOpChecksItsOperands) {
   const Device cpu = Device::parse("lazy:cpu");
   const Tensor a = from_host(testing::random_floats(4, 1).data(), DType::Float32, {4}, cpu);
   const Tensor b = from_host(testing::random_floats(6, 2).data(), DType::Float32, {2, 3}, cpu);
+  // One piece is a new tensor too (its own node: lowering writes the piece into it).
+  const Tensor one = concat({a});
+  EXPECT_NE(one.node().get(), a.node().get());
+  EXPECT_EQ(one.to_vector<float>(), a.to_vector<float>());
   try {
     concat({a, b});
     FAIL() << "a two-dimensional operand was accepted";
