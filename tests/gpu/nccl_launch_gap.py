@@ -35,10 +35,26 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 from ddp_gpu import environments  # noqa: E402
 
-# one()'s switches, each an argparse flag the parent passes on to its child processes.
-SWITCHES = ("ours", "lt_only", "out_of_place", "no_collective", "destroy_first", "barrier",
-            "ctypes", "nonblocking", "cross_stream", "copy_only", "side_stream",
-            "all_gather")
+# one()'s switches: each an argparse flag (store_true, this help) that the parent passes on to
+# its child processes.
+SWITCHES = {
+    "ours": "lazytensor's communicator (lt.distributed) instead of PyTorch's",
+    "lt_only": "lazytensor's CUDA backend used, no communicator made",
+    "out_of_place": "PyTorch's communicator: a reduce_scatter into another tensor, not an in-place "
+                    "all_reduce (which NCCL may skip on one rank)",
+    "no_collective": "with --ours: the group made, no collective run",
+    "destroy_first": "measure 'after' once the group is destroyed",
+    "barrier": "with --ours: the communicator made by dist.barrier() (host memory, no lazy graph) "
+               "instead of an all_reduce on lazy:cuda:0",
+    "ctypes": "NCCL called through ctypes, neither torch.distributed nor lazytensor",
+    "nonblocking": "with --ctypes: made as lazytensor makes its communicator (a 2.18 config, "
+                   "blocking 0)",
+    "cross_stream": "with --ctypes: the all_reduce on a second blocking stream joined both ways "
+                    "by events, as lazytensor's collective steps run",
+    "copy_only": "with --ctypes: --cross-stream's pattern with a device copy, no NCCL",
+    "all_gather": "with --ctypes: an all_gather of 8 bytes instead of the all_reduce",
+    "side_stream": "replay the measured graph on a non-blocking stream of PyTorch's pool",
+}
 
 
 def ctypes_nccl(torch, nonblocking, cross_stream=False, all_gather=False):
@@ -162,36 +178,33 @@ def one(args):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    # lazytensor's group of one rank reads torchrun's variables.
+    one_rank = dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                    MASTER_PORT=str(port))
+    destroy = None  # ends the communicator (or group) made below, if one was
     if args.ctypes:
         if args.copy_only:
             cross_stream_call(torch, None)
         else:
             destroy = ctypes_nccl(torch, args.nonblocking, args.cross_stream, args.all_gather)
-            if args.destroy_first:
-                destroy()
-        after = graph_us_per_kernel(torch, args.kernels, args.replays, args.side_stream)
-        print(json.dumps({"before_us": before, "after_us": after}))
-        return
-    if args.lt_code:  # any lazytensor code (lt, np, dist, torch in scope), e.g. to bisect --ours
+    elif args.lt_code:  # any lazytensor code (lt, np, dist, torch in scope), e.g. to bisect --ours
         import numpy as np
         import lazytensor as lt
         import lazytensor.distributed as dist
-        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-                          MASTER_PORT=str(port))
+        os.environ.update(one_rank)
         exec(args.lt_code, {"lt": lt, "np": np, "dist": dist, "torch": torch})
-        if not dist.is_initialized():
-            dist = None
+        if dist.is_initialized():
+            destroy = dist.destroy_process_group
     elif args.lt_only:  # lazytensor's CUDA backend alone, no communicator
         import lazytensor as lt
         t = lt.ones(4, device="lazy:cuda:0") * 2
         t.numpy()
-        dist = None
     elif args.ours:  # lazytensor's communicator (dlopened NCCL, its watchdog) instead of PyTorch's
         import lazytensor as lt
         import lazytensor.distributed as dist
-        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-                          MASTER_PORT=str(port))
+        os.environ.update(one_rank)
         dist.init_process_group("nccl")
+        destroy = dist.destroy_process_group
         if args.barrier:  # the communicator made by a host-staged collective, no lazy graph
             dist.barrier()
         elif not args.no_collective:  # the first collective makes the communicator
@@ -202,6 +215,7 @@ def one(args):
         import torch.distributed as dist
         dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=0,
                                 world_size=1, device_id=torch.device("cuda:0"))
+        destroy = dist.destroy_process_group
         t = torch.ones(4, device="cuda")
         if args.out_of_place:
             # Out of place, so that NCCL launches its one-rank reduction kernel as ours does (an
@@ -211,12 +225,12 @@ def one(args):
         else:
             dist.all_reduce(t)
     torch.cuda.synchronize()
-    if dist and args.destroy_first:  # what remains once the group (its threads, NCCL) is gone
-        dist.destroy_process_group()
-        dist = None
+    if destroy and args.destroy_first:  # what remains once the group (its threads, NCCL) is gone
+        destroy()
+        destroy = None
     after = graph_us_per_kernel(torch, args.kernels, args.replays, args.side_stream)
-    if dist:
-        dist.destroy_process_group()
+    if destroy:
+        destroy()
     print(json.dumps({"before_us": before, "after_us": after}))
 
 
@@ -225,34 +239,8 @@ def main():
     ap.add_argument("--kernels", type=int, default=2000)
     ap.add_argument("--replays", type=int, default=10)
     ap.add_argument("--variants", default="")
-    ap.add_argument("--ours", action="store_true",
-                    help="lazytensor's communicator (lt.distributed) instead of PyTorch's")
-    ap.add_argument("--lt-only", action="store_true",
-                    help="lazytensor's CUDA backend used, no communicator made")
-    ap.add_argument("--out-of-place", action="store_true",
-                    help="PyTorch's communicator: a reduce_scatter into another tensor, not an "
-                         "in-place all_reduce (which NCCL may skip on one rank)")
-    ap.add_argument("--no-collective", action="store_true",
-                    help="with --ours: the group made, no collective run")
-    ap.add_argument("--destroy-first", action="store_true",
-                    help="measure 'after' once the group is destroyed")
-    ap.add_argument("--barrier", action="store_true",
-                    help="with --ours: the communicator made by dist.barrier() (host memory, no "
-                         "lazy graph) instead of an all_reduce on lazy:cuda:0")
-    ap.add_argument("--ctypes", action="store_true",
-                    help="NCCL called through ctypes, neither torch.distributed nor lazytensor")
-    ap.add_argument("--nonblocking", action="store_true",
-                    help="with --ctypes: made as lazytensor makes its communicator (a 2.18 "
-                         "config, blocking 0)")
-    ap.add_argument("--cross-stream", action="store_true",
-                    help="with --ctypes: the all_reduce on a second blocking stream joined both "
-                         "ways by events, as lazytensor's collective steps run")
-    ap.add_argument("--copy-only", action="store_true",
-                    help="with --ctypes: --cross-stream's pattern with a device copy, no NCCL")
-    ap.add_argument("--all-gather", action="store_true",
-                    help="with --ctypes: an all_gather of 8 bytes instead of the all_reduce")
-    ap.add_argument("--side-stream", action="store_true",
-                    help="replay the measured graph on a non-blocking stream of PyTorch's pool")
+    for name, text in SWITCHES.items():
+        ap.add_argument(f"--{name.replace('_', '-')}", action="store_true", help=text)
     ap.add_argument("--lt-code", default="",
                     help="run this Python (lt, np, dist and torch in scope) between the two "
                          "measurements, e.g. to find which part of --ours leaves the gap")
