@@ -24,6 +24,8 @@ struct Cublas {
   cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t) = nullptr;
   cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t) = nullptr;
   cublasStatus_t (*set_workspace)(cublasHandle_t, void*, size_t) = nullptr;
+  // Optional (cuBLAS 11.3+): without it a GEMM's SM target is ignored.
+  cublasStatus_t (*set_sm_count_target)(cublasHandle_t, int) = nullptr;
   const char* (*status_string)(cublasStatus_t) = nullptr;
   cublasStatus_t (*gemm_strided_batched)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,
                                          int, int, const void*, const void*, cudaDataType, int,
@@ -62,6 +64,8 @@ const Cublas& load_cublas() {
     sym(c.gemm_strided_batched, "cublasGemmStridedBatchedEx");
     sym(c.gemm_batched, "cublasGemmBatchedEx");
     if (!missing.empty()) c.error = "cuBLAS lacks " + missing;
+    c.set_sm_count_target =
+        reinterpret_cast<decltype(c.set_sm_count_target)>(dlsym(h, "cublasSetSmCountTarget"));
   });
   return c;
 }
@@ -152,7 +156,7 @@ void CublasHandle::stage(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdevicept
 }
 
 void CublasHandle::gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out,
-                        PointerArrays arrays, bool tf32) const {
+                        PointerArrays arrays, bool tf32, int sm_target) const {
   const Cublas& c = load_cublas();
   cudaDataType type;
   cublasComputeType_t compute;
@@ -203,6 +207,18 @@ void CublasHandle::gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr
   if (fast) {
     guard.h = static_cast<cublasHandle_t>(handle_);
     check(c.set_math_mode(guard.h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  }
+  // The SMs cuBLAS's heuristics plan for (its kernel and grid), back to all of them afterwards.
+  struct SmTargetGuard {
+    const Cublas& c;
+    cublasHandle_t h;
+    ~SmTargetGuard() {
+      if (h) c.set_sm_count_target(h, 0);
+    }
+  } sm_guard{c, nullptr};
+  if (sm_target > 0 && c.set_sm_count_target) {
+    sm_guard.h = static_cast<cublasHandle_t>(handle_);
+    check(c.set_sm_count_target(sm_guard.h, sm_target), "cublasSetSmCountTarget");
   }
   if (outer > 1 && arrays.device && arrays.host) {
     // One call over every batch point: its A, B and C addresses, staged into device memory in

@@ -43,8 +43,10 @@ class CublasHandle {
   // else as a host loop of strided-batched calls, one per outer batch point.
   using PointerArrays = CublasPointerArrays;
   // `tf32`: float32 products may round inputs to TF32 (matmul_allow_tf32() when the step was made).
+  // `sm_target` > 0: cuBLAS picks its kernel and grid for that many SMs (cublasSetSmCountTarget),
+  // for a GEMM that runs while other work (NCCL's kernels) holds the rest; 0: all of them.
   void gemm(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out, PointerArrays arrays = {},
-            bool tf32 = false) const;
+            bool tf32 = false, int sm_target = 0) const;
   // Fills arrays.host with the pointer-array form's A, B and C addresses and copies them into
   // arrays.device on the stream (what gemm() does first unless arrays.staged).
   void stage(const Gemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out,

@@ -145,7 +145,8 @@ std::vector<CudaLaunchStep> CudaExecutable::resolve_steps(const std::vector<RunI
                                                           std::vector<size_t>* starts) {
   std::vector<CudaLaunchStep> out;
   out.reserve(steps_.size());
-  for (const PlanStep& step : steps_) {
+  for (size_t si = 0; si < steps_.size(); ++si) {
+    const PlanStep& step = steps_[si];
     if (starts) starts->push_back(out.size());
     if (step.kind == PlanStep::Kind::Collective) continue;
     if (step.kind == PlanStep::Kind::Attention) {
@@ -163,6 +164,7 @@ std::vector<CudaLaunchStep> CudaExecutable::resolve_steps(const std::vector<RunI
       s.gemm = &g;
       s.tf32 = matmul_allow_tf32();  // a captured CUDA graph is rebuilt when the setting changes
       s.a = ptrs[g.a], s.b = ptrs[g.b], s.out = ptrs[g.out];
+      if (si < beside_collective_.size() && beside_collective_[si]) s.sm_target = gemm_sm_target_;
       if (const size_t bytes = CublasHandle::pointer_array_bytes(g)) {
         GemmArrays& ga = bound.gemm_arrays[static_cast<size_t>(step.index)];
         if (!ga.device)

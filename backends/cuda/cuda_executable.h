@@ -32,8 +32,11 @@
 #include "backends/cuda/flash_attention.h"
 #include "backends/cuda/nccl_communicator.h"
 #include "backends/host_collective.h"
+#include "distributed/process_group.h"
 #include "ir/debug_level.h"
 #include "ir/error.h"
+#include "lowering/collective.h"
+#include "lowering/collective_overlap.h"
 #include "lowering/memory_plan.h"
 #include "lowering/plan.h"
 #include "lowering/size_fields.h"
@@ -62,6 +65,13 @@ inline const CudaBuffer& as_cuda(const Buffer& b, const char* what) {
 // Bindings of a symbolic plan whose library steps and graphs an executable keeps; past this many
 // it drops them all and starts afresh.
 constexpr size_t kMaxBindings = 16;
+
+// Whether this process's collectives run on NCCL (the default group's communicator), whose
+// kernels hold SMs beside the compute stream's work.
+inline bool collectives_run_on_nccl() {
+  return dist::is_initialized() &&
+         dynamic_cast<NcclCommunicator*>(dist::default_communicator().get()) != nullptr;
+}
 
 class CudaExecutable : public Executable {
  private:
@@ -129,6 +139,17 @@ class CudaExecutable : public Executable {
     collectives_ = plan.collectives;
     // What each step touches: a step waits for the collectives in flight on that memory.
     if (!collectives_.empty()) step_touches_ = step_touches(plan, steps_);
+    // GEMMs likely to start while a collective holds some SMs plan for the SMs it leaves them
+    // (lowering/collective_overlap.h): NCCL's collectives only (a Gloo group's go through host
+    // memory and hold none).
+    if (const int carveout =
+            collectives_.empty() || !collectives_run_on_nccl() ? 0 : cuda_gemm_sm_carveout()) {
+      OverlapRates rates;
+      rates.sm_count = dev_->sm_count();
+      rates.carved_sms = carveout;
+      gemm_sm_target_ = std::max(1, dev_->sm_count() - carveout);
+      beside_collective_ = gemms_beside_collectives(plan, steps_, rates);
+    }
     if (launches == 0) return;
     const CudaDriver& d = dev_->driver();
     dev_->bind();
@@ -388,6 +409,10 @@ class CudaExecutable : public Executable {
   std::vector<std::shared_ptr<CudaBuffer>> kept_slots_;  // keep_temps() (run_with)
   std::vector<CollectiveStep> collectives_;
   std::vector<std::vector<int>> step_touches_;  // per step its buffers, when there are collectives
+  // With a GEMM SM carveout: per step whether it is a GEMM likely to start beside a collective,
+  // and the SMs such a GEMM plans for (cuda_gemm_sm_carveout).
+  std::vector<bool> beside_collective_;
+  int gemm_sm_target_ = 0;
   std::atomic<bool> collectives_checked_{false};  // the first run checks them across ranks
   std::string collectives_differ_;                // why they differ: every later run raises it
   CudaModuleImage module_image_;                  // kept for the disk cache (serialize)

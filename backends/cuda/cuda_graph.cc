@@ -29,7 +29,7 @@ void run_library_step(const CublasHandle* blas, const CudaLaunchStep& s, bool st
   if (!blas) fail(ErrorKind::Runtime, "internal: cuda gemm step without a cuBLAS handle");
   CublasPointerArrays arrays = s.arrays;
   arrays.staged = staged;
-  blas->gemm(*s.gemm, s.a, s.b, s.out, arrays, s.tf32);
+  blas->gemm(*s.gemm, s.a, s.b, s.out, arrays, s.tf32, s.sm_target);
 }
 
 // A kernel step as the driver's launch and node calls take it; `ptrs` keeps the slot pointers.
@@ -58,6 +58,17 @@ bool cuda_graphs_enabled() {
 }
 
 bool cuda_graph_segments() { return env_switch("LT_CUDA_GRAPH_SEGMENTS", "0", "1"); }
+
+int cuda_gemm_sm_carveout() {
+  const char* e = std::getenv("LT_CUDA_GEMM_SM_CARVEOUT");
+  if (!e || !*e) return kDefaultGemmSmCarveout;
+  char* end = nullptr;
+  const long v = std::strtol(e, &end, 10);
+  if (*end != '\0' || v < 0 || v > 1024)
+    fail(ErrorKind::Value, "LT_CUDA_GEMM_SM_CARVEOUT=", e,
+         ": expected a whole number of SMs from 0 to 1024");
+  return static_cast<int>(v);
+}
 
 bool cuda_graphs_always() {
   const char* e = std::getenv("LT_CUDA_GRAPHS");
@@ -222,7 +233,7 @@ bool CudaGraphReplay::matches(const std::vector<CudaLaunchStep>& steps) const {
     const CudaLaunchStep &s = steps[i], &l = last_[i];
     if (s.gemm != l.gemm || s.conv != l.conv || s.collective != l.collective ||
         s.calls.size() != l.calls.size() || s.after != l.after || s.tf32 != l.tf32 ||
-        s.fn != l.fn || s.grid != l.grid || s.threads != l.threads ||
+        s.sm_target != l.sm_target || s.fn != l.fn || s.grid != l.grid || s.threads != l.threads ||
         s.slots.size() != l.slots.size() || s.arrays.device != l.arrays.device)
       return false;
   }

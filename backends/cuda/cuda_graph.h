@@ -76,6 +76,17 @@ bool cuda_graph_segments();
 // launches (tests of the update path).
 bool cuda_graphs_always();
 
+// LT_CUDA_GEMM_SM_CARVEOUT=n: the SMs a running NCCL collective holds, which the library GEMMs
+// likely to start beside one leave to it (lowering/collective_overlap.h): cuBLAS plans such a GEMM
+// for the device's SM count minus n (CublasHandle::gemm's sm_target), so its grid does not wait for
+// NCCL's kernel to end. 0: off. Unset or empty: kDefaultGemmSmCarveout. Read when an executable is
+// created; a value that is not a whole number from 0 to 1024 is an error naming the variable.
+// The default: NCCL runs 24 CTAs on two NVLink H200s; leaving it 32 SMs measured 0.2 ms a step
+// faster on average than no carveout (five side-by-side runs, bench/README.md thirty-fifth
+// session), leaving 24 about as much, 40 and 48 slower.
+inline constexpr int kDefaultGemmSmCarveout = 24;
+int cuda_gemm_sm_carveout();
+
 // One step of a run with its arguments resolved: a kernel (fn set), a cuBLAS GEMM (gemm set), a
 // cuDNN convolution (conv set) or an NCCL collective (collective set; `a` its operand, `out` its
 // result). GEMMs, convolutions and collectives are library steps: a graph holds each as a child
@@ -94,6 +105,8 @@ struct CudaLaunchStep {
   // The library step may use TF32 (matmul_allow_tf32() for a GEMM, conv_allow_tf32() for a
   // convolution, when the step was made).
   bool tf32 = false;
+  // A GEMM's SM target for cuBLAS (CublasHandle::gemm), > 0 when it runs beside a collective.
+  int sm_target = 0;
   CUdeviceptr a = 0, b = 0, out = 0;
   CUdeviceptr bias = 0, workspace = 0;  // a convolution's (0 when it has none)
   CublasPointerArrays arrays;  // device memory fixed per executable, when the GEMM needs it

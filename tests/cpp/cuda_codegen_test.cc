@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <sstream>
 
 #include "backends/cuda/caching_allocator.h"
@@ -675,31 +676,69 @@ TEST(CudaDriver, GraphEntryPointsResolveFromTheToolkitStub) {
   EXPECT_NE(d.cuStreamBeginCapture_v2, nullptr);
 }
 
+// Sets an environment variable for a test's scope and restores it (or its absence) afterwards.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const char* name) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (old) old_ = old;
+  }
+  ~ScopedEnv() {
+    if (had_)
+      ::setenv(name_, old_.c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+  void set(const char* value) const { ::setenv(name_, value, 1); }
+  void unset() const { ::unsetenv(name_); }
+  // Each of `bad` as the value makes read() a ValueError naming the variable.
+  template <class Read>
+  void expect_rejected(std::initializer_list<const char*> bad, Read read) const {
+    for (const char* value : bad) {
+      set(value);
+      try {
+        read();
+        ADD_FAILURE() << name_ << "=" << value << ": expected an error";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Value);
+        EXPECT_NE(std::string(e.what()).find(name_), std::string::npos);
+      }
+    }
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
 // LT_CUDA_GRAPH_SEGMENTS (cuda_graph.h): unset, empty or 0 is off, 1 is on, anything else is an
 // error naming the variable.
 TEST(CudaGraphSegments, ReadsTheVariableAndRejectsBadValues) {
-  const char* old = std::getenv("LT_CUDA_GRAPH_SEGMENTS");
-  const std::string saved = old ? old : "";
-  ::unsetenv("LT_CUDA_GRAPH_SEGMENTS");
+  const ScopedEnv env("LT_CUDA_GRAPH_SEGMENTS");
+  env.unset();
   EXPECT_FALSE(cuda_graph_segments());
-  ::setenv("LT_CUDA_GRAPH_SEGMENTS", "0", 1);
+  env.set("0");
   EXPECT_FALSE(cuda_graph_segments());
-  ::setenv("LT_CUDA_GRAPH_SEGMENTS", "1", 1);
+  env.set("1");
   EXPECT_TRUE(cuda_graph_segments());
-  for (const char* bad : {"yes", "2", "-1"}) {
-    ::setenv("LT_CUDA_GRAPH_SEGMENTS", bad, 1);
-    try {
-      cuda_graph_segments();
-      ADD_FAILURE() << bad << ": expected an error";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::Value);
-      EXPECT_NE(std::string(e.what()).find("LT_CUDA_GRAPH_SEGMENTS"), std::string::npos);
-    }
-  }
-  if (old)
-    ::setenv("LT_CUDA_GRAPH_SEGMENTS", saved.c_str(), 1);
-  else
-    ::unsetenv("LT_CUDA_GRAPH_SEGMENTS");
+  env.expect_rejected({"yes", "2", "-1"}, [] { cuda_graph_segments(); });
+}
+
+// LT_CUDA_GEMM_SM_CARVEOUT (cuda_graph.h): unset or empty is the default, a whole number of SMs
+// is taken (0: off), anything else is an error naming the variable.
+TEST(CudaGemmSmCarveout, ReadsTheVariableAndRejectsBadValues) {
+  const ScopedEnv env("LT_CUDA_GEMM_SM_CARVEOUT");
+  env.unset();
+  EXPECT_EQ(cuda_gemm_sm_carveout(), kDefaultGemmSmCarveout);
+  env.set("");
+  EXPECT_EQ(cuda_gemm_sm_carveout(), kDefaultGemmSmCarveout);
+  env.set("0");
+  EXPECT_EQ(cuda_gemm_sm_carveout(), 0);
+  env.set("24");
+  EXPECT_EQ(cuda_gemm_sm_carveout(), 24);
+  env.expect_rejected({"-1", "12x", "2000", "lots"}, [] { cuda_gemm_sm_carveout(); });
 }
 
 // Asking for device `dev`'s backend is a RuntimeError whose message contains "no CUDA device"

@@ -106,7 +106,9 @@ def main():
         step, _ = ddp_train_step(lt, FULL, state, idx, tgt, device, wrap=wrap,
                                  compiled=args.compile)
         c0 = lt.metrics.counters()
-        prof, wall = profiled(step, args.steps)
+        # Every rank synchronized and at the barrier before the profiled steps (profiled's align).
+        prof, wall = profiled(step, args.steps,
+                              align=lambda: (lt.cuda.synchronize(device), dist.barrier()))
         c1 = lt.metrics.counters()
         g = lt.metrics.last_graph()
         print(f"{'ddp' if wrap else 'bare'}: cuda_graph_launches "

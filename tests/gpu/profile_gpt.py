@@ -65,7 +65,11 @@ def gpu_busy(prof, steps):
     return busy / 1e3 / steps, (iv[-1][1] - iv[0][0]) / 1e3 / steps
 
 
-def profiled(step, steps):
+def profiled(step, steps, align=None):
+    """torch.profiler over `steps` calls of step after warm-up ones; align (optional) runs inside
+    the profiler first: ranks of a data-parallel step start together there, where the profiler's
+    own start takes each rank a different time (s35: one rank 4 ms late, so every NCCL kernel of
+    the first step waited for it)."""
     for _ in range(3):
         step()
     torch.cuda.synchronize()
@@ -75,6 +79,8 @@ def profiled(step, steps):
     torch.cuda.synchronize()
     wall = (time.perf_counter() - t0) * 1e3 / steps
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        if align:
+            align()
         for _ in range(steps):
             step()
         torch.cuda.synchronize()
