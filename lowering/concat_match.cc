@@ -4,8 +4,9 @@
 // result's), so the bucket costs no copy. The gradients of GPT-2 124M are 0.5 GB a step: copied
 // into their buckets that was ~0.25 ms of an H200's step. An operand that cannot live there (a
 // graph input, a graph output, a value already inside another concat, a range not 256-byte aligned
-// for the libraries and vector stores that write it, or a symbolic plan, whose offsets are not
-// among the numbers lowering compares across sizes) is copied in by a kernel of its own.
+// for the libraries and vector stores that write it) is copied in by a kernel of its own. Symbolic
+// plans keep the operands in place: a concat's sizes are pinned (ir/symbolic_graph.cc), so the
+// offsets are the same at every size, which generalize_plan checks.
 #include <ostream>
 
 #include "lowering/library_match.h"
@@ -62,8 +63,6 @@ std::optional<LibraryMatch> match_concat_step(const MatchContext& c, int node) {
   LibraryMatch m{PlanStep::Kind::Kernel, node, node};
   for (int in : p.inputs) m.operands.push_back(stored_value(c.g, in));
   m.outputs = {node};
-  // Symbolic plans (lowering/generalize.h) turn output views off for the same reason.
-  m.alias_operands = c.opts.output_views;
   return m;
 }
 
@@ -76,7 +75,7 @@ void emit_concat_step(const PrimGraph& g, const LibraryMatch& m, const FusionNod
   for (size_t i = 0; i < p.inputs.size(); ++i) {
     const int64_t n = numel(g.nodes[p.inputs[i]].shape);
     const int src = nodes[m.operands[i]].buffer;
-    if (n > 0 && m.alias_operands && can_alias(plan, src, out, offset)) {
+    if (n > 0 && can_alias(plan, src, out, offset)) {
       plan.buffers[src].alias = out;
       plan.buffers[src].alias_offset = offset;
       ++placed;

@@ -108,8 +108,10 @@ class Walk {
   void run() {
     tok(p_.buffers.size());
     for (auto& b : p_.buffers) {
-      tok(static_cast<uint64_t>(b.kind), static_cast<uint64_t>(b.dtype), b.input);
+      tok(static_cast<uint64_t>(b.kind), static_cast<uint64_t>(b.dtype), b.input, b.alias);
       v_.size(b.numel, &b.numel_param, "a buffer size");
+      // The same at every size: the executables place an operand at a fixed offset of its concat.
+      v_.size(b.alias_offset, nullptr, "a concat operand's offset");
     }
     tok(p_.kernels.size());
     for (auto& k : p_.kernels) kernel(k);
@@ -650,7 +652,9 @@ GeneralizedPlan generalize_plan(const Graph& g, const SymbolicGraph& sg, const L
   // read) makes the plans at its ends differ: with one symbol, bisection over primes finds where,
   // and the range keeps the side of the current size; with two, a narrower range is tried.
   // Without output views (Plan::output_offsets): an offset is not among the numbers the walk
-  // compares, so a symbolic plan's roots each keep a buffer of their own.
+  // compares, so a symbolic plan's roots each keep a buffer of their own. Concat operands stay in
+  // place: symbolic_graph pins a concat's sizes (a DDP bucket of parameter gradients), so their
+  // offsets are the same at every size (the walk checks it).
   LowerOptions no_views = opts;
   no_views.output_views = false;
   Lowerings lw(g, sg, no_views);

@@ -22,12 +22,11 @@ struct LibraryMatch {
   // its only user when that user is computed by the step too (an output reshape, a transpose, a
   // ReLU post-op).
   int root = -1;
-  std::vector<int> operands;    // nodes the step reads: each gets a buffer
-  std::vector<int> outputs;     // nodes the step writes (root among them): buffers, no kernels
-  GemmMatch gemm;               // GEMM: the product (buffers and name set when emitted)
-  bool relu = false;            // conv: the root is a ReLU applied as a post-op
-  bool alias_operands = false;  // concat: operands may live inside the result (concat_match.cc)
-  int table = -1;               // its kind's row of kLibraryKinds (which emitter adds it)
+  std::vector<int> operands;  // nodes the step reads: each gets a buffer
+  std::vector<int> outputs;   // nodes the step writes (root among them): buffers, no kernels
+  GemmMatch gemm;             // GEMM: the product (buffers and name set when emitted)
+  bool relu = false;          // conv: the root is a ReLU applied as a post-op
+  int table = -1;             // its kind's row of kLibraryKinds (which emitter adds it)
 };
 
 // What a matcher sees: the graph, the backend's capabilities and fusion's state so far (earlier
