@@ -81,9 +81,9 @@ bool cuda_graphs_always();
 // for the device's SM count minus n (CublasHandle::gemm's sm_target), so its grid does not wait for
 // NCCL's kernel to end. 0: off. Unset or empty: kDefaultGemmSmCarveout. Read when an executable is
 // created; a value that is not a whole number from 0 to 1024 is an error naming the variable.
-// The default: NCCL runs 24 CTAs on two NVLink H200s; leaving it 32 SMs measured 0.2 ms a step
-// faster on average than no carveout (five side-by-side runs, bench/README.md thirty-fifth
-// session), leaving 24 about as much, 40 and 48 slower.
+// The default, 24, is the CTAs NCCL runs on two NVLink H200s: against no carveout it measured
+// -0.10, -0.31, -0.62 and +0.03 ms a step (32: -0.42, -0.26, +0.03, -0.17; 40 and 48 slower;
+// bench/README.md, thirty-fifth session).
 inline constexpr int kDefaultGemmSmCarveout = 24;
 int cuda_gemm_sm_carveout();
 
