@@ -34,8 +34,12 @@ only_tracer_crashes() {
 ctest --output-on-failure -j "$jobs" "${exclude[@]}" && exit 0
 only_tracer_crashes || exit 1
 echo "asan_ctest: $(grep -c . Testing/Temporary/LastTestsFailed.log) test(s) failed only by LeakSanitizer's tracer crash; running them again"
-ctest --rerun-failed --output-on-failure && exit 0
+# With the same -E as the first run: LastTestsFailed.log names tests by their number in the list
+# that run saw, and -E shortens that list (without it the rerun of 2026-11-30 ran
+# FlashAttention.NvrtcCompilesOneProgramPerKernel for the failed ModuleImageCarriesTheKernels...).
+ctest --rerun-failed --output-on-failure "${exclude[@]}" && exit 0
 only_tracer_crashes || exit 1
 echo "asan_ctest: the tracer crashed again; without the leak check (ASan and UBSan still on):"
 cat Testing/Temporary/LastTestsFailed.log
-ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 ctest --rerun-failed --output-on-failure
+ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 ctest --rerun-failed --output-on-failure \
+  "${exclude[@]}"
