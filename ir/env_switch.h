@@ -1,6 +1,9 @@
-// A two-way switch read from the environment: unset or `off` is false, `on` is true, anything
-// else an lt::Error naming the variable and both accepted values. In ir/, the lowest layer (as
-// debug_level.h), so that every layer may read one.
+// Settings read from the environment, each a clear lt::Error naming the variable when its value
+// is not one it takes. In ir/, the lowest layer (as debug_level.h), so that every layer may read
+// one.
+//
+// env_switch: a two-way switch: unset or `off` is false, `on` is true, anything else an error
+// naming both accepted values.
 #pragma once
 #include <cstdlib>
 #include <string>
@@ -15,6 +18,18 @@ inline bool env_switch(const char* name, const char* off, const char* on) {
   if (v.empty() || v == off) return false;
   if (v == on) return true;
   fail(ErrorKind::Value, name, "=", v, ": expected ", on, " or ", off, " (or unset)");
+}
+
+// An integer setting: unset or empty is `fallback`, a whole number in [lo, hi] is taken, anything
+// else is an error naming the range.
+inline int env_int(const char* name, int lo, int hi, int fallback) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return fallback;
+  char* end = nullptr;
+  const long v = std::strtol(e, &end, 10);
+  if (*end || v < lo || v > hi)
+    fail(ErrorKind::Value, name, "=", e, ": expected an integer in [", lo, ", ", hi, "]");
+  return static_cast<int>(v);
 }
 
 }  // namespace lt

@@ -18,6 +18,7 @@
 #include "backends/cuda/cuda_expr.h"
 #include "backends/cuda/cuda_preamble.h"
 #include "backends/cuda/kernel_gen.h"
+#include "ir/env_switch.h"
 #include "ir/error.h"
 #include "ir/ops.h"
 
@@ -89,18 +90,9 @@ const char* cuda_kernel_mode_name(CudaKernelMode m) {
 
 CudaCodegenOptions CudaCodegenOptions::from_env() {
   CudaCodegenOptions o;
-  auto read = [](const char* name, int lo, int hi, int fallback) {
-    const char* e = std::getenv(name);
-    if (!e || !*e) return fallback;
-    char* end = nullptr;
-    long v = std::strtol(e, &end, 10);
-    if (*end || v < lo || v > hi)
-      fail(ErrorKind::Value, name, "=", e, ": expected an integer in [", lo, ", ", hi, "]");
-    return static_cast<int>(v);
-  };
-  o.max_cached_per_thread = read("LT_CUDA_ROW_CACHE", 0, 64, o.max_cached_per_thread);
-  o.block_threads = read("LT_CUDA_BLOCK_THREADS", 0, 1024, o.block_threads);
-  o.row_vectors = read("LT_CUDA_ROW_VEC", 0, 1, o.row_vectors ? 1 : 0) != 0;
+  o.max_cached_per_thread = env_int("LT_CUDA_ROW_CACHE", 0, 64, o.max_cached_per_thread);
+  o.block_threads = env_int("LT_CUDA_BLOCK_THREADS", 0, 1024, o.block_threads);
+  o.row_vectors = env_int("LT_CUDA_ROW_VEC", 0, 1, o.row_vectors ? 1 : 0) != 0;
   return o;
 }
 

@@ -60,14 +60,7 @@ bool cuda_graphs_enabled() {
 bool cuda_graph_segments() { return env_switch("LT_CUDA_GRAPH_SEGMENTS", "0", "1"); }
 
 int cuda_gemm_sm_carveout() {
-  const char* e = std::getenv("LT_CUDA_GEMM_SM_CARVEOUT");
-  if (!e || !*e) return kDefaultGemmSmCarveout;
-  char* end = nullptr;
-  const long v = std::strtol(e, &end, 10);
-  if (*end != '\0' || v < 0 || v > 1024)
-    fail(ErrorKind::Value, "LT_CUDA_GEMM_SM_CARVEOUT=", e,
-         ": expected a whole number of SMs from 0 to 1024");
-  return static_cast<int>(v);
+  return env_int("LT_CUDA_GEMM_SM_CARVEOUT", 0, 1024, kDefaultGemmSmCarveout);
 }
 
 bool cuda_graphs_always() {
