@@ -164,7 +164,7 @@ std::vector<CudaLaunchStep> CudaExecutable::resolve_steps(const std::vector<RunI
       s.gemm = &g;
       s.tf32 = matmul_allow_tf32();  // a captured CUDA graph is rebuilt when the setting changes
       s.a = ptrs[g.a], s.b = ptrs[g.b], s.out = ptrs[g.out];
-      if (si < beside_collective_.size() && beside_collective_[si]) s.sm_target = gemm_sm_target_;
+      if (si < gemm_sm_targets_.size()) s.sm_target = gemm_sm_targets_[si];
       if (const size_t bytes = CublasHandle::pointer_array_bytes(g)) {
         GemmArrays& ga = bound.gemm_arrays[static_cast<size_t>(step.index)];
         if (!ga.device)

@@ -147,8 +147,10 @@ class CudaExecutable : public Executable {
       OverlapRates rates;
       rates.sm_count = dev_->sm_count();
       rates.carved_sms = carveout;
-      gemm_sm_target_ = std::max(1, dev_->sm_count() - carveout);
-      beside_collective_ = gemms_beside_collectives(plan, steps_, rates);
+      const std::vector<bool> narrow = gemms_beside_collectives(plan, steps_, rates);
+      gemm_sm_targets_.assign(narrow.size(), 0);
+      for (size_t s = 0; s < narrow.size(); ++s)
+        if (narrow[s]) gemm_sm_targets_[s] = dev_->sm_count() - carveout;
     }
     if (launches == 0) return;
     const CudaDriver& d = dev_->driver();
@@ -409,10 +411,9 @@ class CudaExecutable : public Executable {
   std::vector<std::shared_ptr<CudaBuffer>> kept_slots_;  // keep_temps() (run_with)
   std::vector<CollectiveStep> collectives_;
   std::vector<std::vector<int>> step_touches_;  // per step its buffers, when there are collectives
-  // With a GEMM SM carveout: per step whether it is a GEMM likely to start beside a collective,
-  // and the SMs such a GEMM plans for (cuda_gemm_sm_carveout).
-  std::vector<bool> beside_collective_;
-  int gemm_sm_target_ = 0;
+  // With a GEMM SM carveout: per step the SMs cuBLAS plans its GEMM for, > 0 for a GEMM likely to
+  // start beside a collective (cuda_gemm_sm_carveout), 0 (all of them) otherwise.
+  std::vector<int> gemm_sm_targets_;
   std::atomic<bool> collectives_checked_{false};  // the first run checks them across ranks
   std::string collectives_differ_;                // why they differ: every later run raises it
   CudaModuleImage module_image_;                  // kept for the disk cache (serialize)
