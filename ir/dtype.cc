@@ -63,6 +63,41 @@ bool is_floating(DType t) {
 }
 bool is_integral(DType t) { return !is_floating(t); }
 
+bool widens_exactly(DType from, DType to) {
+  if (from == to || from == DType::Bool) return true;
+  // Significand bits (with the implicit one) of the floats, value bits of the integers.
+  auto bits = [](DType t) {
+    switch (t) {
+      case DType::UInt8:
+        return 8;
+      case DType::Int8:
+        return 7;
+      case DType::Int32:
+        return 31;
+      case DType::Int64:
+        return 63;
+      case DType::Float16:
+        return 11;
+      case DType::BFloat16:
+        return 8;
+      case DType::Float32:
+        return 24;
+      case DType::Float64:
+        return 53;
+      default:
+        return 0;
+    }
+  };
+  // float16 has more significand than bfloat16 but less range: neither holds the other.
+  if (is_half(from)) return to == DType::Float32 || to == DType::Float64;
+  if (is_floating(from)) return from == DType::Float32 && to == DType::Float64;
+  if (to == DType::Bool) return false;
+  if (is_floating(to)) return bits(from) <= bits(to);
+  // Integer to integer: uint8 needs a signed type wider than 8 bits; a signed one a wider signed.
+  if (to == DType::UInt8) return false;
+  return from == DType::UInt8 ? bits(to) > 8 : bits(from) <= bits(to);
+}
+
 DType default_float() { return DType::Float32; }
 
 DType promote(DType a, DType b) {

@@ -18,6 +18,10 @@ inline bool is_bool(DType t) { return t == DType::Bool; }
 inline bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
 // The dtype 16-bit floats compute in (PyTorch's opmath type): float32; others their own.
 inline DType opmath_dtype(DType t) { return is_half(t) ? DType::Float32 : t; }
+// Whether every value of `from` is a value of `to` (a cast there and back returns it): a 16-bit
+// float in float32 or float64, float32 in float64; integers in wider signed integers and in floats
+// whose significand holds them; bool in every dtype.
+bool widens_exactly(DType from, DType to);
 
 // Promotion of two tensor operands (torch.promote_types).
 DType promote(DType a, DType b);

@@ -114,6 +114,11 @@ class Simplifier {
           return constant(n, *v);
     }
     if (n.op == Op::Cast && at(a).dtype == n.dtype) return a;
+    // cast(cast(x, wide), x's dtype) is x when `wide` holds every value of x's dtype exactly
+    // (x.float().bfloat16(): a round trip that autocast's casts and user code make).
+    if (n.op == Op::Cast && at(a).op == Op::Cast && at(at(a).inputs[0]).dtype == n.dtype &&
+        widens_exactly(n.dtype, at(a).dtype))
+      return at(a).inputs[0];
     if (n.op == Op::Reshape) {
       if (at(a).shape == n.shape) return a;
       if (at(a).op == Op::Reshape) n.inputs[0] = at(a).inputs[0];

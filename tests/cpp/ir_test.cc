@@ -10,6 +10,7 @@
 #include "graph_util.h"
 #include "ir/error.h"
 #include "ir/graph.h"
+#include "ir/half.h"
 #include "ir/node.h"
 
 namespace lt {
@@ -337,6 +338,32 @@ TEST(DType, Promotion) {
   EXPECT_EQ(promote_with_scalar(DType::Float16, ScalarKind::Float), DType::Float16);
   EXPECT_EQ(promote_with_scalar(DType::Bool, ScalarKind::Int), DType::Int64);
   EXPECT_EQ(promote_with_scalar(DType::Int8, ScalarKind::Int), DType::Int8);
+}
+
+TEST(DType, WidensExactly) {
+  EXPECT_TRUE(widens_exactly(DType::BFloat16, DType::Float32));
+  EXPECT_TRUE(widens_exactly(DType::Float16, DType::Float64));
+  EXPECT_TRUE(widens_exactly(DType::Float32, DType::Float64));
+  EXPECT_FALSE(widens_exactly(DType::Float16, DType::BFloat16));  // range
+  EXPECT_FALSE(widens_exactly(DType::BFloat16, DType::Float16));  // significand
+  EXPECT_FALSE(widens_exactly(DType::Float32, DType::BFloat16));
+  EXPECT_FALSE(widens_exactly(DType::Float64, DType::Float32));
+  EXPECT_TRUE(widens_exactly(DType::Bool, DType::BFloat16));
+  EXPECT_TRUE(widens_exactly(DType::UInt8, DType::BFloat16));  // 255 has 8 significant bits
+  EXPECT_FALSE(widens_exactly(DType::Int32, DType::Float32));
+  EXPECT_TRUE(widens_exactly(DType::Int32, DType::Float64));
+  EXPECT_FALSE(widens_exactly(DType::Int64, DType::Float64));
+  EXPECT_FALSE(widens_exactly(DType::Int8, DType::UInt8));  // negatives
+  EXPECT_FALSE(widens_exactly(DType::UInt8, DType::Int8));  // 255
+  EXPECT_TRUE(widens_exactly(DType::UInt8, DType::Int32));
+  EXPECT_FALSE(widens_exactly(DType::Int32, DType::Bool));
+  // Every uint8 and int8 value survives a round trip through bfloat16 and float16 (the half
+  // conversions of ir/half.h as the oracle).
+  for (int v = -128; v < 256; ++v) {
+    EXPECT_EQ(bfloat16_to_float(float_to_bfloat16(static_cast<float>(v))), static_cast<float>(v))
+        << v;
+    EXPECT_EQ(half_to_float(float_to_half(static_cast<float>(v))), static_cast<float>(v)) << v;
+  }
 }
 
 TEST(Shape, BroadcastSameShapesAndZeroDimOperands) {

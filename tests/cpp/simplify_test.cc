@@ -64,6 +64,26 @@ TEST(Simplify, DoubleNegationAndMovementChainsFold) {
   EXPECT_EQ(g2.nodes[g2.outputs[0]].shape, (Shape{3, 4, 2}));
 }
 
+NodePtr cast_to(NodePtr x, DType t) {
+  Attrs a;
+  a.dtype = t;
+  return make_node(Op::Cast, {std::move(x)}, a);
+}
+
+TEST(Simplify, ACastBackThroughAnExactWideningIsTheOperand) {
+  // bfloat16 -> float32 -> bfloat16 returns every value: both casts go.
+  auto x = param({3, 4}, DType::BFloat16);
+  auto g = simplified({op(Op::Exp, {cast_to(cast_to(x, DType::Float32), DType::BFloat16)})});
+  EXPECT_EQ(count(g, Op::Cast), 0);
+  // float32 -> bfloat16 -> float32 rounds on the way: kept.
+  auto y = param({3, 4});
+  EXPECT_EQ(count(simplified({cast_to(cast_to(y, DType::BFloat16), DType::Float32)}), Op::Cast), 2);
+  // float16 -> bfloat16 -> float16 loses significand (and bfloat16 holds no float16 exactly in
+  // general): kept.
+  auto z = param({3, 4}, DType::Float16);
+  EXPECT_EQ(count(simplified({cast_to(cast_to(z, DType::BFloat16), DType::Float16)}), Op::Cast), 2);
+}
+
 TEST(Simplify, ConstantsFoldInTheResultDtype) {
   auto x = param({5});
   auto k = op(Op::Mul, {op(Op::Exp, {c(0.5)}), op(Op::Add, {c(2), c(0.1)})});
