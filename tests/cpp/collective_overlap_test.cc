@@ -98,5 +98,15 @@ TEST(CollectiveOverlap, AnEmptyCollectiveHoldsNothing) {
   EXPECT_EQ(b.narrowed(), (std::vector<bool>{false, false}));
 }
 
+// A collective over one rank is a copy in memory: nothing narrowed beside it.
+TEST(CollectiveOverlap, OneRankHoldsNothing) {
+  Builder b;
+  b.collective(1);
+  b.gemm(8192, 768, 3072);
+  EXPECT_EQ(b.narrowed(), (std::vector<bool>{false, false}));
+  b.p.collectives[0].world = 2;
+  EXPECT_EQ(b.narrowed(), (std::vector<bool>{false, true}));
+}
+
 }  // namespace
 }  // namespace lt
