@@ -273,12 +273,8 @@ void CudaExecutable::launch_with_collectives(const std::vector<CudaLaunchStep>& 
     return;
   }
   const std::vector<CudaLaunchStep> seq = with_collectives(launches, starts, ptrs, nccl);
-  if (graph && graph_segments_) {
-    launch_segments(seq, bound, nccl, stats);
-    return;
-  }
   int recaptured = 0;
-  if (graph && bound.graph->launch(seq, &recaptured)) {
+  if (graph && !graph_segments_ && bound.graph->launch(seq, &recaptured)) {
     nccl->watch(dev_->stream(), "a CUDA graph replay with collectives");
     if (stats) {
       stats->kernel_launches += static_cast<int>(seq.size());
@@ -287,26 +283,13 @@ void CudaExecutable::launch_with_collectives(const std::vector<CudaLaunchStep>& 
     if (!graphs_always_) judge_replay(bound, recaptured, seq.size());
     return;
   }
-  const CudaDriver& d = dev_->driver();
-  const CUstream stream = dev_->stream();
-  std::vector<std::shared_ptr<CUevent_st>> done(seq.size());
-  for (size_t i = 0; i < seq.size(); ++i) {
-    const CudaLaunchStep& l = seq[i];
-    for (uint32_t j : l.after)
-      if (done[j]) d.check(d.cuStreamWaitEvent(stream, done[j].get(), 0), "cuStreamWaitEvent");
-    if (!l.collective) {
-      launch_cuda_steps(*dev_, blas_.get(), std::span<const CudaLaunchStep>(&l, 1), stats);
-      continue;
-    }
-    done[i] = nccl->enqueue(l.calls, stream);
-    if (stats) ++stats->kernel_launches;
-  }
-  for (const auto& e : done)
-    if (e) d.check(d.cuStreamWaitEvent(stream, e.get(), 0), "cuStreamWaitEvent");
+  // Not one graph (yet, or at all): the kernels between the collectives, as graphs of their own
+  // under LT_CUDA_GRAPH_SEGMENTS, else launched one by one.
+  launch_segments(seq, bound, nccl, graph && graph_segments_, stats);
 }
 
 void CudaExecutable::launch_segments(const std::vector<CudaLaunchStep>& seq, Bound& bound,
-                                     NcclCommunicator* nccl, RunStats* stats) {
+                                     NcclCommunicator* nccl, bool capture, RunStats* stats) {
   const CudaDriver& d = dev_->driver();
   const CUstream stream = dev_->stream();
   std::vector<std::shared_ptr<CUevent_st>> done(seq.size());
@@ -325,6 +308,12 @@ void CudaExecutable::launch_segments(const std::vector<CudaLaunchStep>& seq, Bou
       if (done[j]) d.check(d.cuStreamWaitEvent(stream, done[j].get(), 0), "cuStreamWaitEvent");
     size_t end = i + 1;
     while (end < seq.size() && !seq[end].collective && seq[end].after.empty()) ++end;
+    if (!capture) {
+      launch_cuda_steps(*dev_, blas_.get(),
+                        std::span<const CudaLaunchStep>(seq).subspan(i, end - i), stats);
+      i = end;
+      continue;
+    }
     part.assign(seq.begin() + static_cast<std::ptrdiff_t>(i),
                 seq.begin() + static_cast<std::ptrdiff_t>(end));
     part.front().after.clear();
@@ -345,7 +334,7 @@ void CudaExecutable::launch_segments(const std::vector<CudaLaunchStep>& seq, Bou
   }
   for (const auto& e : done)
     if (e) d.check(d.cuStreamWaitEvent(stream, e.get(), 0), "cuStreamWaitEvent");
-  if (!graphs_always_) judge_replay(bound, recaptured, seq.size());
+  if (capture && !graphs_always_) judge_replay(bound, recaptured, seq.size());
 }
 
 std::vector<CudaLaunchStep> CudaExecutable::with_collectives(

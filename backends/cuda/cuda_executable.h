@@ -340,14 +340,16 @@ class CudaExecutable : public Executable {
                                const std::vector<CUdeviceptr>& ptrs, Bound& bound, bool graph,
                                RunStats* stats);
 
-  // LT_CUDA_GRAPH_SEGMENTS=1: `seq` (with_collectives') replayed as linear graphs, one per run of
-  // steps between a collective or a join and the next, with the NCCL calls enqueued between them
-  // (as the plain path does) instead of as branches of one graph. Meant to win back the DDP
-  // step's gap before each kernel (0.2-0.5 us, none in the bare step); measured on 2 H200s it
-  // keeps those gaps and is no faster (23.72 against 23.43 ms a step): they follow the process's
-  // NCCL communicator, not the graph's shape (tests/gpu/nccl_launch_gap.py). Off by default.
+  // `seq` (with_collectives') as runs of steps between a collective or a join and the next, the
+  // NCCL calls enqueued on the communicator's stream between them and joined by events: each run
+  // launched step by step (plain launches, capture false), or replayed as a linear graph of its own
+  // (LT_CUDA_GRAPH_SEGMENTS=1), instead of as branches of one graph. The segments were meant to win
+  // back the DDP step's gap before each kernel (0.2-0.5 us, none in the bare step); measured on 2
+  // H200s it keeps those gaps and is no faster (23.72 against 23.43 ms a step): they follow the
+  // process's NCCL communicator, not the graph's shape (tests/gpu/nccl_launch_gap.py). Off by
+  // default.
   void launch_segments(const std::vector<CudaLaunchStep>& seq, Bound& bound, NcclCommunicator* nccl,
-                       RunStats* stats);
+                       bool capture, RunStats* stats);
 
   // The run's launches with its NCCL collectives in plan order; each kernel or library launch
   // lists in `after` the collectives in flight whose memory its plan step touches (the first

@@ -169,6 +169,9 @@ CHECKS = {
     # The step's graph replayed as linear segments between its collectives
     # (LT_CUDA_GRAPH_SEGMENTS, cuda_executable.h's launch_segments), traced and compiled.
     "ddp_segments": every_rank_ok("ddp.py", LT_CUDA_GRAPH_SEGMENTS="1"),
+    # Without CUDA graphs: every kernel launched alone between the NCCL calls (launch_segments
+    # without capture, the path every step takes before its graph is captured).
+    "ddp_no_graphs": every_rank_ok("ddp.py", LT_CUDA_GRAPHS="0"),
     "ddp_segments_compiled": every_rank_ok("ddp_compiled.py", LT_CUDA_GRAPH_SEGMENTS="1"),
     "dead_rank": dead_rank,
     "mismatch": mismatch,
