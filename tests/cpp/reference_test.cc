@@ -16,7 +16,7 @@ namespace lt {
 namespace {
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
-const double kInf = std::numeric_limits<double>::infinity();
+const double kInfinity = std::numeric_limits<double>::infinity();
 
 // Builds a prim graph by hand.
 struct Builder {
@@ -135,7 +135,7 @@ TEST(ReferenceTest, IntegerNegAbsWrap) {
 }
 
 TEST(ReferenceTest, ComparisonsAndMaxMinWithNaN) {
-  std::vector<double> a = {1, kNaN, 2, kNaN, -kInf, 3}, c = {1, 1, kNaN, kNaN, -kInf, -2};
+  std::vector<double> a = {1, kNaN, 2, kNaN, -kInfinity, 3}, c = {1, 1, kNaN, kNaN, -kInfinity, -2};
   const Op ops[] = {Op::Eq, Op::Ne, Op::Lt, Op::Le, Op::Gt, Op::Ge};
   bool (*ref[])(double, double) = {
       [](double x, double y) { return x == y; }, [](double x, double y) { return x != y; },
@@ -181,7 +181,7 @@ TEST(ReferenceTest, HalfKnownValues) {
   EXPECT_EQ(float_to_half(std::ldexp(3.0f, -26)), 0x0001);  // 0.75 of the smallest subnormal
   EXPECT_EQ(float_to_half(std::ldexp(1.0f, -25)), 0x0000);  // exact tie -> even (zero)
   EXPECT_EQ(float_to_half(-0.0f), 0x8000);
-  EXPECT_EQ(float_to_half(-kInf), 0xfc00);
+  EXPECT_EQ(float_to_half(-kInfinity), 0xfc00);
   EXPECT_TRUE(std::isnan(half_to_float(float_to_half(std::nanf("")))));
   EXPECT_EQ(float_to_half(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie -> even
   EXPECT_EQ(float_to_half(1.0f + std::ldexp(3.0f, -11)), 0x3c02);  // tie -> even (up)
@@ -325,7 +325,7 @@ TEST(ReferenceTest, Reductions) {
         else if (keep)
           os.push_back(1);
       int64_t on = numel(os);
-      std::vector<double> sum(on, 0), prod(on, 1), mx(on, -kInf), mn(on, kInf);
+      std::vector<double> sum(on, 0), prod(on, 1), mx(on, -kInfinity), mn(on, kInfinity);
       for (int i = 0; i < 2; ++i)
         for (int j = 0; j < 3; ++j)
           for (int k = 0; k < 4; ++k) {
