@@ -2,6 +2,8 @@
 
 #include "lowering/channels_last.h"
 #include "lowering/collective.h"
+#include "lowering/collective_overlap.h"
+#include "lowering/collective_placement.h"
 #include "lowering/complete_plan.h"
 #include "lowering/decompose.h"
 #include "lowering/donation.h"
@@ -23,6 +25,7 @@ Plan lower(const Graph& g, const LowerOptions& opts) {
   if (opts.conv_channels_last) choose_channels_last(plan);
   hoist_collectives(plan);
   order_by_collectives(plan);
+  if (opts.collectives_beside_light_work) place_collectives_beside_light_work(plan, OverlapRates{});
   find_donations(plan);
   complete_plan(plan);
   return plan;

@@ -105,6 +105,9 @@ struct LowerOptions {
   // (lowering/output_views.h). Off where a plan must stay comparable across sizes (symbolic plans,
   // lowering/generalize.h).
   bool output_views = true;
+  // Collectives start beside light work rather than as soon as their operand is ready
+  // (lowering/collective_placement.h): a GPU backend whose collectives hold SMs (NCCL).
+  bool collectives_beside_light_work = false;
   bool gemm(DType t) const { return has(gemm_dtypes, t); }
   bool conv(DType t) const { return has(conv_dtypes, t); }
   bool attention(DType t, int64_t e, int64_t ev) const {

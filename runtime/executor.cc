@@ -175,6 +175,7 @@ std::vector<std::shared_ptr<Storage>> execute_graph(const std::vector<const Node
   kh.add(static_cast<uint64_t>(opts.attention_head_dim));
   kh.add(static_cast<uint64_t>(opts.split_for_many_threads));
   kh.add(static_cast<uint64_t>(opts.conv_channels_last));
+  kh.add(static_cast<uint64_t>(opts.collectives_beside_light_work));
   const Hash128 prefix = Hasher(kh).digest();
   Hash128 key = kh.add(g.key).digest();
   profile::record(profile::Phase::Hash, "hash", t0, Clock::now());

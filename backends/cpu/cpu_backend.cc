@@ -4,6 +4,7 @@
 
 #include "backends/cpu/cpu_executable.h"
 #include "ir/error.h"
+#include "lowering/collective_placement.h"
 
 namespace lt {
 namespace {
@@ -46,6 +47,7 @@ class CpuBackend : public Backend {
       o.gemm_dtypes = {DType::Float32, DType::BFloat16, DType::Float16};
     if (cpu::onednn_conv_available() && gemm_enabled()) o.conv_dtypes = {DType::Float32};
     o.conv_channels_last = !o.conv_dtypes.empty() && conv_channels_last(false);
+    o.collectives_beside_light_work = collectives_beside_light_work_from_env();
     return o;
   }
 

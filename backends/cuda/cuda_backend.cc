@@ -19,6 +19,7 @@
 #include "backends/cuda/nvrtc_compiler.h"
 #include "backends/cuda/nvrtc_worker.h"
 #include "ir/error.h"
+#include "lowering/collective_placement.h"
 #include "lowering/memory_plan.h"
 #include "lowering/size_fields.h"
 
@@ -260,6 +261,7 @@ class CudaBackendImpl : public CudaBackend {
     // cuDNN's transposes but ran 6.66 ms against 6.16 (its reductions over NHWC data and 32 weight
     // copies not yet tuned); LT_CHANNELS_LAST=1 turns it on.
     o.conv_channels_last = !o.conv_dtypes.empty() && conv_channels_last(false);
+    o.collectives_beside_light_work = collectives_beside_light_work_from_env();
     return o;
   }
 

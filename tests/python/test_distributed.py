@@ -66,13 +66,16 @@ def test_distributed_data_parallel_matches_one_process(nproc):
     _every_rank_ok("ddp.py", nproc)
 
 
-@pytest.mark.parametrize("script,mode", [("ddp.py", "per_tensor"), ("ddp_compiled.py", "flat")])
-def test_ddp_reduce_modes_match_one_process(script, mode):
+@pytest.mark.parametrize("script,mode,placement", [("ddp.py", "per_tensor", "light"),
+                                                   ("ddp_compiled.py", "flat", "ready")])
+def test_ddp_reduce_modes_match_one_process(script, mode, placement):
     # DDP's other ways of averaging a bucket (runtime/distributed.h: ddp_reduce_mode; bucket is
     # Gloo's default, run by the tests above), over Gloo.
     # mixed (and each mode again) in two ranks: data_parallel_test.cc; every mode's all_reduces and
-    # values in one process: test_nn_parallel.py.
-    _every_rank_ok(script, 2, LT_DDP_REDUCE=mode)
+    # values in one process: test_nn_parallel.py. per_tensor (a collective per gradient) also with
+    # its collectives moved beside light work (lowering/collective_placement.h): the moves must
+    # leave every value as it was.
+    _every_rank_ok(script, 2, LT_DDP_REDUCE=mode, LT_COLLECTIVE_PLACEMENT=placement)
 
 
 def test_distributed_data_parallel_under_lt_compile_matches_one_process():
