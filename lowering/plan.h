@@ -106,7 +106,8 @@ struct LowerOptions {
   // lowering/generalize.h).
   bool output_views = true;
   // Collectives start beside light work rather than as soon as their operand is ready
-  // (lowering/collective_placement.h): a GPU backend whose collectives hold SMs (NCCL).
+  // (lowering/collective_placement.h). Meant for NCCL, whose collectives hold SMs; the CUDA and
+  // CPU backends take it from LT_COLLECTIVE_PLACEMENT (on the CPU only to check the moves).
   bool collectives_beside_light_work = false;
   bool gemm(DType t) const { return has(gemm_dtypes, t); }
   bool conv(DType t) const { return has(conv_dtypes, t); }
